@@ -1,0 +1,15 @@
+# DAWN_PREFIX: a local Dawn installation. The Python runtime reaches Dawn through wgpudawn, which the
+# set-up builds against this prefix; CMake checks the prefix and records it (torch_webgpu._C.dawn_prefix).
+set(DAWN_PREFIX "" CACHE PATH "Path to a Dawn installation (include/webgpu/webgpu.h + libwebgpu_dawn)")
+if(DAWN_PREFIX)
+  if(NOT EXISTS "${DAWN_PREFIX}/include/webgpu/webgpu.h")
+    message(FATAL_ERROR "DAWN_PREFIX=${DAWN_PREFIX}: missing include/webgpu/webgpu.h")
+  endif()
+  find_library(DAWN_LIBRARY NAMES webgpu_dawn PATHS "${DAWN_PREFIX}/lib" "${DAWN_PREFIX}/lib64" NO_DEFAULT_PATH)
+  if(NOT DAWN_LIBRARY)
+    message(FATAL_ERROR "DAWN_PREFIX=${DAWN_PREFIX}: missing lib/libwebgpu_dawn")
+  endif()
+  message(STATUS "torch-webgpu: Dawn from ${DAWN_PREFIX} (${DAWN_LIBRARY})")
+else()
+  message(STATUS "torch-webgpu: using the Dawn bundled in the wgpudawn wheel")
+endif()

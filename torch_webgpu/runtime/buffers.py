@@ -1,0 +1,146 @@
+"""Device buffers: a size-bucketed pool handing out integer buffer ids."""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import LimitExceededError, OutOfMemoryError
+
+ALIGNMENT = 4  # copy and storage-access granularity of WebGPU buffers
+_MIN_BUCKET = 256
+_POW2_UP_TO = 32 << 20
+_LARGE_STEP = 8 << 20
+
+
+def align_up(n: int, alignment: int = ALIGNMENT) -> int:
+    """`n` rounded up to a multiple of `alignment`."""
+    return (n + alignment - 1) // alignment * alignment
+
+
+def bucket_size(nbytes: int) -> int:
+    """The pooled capacity serving a request: powers of two up to 32 MiB, then 8 MiB steps."""
+    if nbytes <= _MIN_BUCKET:
+        return _MIN_BUCKET
+    if nbytes <= _POW2_UP_TO:
+        return 1 << (nbytes - 1).bit_length()
+    return align_up(nbytes, _LARGE_STEP)
+
+
+@dataclass
+class DeviceBuffer:
+    """One live allocation: `nbytes` requested, backed by a GPU buffer of `capacity` bytes."""
+
+    id: int
+    gpu: Any
+    nbytes: int
+    capacity: int
+    serial: int  # identifies the GPU buffer object (stable across pool reuse) for bind-group caching
+
+
+@dataclass
+class _Pooled:
+    gpu: Any
+    capacity: int
+    serial: int
+
+
+def _is_oom(exc: BaseException) -> bool:
+    return "OutOfMemory" in type(exc).__name__ or "out of memory" in str(exc).lower()
+
+
+class BufferPool:
+    """Hands out buffer ids backed by pooled GPU buffers; freed buffers are reused by size bucket."""
+
+    def __init__(self, device: Any, gpu_module: Any, limits: dict[str, int],
+                 on_destroy: Callable[[int], None] | None = None):
+        self._device = device
+        self._usage = (gpu_module.BufferUsage.STORAGE | gpu_module.BufferUsage.COPY_SRC
+                       | gpu_module.BufferUsage.COPY_DST)
+        self.max_buffer_size = int(limits.get("max-buffer-size", 256 << 20))
+        self._on_destroy = on_destroy or (lambda serial: None)
+        self._live: dict[int, DeviceBuffer] = {}
+        self._free: dict[int, list[_Pooled]] = defaultdict(list)
+        self._ids = itertools.count(1)
+        self._serials = itertools.count(1)
+        self.freed_source: Callable[[], Iterable[int]] | None = None
+        self.allocated_bytes = 0
+        self.max_allocated_bytes = 0
+        self.reserved_bytes = 0
+        self.created = 0
+
+    def allocate(self, nbytes: int) -> DeviceBuffer:
+        """A new buffer id with at least `nbytes` (rounded up to 4) of device memory."""
+        self.drain_freed()
+        if nbytes < 0:
+            raise ValueError(f"buffer size must be non-negative, got {nbytes}")
+        size = align_up(max(nbytes, ALIGNMENT))
+        if size > self.max_buffer_size:
+            raise LimitExceededError(
+                f"buffer of {nbytes} bytes exceeds this device's max-buffer-size "
+                f"({self.max_buffer_size} bytes); split the tensor or use a smaller batch"
+            )
+        capacity = min(bucket_size(size), self.max_buffer_size)
+        free = self._free.get(capacity)
+        pooled = free.pop() if free else self._create(capacity)
+        buf = DeviceBuffer(next(self._ids), pooled.gpu, size, capacity, pooled.serial)
+        self._live[buf.id] = buf
+        self.allocated_bytes += capacity
+        self.max_allocated_bytes = max(self.max_allocated_bytes, self.allocated_bytes)
+        return buf
+
+    def _create(self, capacity: int) -> _Pooled:
+        for attempt in range(2):
+            try:
+                gpu = self._device.create_buffer(size=capacity, usage=self._usage, label="torch-webgpu")
+                break
+            except Exception as exc:
+                if not _is_oom(exc):
+                    raise
+                if attempt == 1 or not self.empty_cache():
+                    raise OutOfMemoryError(
+                        f"WebGPU device out of memory allocating {capacity} bytes "
+                        f"({self.allocated_bytes} bytes in use); free tensors or reduce the batch"
+                    ) from exc
+        self.reserved_bytes += capacity
+        self.created += 1
+        return _Pooled(gpu, capacity, next(self._serials))
+
+    def get(self, buffer_id: int) -> DeviceBuffer:
+        """The live buffer behind `buffer_id`."""
+        try:
+            return self._live[buffer_id]
+        except KeyError:
+            raise KeyError(f"webgpu buffer {buffer_id} is not allocated (freed or never created)") from None
+
+    def release(self, buffer_id: int) -> None:
+        """Return `buffer_id`'s memory to the pool; commands already recorded still see it in order."""
+        buf = self._live.pop(buffer_id, None)
+        if buf is None:
+            return
+        self.allocated_bytes -= buf.capacity
+        self._free[buf.capacity].append(_Pooled(buf.gpu, buf.capacity, buf.serial))
+
+    def drain_freed(self) -> None:
+        """Release ids queued by a foreign owner (the C++ allocator's deleter queue)."""
+        if self.freed_source is not None:
+            for buffer_id in self.freed_source():
+                self.release(buffer_id)
+
+    def empty_cache(self) -> int:
+        """Destroy all pooled free buffers; returns the bytes given back to the device."""
+        released = 0
+        for pooled_list in self._free.values():
+            for pooled in pooled_list:
+                self._on_destroy(pooled.serial)
+                pooled.gpu.destroy()
+                released += pooled.capacity
+        self._free.clear()
+        self.reserved_bytes -= released
+        return released
+
+    def __len__(self) -> int:
+        return len(self._live)

@@ -1,0 +1,91 @@
+"""The open command encoder: dispatches and copies are recorded and submitted together."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import ValidationError
+
+# Submit early past these so a long eager program does not grow one unbounded command buffer.
+MAX_PENDING_COMMANDS = 2048
+MAX_PENDING_STAGING_BYTES = 64 << 20
+
+
+class CommandRecorder:
+    """Keeps one encoder (and one compute pass) open until `submit`."""
+
+    def __init__(self, device: Any):
+        self._device = device
+        self._encoder = None
+        self._pass = None
+        self._keepalive: list[Any] = []  # staging buffers referenced by recorded copies
+        self.pending_commands = 0
+        self.pending_staging_bytes = 0
+        self.submits = 0
+        self.commands = 0
+        self.before_finish = None  # hook(encoder) run just before finish (profiler resolves)
+
+    @property
+    def has_pending(self) -> bool:
+        """True when something is recorded but not yet submitted."""
+        return self._encoder is not None and self.pending_commands > 0
+
+    @property
+    def over_threshold(self) -> bool:
+        """True when the open encoder should be submitted before recording more."""
+        return (self.pending_commands >= MAX_PENDING_COMMANDS
+                or self.pending_staging_bytes >= MAX_PENDING_STAGING_BYTES)
+
+    def encoder(self) -> Any:
+        """The open encoder, outside any compute pass (for copies and clears)."""
+        if self._pass is not None:
+            self._pass.end()
+            self._pass = None
+        if self._encoder is None:
+            self._encoder = self._device.create_command_encoder(label="torch-webgpu")
+        self.pending_commands += 1
+        self.commands += 1
+        return self._encoder
+
+    def compute_pass(self, timestamp_writes: dict | None = None) -> Any:
+        """The open compute pass; a pass with timestamp writes is always a new, single-dispatch one."""
+        if timestamp_writes is not None or self._pass is None:
+            encoder = self.encoder()
+            self.pending_commands -= 1
+            self.commands -= 1
+            kwargs = {"timestamp_writes": timestamp_writes} if timestamp_writes else {}
+            self._pass = encoder.begin_compute_pass(**kwargs)
+        self.pending_commands += 1
+        self.commands += 1
+        return self._pass
+
+    def end_pass(self) -> None:
+        """Close the open compute pass (the next dispatch opens a new one)."""
+        if self._pass is not None:
+            self._pass.end()
+            self._pass = None
+
+    def keep_alive(self, obj: Any, nbytes: int = 0) -> None:
+        """Hold `obj` (a staging buffer) until the commands using it are submitted."""
+        self._keepalive.append(obj)
+        self.pending_staging_bytes += nbytes
+
+    def submit(self) -> bool:
+        """Finish and submit the open encoder; returns False when there was nothing to submit."""
+        if self._encoder is None:
+            return False
+        self.end_pass()
+        encoder, self._encoder = self._encoder, None
+        if self.before_finish is not None:
+            self.before_finish(encoder)
+        try:
+            command_buffer = encoder.finish()
+            self._device.queue.submit([command_buffer])
+        except Exception as exc:
+            raise ValidationError(f"command submission failed: {exc}") from exc
+        finally:
+            self._keepalive.clear()
+            self.pending_commands = 0
+            self.pending_staging_bytes = 0
+        self.submits += 1
+        return True

@@ -1,0 +1,108 @@
+"""Shader modules, compute pipelines and bind groups, cached by content."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ShaderCompilationError, ValidationError
+
+
+@dataclass(eq=False)
+class Kernel:
+    """A compute pipeline ready to dispatch; `key` is the content hash it is cached under."""
+
+    key: str
+    label: str
+    pipeline: Any
+    entry_point: str
+    _layouts: dict[int, Any] = field(default_factory=dict)
+
+    def layout(self, group: int) -> Any:
+        """The (auto-derived) bind group layout of `group`."""
+        if group not in self._layouts:
+            self._layouts[group] = self.pipeline.get_bind_group_layout(group)
+        return self._layouts[group]
+
+
+def content_key(code: str | bytes, entry_point: str, constants: dict | None = None) -> str:
+    """Hash of a shader's source, entry point and override constants."""
+    h = hashlib.sha256()
+    h.update(code.encode() if isinstance(code, str) else bytes(code))
+    h.update(b"\0" + entry_point.encode())
+    if constants:
+        h.update(repr(sorted(constants.items())).encode())
+    return h.hexdigest()
+
+
+class ExecutableCache:
+    """Creates each pipeline once per content hash and each bind group once per resource tuple."""
+
+    def __init__(self, device: Any):
+        self._device = device
+        self._kernels: dict[str, Kernel] = {}
+        self._bind_groups: dict[tuple, Any] = {}
+        self._keys_by_serial: dict[int, set[tuple]] = defaultdict(set)
+        self.pipeline_hits = 0
+        self.pipeline_misses = 0
+        self.bind_group_hits = 0
+        self.bind_group_misses = 0
+
+    def kernel(self, code: str | bytes, entry_point: str = "main", label: str | None = None,
+               constants: dict[str, float] | None = None) -> Kernel:
+        """The compute pipeline for WGSL text or SPIR-V bytes, compiled at most once."""
+        key = content_key(code, entry_point, constants)
+        kernel = self._kernels.get(key)
+        if kernel is not None:
+            self.pipeline_hits += 1
+            return kernel
+        self.pipeline_misses += 1
+        label = label or f"kernel-{key[:12]}"
+        source = code if isinstance(code, str) else None
+        try:
+            module = self._device.create_shader_module(
+                code=code if isinstance(code, str) else bytes(code), label=label)
+        except Exception as exc:
+            raise ShaderCompilationError(label, str(exc), source) from exc
+        compute = {"module": module, "entry_point": entry_point}
+        if constants:
+            compute["constants"] = dict(constants)
+        try:
+            pipeline = self._device.create_compute_pipeline(layout="auto", compute=compute, label=label)
+        except Exception as exc:
+            raise ShaderCompilationError(label, str(exc), source) from exc
+        kernel = Kernel(key, label, pipeline, entry_point)
+        self._kernels[key] = kernel
+        return kernel
+
+    def bind_group(self, kernel: Kernel, group: int, resources: tuple) -> Any:
+        """A bind group of `resources` = ((gpu_buffer, serial, offset, size), ...) by binding index."""
+        key = (kernel.key, group, tuple((serial, off, size) for _, serial, off, size in resources))
+        bind_group = self._bind_groups.get(key)
+        if bind_group is not None:
+            self.bind_group_hits += 1
+            return bind_group
+        self.bind_group_misses += 1
+        entries = [
+            {"binding": i, "resource": {"buffer": gpu, "offset": off, "size": size}}
+            for i, (gpu, _, off, size) in enumerate(resources)
+        ]
+        try:
+            bind_group = self._device.create_bind_group(
+                layout=kernel.layout(group), entries=entries, label=kernel.label)
+        except Exception as exc:
+            raise ValidationError(f"kernel '{kernel.label}': bad bindings: {exc}") from exc
+        self._bind_groups[key] = bind_group
+        for _, serial, _, _ in resources:
+            self._keys_by_serial[serial].add(key)
+        return bind_group
+
+    def forget_buffer(self, serial: int) -> None:
+        """Drop cached bind groups that reference a GPU buffer about to be destroyed."""
+        for key in self._keys_by_serial.pop(serial, ()):
+            self._bind_groups.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._kernels)

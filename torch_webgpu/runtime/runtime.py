@@ -1,0 +1,378 @@
+"""The Runtime: one WebGPU device with its buffer pool, kernel cache and open command encoder."""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import builtin_kernels
+from .adapter import DeviceInfo, open_device, select_adapter
+from .backend import backend_name, load_backend
+from .buffers import ALIGNMENT, BufferPool, DeviceBuffer, align_up, bucket_size
+from .commands import CommandRecorder
+from .errors import DeviceLostError, LimitExceededError, ValidationError
+from .executables import ExecutableCache, Kernel
+from .profiling import DispatchProfiler, DispatchTiming, now
+
+
+@dataclass(frozen=True)
+class BufferSlice:
+    """A byte range of a buffer id, to bind or copy."""
+
+    buffer_id: int
+    offset: int = 0
+    nbytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Constant:
+    """An immutable uniform buffer holding small kernel parameters (cached by content)."""
+
+    gpu: Any
+    serial: int
+    nbytes: int
+
+
+Binding = int | BufferSlice | Constant
+
+
+def _as_bytes(data: Any) -> bytes | memoryview:
+    if isinstance(data, np.ndarray):
+        return memoryview(np.ascontiguousarray(data)).cast("B")
+    if isinstance(data, (bytes, bytearray)):
+        return data
+    return memoryview(data).cast("B")
+
+
+class Runtime:
+    """Thread-safe access to one WebGPU device; every public method takes the runtime lock."""
+
+    _MAX_CONSTANTS = 4096
+
+    def __init__(self, backend: str | None = None, adapter: str | None = None):
+        self.backend = backend or backend_name()
+        self.wgpu = load_backend(self.backend)
+        self.device, self.info = open_device(select_adapter(self.wgpu, adapter), self.backend)
+        self.lock = threading.RLock()
+        self.executables = ExecutableCache(self.device)
+        self.pool = BufferPool(self.device, self.wgpu, self.info.limits, self.executables.forget_buffer)
+        self.recorder = CommandRecorder(self.device)
+        self._staging: dict[int, list[Any]] = {}
+        self._constants: OrderedDict[bytes, Constant] = OrderedDict()
+        self._constant_serial = -1  # negative serials never collide with pool buffers
+        self._profiler: DispatchProfiler | None = None
+        self.dispatches = 0
+        self.max_storage_binding = self.info.limits.get("max-storage-buffer-binding-size", 128 << 20)
+        self.max_workgroups = self.info.limits.get("max-compute-workgroups-per-dimension", 65535)
+        # Both bindings keep the device-lost promise here; its state turns non-pending on loss.
+        self._lost = getattr(self.device, "_lost_promise", None)
+
+    # ---- introspection -------------------------------------------------------------------------
+    def describe(self) -> str:
+        """Adapter, backend, limits and features of the open device."""
+        return self.info.describe()
+
+    @property
+    def submits(self) -> int:
+        """How many command buffers were submitted so far."""
+        return self.recorder.submits
+
+    def check_alive(self) -> None:
+        """Raise DeviceLostError if the device was lost."""
+        state = getattr(self._lost, "_state", "pending") if self._lost is not None else "pending"
+        if state != "pending":
+            info = None
+            with contextlib.suppress(Exception):
+                info = self._lost.sync_wait()
+            reason = getattr(info, "reason", "unknown")
+            message = getattr(info, "message", "")
+            raise DeviceLostError(f"WebGPU device lost ({reason}): {message}; restart the process")
+
+    # ---- buffers -------------------------------------------------------------------------------
+    def allocate(self, nbytes: int) -> int:
+        """A new device buffer id of at least `nbytes` bytes (contents undefined)."""
+        with self.lock:
+            return self.pool.allocate(nbytes).id
+
+    def free(self, buffer_id: int) -> None:
+        """Give `buffer_id` back to the pool."""
+        with self.lock:
+            self.pool.release(buffer_id)
+
+    def buffer(self, buffer_id: int) -> DeviceBuffer:
+        """The DeviceBuffer behind an id."""
+        with self.lock:
+            return self.pool.get(buffer_id)
+
+    def upload(self, buffer_id: int, data: Any, offset: int = 0) -> None:
+        """Write host bytes (bytes, memoryview or numpy array) into a buffer at `offset`."""
+        payload = _as_bytes(data)
+        n = len(payload)
+        if n == 0:
+            return
+        with self.lock:
+            buf = self.pool.get(buffer_id)
+            self._check_range(buf, offset, n, "upload")
+            start, end = offset - offset % ALIGNMENT, align_up(offset + n)
+            if (start, end) != (offset, offset + n):
+                # Sub-word edges: merge with the bytes around them so neighbours are preserved.
+                merged = bytearray(self._download_locked(buf, start, end - start))
+                merged[offset - start:offset - start + n] = payload
+                payload, offset = bytes(merged), start
+            if self.recorder.has_pending:
+                # Keep program order: a queue write would land before the recorded commands.
+                staging = self.device.create_buffer_with_data(
+                    data=payload, usage=self.wgpu.BufferUsage.COPY_SRC)
+                self.recorder.encoder().copy_buffer_to_buffer(staging, 0, buf.gpu, offset, len(payload))
+                self.recorder.keep_alive(staging, len(payload))
+                self._maybe_submit()
+            else:
+                self.device.queue.write_buffer(buf.gpu, offset, payload)
+
+    def download(self, buffer_id: int, offset: int = 0, nbytes: int | None = None) -> bytes:
+        """Read bytes back from the device (submits everything recorded so far)."""
+        with self.lock:
+            buf = self.pool.get(buffer_id)
+            nbytes = buf.nbytes - offset if nbytes is None else nbytes
+            self._check_range(buf, offset, nbytes, "download")
+            if nbytes == 0:
+                return b""
+            return self._download_locked(buf, offset, nbytes)
+
+    def download_array(self, buffer_id: int, dtype: Any, count: int, offset: int = 0) -> np.ndarray:
+        """Read `count` elements of `dtype` starting at byte `offset` as a numpy array."""
+        dtype = np.dtype(dtype)
+        raw = self.download(buffer_id, offset, count * dtype.itemsize)
+        return np.frombuffer(raw, dtype=dtype, count=count).copy()
+
+    def _download_locked(self, buf: DeviceBuffer, offset: int, nbytes: int) -> bytes:
+        start, end = offset - offset % ALIGNMENT, align_up(offset + nbytes)
+        size = end - start
+        staging = self._take_staging(size)
+        self.recorder.encoder().copy_buffer_to_buffer(buf.gpu, start, staging, 0, size)
+        self._submit_locked()
+        try:
+            staging.map_sync(self.wgpu.MapMode.READ, 0, size)
+        except Exception as exc:
+            self.check_alive()
+            raise ValidationError(f"reading back buffer {buf.id} failed: {exc}") from exc
+        data = bytes(staging.read_mapped(0, size))
+        staging.unmap()
+        self._staging.setdefault(bucket_size(size), []).append(staging)
+        return data[offset - start:offset - start + nbytes]
+
+    def _take_staging(self, size: int) -> Any:
+        bucket = bucket_size(size)
+        free = self._staging.get(bucket)
+        if free:
+            return free.pop()
+        usage = self.wgpu.BufferUsage.MAP_READ | self.wgpu.BufferUsage.COPY_DST
+        return self.device.create_buffer(size=bucket, usage=usage, label="torch-webgpu-readback")
+
+    def fill(self, buffer_id: int, pattern: int = 0, offset: int = 0, nbytes: int | None = None) -> None:
+        """Fill a 4-byte-aligned range with a repeated 32-bit `pattern` (0 uses clear_buffer)."""
+        with self.lock:
+            buf = self.pool.get(buffer_id)
+            nbytes = buf.nbytes - offset if nbytes is None else nbytes
+            self._check_range(buf, offset, nbytes, "fill")
+            if offset % ALIGNMENT or nbytes % ALIGNMENT:
+                raise ValueError(f"fill range must be 4-byte aligned, got offset={offset} nbytes={nbytes}")
+            if nbytes == 0:
+                return
+            if pattern == 0:
+                self.recorder.encoder().clear_buffer(buf.gpu, offset, nbytes)
+                self._maybe_submit()
+                return
+            words = nbytes // 4
+            rows = -(-words // builtin_kernels.FILL_WORKGROUP)
+            grid_x = min(rows, self.max_workgroups)
+            grid_y = -(-rows // grid_x)
+            row_words = grid_x * builtin_kernels.FILL_WORKGROUP
+            params = struct.pack("<4I", offset // 4, words, pattern & 0xFFFFFFFF, row_words)
+            kernel = self.kernel(builtin_kernels.FILL_U32, label="torch-webgpu-fill")
+            self.dispatch(kernel, [BufferSlice(buffer_id, offset, nbytes + offset), self.constant(params)],
+                          (grid_x, grid_y, 1))
+
+    def copy(self, src: int, dst: int, nbytes: int | None = None, src_offset: int = 0,
+             dst_offset: int = 0) -> None:
+        """Device-to-device copy of a 4-byte-aligned byte range."""
+        with self.lock:
+            s, d = self.pool.get(src), self.pool.get(dst)
+            nbytes = s.nbytes - src_offset if nbytes is None else nbytes
+            self._check_range(s, src_offset, nbytes, "copy source")
+            self._check_range(d, dst_offset, nbytes, "copy destination")
+            if (src_offset | dst_offset | nbytes) % ALIGNMENT:
+                raise ValueError("copy offsets and size must be multiples of 4 bytes")
+            if nbytes:
+                self.recorder.encoder().copy_buffer_to_buffer(s.gpu, src_offset, d.gpu, dst_offset, nbytes)
+                self._maybe_submit()
+
+    def constant(self, data: bytes) -> Constant:
+        """An immutable uniform buffer with `data` (padded to 16 bytes), cached by content."""
+        data = bytes(data) + b"\0" * (-len(data) % 16)
+        with self.lock:
+            const = self._constants.get(data)
+            if const is not None:
+                self._constants.move_to_end(data)
+                return const
+            usage = self.wgpu.BufferUsage.UNIFORM | self.wgpu.BufferUsage.STORAGE
+            gpu = self.device.create_buffer_with_data(data=data, usage=usage)
+            const = Constant(gpu, self._constant_serial, len(data))
+            self._constant_serial -= 1
+            self._constants[data] = const
+            if len(self._constants) > self._MAX_CONSTANTS:
+                _, old = self._constants.popitem(last=False)
+                self.executables.forget_buffer(old.serial)
+            return const
+
+    @staticmethod
+    def _check_range(buf: DeviceBuffer, offset: int, nbytes: int, what: str) -> None:
+        if offset < 0 or nbytes < 0 or offset + nbytes > buf.nbytes:
+            raise ValueError(f"{what} of {nbytes} bytes at offset {offset} is outside buffer {buf.id} "
+                             f"({buf.nbytes} bytes)")
+
+    # ---- kernels -------------------------------------------------------------------------------
+    def kernel(self, wgsl: str, entry_point: str = "main", label: str | None = None,
+               constants: dict[str, float] | None = None) -> Kernel:
+        """A compute pipeline from WGSL, built once per content hash."""
+        with self.lock:
+            return self.executables.kernel(wgsl, entry_point, label, constants)
+
+    def kernel_from_spirv(self, spirv: bytes, entry_point: str = "main", label: str | None = None) -> Kernel:
+        """A compute pipeline from SPIR-V bytes (used to cross-check our WGSL against IREE's SPIR-V)."""
+        with self.lock:
+            return self.executables.kernel(bytes(spirv), entry_point, label)
+
+    def dispatch(self, kernel: Kernel, bindings: Sequence[Binding], workgroups: Sequence[int],
+                 label: str | None = None) -> None:
+        """Record one dispatch of `kernel` with bindings 0..n-1 of group 0 into the open encoder."""
+        counts = tuple(int(c) for c in workgroups) + (1,) * (3 - len(workgroups))
+        if any(c > self.max_workgroups for c in counts):
+            raise LimitExceededError(
+                f"kernel '{kernel.label}': workgroup count {counts} exceeds the device's "
+                f"max-compute-workgroups-per-dimension ({self.max_workgroups})")
+        if any(c == 0 for c in counts):
+            return
+        with self.lock:
+            resources = tuple(self._resource(b, kernel) for b in bindings)
+            bind_group = self.executables.bind_group(kernel, 0, resources)
+            label = label or kernel.label
+            profiler = self._profiler
+            if profiler is not None and profiler.use_timestamps and profiler.full:
+                self._submit_locked()
+            writes = profiler.timestamp_writes(label) if profiler is not None else None
+            compute_pass = self.recorder.compute_pass(writes)
+            compute_pass.set_pipeline(kernel.pipeline)
+            compute_pass.set_bind_group(0, bind_group)
+            compute_pass.dispatch_workgroups(*counts)
+            self.dispatches += 1
+            if writes is not None:
+                self.recorder.end_pass()
+            if profiler is not None and not profiler.use_timestamps:
+                start = now()
+                self._submit_locked(wait=True)
+                profiler.wall_clock(label, now() - start)
+            else:
+                self._maybe_submit()
+
+    def _resource(self, binding: Binding, kernel: Kernel) -> tuple:
+        if isinstance(binding, Constant):
+            return (binding.gpu, binding.serial, 0, binding.nbytes)
+        if isinstance(binding, int):
+            binding = BufferSlice(binding)
+        buf = self.pool.get(binding.buffer_id)
+        nbytes = buf.nbytes - binding.offset if binding.nbytes is None else binding.nbytes
+        self._check_range(buf, binding.offset, nbytes, f"binding of kernel '{kernel.label}'")
+        if nbytes > self.max_storage_binding:
+            raise LimitExceededError(
+                f"kernel '{kernel.label}': binding of {nbytes} bytes exceeds the device's "
+                f"max-storage-buffer-binding-size ({self.max_storage_binding}); split the tensor")
+        return (buf.gpu, buf.serial, binding.offset, align_up(max(nbytes, ALIGNMENT)))
+
+    # ---- submission ----------------------------------------------------------------------------
+    def _maybe_submit(self) -> None:
+        if self.recorder.over_threshold:
+            self._submit_locked()
+
+    def _submit_locked(self, wait: bool = False) -> None:
+        self.check_alive()
+        profiler = self._profiler
+        self.recorder.before_finish = profiler.before_finish if profiler is not None else None
+        submitted = self.recorder.submit()
+        if submitted and profiler is not None:
+            profiler.after_submit()
+        if wait:
+            self.device.queue.on_submitted_work_done_sync()
+            self.check_alive()
+
+    def flush(self) -> None:
+        """Submit everything recorded so far without waiting."""
+        with self.lock:
+            self._submit_locked()
+
+    def synchronize(self) -> None:
+        """Submit everything recorded so far and wait for the GPU to finish it."""
+        with self.lock:
+            self._submit_locked(wait=True)
+
+    @contextlib.contextmanager
+    def profile(self) -> Iterator[list[DispatchTiming]]:
+        """Time every dispatch recorded inside the block; the list fills when the block ends."""
+        timings: list[DispatchTiming] = []
+        with self.lock:
+            self._submit_locked(wait=True)
+            use_ts = "timestamp-query" in self.info.features
+            self._profiler = DispatchProfiler(self.device, self.wgpu, use_ts)
+        try:
+            yield timings
+        finally:
+            with self.lock:
+                self._submit_locked(wait=True)
+                timings.extend(self._profiler.timings)
+                self._profiler = None
+
+    # ---- memory statistics ---------------------------------------------------------------------
+    def memory_stats(self) -> dict[str, int]:
+        """Bytes allocated (live ids), peak allocated, and reserved by the pool."""
+        with self.lock:
+            self.pool.drain_freed()
+            return {"allocated": self.pool.allocated_bytes, "max_allocated": self.pool.max_allocated_bytes,
+                    "reserved": self.pool.reserved_bytes, "live_buffers": len(self.pool)}
+
+    def empty_cache(self) -> None:
+        """Return unused pooled buffers to the device."""
+        with self.lock:
+            self._submit_locked(wait=True)
+            self.pool.empty_cache()
+            self._staging.clear()
+
+
+_runtime: Runtime | None = None
+_runtime_lock = threading.Lock()
+
+
+def get_runtime() -> Runtime:
+    """The process-wide Runtime, created on first use."""
+    global _runtime
+    if _runtime is None:
+        with _runtime_lock:
+            if _runtime is None:
+                _runtime = Runtime()
+    return _runtime
+
+
+def runtime_initialized() -> bool:
+    """True once get_runtime() has opened the device."""
+    return _runtime is not None
+
+
+def device_info() -> DeviceInfo:
+    """The DeviceInfo of the process-wide runtime."""
+    return get_runtime().info
