@@ -17,14 +17,14 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-# A GPU driver's ICD (NVIDIA, AMD, Intel) that is not Mesa's software one.
-has_gpu_icd() {
-  local d f
-  for d in /usr/share/vulkan/icd.d /etc/vulkan/icd.d /usr/local/share/vulkan/icd.d; do
-    for f in "$d"/*.json; do
-      [ -e "$f" ] || continue
-      case "$(basename "$f")" in lvp_icd*) ;; *) return 0 ;; esac
-    done
+# A vendor GPU driver that does not come from Mesa (Mesa's own ICDs include hardware ones, but only a
+# Mesa new enough for Dawn makes them usable, and that same install brings lavapipe).
+has_vendor_gpu_icd() {
+  local f
+  for f in /usr/share/vulkan/icd.d/*.json /etc/vulkan/icd.d/*.json /usr/local/share/vulkan/icd.d/*.json \
+           ${VK_DRIVER_FILES:+${VK_DRIVER_FILES//:/ }}; do
+    [ -e "$f" ] || continue
+    case "$(basename "$f")" in nvidia*) return 0 ;; esac
   done
   return 1
 }
@@ -49,8 +49,8 @@ mesa_major() { dpkg-query -W -f='${Version}' mesa-vulkan-drivers 2>/dev/null | s
 
 apt_install build-essential cmake ninja-build git python3 python3-venv python3-dev libvulkan1 ca-certificates
 
-if has_gpu_icd; then
-  echo "setup_system: GPU Vulkan driver found; skipping Mesa lavapipe"
+if has_vendor_gpu_icd; then
+  :  # NVIDIA driver present; Mesa lavapipe is not needed
 elif [ -n "$(mesa_major)" ] && [ "$(mesa_major)" -ge 24 ]; then
   :
 else
