@@ -26,7 +26,7 @@ check_dawn_prefix() {
 [ -n "${DAWN_PREFIX:-}" ] && check_dawn_prefix "$DAWN_PREFIX"
 
 inputs_hash() {
-  { cat pyproject.toml CMakeLists.txt cmake/*.cmake tools/setup_python.sh; ls csrc;
+  { cat pyproject.toml CMakeLists.txt cmake/*.cmake tools/setup_python.sh csrc/*;
     echo "DAWN_PREFIX=${DAWN_PREFIX:-}"; } | sha256sum | cut -d' ' -f1
 }
 
