@@ -89,7 +89,7 @@ def select_adapter(gpu_module: ModuleType, spec: str | None = None) -> Any:
         if index < len(adapters):
             return adapters[index]
     else:
-        for adapter, name in zip(adapters, names):
+        for adapter, name in zip(adapters, names, strict=True):
             if spec.lower() in name.lower() or spec.lower() in str(_info_dict(adapter)).lower():
                 return adapter
     raise NoAdapterError(f"TORCH_WEBGPU_ADAPTER={spec!r} matches none of the adapters: {names}")

@@ -40,6 +40,11 @@ class DeviceBuffer:
     capacity: int
     serial: int  # identifies the GPU buffer object (stable across pool reuse) for bind-group caching
 
+    @property
+    def aligned_nbytes(self) -> int:
+        """`nbytes` rounded up to whole 32-bit words: the range kernels and fills may touch."""
+        return align_up(max(self.nbytes, ALIGNMENT))
+
 
 @dataclass
 class _Pooled:
@@ -86,7 +91,7 @@ class BufferPool:
         capacity = min(bucket_size(size), self.max_buffer_size)
         free = self._free.get(capacity)
         pooled = free.pop() if free else self._create(capacity)
-        buf = DeviceBuffer(next(self._ids), pooled.gpu, size, capacity, pooled.serial)
+        buf = DeviceBuffer(next(self._ids), pooled.gpu, nbytes, capacity, pooled.serial)
         self._live[buf.id] = buf
         self.allocated_bytes += capacity
         self.max_allocated_bytes = max(self.max_allocated_bytes, self.allocated_bytes)

@@ -180,8 +180,8 @@ class Runtime:
         """Fill a 4-byte-aligned range with a repeated 32-bit `pattern` (0 uses clear_buffer)."""
         with self.lock:
             buf = self.pool.get(buffer_id)
-            nbytes = buf.nbytes - offset if nbytes is None else nbytes
-            self._check_range(buf, offset, nbytes, "fill")
+            nbytes = buf.aligned_nbytes - offset if nbytes is None else nbytes
+            self._check_range(buf, offset, nbytes, "fill", buf.aligned_nbytes)
             if offset % ALIGNMENT or nbytes % ALIGNMENT:
                 raise ValueError(f"fill range must be 4-byte aligned, got offset={offset} nbytes={nbytes}")
             if nbytes == 0:
@@ -197,7 +197,7 @@ class Runtime:
             row_words = grid_x * builtin_kernels.FILL_WORKGROUP
             params = struct.pack("<4I", offset // 4, words, pattern & 0xFFFFFFFF, row_words)
             kernel = self.kernel(builtin_kernels.FILL_U32, label="torch-webgpu-fill")
-            self.dispatch(kernel, [BufferSlice(buffer_id, offset, nbytes + offset), self.constant(params)],
+            self.dispatch(kernel, [BufferSlice(buffer_id, 0, offset + nbytes), self.constant(params)],
                           (grid_x, grid_y, 1))
 
     def copy(self, src: int, dst: int, nbytes: int | None = None, src_offset: int = 0,
@@ -205,9 +205,9 @@ class Runtime:
         """Device-to-device copy of a 4-byte-aligned byte range."""
         with self.lock:
             s, d = self.pool.get(src), self.pool.get(dst)
-            nbytes = s.nbytes - src_offset if nbytes is None else nbytes
-            self._check_range(s, src_offset, nbytes, "copy source")
-            self._check_range(d, dst_offset, nbytes, "copy destination")
+            nbytes = s.aligned_nbytes - src_offset if nbytes is None else nbytes
+            self._check_range(s, src_offset, nbytes, "copy source", s.aligned_nbytes)
+            self._check_range(d, dst_offset, nbytes, "copy destination", d.aligned_nbytes)
             if (src_offset | dst_offset | nbytes) % ALIGNMENT:
                 raise ValueError("copy offsets and size must be multiples of 4 bytes")
             if nbytes:
@@ -233,10 +233,12 @@ class Runtime:
             return const
 
     @staticmethod
-    def _check_range(buf: DeviceBuffer, offset: int, nbytes: int, what: str) -> None:
-        if offset < 0 or nbytes < 0 or offset + nbytes > buf.nbytes:
+    def _check_range(buf: DeviceBuffer, offset: int, nbytes: int, what: str,
+                     limit: int | None = None) -> None:
+        limit = buf.nbytes if limit is None else limit
+        if offset < 0 or nbytes < 0 or offset + nbytes > limit:
             raise ValueError(f"{what} of {nbytes} bytes at offset {offset} is outside buffer {buf.id} "
-                             f"({buf.nbytes} bytes)")
+                             f"({limit} bytes)")
 
     # ---- kernels -------------------------------------------------------------------------------
     def kernel(self, wgsl: str, entry_point: str = "main", label: str | None = None,
@@ -260,10 +262,15 @@ class Runtime:
                 f"max-compute-workgroups-per-dimension ({self.max_workgroups})")
         if any(c == 0 for c in counts):
             return
+        label = label or kernel.label
         with self.lock:
             resources = tuple(self._resource(b, kernel) for b in bindings)
-            bind_group = self.executables.bind_group(kernel, 0, resources)
-            label = label or kernel.label
+            try:
+                bind_group = self.executables.bind_group(kernel, 0, resources)
+            except ValidationError as exc:
+                if label == kernel.label:
+                    raise
+                raise ValidationError(f"dispatch '{label}': {exc}") from exc
             profiler = self._profiler
             if profiler is not None and profiler.use_timestamps and profiler.full:
                 self._submit_locked()
@@ -288,8 +295,9 @@ class Runtime:
         if isinstance(binding, int):
             binding = BufferSlice(binding)
         buf = self.pool.get(binding.buffer_id)
-        nbytes = buf.nbytes - binding.offset if binding.nbytes is None else binding.nbytes
-        self._check_range(buf, binding.offset, nbytes, f"binding of kernel '{kernel.label}'")
+        nbytes = buf.aligned_nbytes - binding.offset if binding.nbytes is None else binding.nbytes
+        self._check_range(buf, binding.offset, nbytes, f"binding of kernel '{kernel.label}'",
+                          buf.aligned_nbytes)
         if nbytes > self.max_storage_binding:
             raise LimitExceededError(
                 f"kernel '{kernel.label}': binding of {nbytes} bytes exceeds the device's "

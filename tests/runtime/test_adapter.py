@@ -1,0 +1,48 @@
+"""Adapter selection, device description, backend choice."""
+
+import subprocess
+import sys
+
+import pytest
+
+from torch_webgpu.runtime import NoAdapterError
+from torch_webgpu.runtime.adapter import select_adapter
+from torch_webgpu.runtime.backend import backend_name, load_backend
+
+
+def test_describe_names_adapter_limits_and_features(rt):
+    text = rt.describe()
+    assert rt.info.name in text and "max-storage-buffer-binding-size" in text
+    assert rt.info.limits["max-compute-invocations-per-workgroup"] >= 256
+    assert rt.info.backend == backend_name()
+
+
+def test_adapter_by_index_and_by_name(rt):
+    gpu = load_backend()
+    by_index = select_adapter(gpu, "0")
+    name = by_index.info["device"]
+    assert select_adapter(gpu, name[:6]).info["device"] == name
+
+
+def test_unknown_adapter_raises(rt):
+    with pytest.raises(NoAdapterError, match="no-such-gpu"):
+        select_adapter(load_backend(), "no-such-gpu")
+
+
+def test_bad_backend_name(monkeypatch):
+    monkeypatch.setenv("TORCH_WEBGPU_BACKEND", "metal3")
+    with pytest.raises(ValueError, match="metal3"):
+        backend_name()
+
+
+def test_wgpu_native_backend_runs_a_kernel():
+    code = (
+        "import numpy as np\n"
+        "from torch_webgpu.runtime import get_runtime\n"
+        "rt = get_runtime(); assert rt.backend == 'wgpu', rt.backend\n"
+        "b = rt.allocate(64); rt.fill(b, 5); print(int(rt.download_array(b, np.uint32, 16).sum()))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**__import__("os").environ, "TORCH_WEBGPU_BACKEND": "wgpu"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "80"

@@ -1,0 +1,157 @@
+"""Kernels: dispatch, batching into one submit, caches, errors, threads, profiling."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from torch_webgpu.runtime import BufferSlice, LimitExceededError, ShaderCompilationError, ValidationError
+
+SCALE = """
+struct P { n: u32, factor: f32 }
+@group(0) @binding(0) var<storage, read> src: array<f32>;
+@group(0) @binding(1) var<storage, read_write> dst: array<f32>;
+@group(0) @binding(2) var<uniform> p: P;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  if (g.x < p.n) { dst[g.x] = src[g.x] * p.factor; }
+}
+"""
+
+ADD_ONE = """
+@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  if (g.x < arrayLength(&x)) { x[g.x] = x[g.x] + 1.0; }
+}
+"""
+
+
+def params(n, factor):
+    return np.array([n], np.uint32).tobytes() + np.array([factor], np.float32).tobytes()
+
+
+def test_wgsl_kernel_matches_numpy(rt):
+    n = 1000
+    x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+    src, dst = rt.allocate(x.nbytes), rt.allocate(x.nbytes)
+    rt.upload(src, x)
+    rt.dispatch(rt.kernel(SCALE, label="scale"), [src, dst, rt.constant(params(n, 2.5))], (16,))
+    np.testing.assert_allclose(rt.download_array(dst, np.float32, n), x * 2.5, rtol=1e-6)
+
+
+def test_many_dispatches_are_one_submit(rt):
+    buf = rt.allocate(256 * 4)
+    rt.fill(buf, 0)
+    kernel = rt.kernel(ADD_ONE, label="add_one")
+    rt.synchronize()
+    before = rt.submits
+    for _ in range(100):
+        rt.dispatch(kernel, [buf], (4,))
+    assert rt.submits == before  # nothing submitted while recording
+    out = rt.download_array(buf, np.float32, 256)
+    assert rt.submits == before + 1
+    assert (out == 100).all()  # dispatches in one pass still see each other's writes, in order
+
+
+def test_pipeline_and_bind_group_caches_hit(rt):
+    k1 = rt.kernel(SCALE)
+    hits = rt.executables.pipeline_hits
+    assert rt.kernel(SCALE) is k1
+    assert rt.executables.pipeline_hits == hits + 1
+    src, dst = rt.allocate(64), rt.allocate(64)
+    const = rt.constant(params(16, 1.0))
+    assert rt.constant(params(16, 1.0)) is const
+    rt.dispatch(k1, [src, dst, const], (1,))
+    bg_hits = rt.executables.bind_group_hits
+    rt.dispatch(k1, [src, dst, const], (1,))
+    assert rt.executables.bind_group_hits == bg_hits + 1
+
+
+def test_bind_group_not_reused_after_buffer_destroyed(rt):
+    kernel = rt.kernel(ADD_ONE)
+    buf = rt.allocate(1 << 16)
+    rt.fill(buf, 0)
+    rt.dispatch(kernel, [buf], (1,))
+    rt.free(buf)
+    rt.empty_cache()  # destroys the GPU buffer behind the cached bind group
+    buf2 = rt.allocate(1 << 16)
+    rt.fill(buf2, 0)
+    rt.dispatch(kernel, [buf2], (1,))
+    assert rt.download_array(buf2, np.float32, 1)[0] == 1.0
+
+
+def test_bad_wgsl_reports_label_and_line(rt):
+    bad = "@compute @workgroup_size(1)\nfn main() {\n  let a = 1;\n  let b = missing_name;\n}\n"
+    with pytest.raises(ShaderCompilationError) as info:
+        rt.kernel(bad, label="broken_kernel")
+    assert info.value.label == "broken_kernel"
+    assert info.value.line == 4
+    assert "broken_kernel" in str(info.value) and "missing_name" in str(info.value)
+
+
+def test_wrong_bindings_raise_validation_error(rt):
+    kernel = rt.kernel(SCALE)
+    buf = rt.allocate(64)
+    with pytest.raises(ValidationError, match="scale_bad_bind"):
+        rt.dispatch(kernel, [buf], (1,), label="scale_bad_bind")
+
+
+def test_too_many_workgroups_raise(rt):
+    kernel = rt.kernel(ADD_ONE)
+    with pytest.raises(LimitExceededError, match="workgroup"):
+        rt.dispatch(kernel, [rt.allocate(16)], (rt.max_workgroups + 1,))
+
+
+def test_binding_slices(rt):
+    buf = rt.allocate(512)
+    rt.fill(buf, 0)
+    kernel = rt.kernel(ADD_ONE)
+    align = rt.info.limits["min-storage-buffer-offset-alignment"]
+    rt.dispatch(kernel, [BufferSlice(buf, align * 2, 64)], (1,))
+    out = rt.download_array(buf, np.float32, 128)
+    first = align * 2 // 4
+    assert (out[first:first + 16] == 1).all() and out.sum() == 16
+
+
+def test_concurrent_use_from_two_threads(rt):
+    kernel = rt.kernel(ADD_ONE)
+    errors = []
+
+    def worker(seed):
+        try:
+            for _ in range(20):
+                buf = rt.allocate(1024)
+                rt.fill(buf, 0)
+                for _ in range(seed + 1):
+                    rt.dispatch(kernel, [buf], (4,))
+                assert (rt.download_array(buf, np.float32, 256) == seed + 1).all()
+                rt.free(buf)
+        except Exception as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def test_profile_gives_one_timing_per_dispatch(rt):
+    kernel = rt.kernel(ADD_ONE)
+    buf = rt.allocate(1024)
+    with rt.profile() as timings:
+        for _ in range(3):
+            rt.dispatch(kernel, [buf], (4,), label="profiled")
+    assert [t.label for t in timings] == ["profiled"] * 3
+    assert all(t.seconds >= 0 for t in timings)
+    expected = "timestamp" if "timestamp-query" in rt.info.features else "wall-clock"
+    assert {t.source for t in timings} == {expected}
+
+
+def test_spirv_kernel_runs(rt):
+    # A tiny SPIR-V module assembled by hand is brittle; instead check SPIR-V is accepted by checking the
+    # error path names the label when bytes are not SPIR-V.
+    with pytest.raises(ShaderCompilationError, match="not_spirv"):
+        rt.kernel_from_spirv(b"\x00" * 20, label="not_spirv")
