@@ -68,6 +68,8 @@ class Runtime:
         self._constants: OrderedDict[bytes, Constant] = OrderedDict()
         self._constant_serial = -1  # negative serials never collide with pool buffers
         self._profiler: DispatchProfiler | None = None
+        self._work_done_works = True
+        self._fence: DeviceBuffer | None = None
         self.dispatches = 0
         self.max_storage_binding = self.info.limits.get("max-storage-buffer-binding-size", 128 << 20)
         self.max_workgroups = self.info.limits.get("max-compute-workgroups-per-dimension", 65535)
@@ -317,8 +319,21 @@ class Runtime:
         if submitted and profiler is not None:
             profiler.after_submit()
         if wait:
-            self.device.queue.on_submitted_work_done_sync()
+            self._wait_idle()
             self.check_alive()
+
+    def _wait_idle(self) -> None:
+        if self._work_done_works:
+            try:
+                self.device.queue.on_submitted_work_done_sync()
+                return
+            except TypeError:
+                # wgpu 0.32.0's cffi signature for this callback is broken on wgpu-native.
+                self._work_done_works = False
+        # Mapping a buffer written by the queue completes only after all earlier submissions.
+        if self._fence is None:
+            self._fence = self.pool.allocate(4)
+        self._download_locked(self._fence, 0, 4)
 
     def flush(self) -> None:
         """Submit everything recorded so far without waiting."""

@@ -1,0 +1,1 @@
+"""torch-webgpu benchmarks: `python -m benchmarks run --suite micro|models|all`."""

@@ -1,0 +1,5 @@
+"""Entry point for `python -m benchmarks`."""
+
+from .cli import main
+
+main()

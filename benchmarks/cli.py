@@ -1,0 +1,49 @@
+"""`python -m benchmarks run --suite micro|models|all --backends dawn,wgpu --out DIR [--smoke]`."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from pathlib import Path
+
+from tqdm import tqdm
+
+from .harness import Settings
+from .report import markdown_table, plot, run_metadata, write_json
+
+SUITES = {"micro": ["tiny_dispatch"], "models": []}
+ALL_BACKENDS = ["dawn", "wgpu"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse arguments and run the chosen suites."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run benchmark suites")
+    run.add_argument("--suite", choices=["micro", "models", "all"], default="micro")
+    run.add_argument("--backends", default=",".join(ALL_BACKENDS),
+                     help=f"comma-separated subset of {ALL_BACKENDS}")
+    run.add_argument("--out", type=Path, default=Path("benchmarks/out"))
+    run.add_argument("--smoke", action="store_true", help="tiny sizes, one repetition (CI)")
+    run.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    unknown = set(backends) - set(ALL_BACKENDS)
+    if unknown:
+        parser.error(f"unknown backends {sorted(unknown)}; choose from {ALL_BACKENDS}")
+    names = SUITES["micro"] + SUITES["models"] if args.suite == "all" else SUITES[args.suite]
+    settings = Settings(smoke=args.smoke, repeats=args.repeats)
+    results = []
+    for name in tqdm(names, desc="benchmarks", unit="suite"):
+        module = importlib.import_module(f"benchmarks.suites.{name}")
+        results.extend(module.run(settings, backends))
+
+    from torch_webgpu.runtime import get_runtime
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_json(results, run_metadata(get_runtime().info.describe()), args.out / "results.json")
+    table = markdown_table(results)
+    (args.out / "results.md").write_text(table)
+    plot(results, args.out / "results.png")
+    print(table)

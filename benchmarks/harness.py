@@ -1,0 +1,60 @@
+"""Timing and result records shared by every benchmark."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class Measurement:
+    """One figure: a benchmark on a backend, median/min/max over repeats, in `unit`."""
+
+    suite: str
+    name: str
+    backend: str
+    unit: str
+    median: float
+    minimum: float
+    maximum: float
+    repeats: int
+    params: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        """JSON-ready form."""
+        return asdict(self)
+
+
+@dataclass
+class Settings:
+    """How hard to measure: `smoke` shrinks sizes and repeats to a CI-sized run."""
+
+    smoke: bool = False
+    repeats: int = 5
+    warmup: int = 2
+
+    @property
+    def effective_repeats(self) -> int:
+        """Repeats actually run (1 in smoke mode)."""
+        return 1 if self.smoke else max(5, self.repeats)
+
+
+def time_repeats(fn: Callable[[], object], settings: Settings) -> list[float]:
+    """Wall-clock seconds of `fn()` for each repeat, after warm-up calls."""
+    for _ in range(0 if settings.smoke else settings.warmup):
+        fn()
+    times = []
+    for _ in range(settings.effective_repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def summarize(suite: str, name: str, backend: str, unit: str, values: list[float],
+              params: dict | None = None) -> Measurement:
+    """A Measurement from per-repeat values already converted to `unit`."""
+    return Measurement(suite, name, backend, unit, statistics.median(values), min(values), max(values),
+                       len(values), params or {})

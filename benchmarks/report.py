@@ -1,0 +1,58 @@
+"""Write results as JSON, a markdown table and PNG plots."""
+
+from __future__ import annotations
+
+import json
+import platform
+from collections import defaultdict
+from pathlib import Path
+
+from .harness import Measurement
+
+
+def write_json(results: list[Measurement], meta: dict, path: Path) -> None:
+    """All measurements plus run metadata."""
+    path.write_text(json.dumps({"meta": meta, "results": [r.as_dict() for r in results]}, indent=1))
+
+
+def markdown_table(results: list[Measurement]) -> str:
+    """One row per figure: median [min, max] and the ratio to the first backend of the same benchmark."""
+    rows = ["| suite | benchmark | backend | median | min | max | unit | vs first backend |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    first: dict[tuple, float] = {}
+    for r in results:
+        key = (r.suite, r.name)
+        base = first.setdefault(key, r.median)
+        ratio = f"{r.median / base:.2f}x" if base else "-"
+        rows.append(f"| {r.suite} | {r.name} | {r.backend} | {r.median:.4g} | {r.minimum:.4g} | "
+                    f"{r.maximum:.4g} | {r.unit} | {ratio} |")
+    return "\n".join(rows) + "\n"
+
+
+def plot(results: list[Measurement], path: Path) -> Path | None:
+    """A grouped bar chart of medians (with min/max whiskers) per benchmark; None if matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    groups: dict[str, list[Measurement]] = defaultdict(list)
+    for r in results:
+        groups[f"{r.name} [{r.unit}]"].append(r)
+    fig, axes = plt.subplots(len(groups), 1, figsize=(8, 2.2 * len(groups)), squeeze=False)
+    for ax, (title, rs) in zip(axes[:, 0], groups.items(), strict=True):
+        medians = [r.median for r in rs]
+        errs = [[r.median - r.minimum for r in rs], [r.maximum - r.median for r in rs]]
+        ax.barh([r.backend for r in rs], medians, xerr=errs, color="tab:blue")
+        ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def run_metadata(adapter_description: str) -> dict:
+    """Where the numbers come from."""
+    return {"host": platform.node(), "python": platform.python_version(), "adapter": adapter_description}

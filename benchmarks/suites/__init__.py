@@ -1,0 +1,1 @@
+"""Benchmark suites; each module exposes `run(settings, backends) -> list[Measurement]`."""
