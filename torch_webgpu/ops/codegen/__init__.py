@@ -1,0 +1,1 @@
+"""WGSL kernel families generated from declarative op specs (elementwise, reductions, ...)."""

@@ -1,0 +1,90 @@
+"""How each torch dtype is stored in a WebGPU buffer (always bound as array<u32>) and computed in WGSL.
+
+Sub-32-bit types are packed into u32 words; a kernel that writes them owns whole words so it never
+clobbers a neighbour element. Computation happens in one of three WGSL kinds: f32 (all floats, f16 and
+bf16 are widened like torch CPU does), i32 (all integer types up to 32 bits) and bool.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+class UnsupportedDtypeError(TypeError):
+    """A dtype the WebGPU kernels cannot compute in."""
+
+
+@dataclass(frozen=True)
+class DtypeInfo:
+    """Storage layout and compute kind of one dtype."""
+
+    name: str
+    kind: str  # "f32" | "i32" | "bool"
+    bits: int  # element width in storage
+    load: str  # WGSL expression of the element at index `i` of buffer `B`, in `kind`
+    store: str  # WGSL expression of the `bits`-wide u32 pattern of value `v` (of `kind`)
+
+    @property
+    def per_word(self) -> int:
+        """Elements per u32 word (1 for 32-bit types)."""
+        return 32 // self.bits
+
+    @property
+    def packed(self) -> bool:
+        """True for sub-32-bit types that share u32 words."""
+        return self.bits < 32
+
+
+def _small(bits: int, signed: bool, kind: str) -> tuple[str, str]:
+    per = 32 // bits
+    shift = f"((i % {per}u) * {bits}u)"
+    if kind == "bool":
+        return f"(extractBits(B[i / {per}u], {shift}, {bits}u) != 0u)", "select(0u, 1u, v)"
+    if signed:
+        load = f"extractBits(bitcast<i32>(B[i / {per}u]), {shift}, {bits}u)"
+    else:
+        load = f"i32(extractBits(B[i / {per}u], {shift}, {bits}u))"
+    return load, f"(bitcast<u32>(v) & {hex((1 << bits) - 1)}u)"
+
+
+_F16_LOAD = "unpack2x16float(B[i / 2u])[i % 2u]"
+_F16_STORE = "(pack2x16float(vec2<f32>(v, 0.0)) & 0xffffu)"
+_BF16_LOAD = "bitcast<f32>(((B[i / 2u] >> ((i % 2u) * 16u)) & 0xffffu) << 16u)"
+_BF16_STORE = "bf16_bits(v)"
+
+DTYPES: dict[torch.dtype, DtypeInfo] = {
+    torch.float32: DtypeInfo("float32", "f32", 32, "bitcast<f32>(B[i])", "bitcast<u32>(v)"),
+    torch.int32: DtypeInfo("int32", "i32", 32, "bitcast<i32>(B[i])", "bitcast<u32>(v)"),
+    torch.float16: DtypeInfo("float16", "f32", 16, _F16_LOAD, _F16_STORE),
+    torch.bfloat16: DtypeInfo("bfloat16", "f32", 16, _BF16_LOAD, _BF16_STORE),
+    torch.int16: DtypeInfo("int16", "i32", 16, *_small(16, True, "i32")),
+    torch.int8: DtypeInfo("int8", "i32", 8, *_small(8, True, "i32")),
+    torch.uint8: DtypeInfo("uint8", "i32", 8, *_small(8, False, "i32")),
+    torch.bool: DtypeInfo("bool", "bool", 8, *_small(8, False, "bool")),
+}
+
+# int64 indices are read through their low word only (index values are bounded by tensor sizes < 2**31).
+INT64_INDEX_LOAD = "bitcast<i32>(B[2u * i])"
+
+
+def dtype_info(dtype: torch.dtype, op: str = "") -> DtypeInfo:
+    """The storage layout of `dtype`, or a clear error naming the op."""
+    info = DTYPES.get(dtype)
+    if info is None:
+        where = f"'{op}' " if op else ""
+        hint = " (WebGPU has no float64 — use float32)" if dtype == torch.float64 else ""
+        raise UnsupportedDtypeError(f"webgpu: {where}does not support dtype {dtype}{hint}")
+    return info
+
+
+def convert(expr: str, src: str, dst: str) -> str:
+    """WGSL converting `expr` from compute kind `src` to `dst`."""
+    if src == dst:
+        return expr
+    if dst == "bool":
+        return f"({expr} != {'0.0' if src == 'f32' else '0'})"
+    if src == "bool":
+        return f"select({'0.0' if dst == 'f32' else '0'}, {'1.0' if dst == 'f32' else '1'}, {expr})"
+    return f"{dst}({expr})"

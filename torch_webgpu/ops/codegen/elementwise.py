@@ -1,0 +1,204 @@
+"""One strided, broadcasting elementwise kernel generated per (formula, dtypes) and launched on operands.
+
+Every input is read through its own sizes/strides/element offset (no contiguous copies); the parameters
+live in a small storage buffer:  P = [numel, ndim, out_offset, work_items, shape[8], out_strides[8],
+then per input (offset, strides[8]), then the scalar arguments as u32 bit patterns]. Packed outputs
+(f16, bf16, int16, int8, uint8, bool) must be contiguous; each invocation writes one whole u32 word.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ...runtime import get_runtime
+from .dtypes import DtypeInfo, convert, dtype_info
+from .operand import MAX_DIMS, Operand, coalesce, numel, pack_u32
+from .wgsl_math import PRELUDE
+
+INPUT_NAMES = "abcdefgh"
+WORKGROUP = 256
+_HEADER = 4 + 2 * MAX_DIMS
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A scalar kernel argument: WGSL name, compute kind ('f32' | 'i32' | 'bool') and value."""
+
+    name: str
+    kind: str
+    value: float | int | bool
+
+    def bits(self) -> float | int:
+        """The value as packed into the parameter buffer."""
+        if self.kind == "f32":
+            return float(self.value)
+        return int(self.value)
+
+
+def _load_fn(name: str, binding: int, info: DtypeInfo) -> str:
+    body = info.load.replace("B[", f"B{binding}[")
+    return f"fn load_{name}(i: u32) -> {_wgsl_type(info.kind)} {{ return {body}; }}\n"
+
+
+def _wgsl_type(kind: str) -> str:
+    return {"f32": "f32", "i32": "i32", "bool": "bool"}[kind]
+
+
+def _scalar_expr(kind: str, index: int) -> str:
+    if kind == "f32":
+        return f"bitcast<f32>(P[{index}u])"
+    if kind == "i32":
+        return f"bitcast<i32>(P[{index}u])"
+    return f"(P[{index}u] != 0u)"
+
+
+def generate(expr: str, compute: str, inputs: list[tuple[int, DtypeInfo]], scalars: list[tuple[str, str]],
+             out: tuple[int, DtypeInfo], nbindings: int, writable: int, out_kind: str | None = None) -> str:
+    """WGSL for `out = expr(inputs, scalars)`; `inputs` are (binding, dtype) pairs named a, b, c, ..."""
+    out_binding, out_info = out
+    out_kind = out_kind or compute
+    lines = ["@group(0) @binding(0) var<storage, read> P: array<u32>;"]
+    for b in range(1, nbindings):
+        access = "read_write" if b == writable else "read"
+        lines.append(f"@group(0) @binding({b}) var<storage, {access}> B{b}: array<u32>;")
+    src = "\n".join(lines) + "\n" + PRELUDE
+    for k, (binding, info) in enumerate(inputs):
+        src += _load_fn(INPUT_NAMES[k], binding, info)
+    nin = len(inputs)
+    sbase = _HEADER + (1 + MAX_DIMS) * nin
+    args = []
+    for k, (_binding, info) in enumerate(inputs):
+        base = _HEADER + (1 + MAX_DIMS) * k
+        raw = f"load_{INPUT_NAMES[k]}(offset_of(&c, {base}u))"
+        args.append(f"  let {INPUT_NAMES[k]} = {convert(raw, info.kind, compute)};")
+    for j, (name, kind) in enumerate(scalars):
+        args.append(f"  let {name} = {_scalar_expr(kind, sbase + j)};")
+    body = "\n".join(args)
+    src += f"""
+fn offset_of(c: ptr<function, array<u32, {MAX_DIMS}>>, base: u32) -> u32 {{
+  var r = P[base];
+  for (var d = 0u; d < P[1]; d++) {{ r += (*c)[d] * P[base + 1u + d]; }}
+  return r;
+}}
+fn coords(li: u32) -> array<u32, {MAX_DIMS}> {{
+  var c: array<u32, {MAX_DIMS}>;
+  var rem = li;
+  for (var d = i32(P[1]) - 1; d >= 0; d--) {{
+    let n = P[4u + u32(d)];
+    c[d] = rem % n;
+    rem = rem / n;
+  }}
+  return c;
+}}
+fn value(li: u32) -> {_wgsl_type(out_kind)} {{
+  var c = coords(li);
+{body}
+  return {expr};
+}}
+fn store_bits(v: {_wgsl_type(out_info.kind)}) -> u32 {{ return {out_info.store}; }}
+"""
+    conv_out = convert("value(li)", out_kind, out_info.kind)
+    if not out_info.packed:
+        src += f"""
+@compute @workgroup_size({WORKGROUP})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
+  let li = gid.x + gid.y * nwg.x * {WORKGROUP}u;
+  if (li >= P[3]) {{ return; }}
+  var c = coords(li);
+  let o = P[2] + offset_strides(&c);
+  B{out_binding}[o] = store_bits({conv_out});
+}}
+fn offset_strides(c: ptr<function, array<u32, {MAX_DIMS}>>) -> u32 {{
+  var r = 0u;
+  for (var d = 0u; d < P[1]; d++) {{ r += (*c)[d] * P[{4 + MAX_DIMS}u + d]; }}
+  return r;
+}}
+"""
+    else:
+        per, bits = out_info.per_word, out_info.bits
+        src += f"""
+@compute @workgroup_size({WORKGROUP})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
+  let t = gid.x + gid.y * nwg.x * {WORKGROUP}u;
+  if (t >= P[3]) {{ return; }}
+  let w = P[2] / {per}u + t;
+  var word = B{out_binding}[w];
+  for (var j = 0u; j < {per}u; j++) {{
+    let e = w * {per}u + j;
+    if (e < P[2] || e - P[2] >= P[0]) {{ continue; }}
+    let li = e - P[2];
+    word = insertBits(word, store_bits({conv_out}), j * {bits}u, {bits}u);
+  }}
+  B{out_binding}[w] = word;
+}}
+"""
+    return src
+
+
+_SOURCES: dict[tuple, str] = {}
+
+
+def grid(work: int) -> tuple[int, int, int]:
+    """Workgroup counts covering `work` invocations of a 256-wide workgroup (2-D past 65535 groups)."""
+    groups = -(-work // WORKGROUP)
+    limit = 65535
+    if groups <= limit:
+        return (groups, 1, 1)
+    return (limit, -(-groups // limit), 1)
+
+
+def launch(op: str, expr: str, compute: str, inputs: list[Operand], out: Operand,
+           scalars: tuple[Scalar, ...] = (), out_kind: str | None = None) -> None:
+    """Record `out[...] = expr(inputs[...], scalars)` over out's shape; inputs already broadcast to it."""
+    shape = tuple(out.sizes)
+    n = numel(shape)
+    if n == 0:
+        return
+    out_info = dtype_info(out.dtype, op)
+    in_infos = [dtype_info(x.dtype, op) for x in inputs]
+    stride_sets = [tuple(out.strides)] + [tuple(x.strides) for x in inputs]
+    cshape, cstrides = coalesce(shape, stride_sets)
+    if len(cshape) > MAX_DIMS:
+        raise NotImplementedError(f"webgpu: '{op}' supports at most {MAX_DIMS} non-mergeable dims, "
+                                  f"got shape {shape}")
+    if out_info.packed and cstrides[0] != _row_major(cshape):
+        raise NotImplementedError(f"webgpu: '{op}' needs a contiguous {out.dtype} output")
+    buffers = [out.buffer_id]
+    for x in inputs:
+        if x.buffer_id not in buffers:
+            buffers.append(x.buffer_id)
+    bindings = {b: i + 1 for i, b in enumerate(buffers)}
+    key = (expr, compute, out_kind, tuple((bindings[x.buffer_id], x.dtype) for x in inputs),
+           tuple((s.name, s.kind) for s in scalars), out.dtype, len(buffers))
+    src = _SOURCES.get(key)
+    if src is None:
+        pairs = [(bindings[x.buffer_id], i) for x, i in zip(inputs, in_infos, strict=True)]
+        src = generate(expr, compute, pairs,
+                       [(s.name, s.kind) for s in scalars], (1, out_info), len(buffers) + 1, 1, out_kind)
+        _SOURCES[key] = src
+    nd = len(cshape)
+    pad = (0,) * (MAX_DIMS - nd)
+    per = out_info.per_word
+    work = n if not out_info.packed else (out.offset + n - 1) // per - out.offset // per + 1
+    params: list = [n, nd, out.offset, work, *cshape, *pad, *cstrides[0], *pad]
+    for x, st in zip(inputs, cstrides[1:], strict=False):
+        params += [x.offset, *st, *pad]
+    params += [s.bits() for s in scalars]
+    rt = get_runtime()
+    kernel = rt.kernel(src, label=op)
+    rt.dispatch(kernel, [rt.constant(pack_u32(params))] + buffers, grid(work), label=op)
+
+
+def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= s
+    return tuple(reversed(strides))
+
+
+def wgsl_kind(dtype: torch.dtype) -> str:
+    """Compute kind of a dtype ('f32' | 'i32' | 'bool')."""
+    return dtype_info(dtype).kind

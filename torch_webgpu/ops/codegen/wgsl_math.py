@@ -1,0 +1,259 @@
+"""WGSL helper functions the op formulas use where WGSL lacks a builtin or its builtin is too loose.
+
+Helpers are written for f32 and chosen to match torch CPU within float32 tolerances (e.g. erf uses a
+series near zero and a rational erfc elsewhere; expm1/log1p use the classic cancellation-free forms).
+"""
+
+PRELUDE = r"""
+fn isnan_(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+fn isinf_(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }
+fn isfinite_(x: f32) -> bool { return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u; }
+fn nan_() -> f32 { var u = 0x7fc00000u; return bitcast<f32>(u); }
+fn inf_() -> f32 { var u = 0x7f800000u; return bitcast<f32>(u); }
+fn signbit_(x: f32) -> bool { return (bitcast<u32>(x) & 0x80000000u) != 0u; }
+fn copysign_(x: f32, y: f32) -> f32 {
+  return bitcast<f32>((bitcast<u32>(x) & 0x7fffffffu) | (bitcast<u32>(y) & 0x80000000u));
+}
+fn bf16_bits(v: f32) -> u32 {
+  if (isnan_(v)) { return 0x7fc0u; }
+  let b = bitcast<u32>(v);
+  return (b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u;
+}
+fn min_(a: f32, b: f32) -> f32 { if (isnan_(a) || isnan_(b)) { return nan_(); } return select(b, a, a < b); }
+fn max_(a: f32, b: f32) -> f32 { if (isnan_(a) || isnan_(b)) { return nan_(); } return select(b, a, a > b); }
+fn fmin_(a: f32, b: f32) -> f32 {
+  if (isnan_(a)) { return b; } if (isnan_(b)) { return a; } return min(a, b);
+}
+fn fmax_(a: f32, b: f32) -> f32 {
+  if (isnan_(a)) { return b; } if (isnan_(b)) { return a; } return max(a, b);
+}
+fn expm1_(x: f32) -> f32 {
+  let u = exp(x);
+  if (u == 1.0) { return x; }
+  let um1 = u - 1.0;
+  if (um1 == -1.0) { return -1.0; }
+  if (isinf_(u) || isnan_(x)) { return u; }
+  return um1 * x / log(u);
+}
+fn log1p_(x: f32) -> f32 {
+  let u = 1.0 + x;
+  if (u == 1.0) { return x; }
+  if (isinf_(u) || isnan_(x)) { return log(u); }
+  return log(u) * x / (u - 1.0);
+}
+fn tanh_(x: f32) -> f32 {
+  if (isnan_(x)) { return x; }
+  let t = expm1_(-2.0 * abs(x));
+  return copysign_(-t / (2.0 + t), x);
+}
+fn sigmoid_(x: f32) -> f32 {
+  if (x >= 0.0) { return 1.0 / (1.0 + exp(-x)); }
+  let e = exp(x);
+  return e / (1.0 + e);
+}
+fn softplus_(x: f32, beta: f32, threshold: f32) -> f32 {
+  if (x * beta > threshold) { return x; }
+  return log1p_(exp(x * beta)) / beta;
+}
+fn erfc_pos(z: f32) -> f32 {
+  let t = 1.0 / (1.0 + 0.5 * z);
+  return t * exp(-z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806
+      + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))));
+}
+fn erf_(x: f32) -> f32 {
+  if (isnan_(x)) { return x; }
+  let z = abs(x);
+  if (z < 0.5) {
+    let x2 = x * x;
+    return 1.1283791670955126 * x * (1.0 + x2 * (-0.3333333333 + x2 * (0.1 + x2 * (-0.0238095238
+        + x2 * (0.0046296296 + x2 * (-0.0007575758 + x2 * 0.0001068376))))));
+  }
+  return copysign_(1.0 - erfc_pos(z), x);
+}
+fn erfc_(x: f32) -> f32 {
+  if (isnan_(x)) { return x; }
+  if (abs(x) < 0.5) { return 1.0 - erf_(x); }
+  if (x > 0.0) { return erfc_pos(x); }
+  return 2.0 - erfc_pos(-x);
+}
+fn erfinv_(x: f32) -> f32 {
+  if (abs(x) > 1.0 || isnan_(x)) { return nan_(); }
+  if (x == 1.0) { return inf_(); }
+  if (x == -1.0) { return -inf_(); }
+  var w = -log((1.0 - x) * (1.0 + x));
+  var p: f32;
+  if (w < 5.0) {
+    w = w - 2.5;
+    p = 2.81022636e-08;
+    p = 3.43273939e-07 + p * w; p = -3.5233877e-06 + p * w; p = -4.39150654e-06 + p * w;
+    p = 0.00021858087 + p * w; p = -0.00125372503 + p * w; p = -0.00417768164 + p * w;
+    p = 0.246640727 + p * w; p = 1.50140941 + p * w;
+  } else {
+    w = sqrt(w) - 3.0;
+    p = -0.000200214257;
+    p = 0.000100950558 + p * w; p = 0.00134934322 + p * w; p = -0.00367342844 + p * w;
+    p = 0.00573950773 + p * w; p = -0.0076224613 + p * w; p = 0.00943887047 + p * w;
+    p = 1.00167406 + p * w; p = 2.83297682 + p * w;
+  }
+  var y = p * x;
+  // one Newton step on erf(y) = x sharpens the f32 result
+  y = y - (erf_(y) - x) / (1.1283791670955126 * exp(-y * y));
+  return y;
+}
+fn is_odd_int(b: f32) -> bool { let h = b * 0.5; return abs(b) < 16777216.0 && trunc(h) != h; }
+fn powi_(a: f32, n: u32) -> f32 {
+  var r = 1.0; var base = a; var e = n;
+  loop { if (e == 0u) { break; } if ((e & 1u) == 1u) { r = r * base; } base = base * base; e = e >> 1u; }
+  return r;
+}
+fn pow_(a: f32, b: f32) -> f32 {
+  if (b == 0.0) { return 1.0; }
+  if (a == 1.0) { return 1.0; }
+  if (isnan_(a) || isnan_(b)) { return nan_(); }
+  if (b == 1.0) { return a; }
+  if (b == 2.0) { return a * a; }
+  if (b == 0.5 && a >= 0.0) { return sqrt(a); }
+  if (trunc(b) == b && abs(b) <= 64.0) {
+    let r = powi_(a, u32(abs(b)));
+    return select(r, 1.0 / r, b < 0.0);
+  }
+  if (a == 0.0) {
+    if (b > 0.0) { return select(0.0, a, is_odd_int(b)); }
+    return select(inf_(), copysign_(inf_(), a), is_odd_int(b));
+  }
+  if (isinf_(b)) {
+    if (abs(a) == 1.0) { return 1.0; }
+    return select(0.0, inf_(), (abs(a) > 1.0) == (b > 0.0));
+  }
+  let r = exp2(b * log2(abs(a)));
+  if (a < 0.0) {
+    if (trunc(b) != b) { return nan_(); }
+    if (is_odd_int(b)) { return -r; }
+  }
+  return r;
+}
+fn pow_i(a: i32, b: i32) -> i32 {
+  if (b < 0) { if (a == 1) { return 1; } if (a == -1) { return select(1, -1, (b & 1) == 1); } return 0; }
+  var r = 1; var base = a; var e = u32(b);
+  loop { if (e == 0u) { break; } if ((e & 1u) == 1u) { r = r * base; } base = base * base; e = e >> 1u; }
+  return r;
+}
+fn fmod_(a: f32, b: f32) -> f32 { return a - b * trunc(a / b); }
+fn remainder_(a: f32, b: f32) -> f32 {
+  var r = fmod_(a, b);
+  if (r != 0.0 && ((r < 0.0) != (b < 0.0))) { r = r + b; }
+  return r;
+}
+fn floor_div_(a: f32, b: f32) -> f32 {
+  if (b == 0.0) { return a / b; }
+  let m = fmod_(a, b);
+  var d = (a - m) / b;
+  if (m != 0.0 && ((b < 0.0) != (m < 0.0))) { d = d - 1.0; }
+  if (d == 0.0) { return copysign_(0.0, a / b); }
+  var f = floor(d);
+  if (d - f > 0.5) { f = f + 1.0; }
+  return f;
+}
+fn floor_div_i(a: i32, b: i32) -> i32 {
+  if (b == 0) { return 0; }
+  var q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) { q = q - 1; }
+  return q;
+}
+fn remainder_i(a: i32, b: i32) -> i32 {
+  if (b == 0) { return 0; }
+  var r = a % b;
+  if (r != 0 && ((r < 0) != (b < 0))) { r = r + b; }
+  return r;
+}
+fn fmod_i(a: i32, b: i32) -> i32 { if (b == 0) { return 0; } return a % b; }
+fn trunc_div_i(a: i32, b: i32) -> i32 { if (b == 0) { return 0; } return a / b; }
+fn sign_(x: f32) -> f32 { if (isnan_(x)) { return 0.0; } return sign(x); }
+fn lerp_(a: f32, b: f32, w: f32) -> f32 {
+  if (abs(w) < 0.5) { return a + w * (b - a); }
+  return b - (b - a) * (1.0 - w);
+}
+fn gelu_(x: f32) -> f32 { return 0.5 * x * (1.0 + erf_(x * 0.7071067811865476)); }
+fn gelu_tanh_(x: f32) -> f32 {
+  return 0.5 * x * (1.0 + tanh_(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+fn gelu_backward_(g: f32, x: f32) -> f32 {
+  let cdf = 0.5 * (1.0 + erf_(x * 0.7071067811865476));
+  let pdf = exp(-0.5 * x * x) * 0.3989422804014327;
+  return g * (cdf + x * pdf);
+}
+fn gelu_tanh_backward_(g: f32, x: f32) -> f32 {
+  let k = 0.7978845608028654;
+  let inner = k * (x + 0.044715 * x * x * x);
+  let t = tanh_(inner);
+  let left = 0.5 * x;
+  let right = 1.0 + t;
+  let dinner = k * (1.0 + 3.0 * 0.044715 * x * x);
+  return g * (0.5 * right + left * (1.0 - t * t) * dinner);
+}
+fn xlogy_(x: f32, y: f32) -> f32 {
+  if (isnan_(y)) { return y; }
+  if (x == 0.0) { return 0.0; }
+  return x * log(y);
+}
+fn logaddexp_(a: f32, b: f32) -> f32 {
+  if (isinf_(a) && a == b) { return a; }
+  let m = max_(a, b);
+  return m + log1p_(exp(-abs(a - b)));
+}
+fn logaddexp2_(a: f32, b: f32) -> f32 {
+  if (isinf_(a) && a == b) { return a; }
+  let m = max_(a, b);
+  return m + log1p_(exp2(-abs(a - b))) * 1.4426950408889634;
+}
+fn sinc_(x: f32) -> f32 {
+  if (x == 0.0) { return 1.0; }
+  let px = 3.141592653589793 * x;
+  return sin(px) / px;
+}
+fn round_dec_(x: f32, d: i32) -> f32 {
+  if (d >= 0) { let s = pow_(10.0, f32(d)); return round(x * s) / s; }
+  let s = pow_(10.0, f32(-d)); return round(x / s) * s;
+}
+fn lgamma_(x0: f32) -> f32 {
+  // Lanczos (g=7, n=9) with the reflection formula for x < 0.5
+  if (isinf_(x0)) { return inf_(); }
+  var x = x0;
+  if (x <= 0.0 && trunc(x) == x) { return inf_(); }
+  if (x < 0.5) {
+    let s = sin(3.141592653589793 * x);
+    return log(3.141592653589793 / abs(s)) - lgamma_pos(1.0 - x);
+  }
+  return lgamma_pos(x);
+}
+fn lgamma_pos(x0: f32) -> f32 {
+  let x = x0 - 1.0;
+  var a = 0.99999999999980993;
+  a = a + 676.5203681218851 / (x + 1.0);
+  a = a - 1259.1392167224028 / (x + 2.0);
+  a = a + 771.32342877765313 / (x + 3.0);
+  a = a - 176.61502916214059 / (x + 4.0);
+  a = a + 12.507343278686905 / (x + 5.0);
+  a = a - 0.13857109526572012 / (x + 6.0);
+  a = a + 9.9843695780195716e-6 / (x + 7.0);
+  a = a + 1.5056327351493116e-7 / (x + 8.0);
+  let t = x + 7.5;
+  return 0.9189385332046727 + (x + 0.5) * log(t) - t + log(a);
+}
+fn digamma_(x0: f32) -> f32 {
+  var x = x0;
+  if (x == 0.0) { return copysign_(inf_(), -x); }
+  if (x < 0.0) {
+    if (trunc(x) == x) { return nan_(); }
+    return digamma_pos(1.0 - x) - 3.141592653589793 / tan(3.141592653589793 * x);
+  }
+  return digamma_pos(x);
+}
+fn digamma_pos(x0: f32) -> f32 {
+  var x = x0; var r = 0.0;
+  loop { if (x >= 6.0) { break; } r = r - 1.0 / x; x = x + 1.0; }
+  let f = 1.0 / (x * x);
+  return r + log(x) - 0.5 / x - f * (0.08333333333333333 - f * (0.008333333333333333
+      - f * (0.003968253968253968 - f * (0.004166666666666667 - f * 0.007575757575757576))));
+}
+"""
