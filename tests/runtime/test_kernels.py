@@ -63,9 +63,20 @@ def test_pipeline_and_bind_group_caches_hit(rt):
     const = rt.constant(params(16, 1.0))
     assert rt.constant(params(16, 1.0)) is const
     rt.dispatch(k1, [src, dst, const], (1,))
-    bg_hits = rt.executables.bind_group_hits
+    misses = rt.executables.bind_group_misses
     rt.dispatch(k1, [src, dst, const], (1,))
-    assert rt.executables.bind_group_hits == bg_hits + 1
+    assert rt.executables.bind_group_misses == misses  # same bindings: the bind group is reused
+    rt.dispatch(k1, [dst, src, const], (1,))
+    assert rt.executables.bind_group_misses == misses + 1
+
+
+def test_freed_id_is_not_dispatched_through_the_cache(rt):
+    kernel = rt.kernel(ADD_ONE)
+    buf = rt.allocate(64)
+    rt.dispatch(kernel, [buf], (1,))
+    rt.free(buf)
+    with pytest.raises(KeyError, match="not allocated"):
+        rt.dispatch(kernel, [buf], (1,))
 
 
 def test_bind_group_not_reused_after_buffer_destroyed(rt):

@@ -61,12 +61,14 @@ class BufferPool:
     """Hands out buffer ids backed by pooled GPU buffers; freed buffers are reused by size bucket."""
 
     def __init__(self, device: Any, gpu_module: Any, limits: dict[str, int],
-                 on_destroy: Callable[[int], None] | None = None):
+                 on_destroy: Callable[[int], None] | None = None,
+                 on_release: Callable[[int], None] | None = None):
         self._device = device
         self._usage = (gpu_module.BufferUsage.STORAGE | gpu_module.BufferUsage.COPY_SRC
                        | gpu_module.BufferUsage.COPY_DST)
         self.max_buffer_size = int(limits.get("max-buffer-size", 256 << 20))
         self._on_destroy = on_destroy or (lambda serial: None)
+        self._on_release = on_release or (lambda buffer_id: None)
         self._live: dict[int, DeviceBuffer] = {}
         self._free: dict[int, list[_Pooled]] = defaultdict(list)
         self._ids = itertools.count(1)
@@ -126,6 +128,7 @@ class BufferPool:
         buf = self._live.pop(buffer_id, None)
         if buf is None:
             return
+        self._on_release(buffer_id)
         self.allocated_bytes -= buf.capacity
         self._free[buf.capacity].append(_Pooled(buf.gpu, buf.capacity, buf.serial))
 

@@ -18,6 +18,8 @@ class CommandRecorder:
         self._device = device
         self._encoder = None
         self._pass = None
+        self._pipeline = None  # state of the open pass, to skip redundant set_* calls
+        self._bind_group = None
         self._keepalive: list[Any] = []  # staging buffers referenced by recorded copies
         self.pending_commands = 0
         self.pending_staging_bytes = 0
@@ -38,9 +40,7 @@ class CommandRecorder:
 
     def encoder(self) -> Any:
         """The open encoder, outside any compute pass (for copies and clears)."""
-        if self._pass is not None:
-            self._pass.end()
-            self._pass = None
+        self.end_pass()
         if self._encoder is None:
             self._encoder = self._device.create_command_encoder(label="torch-webgpu")
         self.pending_commands += 1
@@ -59,11 +59,28 @@ class CommandRecorder:
         self.commands += 1
         return self._pass
 
+    def dispatch(self, pipeline: Any, bind_group: Any, counts: tuple[int, int, int],
+                 timestamp_writes: dict | None = None) -> None:
+        """Record a dispatch, skipping pipeline/bind-group calls that repeat the pass's current state."""
+        fresh = timestamp_writes is not None or self._pass is None
+        compute_pass = self.compute_pass(timestamp_writes)
+        if fresh or pipeline is not self._pipeline:
+            compute_pass.set_pipeline(pipeline)
+            self._pipeline = pipeline
+            self._bind_group = None
+        if bind_group is not self._bind_group:
+            compute_pass.set_bind_group(0, bind_group)
+            self._bind_group = bind_group
+        compute_pass.dispatch_workgroups(*counts)
+        if timestamp_writes is not None:
+            self.end_pass()
+
     def end_pass(self) -> None:
         """Close the open compute pass (the next dispatch opens a new one)."""
         if self._pass is not None:
             self._pass.end()
             self._pass = None
+            self._pipeline = self._bind_group = None
 
     def keep_alive(self, obj: Any, nbytes: int = 0) -> None:
         """Hold `obj` (a staging buffer) until the commands using it are submitted."""

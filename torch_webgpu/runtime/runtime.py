@@ -55,6 +55,7 @@ class Runtime:
     """Thread-safe access to one WebGPU device; every public method takes the runtime lock."""
 
     _MAX_CONSTANTS = 4096
+    _MAX_BOUND = 16384
 
     def __init__(self, backend: str | None = None, adapter: str | None = None):
         self.backend = backend or backend_name()
@@ -62,7 +63,11 @@ class Runtime:
         self.device, self.info = open_device(select_adapter(self.wgpu, adapter), self.backend)
         self.lock = threading.RLock()
         self.executables = ExecutableCache(self.device)
-        self.pool = BufferPool(self.device, self.wgpu, self.info.limits, self.executables.forget_buffer)
+        self.pool = BufferPool(self.device, self.wgpu, self.info.limits, self.executables.forget_buffer,
+                               self._forget_dispatch_bindings)
+        # Fast path of dispatch: (kernel key, bindings as given) -> bind group, purged when an id is freed.
+        self._bound: dict[tuple, Any] = {}
+        self._bound_by_id: dict[int, list[tuple]] = {}
         self.recorder = CommandRecorder(self.device)
         self._staging: dict[int, list[Any]] = {}
         self._constants: OrderedDict[bytes, Constant] = OrderedDict()
@@ -266,30 +271,45 @@ class Runtime:
             return
         label = label or kernel.label
         with self.lock:
-            resources = tuple(self._resource(b, kernel) for b in bindings)
-            try:
-                bind_group = self.executables.bind_group(kernel, 0, resources)
-            except ValidationError as exc:
-                if label == kernel.label:
-                    raise
-                raise ValidationError(f"dispatch '{label}': {exc}") from exc
+            key = (kernel.key, tuple(bindings))
+            bind_group = self._bound.get(key)
+            if bind_group is None:
+                bind_group = self._bind(kernel, key, label)
             profiler = self._profiler
             if profiler is not None and profiler.use_timestamps and profiler.full:
                 self._submit_locked()
             writes = profiler.timestamp_writes(label) if profiler is not None else None
-            compute_pass = self.recorder.compute_pass(writes)
-            compute_pass.set_pipeline(kernel.pipeline)
-            compute_pass.set_bind_group(0, bind_group)
-            compute_pass.dispatch_workgroups(*counts)
+            self.recorder.dispatch(kernel.pipeline, bind_group, counts, writes)
             self.dispatches += 1
-            if writes is not None:
-                self.recorder.end_pass()
             if profiler is not None and not profiler.use_timestamps:
                 start = now()
                 self._submit_locked(wait=True)
                 profiler.wall_clock(label, now() - start)
             else:
                 self._maybe_submit()
+
+    def _bind(self, kernel: Kernel, key: tuple, label: str) -> Any:
+        bindings = key[1]
+        resources = tuple(self._resource(b, kernel) for b in bindings)
+        try:
+            bind_group = self.executables.bind_group(kernel, 0, resources)
+        except ValidationError as exc:
+            if label == kernel.label:
+                raise
+            raise ValidationError(f"dispatch '{label}': {exc}") from exc
+        if len(self._bound) >= self._MAX_BOUND:
+            self._bound.clear()
+            self._bound_by_id.clear()
+        self._bound[key] = bind_group
+        for b in bindings:
+            buffer_id = b if isinstance(b, int) else getattr(b, "buffer_id", None)
+            if buffer_id is not None:
+                self._bound_by_id.setdefault(buffer_id, []).append(key)
+        return bind_group
+
+    def _forget_dispatch_bindings(self, buffer_id: int) -> None:
+        for key in self._bound_by_id.pop(buffer_id, ()):
+            self._bound.pop(key, None)
 
     def _resource(self, binding: Binding, kernel: Kernel) -> tuple:
         if isinstance(binding, Constant):
