@@ -1,0 +1,19 @@
+"""The benchmark harness's smoke mode runs end to end and writes its reports."""
+
+import json
+import subprocess
+import sys
+
+
+def test_smoke_run_writes_json_markdown_and_plot(tmp_path):
+    out = tmp_path / "bench"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "run", "--suite", "all", "--smoke", "--out", str(out)],
+        capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())["results"]
+    names = {(r["name"], r["backend"]) for r in results}
+    assert ("tiny dispatch (batched, 1 submit)", "dawn") in names
+    assert all(r["median"] > 0 for r in results)
+    assert "| micro |" in (out / "results.md").read_text()
+    assert (out / "results.png").stat().st_size > 0
