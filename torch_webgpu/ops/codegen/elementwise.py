@@ -54,9 +54,10 @@ def _scalar_expr(kind: str, index: int) -> str:
     return f"(P[{index}u] != 0u)"
 
 
-def generate(expr: str, compute: str, inputs: list[tuple[int, DtypeInfo]], scalars: list[tuple[str, str]],
-             out: tuple[int, DtypeInfo], nbindings: int, writable: int, out_kind: str | None = None) -> str:
-    """WGSL for `out = expr(inputs, scalars)`; `inputs` are (binding, dtype) pairs named a, b, c, ..."""
+def generate(expr: str, compute: str, inputs: list[tuple[str, int, DtypeInfo]],
+             scalars: list[tuple[str, str]], out: tuple[int, DtypeInfo], nbindings: int, writable: int,
+             out_kind: str | None = None) -> str:
+    """WGSL for `out = expr(inputs, scalars)`; `inputs` are (name, binding, dtype) triples."""
     out_binding, out_info = out
     out_kind = out_kind or compute
     lines = ["@group(0) @binding(0) var<storage, read> P: array<u32>;"]
@@ -64,15 +65,15 @@ def generate(expr: str, compute: str, inputs: list[tuple[int, DtypeInfo]], scala
         access = "read_write" if b == writable else "read"
         lines.append(f"@group(0) @binding({b}) var<storage, {access}> B{b}: array<u32>;")
     src = "\n".join(lines) + "\n" + PRELUDE
-    for k, (binding, info) in enumerate(inputs):
-        src += _load_fn(INPUT_NAMES[k], binding, info)
+    for name, binding, info in inputs:
+        src += _load_fn(name, binding, info)
     nin = len(inputs)
     sbase = _HEADER + (1 + MAX_DIMS) * nin
     args = []
-    for k, (_binding, info) in enumerate(inputs):
+    for k, (name, _binding, info) in enumerate(inputs):
         base = _HEADER + (1 + MAX_DIMS) * k
-        raw = f"load_{INPUT_NAMES[k]}(offset_of(&c, {base}u))"
-        args.append(f"  let {INPUT_NAMES[k]} = {convert(raw, info.kind, compute)};")
+        raw = f"load_{name}(offset_of(&c, {base}u))"
+        args.append(f"  let {name} = {convert(raw, info.kind, compute)};")
     for j, (name, kind) in enumerate(scalars):
         args.append(f"  let {name} = {_scalar_expr(kind, sbase + j)};")
     body = "\n".join(args)
@@ -149,9 +150,15 @@ def grid(work: int) -> tuple[int, int, int]:
     return (limit, -(-groups // limit), 1)
 
 
-def launch(op: str, expr: str, compute: str, inputs: list[Operand], out: Operand,
+def launch(op: str, expr: str, compute: str, inputs: list, out: Operand,
            scalars: tuple[Scalar, ...] = (), out_kind: str | None = None) -> None:
-    """Record `out[...] = expr(inputs[...], scalars)` over out's shape; inputs already broadcast to it."""
+    """Record `out[...] = expr(inputs[...], scalars)` over out's shape; inputs already broadcast to it.
+
+    `inputs` are Operands (named a, b, c, ... in order) or (name, Operand) pairs.
+    """
+    named = [x if isinstance(x, tuple) else (INPUT_NAMES[k], x) for k, x in enumerate(inputs)]
+    names = [n for n, _ in named]
+    inputs = [x for _, x in named]
     shape = tuple(out.sizes)
     n = numel(shape)
     if n == 0:
@@ -170,11 +177,11 @@ def launch(op: str, expr: str, compute: str, inputs: list[Operand], out: Operand
         if x.buffer_id not in buffers:
             buffers.append(x.buffer_id)
     bindings = {b: i + 1 for i, b in enumerate(buffers)}
-    key = (expr, compute, out_kind, tuple((bindings[x.buffer_id], x.dtype) for x in inputs),
+    key = (expr, compute, out_kind, tuple((n, bindings[x.buffer_id], x.dtype) for n, x in named),
            tuple((s.name, s.kind) for s in scalars), out.dtype, len(buffers))
     src = _SOURCES.get(key)
     if src is None:
-        pairs = [(bindings[x.buffer_id], i) for x, i in zip(inputs, in_infos, strict=True)]
+        pairs = [(n, bindings[x.buffer_id], i) for n, x, i in zip(names, inputs, in_infos, strict=True)]
         src = generate(expr, compute, pairs,
                        [(s.name, s.kind) for s in scalars], (1, out_info), len(buffers) + 1, 1, out_kind)
         _SOURCES[key] = src

@@ -206,6 +206,14 @@ fn logaddexp2_(a: f32, b: f32) -> f32 {
   let m = max_(a, b);
   return m + log1p_(exp2(-abs(a - b))) * 1.4426950408889634;
 }
+fn logit_(a: f32, eps: f32) -> f32 {
+  let x = select(a, clamp(a, eps, 1.0 - eps), eps >= 0.0);
+  return log(x / (1.0 - x));
+}
+fn logit_backward_(g: f32, x: f32, eps: f32) -> f32 {
+  if (eps >= 0.0 && (x < eps || x > 1.0 - eps)) { return 0.0; }
+  return g / (x * (1.0 - x));
+}
 fn sinc_(x: f32) -> f32 {
   if (x == 0.0) { return 1.0; }
   let px = 3.141592653589793 * x;
