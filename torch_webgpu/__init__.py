@@ -4,4 +4,26 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from . import runtime  # noqa: E402  (the HAL needs neither torch nor the compiler)
+from . import runtime  # noqa: E402, F401  (the HAL needs neither torch nor the compiler)
+
+try:
+    import torch as _torch  # noqa: F401
+except ImportError:  # torch-less install: only the runtime (and offline bundles) are offered
+    _torch = None
+
+if _torch is not None:
+    from . import device as _device
+
+    _device.register()
+
+    def fallback_stats() -> dict[str, int]:
+        """Per-op counts of aten ops that ran on the CPU through the fallback since the last reset."""
+        from .ops.fallback import fallback_stats as _stats
+
+        return _stats()
+
+    def reset_fallback_stats() -> None:
+        """Clear the per-op fallback counts."""
+        from .ops.fallback import reset_fallback_stats as _reset
+
+        _reset()

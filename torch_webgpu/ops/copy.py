@@ -1,0 +1,148 @@
+"""Copies between CPU and webgpu tensors and on the device, for any strides, offsets and dtypes.
+
+Host -> device: contiguous bytes are uploaded straight into the destination range; other layouts go
+through a contiguous device temporary and the strided-copy kernel. Device -> host: a contiguous
+source is read back directly, others are first made contiguous on the device. Device -> device is
+one strided-copy dispatch (or a buffer-to-buffer copy when both sides are contiguous, word-aligned and
+of one dtype); it never goes through the host.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import strided
+from .dtypes import check_supported
+from .registry import register
+from .tensor_buffers import buffer_id, byte_offset, runtime
+
+_COPY_SOURCES: dict[tuple[torch.dtype, torch.dtype], str] = {}
+
+
+def _copy_wgsl(src: torch.dtype, dst: torch.dtype) -> str:
+    key = (src, dst)
+    source = _COPY_SOURCES.get(key)
+    if source is None:
+        s_kind, d_kind = strided.compute_kind(src), strided.compute_kind(dst)
+        if src == dst:
+            value = "load_raw(se)"
+            helpers = ""
+        else:
+            value = "encode(" + strided.convert_expr("decode(load_raw(se))", s_kind, d_kind) + ")"
+            helpers = strided.CONVERT_PRELUDE + strided.decode(src) + strided.encode(dst)
+        source = (
+            "@group(0) @binding(0) var<storage, read> P: array<u32>;\n"
+            "@group(0) @binding(1) var<storage, read> S: array<u32>;\n"
+            + strided.dst_decl(2, dst) + "\n" + strided.INDEX_HELPERS + helpers
+            + strided.load_raw(src) + strided.store_raw(dst)
+            + f"""
+@compute @workgroup_size({strided.WORKGROUP})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
+  let li = linear_id(gid, nwg);
+  if (li >= P[0]) {{ return; }}
+  let se = strided_index(li, 2u, {strided.HEADER + 8}u);
+  let de = strided_index(li, 3u, {strided.HEADER + 16}u);
+  store_raw(de, {value});
+}}
+""")
+        _COPY_SOURCES[key] = source
+    return source
+
+
+def copy_on_device(src: torch.Tensor, dst: torch.Tensor) -> None:
+    """dst[...] = src[...] for webgpu tensors of one shape (any strides, offsets, dtypes)."""
+    if dst.numel() == 0:
+        return
+    check_supported(src.dtype, "copy")
+    check_supported(dst.dtype, "copy")
+    if src.shape != dst.shape:
+        src = src.expand(dst.shape)
+    src_id, dst_id = buffer_id(src), buffer_id(dst)
+    rt = runtime()
+    if src_id == dst_id:
+        if (src.storage_offset(), src.stride(), src.dtype) == (dst.storage_offset(), dst.stride(), dst.dtype):
+            return  # the very same elements
+        # A buffer cannot be bound for reading and writing at once: copy through a temporary.
+        tmp = torch.empty(src.shape, dtype=src.dtype, device=src.device)
+        copy_on_device(src, tmp)
+        src, src_id = tmp, buffer_id(tmp)
+    nbytes = dst.numel() * dst.element_size()
+    if (src.dtype == dst.dtype and src.is_contiguous() and dst.is_contiguous()
+            and not (byte_offset(src) | byte_offset(dst) | nbytes) % 4):
+        rt.copy(src_id, dst_id, nbytes, byte_offset(src), byte_offset(dst))
+        return
+    lay = strided.layout(dst.shape, src.stride(), dst.stride(), op="copy_")
+    kernel = rt.kernel(_copy_wgsl(src.dtype, dst.dtype), label=f"copy_{src.dtype}_{dst.dtype}")
+    params = rt.constant(_pack(lay.words([src.storage_offset(), dst.storage_offset()])))
+    rt.dispatch(kernel, [params, src_id, dst_id], strided.grid(lay.numel))
+
+
+def _pack(words: list[int]) -> bytes:
+    from .tensor_buffers import pack_u32
+
+    return pack_u32(words)
+
+
+def _raw_bytes(t: torch.Tensor) -> memoryview:
+    """The bytes of a contiguous CPU tensor (any dtype, bfloat16 included)."""
+    return memoryview(t.contiguous().view(torch.uint8).numpy()).cast("B") if t.numel() else memoryview(b"")
+
+
+def upload(src: torch.Tensor, dst: torch.Tensor) -> None:
+    """dst (webgpu) = src (CPU), converting the dtype on the host."""
+    if dst.numel() == 0:
+        return
+    check_supported(dst.dtype, "copy to webgpu")
+    host = src.to(dst.dtype).expand(dst.shape).contiguous()
+    if dst.is_contiguous():
+        runtime().upload(buffer_id(dst), _raw_bytes(host.reshape(-1)), byte_offset(dst))
+        return
+    tmp = torch.empty(dst.shape, dtype=dst.dtype, device=dst.device)
+    runtime().upload(buffer_id(tmp), _raw_bytes(host.reshape(-1)), 0)
+    copy_on_device(tmp, dst)
+
+
+def download(src: torch.Tensor) -> torch.Tensor:
+    """A contiguous CPU tensor with the values of a webgpu tensor (same dtype and shape)."""
+    if src.numel() == 0:
+        return torch.empty(src.shape, dtype=src.dtype)
+    check_supported(src.dtype, "copy from webgpu")
+    if not src.is_contiguous():
+        src = src.contiguous()
+    nbytes = src.numel() * src.element_size()
+    raw = runtime().download(buffer_id(src), byte_offset(src), nbytes)
+    return torch.frombuffer(bytearray(raw), dtype=src.dtype).reshape(src.shape)
+
+
+@register("_copy_from")
+def _copy_from(self: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
+    """copy_ across devices and on the device (non_blocking is accepted; uploads are queued anyway)."""
+    if self.device.type == "webgpu" and dst.device.type == "webgpu":
+        copy_on_device(self, dst)
+    elif dst.device.type == "webgpu":
+        if self.device.type != "cpu":
+            self = self.cpu()
+        upload(self, dst)
+    elif self.device.type == "webgpu":
+        check_supported(self.dtype, "copy from webgpu")
+        host = download(self)
+        dst.copy_(host)
+    else:
+        raise RuntimeError(f"webgpu _copy_from: unexpected devices {self.device} -> {dst.device}")
+    return dst
+
+
+@register("_copy_from_and_resize")
+def _copy_from_and_resize(self: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+    """Resize dst to self's shape, then copy (used by the CPU fallback for out= arguments)."""
+    if dst.shape != self.shape:
+        dst.resize_(self.shape)
+    return _copy_from(self, dst, False)
+
+
+@register("_local_scalar_dense")
+def _local_scalar_dense(self: torch.Tensor) -> int | float | bool:
+    """.item(): read one element back."""
+    check_supported(self.dtype, "item")
+    raw = runtime().download(buffer_id(self), byte_offset(self), self.element_size())
+    return torch.frombuffer(bytearray(raw), dtype=self.dtype).item()
