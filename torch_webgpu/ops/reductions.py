@@ -1,0 +1,547 @@
+"""Aten kernels for reductions (codegen/reduction.py): sum, mean, prod, amax/amin, max/min(dim),
+argmax/argmin, var/std(_mean), vector norms, all/any, logsumexp, nansum; and cumsum/cumprod scans."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from ..runtime import get_runtime
+from .codegen.dtypes import convert, dtype_info
+from .codegen.elementwise import grid, launch
+from .codegen.operand import pack_u32
+from .codegen.reduction import launch_reduce
+from .elementwise import operand
+from .registry import register
+from .tensor_buffers import buffer_id, new_empty
+
+
+def _dims(x: torch.Tensor, dim) -> tuple[int, ...]:
+    """Normalised reduced dims; None or [] mean all dims."""
+    nd = x.dim()
+    if dim is None:
+        return tuple(range(nd))
+    if isinstance(dim, int):
+        dim = [dim]
+    if len(dim) == 0:
+        return tuple(range(nd))
+    out = []
+    for d in dim:
+        if nd == 0:
+            if d not in (0, -1):
+                raise IndexError(f"Dimension out of range (expected to be in range of [-1, 0], but got {d})")
+            continue
+        if not -nd <= d < nd:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], "
+                             f"but got {d})")
+        out.append(d % nd)
+    if len(set(out)) != len(out):
+        raise RuntimeError(f"dim {out} appears multiple times in the list of dims")
+    return tuple(sorted(out))
+
+
+def _out_shape(x: torch.Tensor, dims: Sequence[int], keepdim: bool) -> tuple[int, ...]:
+    return tuple(1 if d in dims else s for d, s in enumerate(x.shape) if keepdim or d not in dims)
+
+
+def cast_into(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+    """Convert-copy `src` into `dst` elementwise (any dtypes the kernels hold, dst may be strided)."""
+    if src.shape != dst.shape:
+        src = src.expand(dst.shape)
+    si, di = dtype_info(src.dtype), dtype_info(dst.dtype)
+    if di.packed and not dst.is_contiguous():
+        tmp = new_empty(dst.shape, dst.dtype, dst)
+        cast_into(src, tmp)
+        dst.copy_(tmp)
+        return dst
+    launch("cast", convert("a", si.kind, di.kind), di.kind, [operand(src).expand(tuple(dst.shape))],
+           operand(dst))
+    return dst
+
+
+def _finish(op: str, values: torch.Tensor, result_dtype: torch.dtype,
+            out: torch.Tensor | None) -> torch.Tensor:
+    if out is not None:
+        if not torch.can_cast(result_dtype, out.dtype):
+            raise RuntimeError(f"{op}: result type {result_dtype} can't be cast to the desired output type "
+                               f"{out.dtype}")
+        if out.shape != values.shape:
+            out.resize_(values.shape)
+        if out.dtype == values.dtype and out.is_contiguous():
+            out.copy_(values)
+            return out
+        return cast_into(values, out)
+    if values.dtype != result_dtype:
+        return cast_into(values, new_empty(values.shape, result_dtype, values))
+    return values
+
+
+_EXACT_IN_F32 = (torch.float32, torch.float16, torch.bfloat16, torch.int16, torch.int8, torch.uint8,
+                 torch.bool)
+
+
+def reduce(op: str, spec: str, x: torch.Tensor, dim, keepdim: bool, result_dtype: torch.dtype,
+           out: torch.Tensor | None = None, scalars: dict | None = None, empty_error: bool = False,
+           with_index: bool = False):
+    """Run reduction `spec` of x over `dim`; returns values (and int64 indices when with_index)."""
+    if x.dtype not in _EXACT_IN_F32:
+        dtype_info(x.dtype, op)
+        raise TypeError(f"webgpu: '{op}' does not support {x.dtype} inputs yet (reductions compute in f32)")
+    dtype_info(result_dtype, op)
+    dims = _dims(x, dim)
+    shape = _out_shape(x, dims, keepdim)
+    if empty_error and x.numel() == 0:
+        raise IndexError(f"{op}(): Expected reduction dim to be specified for input.numel() == 0. "
+                         f"Specify the reduction dim with the 'dim' argument.")
+    values = new_empty(shape, torch.float32, x)
+    indices = new_empty(shape, torch.int64, x) if with_index else None
+    if values.numel():
+        launch_reduce(spec, operand(x), dims if x.dim() else (), buffer_id(values),
+                      buffer_id(indices) if indices is not None else None, scalars)
+    if with_index:
+        return values, indices
+    return _finish(op, values, result_dtype, out)
+
+
+def _float_result(op: str, x: torch.Tensor, dtype) -> torch.dtype:
+    if dtype is not None:
+        return dtype
+    if x.dtype.is_floating_point:
+        return x.dtype
+    raise TypeError(f"webgpu: '{op}' of {x.dtype} tensors returns int64, which webgpu reductions do not "
+                    f"produce yet; pass dtype=torch.float32 or use a float input")
+
+
+def _sum_dtype(op: str, x: torch.Tensor, dtype) -> torch.dtype:
+    return _float_result(op, x, dtype)
+
+
+# ---- sum / mean / prod / nansum ------------------------------------------------------------------------
+
+
+@register("sum.dim_IntList")
+def sum_dim(self, dim, keepdim=False, *, dtype=None):
+    """torch.sum(dim=...)."""
+    return reduce("sum", "sum", self, dim, keepdim, _sum_dtype("sum", self, dtype))
+
+
+@register("sum.IntList_out")
+def sum_out(self, dim, keepdim=False, *, dtype=None, out):
+    """torch.sum(dim=..., out=)."""
+    return reduce("sum", "sum", self, dim, keepdim, _sum_dtype("sum", self, dtype), out)
+
+
+@register("sum")
+def sum_all(self, *, dtype=None):
+    """torch.sum()."""
+    return reduce("sum", "sum", self, None, False, _sum_dtype("sum", self, dtype))
+
+
+@register("nansum")
+def nansum(self, dim=None, keepdim=False, *, dtype=None):
+    """torch.nansum."""
+    return reduce("nansum", "nansum", self, dim, keepdim, _sum_dtype("nansum", self, dtype))
+
+
+@register("mean.dim")
+def mean_dim(self, dim, keepdim=False, *, dtype=None):
+    """torch.mean(dim=...)."""
+    return reduce("mean", "mean", self, dim, keepdim, _float_result("mean", self, dtype))
+
+
+@register("mean.out")
+def mean_out(self, dim, keepdim=False, *, dtype=None, out):
+    """torch.mean(dim=..., out=)."""
+    return reduce("mean", "mean", self, dim, keepdim, _float_result("mean", self, dtype), out)
+
+
+@register("mean")
+def mean_all(self, *, dtype=None):
+    """torch.mean()."""
+    return reduce("mean", "mean", self, None, False, _float_result("mean", self, dtype))
+
+
+@register("prod.dim_int")
+def prod_dim(self, dim, keepdim=False, *, dtype=None):
+    """torch.prod(dim=...)."""
+    return reduce("prod", "prod", self, dim, keepdim, _sum_dtype("prod", self, dtype))
+
+
+@register("prod.int_out")
+def prod_out(self, dim, keepdim=False, *, dtype=None, out):
+    """torch.prod(dim=..., out=)."""
+    return reduce("prod", "prod", self, dim, keepdim, _sum_dtype("prod", self, dtype), out)
+
+
+@register("prod")
+def prod_all(self, *, dtype=None):
+    """torch.prod()."""
+    return reduce("prod", "prod", self, None, False, _sum_dtype("prod", self, dtype))
+
+
+# ---- amax / amin / max / min / argmax / argmin ------------------------------------------------------------
+
+
+def _minmax(op: str, spec: str, self, dim, keepdim, out=None):
+    if self.numel() == 0 and (_dims(self, dim) and any(self.shape[d] == 0 for d in _dims(self, dim))):
+        raise IndexError(f"{op}(): Expected reduction dim {list(_dims(self, dim))} to have non-zero size.")
+    return reduce(op, spec, self, dim, keepdim, self.dtype, out)
+
+
+@register("amax")
+def amax(self, dim=(), keepdim=False):
+    """torch.amax."""
+    return _minmax("amax", "amax", self, dim, keepdim)
+
+
+@register("amax.out")
+def amax_out(self, dim=(), keepdim=False, *, out):
+    """torch.amax(out=)."""
+    return _minmax("amax", "amax", self, dim, keepdim, out)
+
+
+@register("amin")
+def amin(self, dim=(), keepdim=False):
+    """torch.amin."""
+    return _minmax("amin", "amin", self, dim, keepdim)
+
+
+@register("amin.out")
+def amin_out(self, dim=(), keepdim=False, *, out):
+    """torch.amin(out=)."""
+    return _minmax("amin", "amin", self, dim, keepdim, out)
+
+
+@register("max")
+def max_all(self):
+    """torch.max() of all elements."""
+    if self.numel() == 0:
+        raise RuntimeError("max(): Expected reduction dim to be specified for input.numel() == 0. "
+                           "Specify the reduction dim with the 'dim' argument.")
+    return reduce("max", "amax", self, None, False, self.dtype)
+
+
+@register("min")
+def min_all(self):
+    """torch.min() of all elements."""
+    if self.numel() == 0:
+        raise RuntimeError("min(): Expected reduction dim to be specified for input.numel() == 0. "
+                           "Specify the reduction dim with the 'dim' argument.")
+    return reduce("min", "amin", self, None, False, self.dtype)
+
+
+def _with_indices(op: str, self, dim, keepdim):
+    dims = _dims(self, dim)
+    if self.dim() and self.shape[dims[0]] == 0:
+        raise IndexError(f"{op}(): Expected reduction dim {dims[0]} to have non-zero size.")
+    values, indices = reduce(op, op, self, dim, keepdim, self.dtype, with_index=True)
+    if values.dtype != self.dtype:
+        values = cast_into(values, new_empty(values.shape, self.dtype, values))
+    return values, indices
+
+
+@register("max.dim")
+def max_dim(self, dim, keepdim=False):
+    """torch.max(dim=) -> (values, indices)."""
+    return _with_indices("max", self, dim, keepdim)
+
+
+@register("min.dim")
+def min_dim(self, dim, keepdim=False):
+    """torch.min(dim=) -> (values, indices)."""
+    return _with_indices("min", self, dim, keepdim)
+
+
+@register("max.dim_max")
+def max_dim_out(self, dim, keepdim=False, *, max, max_values):  # noqa: A002
+    """torch.max(dim=, out=(values, indices))."""
+    v, i = _with_indices("max", self, dim, keepdim)
+    return _finish("max", v, self.dtype, max), _finish("max", i, torch.int64, max_values)
+
+
+@register("min.dim_min")
+def min_dim_out(self, dim, keepdim=False, *, min, min_indices):  # noqa: A002
+    """torch.min(dim=, out=(values, indices))."""
+    v, i = _with_indices("min", self, dim, keepdim)
+    return _finish("min", v, self.dtype, min), _finish("min", i, torch.int64, min_indices)
+
+
+def _arg(op: str, self, dim, keepdim, out=None):
+    if self.numel() == 0:
+        raise IndexError(f"{op}(): Expected reduction dim to be specified for input.numel() == 0.")
+    if dim is None:
+        flat = self.reshape(-1)
+        _, idx = reduce(op, op, flat, 0, False, self.dtype, with_index=True)
+        if keepdim:
+            idx = idx.reshape((1,) * self.dim())
+    else:
+        _, idx = reduce(op, op, self, dim, keepdim, self.dtype, with_index=True)
+    return _finish(op, idx, torch.int64, out)
+
+
+@register("argmax")
+def argmax(self, dim=None, keepdim=False):
+    """torch.argmax."""
+    return _arg("argmax", self, dim, keepdim)
+
+
+@register("argmax.out")
+def argmax_out(self, dim=None, keepdim=False, *, out):
+    """torch.argmax(out=)."""
+    return _arg("argmax", self, dim, keepdim, out)
+
+
+@register("argmin")
+def argmin(self, dim=None, keepdim=False):
+    """torch.argmin."""
+    return _arg("argmin", self, dim, keepdim)
+
+
+@register("argmin.out")
+def argmin_out(self, dim=None, keepdim=False, *, out):
+    """torch.argmin(out=)."""
+    return _arg("argmin", self, dim, keepdim, out)
+
+
+# ---- var / std -------------------------------------------------------------------------------------------
+
+
+def _correction(correction) -> float:
+    return 1.0 if correction is None else float(correction)
+
+
+@register("var.correction")
+def var(self, dim=None, *, correction=None, keepdim=False):
+    """torch.var."""
+    return reduce("var", "var", self, dim, keepdim, _float_result("var", self, None),
+                  scalars={"correction": _correction(correction)})
+
+
+@register("var.correction_out")
+def var_out(self, dim=None, *, correction=None, keepdim=False, out):
+    """torch.var(out=)."""
+    return reduce("var", "var", self, dim, keepdim, _float_result("var", self, None), out,
+                  scalars={"correction": _correction(correction)})
+
+
+@register("std.correction")
+def std(self, dim=None, *, correction=None, keepdim=False):
+    """torch.std."""
+    return reduce("std", "std", self, dim, keepdim, _float_result("std", self, None),
+                  scalars={"correction": _correction(correction)})
+
+
+@register("std.correction_out")
+def std_out(self, dim=None, *, correction=None, keepdim=False, out):
+    """torch.std(out=)."""
+    return reduce("std", "std", self, dim, keepdim, _float_result("std", self, None), out,
+                  scalars={"correction": _correction(correction)})
+
+
+@register("var_mean.correction")
+def var_mean(self, dim=None, *, correction=None, keepdim=False):
+    """torch.var_mean."""
+    return var(self, dim, correction=correction, keepdim=keepdim), mean_dim(self, dim, keepdim) \
+        if dim is not None else mean_dim(self, [], keepdim)
+
+
+@register("std_mean.correction")
+def std_mean(self, dim=None, *, correction=None, keepdim=False):
+    """torch.std_mean."""
+    return std(self, dim, correction=correction, keepdim=keepdim), mean_dim(self, dim if dim is not None
+                                                                             else [], keepdim)
+
+
+# ---- norms, all/any, logsumexp -----------------------------------------------------------------------
+
+
+def _norm(self, ord, dim, keepdim, dtype, out=None):  # noqa: A002
+    result = _float_result("linalg.vector_norm", self, dtype)
+    p = float(ord)
+    if p == 2.0:
+        return reduce("linalg.vector_norm", "norm2", self, dim, keepdim, result, out)
+    if p == 1.0:
+        return reduce("linalg.vector_norm", "norm1", self, dim, keepdim, result, out)
+    if p == float("inf"):
+        return reduce("linalg.vector_norm", "norm_inf", self, dim, keepdim, result, out, empty_error=True)
+    if p == float("-inf"):
+        return reduce("linalg.vector_norm", "norm_ninf", self, dim, keepdim, result, out, empty_error=True)
+    if p == 0.0:
+        return reduce("linalg.vector_norm", "norm0", self, dim, keepdim, result, out)
+    return reduce("linalg.vector_norm", "normp", self, dim, keepdim, result, out, scalars={"p": p})
+
+
+@register("linalg_vector_norm")
+def vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    """torch.linalg.vector_norm (torch.norm routes here)."""
+    return _norm(self, ord, dim, keepdim, dtype)
+
+
+@register("linalg_vector_norm.out")
+def vector_norm_out(self, ord=2, dim=None, keepdim=False, *, dtype=None, out):  # noqa: A002
+    """torch.linalg.vector_norm(out=)."""
+    return _norm(self, ord, dim, keepdim, dtype, out)
+
+
+def _bool_reduce(op: str, self, dim, keepdim, out=None):
+    result = torch.uint8 if self.dtype == torch.uint8 else torch.bool
+    return reduce(op, op, self, dim, keepdim, result, out)
+
+
+@register("all", "all.dims")
+def all_(self, dim=None, keepdim=False):
+    """torch.all."""
+    return _bool_reduce("all", self, dim, keepdim)
+
+
+@register("all.dim")
+def all_dim(self, dim, keepdim=False):
+    """torch.all(dim=int)."""
+    return _bool_reduce("all", self, dim, keepdim)
+
+
+@register("all.out", "all.dims_out")
+def all_out(self, dim=None, keepdim=False, *, out):
+    """torch.all(dim, out=)."""
+    return _bool_reduce("all", self, dim, keepdim, out)
+
+
+@register("all.all_out")
+def all_all_out(self, *, out):
+    """torch.all(out=)."""
+    return _bool_reduce("all", self, None, False, out)
+
+
+@register("any", "any.dims")
+def any_(self, dim=None, keepdim=False):
+    """torch.any."""
+    return _bool_reduce("any", self, dim, keepdim)
+
+
+@register("any.dim")
+def any_dim(self, dim, keepdim=False):
+    """torch.any(dim=int)."""
+    return _bool_reduce("any", self, dim, keepdim)
+
+
+@register("any.out", "any.dims_out")
+def any_out(self, dim=None, keepdim=False, *, out):
+    """torch.any(dim, out=)."""
+    return _bool_reduce("any", self, dim, keepdim, out)
+
+
+@register("any.all_out")
+def any_all_out(self, *, out):
+    """torch.any(out=)."""
+    return _bool_reduce("any", self, None, False, out)
+
+
+@register("logsumexp")
+def logsumexp(self, dim, keepdim=False):
+    """torch.logsumexp."""
+    result = self.dtype if self.dtype.is_floating_point else torch.get_default_dtype()
+    return reduce("logsumexp", "logsumexp", self, dim, keepdim, result)
+
+
+@register("logsumexp.out")
+def logsumexp_out(self, dim, keepdim=False, *, out):
+    """torch.logsumexp(out=)."""
+    result = self.dtype if self.dtype.is_floating_point else torch.get_default_dtype()
+    return reduce("logsumexp", "logsumexp", self, dim, keepdim, result, out)
+
+
+# ---- scans -----------------------------------------------------------------------------------------------
+
+_SCAN = """
+@group(0) @binding(0) var<storage, read> P: array<u32>;
+@group(0) @binding(1) var<storage, read> X: array<u32>;
+@group(0) @binding(2) var<storage, read_write> Y: array<f32>;
+fn load_x(i: u32) -> f32 {{ return {load}; }}
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
+  // P = [rows, len, ndim_outer, in_offset, in_stride_dim, outer_sizes[8], outer_strides[8]]
+  let r = gid.x + gid.y * nwg.x * 64u;
+  if (r >= P[0]) {{ return; }}
+  var base = P[3]; var rem = r;
+  for (var d = i32(P[2]) - 1; d >= 0; d--) {{
+    let n = P[5u + u32(d)]; base += (rem % n) * P[13u + u32(d)]; rem = rem / n;
+  }}
+  let len = P[1];
+  var acc = {init};
+  for (var i = 0u; i < len; i++) {{
+    acc = acc {op} load_x(base + i * P[4]);
+    Y[r * len + i] = acc;
+  }}
+}}
+"""
+
+
+def _scan(op: str, self, dim: int, dtype, out=None):
+    result = dtype or (self.dtype if self.dtype.is_floating_point else None)
+    if result is None:
+        raise TypeError(f"webgpu: '{op}' of {self.dtype} returns int64, not supported yet; pass "
+                        f"dtype=torch.float32")
+    x = self if self.dim() else self.reshape(1)
+    nd = x.dim()
+    dim = dim % nd
+    moved = x.movedim(dim, -1)
+    outer = moved.shape[:-1]
+    rows = 1
+    for s in outer:
+        rows *= s
+    length = moved.shape[-1]
+    y = new_empty(moved.shape, torch.float32, self)
+    if y.numel():
+        info = dtype_info(self.dtype, op)
+        src = _SCAN.format(load=convert(info.load.replace("B[", "X["), info.kind, "f32"),
+                           init="0.0" if op == "cumsum" else "1.0", op="+" if op == "cumsum" else "*")
+        pad = lambda v: list(v) + [0] * (8 - len(v))  # noqa: E731
+        o = operand(moved)
+        params = [rows, length, len(outer), o.offset, o.strides[-1], *pad(outer), *pad(o.strides[:-1])]
+        rt = get_runtime()
+        rt.dispatch(rt.kernel(src, label=op), [rt.constant(pack_u32(params)), buffer_id(moved), buffer_id(y)],
+                    grid(rows), label=op)
+    y = y.movedim(-1, dim).reshape(self.shape)
+    if out is None:
+        res = new_empty(self.shape, result, self)
+        return cast_into(y, res)
+    if out.shape != self.shape:
+        out.resize_(self.shape)
+    return cast_into(y, out)
+
+
+@register("cumsum")
+def cumsum(self, dim, *, dtype=None):
+    """torch.cumsum."""
+    return _scan("cumsum", self, dim, dtype)
+
+
+@register("cumsum.out")
+def cumsum_out(self, dim, *, dtype=None, out):
+    """torch.cumsum(out=)."""
+    return _scan("cumsum", self, dim, dtype, out)
+
+
+@register("cumsum_")
+def cumsum_inplace(self, dim, *, dtype=None):
+    """Tensor.cumsum_."""
+    return _scan("cumsum", self, dim, dtype, self)
+
+
+@register("cumprod")
+def cumprod(self, dim, *, dtype=None):
+    """torch.cumprod."""
+    return _scan("cumprod", self, dim, dtype)
+
+
+@register("cumprod.out")
+def cumprod_out(self, dim, *, dtype=None, out):
+    """torch.cumprod(out=)."""
+    return _scan("cumprod", self, dim, dtype, out)
+
+
+@register("cumprod_")
+def cumprod_inplace(self, dim, *, dtype=None):
+    """Tensor.cumprod_."""
+    return _scan("cumprod", self, dim, dtype, self)
