@@ -1,0 +1,292 @@
+"""Extracts IREE's HAL host program (`--compile-to=hal`, flat `main$async`) into a list of commands.
+
+The host program of a static-shape graph is straight-line code: buffer allocations, command buffers of
+dispatches with constant workgroup counts and push constants, barriers, fills, copies, and buffer views
+returned as outputs. Initializers that compute hoisted constants (IREE's const-eval) are extracted the
+same way and run once when a plan is loaded. Anything else raises `UnsupportedHostOp` naming the op.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Ops that only set up devices, fences, executables or check invariants: nothing to do on WebGPU.
+_IGNORED = frozenset({
+    "hal.buffer_view.assert", "hal.buffer.assert", "hal.device.allocator", "hal.fence.create",
+    "hal.fence.join", "hal.fence.await", "hal.command_buffer.create", "hal.command_buffer.finalize",
+    "hal.device.queue.execute", "hal.buffer_usage", "hal.memory_type", "hal.encoding_type",
+    "util.status.check_ok", "util.null", "hal.device.queue.flush",
+})
+
+
+class UnsupportedHostOp(NotImplementedError):
+    """The host program uses an op the WebGPU plan cannot express yet."""
+
+
+@dataclass(frozen=True)
+class BufferRef:
+    """A buffer of the host program: `input` (argument index), `transient` or `global` (by id)."""
+
+    kind: str
+    index: int
+
+
+@dataclass
+class Binding:
+    """A dispatch binding: a byte range of a buffer."""
+
+    buffer: BufferRef
+    offset: int
+    length: int
+
+
+@dataclass
+class Command:
+    """One host command: alloca/dealloca/dispatch/barrier/fill/copy."""
+
+    kind: str
+    buffer: BufferRef | None = None          # alloca, dealloca, fill target
+    size: int = 0                            # alloca size, fill/copy length
+    offset: int = 0                          # fill offset, copy target offset
+    pattern: int = 0                         # fill pattern (already widened to 32 bits)
+    source: BufferRef | None = None          # copy source
+    source_offset: int = 0
+    entry_point: str = ""                    # dispatch
+    executable: str = ""
+    workgroups: tuple[int, int, int] = (1, 1, 1)
+    constants: list[int] = field(default_factory=list)
+    bindings: list[Binding] = field(default_factory=list)
+
+
+@dataclass
+class OutputView:
+    """A returned tensor: a byte range of a buffer, or an input returned as is (`input_index`)."""
+
+    buffer: BufferRef | None
+    offset: int
+    length: int
+    shape: tuple[int, ...]
+    element_type: str
+    input_index: int | None = None
+
+
+@dataclass
+class HostProgram:
+    """The extracted program: buffers, one-time initializer commands, per-call commands and outputs."""
+
+    globals: dict[int, int] = field(default_factory=dict)       # global buffer id -> size
+    transients: dict[int, int] = field(default_factory=dict)    # transient buffer id -> size
+    initializer: list[Command] = field(default_factory=list)
+    main: list[Command] = field(default_factory=list)
+    outputs: list[OutputView] = field(default_factory=list)
+    num_inputs: int = 0
+
+
+class _Extractor:
+    def __init__(self) -> None:
+        self.program = HostProgram()
+        self.global_buffers: dict[str, BufferRef] = {}
+        self.next_id = 0
+
+    # -- values --
+    def _int(self, env: dict, value: Any) -> int:
+        v = env.get(value)
+        if not isinstance(v, int):
+            raise UnsupportedHostOp(f"host value {value.get_name()} is not a compile-time integer "
+                                    "(dynamic shapes are not supported yet; compile with dynamic=False)")
+        return v
+
+    def _buffer(self, env: dict, value: Any) -> tuple[BufferRef, int]:
+        v = env.get(value)
+        if not (isinstance(v, tuple) and isinstance(v[0], BufferRef)):
+            raise UnsupportedHostOp(f"host value {value.get_name()} is not a buffer we can track")
+        return v
+
+    def _new_buffer(self, kind: str, size: int) -> BufferRef:
+        ref = BufferRef(kind, self.next_id)
+        self.next_id += 1
+        (self.program.globals if kind == "global" else self.program.transients)[ref.index] = size
+        return ref
+
+    # -- functions --
+    def run_function(self, block: Any, commands: list[Command], in_initializer: bool) -> list | None:
+        env: dict[Any, Any] = {}
+        for i, arg in enumerate(block.arguments):
+            env[arg] = ("arg", i)
+        for op in block.operations:
+            result = self._op(op, env, commands, in_initializer)
+            if result is not None:
+                return result
+        return None
+
+    def _op(self, op: Any, env: dict, commands: list[Command], in_initializer: bool) -> list | None:
+        name = op.operation.name
+        attrs = op.operation.attributes
+        if name in _IGNORED:
+            return None
+        if name == "arith.constant":
+            text = str(attrs["value"])
+            try:
+                env[op.result] = int(text.split(":")[0].strip())
+            except ValueError:
+                env[op.result] = text
+        elif name == "hal.element_type":
+            env[op.result] = str(attrs["type"])
+        elif name == "util.global.load":
+            sym = str(attrs["global"]).lstrip("@")
+            if str(op.result.type) == "!hal.buffer":
+                if sym not in self.global_buffers:
+                    raise UnsupportedHostOp(f"global buffer @{sym} is read before it is initialized")
+                env[op.result] = (self.global_buffers[sym], 0)
+            else:
+                env[op.result] = ("global", sym)
+        elif name == "util.global.store":
+            if str(op.operands[0].type) == "!hal.buffer":
+                ref, base = self._buffer(env, op.operands[0])
+                if base:
+                    raise UnsupportedHostOp("a global buffer stored at an offset")
+                if ref.kind == "transient":
+                    # The buffer outlives the initializer: it becomes a plan-global buffer.
+                    size = self.program.transients.pop(ref.index)
+                    self.program.globals[ref.index] = size
+                    ref = BufferRef("global", ref.index)
+                    self._rebind(ref)
+                self.global_buffers[str(attrs["global"]).lstrip("@")] = ref
+        elif name == "hal.buffer_view.buffer":
+            src = env.get(op.operands[0])
+            if not (isinstance(src, tuple) and src[0] == "arg"):
+                raise UnsupportedHostOp("hal.buffer_view.buffer of something other than an argument")
+            env[op.result] = (BufferRef("input", src[1]), 0)
+            self.program.num_inputs = max(self.program.num_inputs, src[1] + 1)
+        elif name == "hal.device.queue.alloca":
+            size = self._int(env, op.operands[-1])
+            ref = self._new_buffer("transient", size)
+            env[op.result] = (ref, 0)
+            commands.append(Command("alloca", buffer=ref, size=size))
+        elif name == "hal.device.queue.dealloca":
+            ref, _ = self._buffer(env, op.operands[-1])
+            commands.append(Command("dealloca", buffer=ref))
+        elif name == "hal.buffer.subspan":
+            ref, base = self._buffer(env, op.operands[0])
+            env[op.result] = (ref, base + self._int(env, op.operands[1]))
+        elif name == "hal.executable.lookup.function":
+            ref = str(attrs["entry_point"])
+            parts = [p.lstrip("@") for p in ref.split("::")]
+            env[op.result] = ("function", parts[0], parts[-1])
+        elif name == "hal.command_buffer.dispatch":
+            commands.append(self._dispatch(op, env))
+        elif name == "hal.command_buffer.execution_barrier":
+            commands.append(Command("barrier"))
+        elif name == "hal.command_buffer.fill_buffer":
+            ref, base = self._buffer(env, op.operands[1])
+            width = int(str(op.operands[4].type).lstrip("i")) // 8
+            pattern = self._int(env, op.operands[4]) & ((1 << (8 * width)) - 1)
+            pattern32 = int.from_bytes(pattern.to_bytes(width, "little") * (4 // width), "little")
+            commands.append(Command("fill", buffer=ref, offset=base + self._int(env, op.operands[2]),
+                                    size=self._int(env, op.operands[3]), pattern=pattern32))
+        elif name == "hal.command_buffer.copy_buffer":
+            src, sbase = self._buffer(env, op.operands[1])
+            dst, dbase = self._buffer(env, op.operands[3])
+            commands.append(Command("copy", source=src, source_offset=sbase + self._int(env, op.operands[2]),
+                                    buffer=dst, offset=dbase + self._int(env, op.operands[4]),
+                                    size=self._int(env, op.operands[5])))
+        elif name == "hal.buffer_view.create":
+            ref, base = self._buffer(env, op.operands[0])
+            shape = tuple(self._int(env, v) for v in list(op.operands)[5:])
+            env[op.result] = OutputView(ref, base + self._int(env, op.operands[1]),
+                                        self._int(env, op.operands[2]), shape, env.get(op.operands[3], "?"))
+        elif name == "util.return":
+            if in_initializer:
+                return []
+            return [self._output(env, v) for v in op.operands]
+        elif name.startswith("arith."):
+            raise UnsupportedHostOp(f"host arithmetic `{name}` (dynamic shapes are not supported yet)")
+        else:
+            raise UnsupportedHostOp(f"IREE host op `{name}` is not supported by the WebGPU plan extractor")
+        return None
+
+    def _rebind(self, ref: BufferRef) -> None:
+        """Renames transient commands that referred to a buffer that became global."""
+        old = BufferRef("transient", ref.index)
+        for cmd in self.program.initializer:
+            if cmd.buffer == old:
+                cmd.buffer = ref
+            if cmd.source == old:
+                cmd.source = ref
+            for b in cmd.bindings:
+                if b.buffer == old:
+                    b.buffer = ref
+
+    def _dispatch(self, op: Any, env: dict) -> Command:
+        seg = [int(x) for x in str(op.operation.attributes["operandSegmentSizes"])
+               .split(":")[1].rstrip(">").split(",")]
+        operands = list(op.operands)
+        groups, pos = [], 0
+        for n in seg:
+            groups.append(operands[pos:pos + n])
+            pos += n
+        _, _, entry, wx, wy, wz, consts, buffers, offsets, lengths = groups
+        fn = env.get(entry[0])
+        if not (isinstance(fn, tuple) and fn[0] == "function"):
+            raise UnsupportedHostOp("dispatch of an entry point that is not a constant lookup")
+        bindings = []
+        for b, o, n in zip(buffers, offsets, lengths, strict=False):
+            ref, base = self._buffer(env, b)
+            bindings.append(Binding(ref, base + self._int(env, o), self._int(env, n)))
+        return Command("dispatch", executable=fn[1], entry_point=fn[2],
+                       workgroups=(self._int(env, wx[0]), self._int(env, wy[0]), self._int(env, wz[0])),
+                       constants=[self._int(env, c) & 0xFFFFFFFF for c in consts], bindings=bindings)
+
+    def _output(self, env: dict, value: Any) -> OutputView:
+        v = env.get(value)
+        if isinstance(v, OutputView):
+            return v
+        if isinstance(v, tuple) and v[0] == "arg":
+            return OutputView(None, 0, 0, (), "?", input_index=v[1])
+        raise UnsupportedHostOp(f"returned value {value.get_name()} is not a buffer view")
+
+
+def _is_setup_initializer(op: Any) -> bool:
+    """Device selection, queries and executable creation: no buffers, nothing to run."""
+    for block in op.regions[0].blocks:
+        for inner in block.operations:
+            n = inner.operation.name
+            if n in ("util.global.store",) and str(inner.operands[0].type) == "!hal.buffer":
+                return False
+            if n.startswith("hal.command_buffer") or n == "util.buffer.constant":
+                return False
+    return True
+
+
+def extract_host_program(hal_text: str, function: str = "main$async") -> HostProgram:
+    """Parse IREE's HAL-phase module text and extract its initializers and `function` as commands."""
+    from iree.compiler import ir
+
+    with ir.Context() as ctx:
+        ctx.allow_unregistered_dialects = True
+        module = ir.Module.parse(hal_text)
+        ex = _Extractor()
+        main = None
+        for op in module.body.operations:
+            name = op.operation.name
+            if name == "util.initializer":
+                if _is_setup_initializer(op):
+                    continue
+                if len(op.regions[0].blocks) != 1:
+                    uses_constant = any(i.operation.name == "util.buffer.constant"
+                                        for b in op.regions[0].blocks for i in b.operations)
+                    what = ("an inlined constant tensor (util.buffer.constant); pass it as a graph input"
+                            if uses_constant else "an initializer with control flow")
+                    raise UnsupportedHostOp(f"IREE host program has {what}")
+                ex.run_function(op.regions[0].blocks[0], ex.program.initializer, in_initializer=True)
+            elif name == "util.func" and str(op.attributes["sym_name"]).strip('"') == function:
+                main = op
+        if main is None:
+            raise UnsupportedHostOp(f"no function @{function} in the HAL module")
+        if len(main.regions[0].blocks) != 1:
+            raise UnsupportedHostOp(f"@{function} has control flow (dynamic shapes are not supported yet)")
+        outputs = ex.run_function(main.regions[0].blocks[0], ex.program.main, in_initializer=False)
+        ex.program.outputs = outputs or []
+        ex.program.num_inputs = len(main.regions[0].blocks[0].arguments) - 2  # minus the two fences
+        return ex.program

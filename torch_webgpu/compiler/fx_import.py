@@ -1,0 +1,77 @@
+"""FX graph (from AOTAutograd) -> torch-dialect module with torch-mlir's FX importer.
+
+Parameters are already graph inputs after AOTAutograd, so weights stay in device buffers and updates are
+seen. Lifted constants (`get_attr`) also become inputs (uploaded once by the plan) instead of being
+inlined. Outputs are normalised: `None` outputs are dropped and re-inserted by the host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.fx
+
+
+@dataclass
+class PreparedGraph:
+    """The graph to import, the constants appended as extra inputs, and where each output comes from."""
+
+    graph_module: torch.fx.GraphModule
+    constants: list[torch.Tensor] = field(default_factory=list)
+    # For every original output: index into the compiled results, or None for a `None` output.
+    output_map: list[int | None] = field(default_factory=list)
+    num_user_inputs: int = 0
+
+
+def prepare_graph(gm: torch.fx.GraphModule) -> PreparedGraph:
+    """Copy `gm`, turn `get_attr` constants into trailing placeholders and drop `None` outputs."""
+    gm = torch.fx.GraphModule(gm, gm.graph.__deepcopy__())
+    graph = gm.graph
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    constants: list[torch.Tensor] = []
+    last = placeholders[-1] if placeholders else None
+    for node in list(graph.nodes):
+        if node.op != "get_attr":
+            continue
+        value = getattr(gm, node.target) if "." not in node.target else gm.get_submodule(
+            node.target.rsplit(".", 1)[0]).get_parameter(node.target.rsplit(".", 1)[1])
+        if not isinstance(value, torch.Tensor):
+            continue
+        first = next(iter(graph.nodes))
+        ctx = graph.inserting_after(last) if last is not None else graph.inserting_before(first)
+        with ctx:
+            ph = graph.placeholder(f"_const_{len(constants)}")
+        ph.meta = dict(node.meta)
+        ph.meta["val"] = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+        node.replace_all_uses_with(ph)
+        graph.erase_node(node)
+        constants.append(value.detach())
+        last = ph
+    output = next(n for n in graph.nodes if n.op == "output")
+    results = output.args[0]
+    results = list(results) if isinstance(results, (tuple, list)) else [results]
+    kept, output_map = [], []
+    for r in results:
+        if r is None:
+            output_map.append(None)
+        else:
+            output_map.append(len(kept))
+            kept.append(r)
+    output.args = (tuple(kept),)
+    graph.lint()
+    gm.recompile()
+    return PreparedGraph(gm, constants, output_map, len(placeholders))
+
+
+def import_graph(gm: torch.fx.GraphModule, func_name: str = "main"):
+    """The torch_mlir module (raw torch dialect, before any pass) of a stateless FX graph."""
+    from torch_mlir import ir
+    from torch_mlir.dialects import torch as torch_d
+    from torch_mlir.extras.fx_importer import FxImporter
+
+    context = ir.Context()
+    torch_d.register_dialect(context)
+    importer = FxImporter(context=context)
+    importer.import_stateless_graph(gm.graph, func_name=func_name)
+    return importer.module

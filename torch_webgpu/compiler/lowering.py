@@ -1,0 +1,299 @@
+"""Runs a low IR plan on the runtime: `lowering(plan)` returns the callable for one compiled graph.
+
+Pipelines, push-constant uniforms, global and transient buffers are created once per plan (transients
+stay pooled with the plan and are reused by every call); a call uploads host inputs, records every node
+into the runtime's one open encoder and reads all host outputs back with a single submit.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from torch_webgpu.runtime import BufferSlice, get_runtime
+
+from .low_ir import LowIRNode, LowIROp, Plan, TensorSpec
+
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+_NP = {"float32": np.float32, "float16": np.float16, "int32": np.int32, "int16": np.int16, "int8": np.int8,
+       "uint8": np.uint8, "bool": np.bool_}
+ALIGN = 256
+
+
+def device_dtype(dtype: torch.dtype) -> str:
+    """How a torch dtype is stored for the shaders: 64-bit types are demoted (IREE does the same)."""
+    name = str(dtype).removeprefix("torch.")
+    return {"int64": "int32", "float64": "float32"}.get(name, name)
+
+
+def _nbytes(spec: TensorSpec) -> int:
+    return int(np.prod(spec.shape, dtype=np.int64)) * np.dtype(_NP[spec.device_dtype]).itemsize
+
+
+def _is_webgpu(t: torch.Tensor) -> bool:
+    return t.device.type not in ("cpu", "meta")
+
+
+class _State:
+    """Per-call view of the plan's buffers: name -> (buffer id, base offset)."""
+
+    def __init__(self, compiled: CompiledPlan, buffers: dict[str, tuple[int, int]]):
+        self.compiled = compiled
+        self.rt = compiled.rt
+        self.buffers = buffers
+
+    def slice(self, name: str, offset: int, size: int) -> BufferSlice:
+        buf_id, base = self.buffers[name]
+        return BufferSlice(buf_id, base + offset, size)
+
+
+def _run_dispatch(state: _State, node: LowIRNode) -> None:
+    kernel, slots, uniform = state.compiled.dispatches[id(node)]
+    bindings = []
+    for slot in slots:
+        if slot is None:
+            bindings.append(uniform)
+        else:
+            bindings.append(state.slice(*slot))
+    state.rt.dispatch(kernel, bindings, node.args["workgroups"], label=node.args["entry_point"])
+
+
+def _run_fill(state: _State, node: LowIRNode) -> None:
+    a = node.args
+    buf_id, base = state.buffers[a["buffer"]]
+    state.rt.fill(buf_id, a["pattern"], base + a["offset"], a["size"])
+
+
+def _run_copy(state: _State, node: LowIRNode) -> None:
+    a = node.args
+    src, sbase = state.buffers[a["source"]]
+    dst, dbase = state.buffers[a["buffer"]]
+    state.rt.copy(src, dst, a["size"], sbase + a["source_offset"], dbase + a["offset"])
+
+
+def _run_upload(state: _State, node: LowIRNode) -> None:
+    buf_id, base = state.buffers[node.args["buffer"]]
+    state.rt.upload(buf_id, state.compiled.plan.constants[node.args["constant"]], base)
+
+
+def _nothing(state: _State, node: LowIRNode) -> None:
+    """Allocation, free and barriers need no command: buffers live with the plan, and WebGPU orders
+    storage accesses between the dispatches of a pass."""
+
+
+def _run_output(state: _State, node: LowIRNode) -> None:
+    state.compiled.collect_output(state, node)
+
+
+# Each LowIROp and the runtime function that executes it.
+SHADER_TO_FUNC: dict[LowIROp, Callable[[_State, LowIRNode], None]] = {
+    LowIROp.ALLOCATE: _nothing,
+    LowIROp.FREE: _nothing,
+    LowIROp.BARRIER: _nothing,
+    LowIROp.UPLOAD_CONSTANT: _run_upload,
+    LowIROp.DISPATCH: _run_dispatch,
+    LowIROp.FILL: _run_fill,
+    LowIROp.COPY: _run_copy,
+    LowIROp.OUTPUT: _run_output,
+}
+
+
+class CompiledPlan:
+    """A plan bound to the runtime: call it with the graph's inputs, get its outputs."""
+
+    def __init__(self, plan: Plan, rt: Any = None, shader_source: str = "wgsl"):
+        self.plan = plan
+        self.rt = rt or get_runtime()
+        self.shader_source = shader_source
+        self.calls = 0
+        self._kernels = {name: self._kernel(name) for name in plan.executables}
+        self._owned: list[int] = []
+        self._static: dict[str, tuple[int, int]] = {}
+        for name, size in plan.buffers.items():
+            self._static[name] = (self._allocate(size), 0)
+        n_user = len(plan.inputs)
+        self._host_inputs: dict[str, tuple[int, int]] = {}
+        for k, spec in enumerate(plan.inputs):
+            self._host_inputs[f"in{k}"] = (self._allocate(max(_nbytes(spec), 4)), 0)
+        for j, (cname, value) in enumerate(plan.constants.items()):
+            buf = self._allocate(max(value.nbytes, 4))
+            self.rt.upload(buf, np.ascontiguousarray(value))
+            self._static[f"in{n_user + j}"] = (buf, 0)
+            del cname
+        self.dispatches: dict[int, tuple] = {}
+        for node in [*plan.init, *plan.main]:
+            if node.op is LowIROp.DISPATCH:
+                self.dispatches[id(node)] = self._prepare_dispatch(node)
+        # One readback buffer holds every host-bound output of a call (one submit per call).
+        self._readback_offsets: dict[int, int] = {}
+        total = 0
+        for node in plan.main:
+            if node.op is LowIROp.OUTPUT and "buffer" in node.args:
+                self._readback_offsets[node.args["index"]] = total
+                total += -(-node.args["size"] // ALIGN) * ALIGN
+        self._readback = self._allocate(max(total, 4))
+        self._run(plan.init, dict(self._static))
+
+    # -- setup --
+    def _allocate(self, size: int) -> int:
+        buf = self.rt.allocate(max(int(size), 4))
+        self._owned.append(buf)
+        return buf
+
+    def _kernel(self, entry: str) -> Any:
+        spec = self.plan.executables[entry]
+        if self.shader_source == "spirv":
+            # Debug/differential path only: IREE's own SPIR-V (no push constants on WebGPU).
+            if spec.push_constant_count:
+                raise NotImplementedError(f"{entry}: IREE SPIR-V with push constants cannot run on WebGPU")
+            # '$' is not a valid identifier for Dawn's SPIR-V reader: rename in place (same length).
+            safe = entry.replace("$", "_")
+            spirv = self.plan.spirv[entry].replace(entry.encode() + b"\0", safe.encode() + b"\0")
+            return self.rt.kernel_from_spirv(spirv, safe, label=entry)
+        return self.rt.kernel(self.plan.wgsl[spec.wgsl_file], spec.entry_point, label=entry)
+
+    def _prepare_dispatch(self, node: LowIRNode) -> tuple:
+        spec = self.plan.executables[node.args["entry_point"]]
+        host = node.args["bindings"]
+        kernel = self._kernels[node.args["entry_point"]]
+        if self.shader_source == "spirv":
+            return kernel, [tuple(b) for b in host], None
+        count = max([*spec.binding_map, -1, spec.push_constant_binding or -1]) + 1
+        slots: list[Any] = [None] * count
+        for wgsl_binding, host_index in spec.binding_map.items():
+            slots[wgsl_binding] = tuple(host[host_index])
+        uniform = None
+        consts = node.args["constants"]
+        if spec.push_constant_binding is not None:
+            words = list(consts) + [0] * (-len(consts) % 4 or (4 if not consts else 0))
+            uniform = self.rt.constant(struct.pack(f"<{len(words)}I", *words))
+        elif consts:
+            raise ValueError(f"{spec.entry_point}: host passes {len(consts)} push constants, shader has none")
+        missing = [i for i, s in enumerate(slots) if s is None and i != spec.push_constant_binding]
+        if missing:
+            raise ValueError(f"{spec.entry_point}: WGSL bindings {missing} have no host buffer")
+        return kernel, slots, uniform
+
+    # -- calls --
+    def _run(self, nodes: Sequence[LowIRNode], buffers: dict[str, tuple[int, int]]) -> _State:
+        state = _State(self, buffers)
+        for node in nodes:
+            SHADER_TO_FUNC[node.op](state, node)
+        return state
+
+    def _bind_inputs(self, args: Sequence[torch.Tensor]) -> dict[str, tuple[int, int]]:
+        buffers = dict(self._static)
+        if len(args) != len(self.plan.inputs):
+            raise TypeError(f"compiled graph takes {len(self.plan.inputs)} inputs, got {len(args)}")
+        align = int(self.rt.info.limits.get("min-storage-buffer-offset-alignment", ALIGN))
+        for k, (t, spec) in enumerate(zip(args, self.plan.inputs, strict=False)):
+            if list(t.shape) != list(spec.shape):
+                raise ValueError(f"input {k}: shape {list(t.shape)} differs from the compiled {spec.shape} "
+                                 "(recompile, or use dynamic=False shapes that match)")
+            name = f"in{k}"
+            if _is_webgpu(t) and device_dtype(t.dtype) == str(t.dtype).removeprefix("torch.") \
+                    and t.is_contiguous():
+                ptr = t.data_ptr()
+                buf_id, offset = ptr >> 32, ptr & 0xFFFFFFFF
+                if offset % align == 0:
+                    buffers[name] = (buf_id, offset)   # zero-copy
+                    continue
+                self.rt.copy(buf_id, self._host_inputs[name][0], _nbytes(spec), offset, 0)
+                buffers[name] = self._host_inputs[name]
+                continue
+            host = t.detach()
+            if _is_webgpu(host):
+                host = host.cpu()
+            array = host.contiguous().numpy()
+            if host.dtype == torch.int64 and array.size and (
+                    array.min() < INT32_MIN or array.max() > INT32_MAX):
+                raise OverflowError(f"input {k}: int64 values outside int32 range cannot reach WebGPU "
+                                    "shaders (they have no 64-bit integers)")
+            array = array.astype(_NP[spec.device_dtype], copy=False)
+            self.rt.upload(self._host_inputs[name][0], array)
+            buffers[name] = self._host_inputs[name]
+        return buffers
+
+    def collect_output(self, state: _State, node: LowIRNode) -> None:
+        """Record where output `index` is: copied into the readback buffer (host) or a new buffer."""
+        a = node.args
+        if "input" in a:
+            state.results[a["index"]] = ("input", a["input"])
+            return
+        spec = self.plan.outputs[a["index"]]
+        if _nbytes(spec) != a["size"] and not (_nbytes(spec) == 0 and a["size"] <= 4):
+            raise ValueError(f"output {a['index']}: {a['size']} bytes on device, expected {_nbytes(spec)} "
+                             f"for {spec.device_dtype}{spec.shape}")
+        src, base = state.buffers[a["buffer"]]
+        size = -(-a["size"] // 4) * 4
+        if state.to_device:
+            dst = self.rt.allocate(max(size, 4))
+            self.rt.copy(src, dst, size, base + a["offset"], 0)
+            state.results[a["index"]] = ("device", dst)
+        else:
+            off = self._readback_offsets[a["index"]]
+            self.rt.copy(src, self._readback, size, base + a["offset"], off)
+            state.results[a["index"]] = ("host", off)
+
+    def __call__(self, *args: torch.Tensor) -> list[torch.Tensor | None]:
+        """Run the graph once; outputs on the inputs' device."""
+        with self.rt.lock:
+            buffers = self._bind_inputs(args)
+            state = _State(self, buffers)
+            state.results = {}
+            state.to_device = any(_is_webgpu(t) for t in args)
+            for node in self.plan.main:
+                SHADER_TO_FUNC[node.op](state, node)
+            outputs = self._finish(state, args)
+        self.calls += 1
+        return [None if i is None else outputs[i] for i in self.plan.output_map]
+
+    def _finish(self, state: _State, args: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        host_outputs = [i for i, r in state.results.items() if r[0] == "host"]
+        raw = b""
+        if host_outputs:
+            end = max(self._readback_offsets[i] + _nbytes(self.plan.outputs[i]) for i in host_outputs)
+            raw = self.rt.download(self._readback, 0, -(-end // 4) * 4)   # the call's only submit
+        else:
+            self.rt.flush()
+        outputs = []
+        for i, spec in enumerate(self.plan.outputs):
+            kind, where = state.results[i]
+            dtype = getattr(torch, spec.dtype)
+            if kind == "input":
+                outputs.append(args[where])
+            elif kind == "host":
+                n = int(np.prod(spec.shape, dtype=np.int64))
+                array = np.frombuffer(raw, dtype=_NP[spec.device_dtype], count=n, offset=where)
+                outputs.append(torch.from_numpy(array.copy()).reshape(spec.shape).to(dtype))
+            else:
+                outputs.append(_wrap_device_buffer(where, spec))
+        return outputs
+
+    def release(self) -> None:
+        """Give the plan's buffers back to the runtime pool."""
+        for buf in self._owned:
+            self.rt.free(buf)
+        self._owned.clear()
+
+
+def _wrap_device_buffer(buf_id: int, spec: TensorSpec) -> torch.Tensor:
+    """A webgpu tensor owning `buf_id` (needs the eager `webgpu` device of issue 3)."""
+    try:
+        from torch_webgpu.device import tensor_from_buffer  # provided by the device engineer
+    except ImportError as exc:
+        raise NotImplementedError(
+            "compiled graphs with webgpu inputs need torch_webgpu.device.tensor_from_buffer "
+            "(the eager webgpu device, issue 3), which is not available yet; pass cpu tensors") from exc
+    if spec.device_dtype != spec.dtype:
+        raise NotImplementedError(f"webgpu output of dtype {spec.dtype} (stored as {spec.device_dtype})")
+    return tensor_from_buffer(buf_id, spec.shape, getattr(torch, spec.dtype))
+
+
+def lowering(plan: Plan, rt: Any = None, shader_source: str = "wgsl") -> CompiledPlan:
+    """The callable that runs `plan` on the runtime (one command buffer per call)."""
+    return CompiledPlan(plan, rt, shader_source)

@@ -1,0 +1,65 @@
+"""Builds the low IR plan from IREE's extracted host program and the translated WGSL executables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlir_passes.host_program import BufferRef, HostProgram
+
+from .low_ir import ExecutableSpec, LowIRNode, LowIROp, Plan, TensorSpec
+
+
+def buffer_name(ref: BufferRef) -> str:
+    """The plan's name for a host buffer: in<k>, g<k> or t<k>."""
+    return {"input": "in", "global": "g", "transient": "t"}[ref.kind] + str(ref.index)
+
+
+def _nodes(commands: list, executables: dict[str, ExecutableSpec]) -> list[LowIRNode]:
+    nodes = []
+    for c in commands:
+        if c.kind == "alloca":
+            nodes.append(LowIRNode(LowIROp.ALLOCATE, {"buffer": buffer_name(c.buffer)}))
+        elif c.kind == "dealloca":
+            nodes.append(LowIRNode(LowIROp.FREE, {"buffer": buffer_name(c.buffer)}))
+        elif c.kind == "barrier":
+            nodes.append(LowIRNode(LowIROp.BARRIER))
+        elif c.kind == "fill":
+            nodes.append(LowIRNode(LowIROp.FILL, {"buffer": buffer_name(c.buffer), "offset": c.offset,
+                                                  "size": c.size, "pattern": c.pattern}))
+        elif c.kind == "copy":
+            nodes.append(LowIRNode(LowIROp.COPY, {"source": buffer_name(c.source),
+                                                  "source_offset": c.source_offset,
+                                                  "buffer": buffer_name(c.buffer), "offset": c.offset,
+                                                  "size": c.size}))
+        elif c.kind == "dispatch":
+            if c.entry_point not in executables:
+                raise KeyError(f"dispatch of {c.entry_point}: no translated executable for it")
+            nodes.append(LowIRNode(LowIROp.DISPATCH, {
+                "entry_point": c.entry_point, "workgroups": list(c.workgroups), "constants": c.constants,
+                "bindings": [[buffer_name(b.buffer), b.offset, b.length] for b in c.bindings]}))
+        else:
+            raise ValueError(f"unknown host command {c.kind}")
+    return nodes
+
+
+def build_plan(host: HostProgram, executables: dict[str, ExecutableSpec], wgsl: dict[str, str],
+               inputs: list[TensorSpec], outputs: list[TensorSpec], output_map: list[int | None],
+               constants: dict[str, Any]) -> Plan:
+    """The Plan of one compiled graph (inputs include the trailing lifted constants)."""
+    if host.num_inputs != len(inputs):
+        raise ValueError(f"host program takes {host.num_inputs} inputs, the graph has {len(inputs)}")
+    if len(host.outputs) != len(outputs):
+        raise ValueError(f"host program returns {len(host.outputs)} values, the graph {len(outputs)}")
+    buffers = {buffer_name(BufferRef("global", k)): v for k, v in host.globals.items()}
+    buffers.update({buffer_name(BufferRef("transient", k)): v for k, v in host.transients.items()})
+    main = _nodes(host.main, executables)
+    for i, (view, _spec) in enumerate(zip(host.outputs, outputs, strict=False)):
+        if view.input_index is not None:
+            main.append(LowIRNode(LowIROp.OUTPUT, {"index": i, "input": view.input_index}))
+            continue
+        main.append(LowIRNode(LowIROp.OUTPUT, {"index": i, "buffer": buffer_name(view.buffer),
+                                               "offset": view.offset, "size": view.length}))
+    return Plan(inputs=inputs[:len(inputs) - len(constants)], outputs=outputs, output_map=output_map,
+                buffers=buffers, init=_nodes(host.initializer, executables), main=main,
+                executables=executables, wgsl=wgsl, constants=dict(constants),
+                num_constant_inputs=len(constants))

@@ -1,0 +1,219 @@
+"""torch.compile backend `webgpu`: FX -> torch-mlir -> high passes -> IREE (WebGPU SPIR-V) -> WGSL -> plan.
+
+Forward and backward graphs go through AOTAutograd, so training works. Each graph is compiled once per
+process (and once per machine thanks to the disk cache) and runs as one command buffer per call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from . import cache
+from .fx_import import PreparedGraph, import_graph, prepare_graph
+from .high_ir import build_high_ir
+from .low_ir import ExecutableSpec, Plan, TensorSpec
+from .lowering import INT32_MAX, INT32_MIN, device_dtype, lowering
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CompileStats:
+    """What the last compilations did (for tests and reports)."""
+
+    graphs: int = 0
+    cache_hits: int = 0
+    iree_calls: int = 0
+    seconds: list[float] = field(default_factory=list)
+
+
+STATS = CompileStats()
+
+
+def _target():
+    from mlir_passes.webgpu_target import WebGPUTarget
+    from torch_webgpu.runtime import get_runtime
+
+    info = get_runtime().info
+    return WebGPUTarget.from_limits(info.limits, info.features)
+
+
+class _Dumper:
+    """Writes per-graph artifacts under TORCH_WEBGPU_DUMP_DIR (nothing when unset)."""
+
+    _counter = 0
+
+    def __init__(self) -> None:
+        root = os.environ.get("TORCH_WEBGPU_DUMP_DIR")
+        self.dir: Path | None = None
+        if root:
+            _Dumper._counter += 1
+            self.dir = Path(root) / f"graph_{os.getpid()}_{_Dumper._counter:03d}"
+            self.dir.mkdir(parents=True, exist_ok=True)
+
+    def write(self, name: str, text: str) -> None:
+        if self.dir is not None:
+            (self.dir / name).write_text(text)
+
+    def pass_dump(self, pass_name: str, text: str) -> None:
+        self.write(f"torch.after-{pass_name}.mlir", text)
+
+
+def translate_executables(spirv_mlir: dict[str, str]) -> tuple[dict[str, ExecutableSpec], dict[str, str]]:
+    """WGSL for every entry point, through the SPIR-V -> WGSL translator (mlir_passes/spirv_to_wgsl)."""
+    try:
+        from mlir_passes.spirv_to_wgsl import translate_spirv_module
+    except ImportError as exc:
+        raise NotImplementedError(
+            "the SPIR-V -> WGSL translator (mlir_passes.spirv_to_wgsl.translate_spirv_module) is not "
+            f"available yet ({exc}); torch.compile(backend='webgpu') cannot generate shaders") from exc
+    specs: dict[str, ExecutableSpec] = {}
+    sources: dict[str, str] = {}
+    done: set[str] = set()
+    for _entry, text in spirv_mlir.items():
+        if text in done:
+            continue
+        done.add(text)
+        for exe in translate_spirv_module(text, push_constants=None):
+            file = f"{exe.entry_point}.wgsl".replace("$", "_")
+            binding_map = {}
+            for b in exe.bindings:
+                if b.set != 0:
+                    raise NotImplementedError(f"{exe.entry_point}: descriptor set {b.set} (IREE uses set 0)")
+                binding_map[int(b.wgsl_binding)] = int(b.binding)
+            specs[exe.entry_point] = ExecutableSpec(
+                entry_point=exe.entry_point, wgsl_file=file, workgroup_size=list(exe.workgroup_size),
+                binding_map=binding_map, push_constant_binding=exe.push_constant_binding,
+                push_constant_count=int(exe.push_constant_count or 0))
+            sources[file] = exe.code
+    missing = set(spirv_mlir) - set(specs)
+    if missing:
+        raise ValueError(f"the translator returned no WGSL for entry points {sorted(missing)}")
+    return specs, sources
+
+
+def _spec(value: Any) -> TensorSpec:
+    if not isinstance(value, torch.Tensor):
+        raise NotImplementedError(f"graph value {value!r} is not a tensor (symbolic shapes: dynamic=True)")
+    return TensorSpec([int(d) for d in value.shape], str(value.dtype).removeprefix("torch."),
+                      device_dtype(value.dtype))
+
+
+def _constant_array(t: torch.Tensor, name: str) -> np.ndarray:
+    array = t.detach().cpu().contiguous().numpy()
+    if t.dtype == torch.int64:
+        if array.size and (array.min() < INT32_MIN or array.max() > INT32_MAX):
+            raise OverflowError(f"constant {name}: int64 values outside int32 range (WebGPU has no int64)")
+        return array.astype(np.int32)
+    if t.dtype == torch.float64:
+        return array.astype(np.float32)
+    return array
+
+
+def compile_plan(prepared: PreparedGraph, example_inputs: list[Any]) -> Plan:
+    """Compile one prepared FX graph into a Plan (through the disk cache)."""
+    from mlir_passes.torch_passes import run_high_passes
+
+    start = time.perf_counter()
+    dumper = _Dumper()
+    module = import_graph(prepared.graph_module)
+    dumper.write("torch.imported.mlir", str(module))
+    run_high_passes(module, dumper.pass_dump)
+    high = build_high_ir(module)
+    dumper.write("high_ir.txt", str(high))
+    high.check_supported()
+    torch_text = str(module)
+    target = _target()
+    constants = {f"_const_{i}": _constant_array(t, f"_const_{i}") for i, t in enumerate(prepared.constants)}
+    digest = hashlib.sha256()
+    for name, value in constants.items():
+        digest.update(name.encode() + str(value.dtype).encode() + value.tobytes())
+    key = cache.cache_key(torch_text, target.key(), digest.digest())
+    STATS.graphs += 1
+    plan = cache.load(key)
+    if plan is not None:
+        STATS.cache_hits += 1
+    else:
+        plan = _compile_uncached(prepared, example_inputs, torch_text, target, constants, dumper)
+        cache.store(key, plan)
+    if dumper.dir is not None:
+        dumper.write("plan.txt", str(plan))
+        plan.save(dumper.dir / "plan")
+        for name, source in plan.wgsl.items():
+            dumper.write(name, source)
+    STATS.seconds.append(time.perf_counter() - start)
+    return plan
+
+
+def _compile_uncached(prepared: PreparedGraph, example_inputs: list[Any], torch_text: str, target: Any,
+                      constants: dict[str, np.ndarray], dumper: _Dumper) -> Plan:
+    from mlir_passes.host_program import extract_host_program
+    from mlir_passes.iree_driver import compile_to_hal, with_target
+
+    from .plan_builder import build_plan
+
+    dumper.write("iree_input.mlir", with_target(torch_text, target))
+    STATS.iree_calls += 1
+    artifacts = compile_to_hal(torch_text, target)
+    dumper.write("iree_hal.mlir", artifacts.hal_text)
+    for entry, text in artifacts.spirv_mlir.items():
+        dumper.write(f"{entry.replace('$', '_')}.spirv.mlir", text)
+    host = extract_host_program(artifacts.hal_text)
+    specs, sources = translate_executables(artifacts.spirv_mlir)
+    inputs = [_spec(v) for v in example_inputs] + [
+        TensorSpec(list(v.shape), str(v.dtype), str(v.dtype)) for v in constants.values()]
+    output_node = next(n for n in prepared.graph_module.graph.nodes if n.op == "output")
+    outputs = [_spec(n.meta.get("val")) for n in output_node.args[0]]
+    plan = build_plan(host, specs, sources, inputs, outputs, prepared.output_map, constants)
+    plan.spirv = dict(artifacts.spirv_binaries)
+    plan.meta = {"target": target.key(), "dispatches": plan.dispatch_count}
+    return plan
+
+
+def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    prepared = prepare_graph(gm)
+    plan = compile_plan(prepared, example_inputs)
+    compiled = lowering(plan)
+
+    def run(*args: torch.Tensor) -> list:
+        return compiled(*args)
+
+    run.plan = plan  # type: ignore[attr-defined]
+    run.compiled = compiled  # type: ignore[attr-defined]
+    return make_boxed_func(run)
+
+
+def webgpu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs: Any) -> Any:
+    """torch.compile backend: forward and backward graphs compiled for WebGPU through AOTAutograd."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch_mlir.extras.fx_decomp_util import get_decomposition_table
+
+    if any(isinstance(v, torch.SymInt) for x in example_inputs if isinstance(x, torch.Tensor)
+           for v in x.shape) or any(isinstance(x, torch.SymInt) for x in example_inputs):
+        raise NotImplementedError(
+            "torch.compile(backend='webgpu', dynamic=True) is not supported yet: compile with dynamic=False "
+            "(each new shape then compiles its own plan)")
+    backend = aot_autograd(fw_compiler=_compile_graph, bw_compiler=_compile_graph,
+                           decompositions=get_decomposition_table())
+    return backend(gm, example_inputs, **kwargs)
+
+
+def _register() -> None:
+    from torch._dynamo import list_backends, register_backend
+
+    if "webgpu" not in list_backends(exclude_tags=()):
+        register_backend(name="webgpu")(webgpu_backend)
+
+
+_register()
