@@ -72,7 +72,7 @@ def generate(expr: str, compute: str, inputs: list[tuple[str, int, DtypeInfo]],
     args = []
     for k, (name, _binding, info) in enumerate(inputs):
         base = _HEADER + (1 + MAX_DIMS) * k
-        raw = f"load_{name}(offset_of(&c, {base}u))"
+        raw = f"load_{name}(offset_of(&crd, {base}u))"
         args.append(f"  let {name} = {convert(raw, info.kind, compute)};")
     for j, (name, kind) in enumerate(scalars):
         args.append(f"  let {name} = {_scalar_expr(kind, sbase + j)};")
@@ -94,7 +94,7 @@ fn coords(li: u32) -> array<u32, {MAX_DIMS}> {{
   return c;
 }}
 fn value(li: u32) -> {_wgsl_type(out_kind)} {{
-  var c = coords(li);
+  var crd = coords(li);
 {body}
   return {expr};
 }}
@@ -107,8 +107,8 @@ fn store_bits(v: {_wgsl_type(out_info.kind)}) -> u32 {{ return {out_info.store};
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
   let li = gid.x + gid.y * nwg.x * {WORKGROUP}u;
   if (li >= P[3]) {{ return; }}
-  var c = coords(li);
-  let o = P[2] + offset_strides(&c);
+  var crd = coords(li);
+  let o = P[2] + offset_strides(&crd);
   B{out_binding}[o] = store_bits({conv_out});
 }}
 fn offset_strides(c: ptr<function, array<u32, {MAX_DIMS}>>) -> u32 {{
