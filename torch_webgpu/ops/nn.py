@@ -1,0 +1,340 @@
+"""Aten kernels for neural-network ops: softmax/log_softmax (+backward), layer norm (+backward), losses
+(mse, nll), embedding (+backward), dropout. Row ops use codegen/rowwise.py; the rest compose webgpu ops."""
+
+from __future__ import annotations
+
+import torch
+
+from ..runtime import get_runtime
+from .codegen.dtypes import INT64_INDEX_LOAD, convert, dtype_info
+from .codegen.elementwise import grid
+from .codegen.operand import pack_u32
+from .codegen.rowwise import launch_rows
+from .elementwise import operand
+from .reductions import cast_into
+from .registry import register
+from .tensor_buffers import buffer_id, new_empty
+
+
+def _rows(kind: str, x: torch.Tensor, dim: int, result_dtype: torch.dtype, g: torch.Tensor | None = None,
+          out: torch.Tensor | None = None) -> torch.Tensor:
+    dtype_info(x.dtype, kind)
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"webgpu: '{kind}' needs a floating point input, got {x.dtype}")
+    nd = x.dim()
+    xv = x if nd else x.reshape(1)
+    gv = None if g is None else (g if nd else g.reshape(1))
+    dim = dim % max(nd, 1)
+    tmp = new_empty(xv.shape, torch.float32, x)
+    launch_rows(kind, operand(xv), dim, operand(tmp), operand(gv) if gv is not None else None)
+    tmp = tmp.reshape(x.shape)
+    if out is None:
+        if result_dtype == torch.float32:
+            return tmp
+        out = new_empty(x.shape, result_dtype, x)
+    elif out.shape != x.shape:
+        out.resize_(x.shape)
+    return cast_into(tmp, out)
+
+
+def _softmax_dtype(x, half_to_float: bool) -> torch.dtype:
+    return torch.float32 if half_to_float else x.dtype
+
+
+@register("_softmax")
+def softmax(self, dim, half_to_float):
+    """aten._softmax."""
+    return _rows("softmax", self, dim, _softmax_dtype(self, half_to_float))
+
+
+@register("_softmax.out")
+def softmax_out(self, dim, half_to_float, *, out):
+    """aten._softmax.out."""
+    return _rows("softmax", self, dim, _softmax_dtype(self, half_to_float), out=out)
+
+
+@register("_log_softmax")
+def log_softmax(self, dim, half_to_float):
+    """aten._log_softmax."""
+    return _rows("log_softmax", self, dim, _softmax_dtype(self, half_to_float))
+
+
+@register("_log_softmax.out")
+def log_softmax_out(self, dim, half_to_float, *, out):
+    """aten._log_softmax.out."""
+    return _rows("log_softmax", self, dim, _softmax_dtype(self, half_to_float), out=out)
+
+
+@register("_softmax_backward_data")
+def softmax_backward(grad_output, output, dim, input_dtype):
+    """aten._softmax_backward_data (x = output, g = grad)."""
+    return _rows("softmax_backward", output, dim, input_dtype, g=grad_output)
+
+
+@register("_softmax_backward_data.out")
+def softmax_backward_out(grad_output, output, dim, input_dtype, *, grad_input):
+    """aten._softmax_backward_data.out."""
+    return _rows("softmax_backward", output, dim, input_dtype, g=grad_output, out=grad_input)
+
+
+@register("_log_softmax_backward_data")
+def log_softmax_backward(grad_output, output, dim, input_dtype):
+    """aten._log_softmax_backward_data."""
+    return _rows("log_softmax_backward", output, dim, input_dtype, g=grad_output)
+
+
+@register("_log_softmax_backward_data.out")
+def log_softmax_backward_out(grad_output, output, dim, input_dtype, *, out):
+    """aten._log_softmax_backward_data.out."""
+    return _rows("log_softmax_backward", output, dim, input_dtype, g=grad_output, out=out)
+
+
+# ---- layer norm --------------------------------------------------------------------------------------
+
+
+@register("native_layer_norm")
+def native_layer_norm(input, normalized_shape, weight, bias, eps):  # noqa: A002
+    """aten.native_layer_norm -> (out, mean, rstd)."""
+    k = len(normalized_shape)
+    if tuple(input.shape[input.dim() - k:]) != tuple(normalized_shape):
+        raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with shape "
+                           f"[*, {', '.join(map(str, normalized_shape))}], but got input of size"
+                           f"{list(input.shape)}")
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"webgpu: layer_norm needs a floating point input, got {input.dtype}")
+    lead = tuple(input.shape[: input.dim() - k])
+    rows = 1
+    for s in lead:
+        rows *= s
+    n = 1
+    for s in normalized_shape:
+        n *= s
+    x2 = input.contiguous().reshape(rows, n)
+    y = new_empty((rows, n), torch.float32, input)
+    stats = new_empty((rows, 2), torch.float32, input)
+    if rows and n:
+        launch_rows("layer_norm", operand(x2), 1, operand(y), eps=float(eps), extra=buffer_id(stats))
+    elif rows:
+        stats.fill_(float("nan"))
+    y = y.reshape(input.shape)
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    stat_shape = lead + (1,) * k
+    mean = stats[:, 0].reshape(stat_shape)
+    rstd = stats[:, 1].reshape(stat_shape)
+    if input.dtype != torch.float32:
+        y = y.to(input.dtype)
+        mean = mean.to(input.dtype)
+        rstd = rstd.to(input.dtype)
+    return y, mean.contiguous(), rstd.contiguous()
+
+
+@register("native_layer_norm_backward")
+def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias,  # noqa: A002
+                               output_mask):
+    """aten.native_layer_norm_backward -> (grad_input, grad_weight, grad_bias)."""
+    k = len(normalized_shape)
+    axes = list(range(input.dim() - k, input.dim()))
+    lead_axes = list(range(input.dim() - k))
+    xhat = (input - mean) * rstd
+    gi = gw = gb = None
+    if output_mask[0]:
+        g = grad_out * weight if weight is not None else grad_out
+        n = 1
+        for s in normalized_shape:
+            n *= s
+        if n:
+            mg = g.mean(axes, keepdim=True)
+            mgx = (g * xhat).mean(axes, keepdim=True)
+            gi = (g - mg - xhat * mgx) * rstd
+        else:
+            gi = torch.zeros_like(input)
+    if output_mask[1] and weight is not None:
+        gw = (grad_out * xhat).sum(lead_axes) if lead_axes else grad_out * xhat
+    if output_mask[2] and bias is not None:
+        gb = grad_out.sum(lead_axes) if lead_axes else grad_out.clone()
+    return gi, gw, gb
+
+
+# ---- losses -------------------------------------------------------------------------------------------
+
+_REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
+
+
+def _reduce_loss(x: torch.Tensor, reduction: int) -> torch.Tensor:
+    if reduction == 1:
+        return x.mean()
+    if reduction == 2:
+        return x.sum()
+    return x
+
+
+@register("mse_loss")
+def mse_loss(self, target, reduction=1):
+    """aten.mse_loss."""
+    d = self - target
+    return _reduce_loss(d * d, reduction)
+
+
+@register("mse_loss.out")
+def mse_loss_out(self, target, reduction=1, *, out):
+    """aten.mse_loss.out."""
+    r = mse_loss(self, target, reduction)
+    out.resize_(r.shape)
+    return out.copy_(r)
+
+
+@register("mse_loss_backward")
+def mse_loss_backward(grad_output, self, target, reduction):
+    """aten.mse_loss_backward."""
+    scale = 2.0 / self.numel() if reduction == 1 and self.numel() else 2.0
+    shape = torch.broadcast_shapes(self.shape, target.shape)
+    return ((self - target) * grad_output * scale).expand(shape).contiguous()
+
+
+@register("mse_loss_backward.grad_input")
+def mse_loss_backward_out(grad_output, self, target, reduction, *, grad_input):
+    """aten.mse_loss_backward.grad_input."""
+    r = mse_loss_backward(grad_output, self, target, reduction)
+    grad_input.resize_(r.shape)
+    return grad_input.copy_(r)
+
+
+_NLL = """
+@group(0) @binding(0) var<storage, read> P: array<u32>;
+@group(0) @binding(1) var<storage, read> X: array<u32>;
+@group(0) @binding(2) var<storage, read> T: array<u32>;
+@group(0) @binding(3) var<storage, read> W: array<u32>;
+@group(0) @binding(4) var<storage, read_write> L: array<f32>;
+@group(0) @binding(5) var<storage, read_write> LW: array<f32>;
+fn xload(i: u32) -> f32 {{ return {xload}; }}
+fn wload(i: u32) -> f32 {{ return {wload}; }}
+fn tload(i: u32) -> i32 {{ return {tload}; }}
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
+  // P = [N*S, C, S, x_off, x_sn, x_sc, x_ss, t_off, t_sn, t_ss, w_off, w_s, has_w, ignore_index, bad]
+  let i = gid.x + gid.y * nwg.x * 64u;
+  if (i >= P[0]) {{ return; }}
+  let n = i / P[2]; let s = i % P[2];
+  let t = tload(P[7] + n * P[8] + s * P[9]);
+  let ignore = bitcast<i32>(P[13]);
+  if (t == ignore) {{ L[i] = 0.0; LW[i] = 0.0; return; }}
+  if (t < 0 || u32(t) >= P[1]) {{ L[i] = bitcast<f32>(0x7fc00000u + 0u * P[0]); LW[i] = L[i]; return; }}
+  var w = 1.0;
+  if (P[12] != 0u) {{ w = wload(P[10] + u32(t) * P[11]); }}
+  L[i] = -w * xload(P[3] + n * P[4] + u32(t) * P[5] + s * P[6]);
+  LW[i] = w;
+}}
+"""
+
+
+def _nll_terms(self, target, weight, ignore_index):
+    """Per-element losses and weights of nll_loss (input [N, C, *] or [C]), as f32 [N, S] tensors."""
+    if target.dtype not in (torch.int64, torch.int32, torch.uint8):
+        raise RuntimeError(f"expected scalar type Long but found {target.dtype}")
+    if self.dim() == 1:
+        x3 = self.reshape(1, -1, 1)
+        t2 = target.reshape(1, 1)
+    else:
+        x3 = self.reshape(self.shape[0], self.shape[1], -1)
+        t2 = target.reshape(target.shape[0] if target.dim() else 1, -1)
+    n, c, s = x3.shape
+    if t2.shape != (n, s):
+        raise ValueError(f"Expected input batch_size ({n}) to match target batch_size ({t2.shape[0]}).")
+    losses = new_empty((n, s), torch.float32, self)
+    weights = new_empty((n, s), torch.float32, self)
+    if n * s:
+        xo, to = operand(x3), operand(t2)
+        wt = weight if weight is not None else x3
+        wo = operand(wt)
+        xi, wi = dtype_info(x3.dtype), dtype_info(wt.dtype)
+        tload = INT64_INDEX_LOAD.replace("B[", "T[") if t2.dtype == torch.int64 else \
+            convert(dtype_info(t2.dtype).load.replace("B[", "T["), "i32", "i32")
+        src = _NLL.format(xload=convert(xi.load.replace("B[", "X["), xi.kind, "f32"),
+                          wload=convert(wi.load.replace("B[", "W["), wi.kind, "f32"), tload=tload)
+        params = [n * s, c, s, xo.offset, *xo.strides, to.offset, *to.strides, wo.offset,
+                  wo.strides[0] if weight is not None else 0, int(weight is not None), ignore_index]
+        rt = get_runtime()
+        rt.dispatch(rt.kernel(src, label="nll_loss"),
+                    [rt.constant(pack_u32(params)), buffer_id(x3), buffer_id(t2), buffer_id(wt),
+                     buffer_id(losses), buffer_id(weights)], grid(n * s), label="nll_loss")
+    return losses, weights
+
+
+@register("nll_loss_forward")
+def nll_loss_forward(self, target, weight, reduction, ignore_index):
+    """aten.nll_loss_forward -> (output, total_weight)."""
+    losses, weights = _nll_terms(self, target, weight, ignore_index)
+    total = weights.sum()
+    if reduction == 0:
+        out = losses.reshape(target.shape) if self.dim() > 1 else losses.reshape(())
+        return cast_into(out, new_empty(out.shape, self.dtype, self)) if self.dtype != torch.float32 \
+            else out, total.to(self.dtype)
+    loss = losses.sum()
+    if reduction == 1:
+        loss = loss / total
+    return loss.to(self.dtype), total.to(self.dtype)
+
+
+@register("nll_loss2d_forward")
+def nll_loss2d_forward(self, target, weight, reduction, ignore_index):
+    """aten.nll_loss2d_forward (same kernel as nll_loss)."""
+    return nll_loss_forward(self, target, weight, reduction, ignore_index)
+
+
+def _onehot_scatter(self, target, values: torch.Tensor) -> torch.Tensor:
+    """grad[n, t[n], s] = values[n, s], zero elsewhere (input-shaped)."""
+    c = self.shape[1] if self.dim() > 1 else self.shape[0]
+    classes = torch.arange(c, device=self.device, dtype=torch.int32)
+    shape = [1] * max(self.dim(), 1)
+    if self.dim() > 1:
+        shape[1] = c
+    else:
+        shape[0] = c
+    classes = classes.reshape(shape)
+    t = target.to(torch.int32)
+    t = t.unsqueeze(1) if self.dim() > 1 else t.reshape(1)
+    v = values.unsqueeze(1) if self.dim() > 1 else values.reshape(1)
+    return torch.where(t == classes, v, torch.zeros((), device=self.device, dtype=v.dtype))
+
+
+@register("nll_loss_backward")
+def nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
+    """aten.nll_loss_backward."""
+    _, weights = _nll_terms(self, target, weight, ignore_index)
+    w = weights.reshape(target.shape) if self.dim() > 1 else weights.reshape(())
+    if reduction == 0:
+        g = -w * grad_output
+    elif reduction == 1:
+        g = -w * (grad_output / total_weight)
+    else:
+        g = -w * grad_output
+    return _onehot_scatter(self, target, g).to(self.dtype)
+
+
+@register("nll_loss2d_backward")
+def nll_loss2d_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
+    """aten.nll_loss2d_backward."""
+    return nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight)
+
+
+# ---- dropout -----------------------------------------------------------------------------------------
+
+
+@register("native_dropout")
+def native_dropout(input, p, train):  # noqa: A002
+    """aten.native_dropout -> (output, mask) with the device RNG."""
+    if not train or p == 0:
+        return input.clone(), torch.ones_like(input, dtype=torch.bool)
+    if p >= 1:
+        return torch.zeros_like(input), torch.zeros_like(input, dtype=torch.bool)
+    mask = torch.rand_like(input, dtype=torch.float32) >= p
+    return input * mask * (1.0 / (1.0 - p)), mask
+
+
+@register("native_dropout_backward")
+def native_dropout_backward(grad_output, mask, scale):
+    """aten.native_dropout_backward."""
+    return grad_output * mask * scale
