@@ -77,6 +77,11 @@ def _finish(op: str, values: torch.Tensor, result_dtype: torch.dtype,
     return values
 
 
+# what a reduction over zero elements gives (torch's identities; NaN for mean/var/std)
+_EMPTY_VALUE = {"sum": 0.0, "nansum": 0.0, "prod": 1.0, "all": 1.0, "any": 0.0, "norm1": 0.0, "norm2": 0.0,
+                "norm0": 0.0, "normp": 0.0, "norm_inf": 0.0, "logsumexp": float("-inf"),
+                "count_nonzero": 0.0}
+
 _EXACT_IN_F32 = (torch.float32, torch.float16, torch.bfloat16, torch.int16, torch.int8, torch.uint8,
                  torch.bool)
 
@@ -96,7 +101,11 @@ def reduce(op: str, spec: str, x: torch.Tensor, dim, keepdim: bool, result_dtype
                          f"Specify the reduction dim with the 'dim' argument.")
     values = new_empty(shape, torch.float32, x)
     indices = new_empty(shape, torch.int64, x) if with_index else None
-    if values.numel():
+    if values.numel() and x.numel() == 0:
+        values.fill_(_EMPTY_VALUE.get(spec, float("nan")))
+        if indices is not None:
+            indices.zero_()
+    elif values.numel():
         launch_reduce(spec, operand(x), dims if x.dim() else (), buffer_id(values),
                       buffer_id(indices) if indices is not None else None, scalars)
     if with_index:
