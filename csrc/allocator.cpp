@@ -30,7 +30,9 @@ void delete_buffer(void* ctx) {
 void delete_nothing(void*) {}
 
 [[noreturn]] void rethrow_python_error(py::error_already_set& e, const std::string& what) {
-  const std::string message = e.what();
+  // "ExcType: message" without the Python traceback that e.what() appends.
+  const std::string message = py::str(e.type().attr("__name__")).cast<std::string>() + ": " +
+                              py::str(e.value()).cast<std::string>();
   // MemoryError covers the runtime's OutOfMemoryError; LimitExceededError (a single buffer larger than
   // max-buffer-size) is an allocation failure too, so both surface as torch.OutOfMemoryError.
   const bool oom = e.matches(PyExc_MemoryError) || message.find("LimitExceededError") != std::string::npos;

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from . import _C
-from .runtime import NoAdapterError, Runtime, get_runtime, runtime_initialized
+from .runtime import NoAdapterError, OutOfMemoryError, Runtime, get_runtime, runtime_initialized
 from .runtime.buffers import bucket_size
 
 _hook_lock = threading.Lock()
@@ -84,7 +84,7 @@ def _allocate(nbytes: int) -> int:
             if rt.pool.reserved_bytes + need > limit:
                 rt.empty_cache()  # give pooled free buffers back before refusing
             if rt.pool.reserved_bytes + need > limit:
-                raise torch.OutOfMemoryError(
+                raise OutOfMemoryError(
                     f"webgpu out of memory: allocating {nbytes} bytes with {rt.pool.allocated_bytes} bytes "
                     f"in use exceeds the memory limit of {limit} bytes (TORCH_WEBGPU_MEMORY_LIMIT); free "
                     f"tensors or reduce the batch")
@@ -303,6 +303,27 @@ def stream(*_: Any) -> Iterator[None]:
 _registered = False
 
 
+def _install_host_printing() -> None:
+    """Format webgpu tensors from one host copy, as torch does for xla/lazy/mtia tensors.
+
+    torch's formatter otherwise runs ~50 small ops on the device and converts to float64, which WebGPU
+    lacks. The repr still names device='webgpu:0'.
+    """
+    import torch._tensor_str as tensor_str
+
+    original = tensor_str._tensor_str
+    if getattr(original, "_webgpu_host_copy", False):
+        return
+
+    def _tensor_str(self: torch.Tensor, indent: int) -> str:
+        if self.device.type == "webgpu":
+            self = self.detach().to("cpu")
+        return original(self, indent)
+
+    _tensor_str._webgpu_host_copy = True  # type: ignore[attr-defined]
+    tensor_str._tensor_str = _tensor_str
+
+
 def register() -> None:
     """Rename PrivateUse1 to "webgpu", install torch.webgpu, generated methods and kernels (idempotent)."""
     global _registered
@@ -316,6 +337,7 @@ def register() -> None:
     torch._register_device_module("webgpu", sys.modules[__name__])
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
+    _install_host_printing()
     from . import ops  # noqa: F401  (registers the aten kernels)
 
     _registered = True

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 
-from . import copy, factories, fallback, random, tensor_buffers, views  # noqa: F401
+from . import buffer_ops, copy, factories, fallback, random, tensor_buffers, views  # noqa: F401
 
 # Op-family modules imported when present, so families can land independently.
 _FAMILIES = ("elementwise", "reductions", "linalg", "nn", "indexing", "optim")

@@ -104,7 +104,11 @@ fn l_from_f(v: f32) -> vec2<u32> {
   let hi = floor(t / TWO32);
   return vec2<u32>(u32(t - hi * TWO32), bitcast<u32>(i32(hi)));
 }
-fn f_from_l(v: vec2<u32>) -> f32 { return f32(bitcast<i32>(v.y)) * TWO32 + f32(v.x); }
+fn f_from_l(v: vec2<u32>) -> f32 {
+  // Values that fit in i32 convert exactly; f32(lo) alone would round before the high part cancels.
+  if (v.y == select(0u, 0xffffffffu, bitcast<i32>(v.x) < 0)) { return f32(bitcast<i32>(v.x)); }
+  return f32(bitcast<i32>(v.y)) * TWO32 + f32(v.x);
+}
 fn bf16_bits(v: f32) -> u32 {
   if (v != v) { return 0x7fc0u; }
   let b = bitcast<u32>(v);
