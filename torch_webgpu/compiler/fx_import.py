@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.fx
+from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
 
 @dataclass
@@ -43,7 +44,8 @@ def prepare_graph(gm: torch.fx.GraphModule) -> PreparedGraph:
         with ctx:
             ph = graph.placeholder(f"_const_{len(constants)}")
         ph.meta = dict(node.meta)
-        ph.meta["val"] = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+        ph.meta.pop("val", None)
+        ph.meta["tensor_meta"] = _extract_tensor_metadata(value)
         node.replace_all_uses_with(ph)
         graph.erase_node(node)
         constants.append(value.detach())

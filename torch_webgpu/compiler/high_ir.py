@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import re
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -252,7 +253,11 @@ def _literal(op: Any) -> Any:
     if name in ("torch.constant.str", "torch.constant.device"):
         return text.strip('"')
     number = text.split(":")[0].strip()
-    return int(number) if name == "torch.constant.int" else float(number)
+    if name == "torch.constant.int":
+        return int(number)
+    if number.startswith("0x"):  # non-finite floats print as their f64 bit pattern
+        return struct.unpack("<d", int(number, 16).to_bytes(8, "little"))[0]
+    return float(number)
 
 
 def build_high_ir(module: Any, func_name: str = "main") -> HighIRGraph:

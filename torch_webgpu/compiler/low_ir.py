@@ -74,6 +74,7 @@ class ExecutableSpec:
     binding_map: dict[int, int]
     push_constant_binding: int | None = None
     push_constant_count: int = 0
+    read_only: list[int] = field(default_factory=list)   # wgsl bindings the shader only reads
 
 
 @dataclass

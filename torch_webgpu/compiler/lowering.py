@@ -52,13 +52,17 @@ class _State:
 
 
 def _run_dispatch(state: _State, node: LowIRNode) -> None:
-    kernel, slots, uniform = state.compiled.dispatches[id(node)]
-    bindings = []
-    for slot in slots:
-        if slot is None:
-            bindings.append(uniform)
-        else:
-            bindings.append(state.slice(*slot))
+    kernel, slots, uniform, read_only = state.compiled.dispatches[id(node)]
+    bindings: list[Any] = [uniform if slot is None else state.slice(*slot) for slot in slots]
+    writable = {b.buffer_id for i, b in enumerate(bindings)
+                if isinstance(b, BufferSlice) and i not in read_only}
+    for i, b in enumerate(bindings):
+        if i in read_only and isinstance(b, BufferSlice) and b.buffer_id in writable:
+            # IREE may bind one buffer read-only and read-write in one dispatch; WebGPU forbids a
+            # writable buffer in two bindings, so the read-only view reads a copy taken just before.
+            scratch = state.compiled.scratch(id(node), i, b.nbytes)
+            state.rt.copy(b.buffer_id, scratch, -(-b.nbytes // 4) * 4, b.offset, 0)
+            bindings[i] = BufferSlice(scratch, 0, b.nbytes)
     state.rt.dispatch(kernel, bindings, node.args["workgroups"], label=node.args["entry_point"])
 
 
@@ -112,6 +116,7 @@ class CompiledPlan:
         self.calls = 0
         self._kernels = {name: self._kernel(name) for name in plan.executables}
         self._owned: list[int] = []
+        self._scratch: dict[tuple[int, int], int] = {}
         self._static: dict[str, tuple[int, int]] = {}
         for name, size in plan.buffers.items():
             self._static[name] = (self._allocate(size), 0)
@@ -161,7 +166,7 @@ class CompiledPlan:
         host = node.args["bindings"]
         kernel = self._kernels[node.args["entry_point"]]
         if self.shader_source == "spirv":
-            return kernel, [tuple(b) for b in host], None
+            return kernel, [tuple(b) for b in host], None, frozenset()
         count = max([*spec.binding_map, -1, spec.push_constant_binding or -1]) + 1
         slots: list[Any] = [None] * count
         for wgsl_binding, host_index in spec.binding_map.items():
@@ -176,7 +181,14 @@ class CompiledPlan:
         missing = [i for i, s in enumerate(slots) if s is None and i != spec.push_constant_binding]
         if missing:
             raise ValueError(f"{spec.entry_point}: WGSL bindings {missing} have no host buffer")
-        return kernel, slots, uniform
+        return kernel, slots, uniform, frozenset(spec.read_only)
+
+    def scratch(self, node_key: int, slot: int, nbytes: int) -> int:
+        """A plan-owned buffer for a read-only copy of an aliased binding (created once)."""
+        key = (node_key, slot)
+        if key not in self._scratch:
+            self._scratch[key] = self._allocate(-(-nbytes // 4) * 4)
+        return self._scratch[key]
 
     # -- calls --
     def _run(self, nodes: Sequence[LowIRNode], buffers: dict[str, tuple[int, int]]) -> _State:

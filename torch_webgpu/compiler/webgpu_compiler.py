@@ -84,16 +84,17 @@ def translate_executables(spirv_mlir: dict[str, str]) -> tuple[dict[str, Executa
             continue
         done.add(text)
         for exe in translate_spirv_module(text, push_constants=None):
-            file = f"{exe.entry_point}.wgsl".replace("$", "_")
+            file = f"{exe.entry_point}.wgsl"
             binding_map = {}
             for b in exe.bindings:
                 if b.set != 0:
                     raise NotImplementedError(f"{exe.entry_point}: descriptor set {b.set} (IREE uses set 0)")
                 binding_map[int(b.wgsl_binding)] = int(b.binding)
-            specs[exe.entry_point] = ExecutableSpec(
+            specs[exe.name] = ExecutableSpec(
                 entry_point=exe.entry_point, wgsl_file=file, workgroup_size=list(exe.workgroup_size),
                 binding_map=binding_map, push_constant_binding=exe.push_constant_binding,
-                push_constant_count=int(exe.push_constant_count or 0))
+                push_constant_count=int(exe.push_constant_count or 0),
+                read_only=sorted(int(b.wgsl_binding) for b in exe.bindings if b.access == "read"))
             sources[file] = exe.code
     missing = set(spirv_mlir) - set(specs)
     if missing:
@@ -181,10 +182,13 @@ def _compile_uncached(prepared: PreparedGraph, example_inputs: list[Any], torch_
 
 def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
     from torch._functorch.aot_autograd import make_boxed_func
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
 
-    prepared = prepare_graph(gm)
-    plan = compile_plan(prepared, example_inputs)
-    compiled = lowering(plan)
+    # AOTAutograd calls compilers under fake mode; constants and buffers here are real tensors.
+    with unset_fake_temporarily():
+        prepared = prepare_graph(gm)
+        plan = compile_plan(prepared, example_inputs)
+        compiled = lowering(plan)
 
     def run(*args: torch.Tensor) -> list:
         return compiled(*args)
