@@ -9,7 +9,8 @@ from .elementwise import is_composite_implicit, overload_names
 from .registry import is_registered, register
 
 _UNARY = ("sqrt", "exp", "log", "abs", "neg", "reciprocal", "sign", "sigmoid", "tanh", "ceil", "floor",
-          "round", "trunc", "frac", "sin", "cos", "erf", "expm1", "log1p", "log2", "log10", "rsqrt", "lgamma", "zero")
+          "round", "trunc", "frac", "sin", "cos", "erf", "expm1", "log1p", "log2", "log10", "rsqrt", "lgamma",
+          "zero")
 _BINARY = ("add", "sub", "mul", "div", "maximum", "minimum", "pow", "clamp_min", "clamp_max", "copy")
 _TERNARY = ("addcmul", "addcdiv", "lerp")
 _KWARGS = {"alpha", "value"}
