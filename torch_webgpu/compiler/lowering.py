@@ -242,10 +242,12 @@ class CompiledPlan:
                              f"for {spec.device_dtype}{spec.shape}")
         src, base = state.buffers[a["buffer"]]
         size = -(-a["size"] // 4) * 4
-        if state.to_device:
-            dst = self.rt.allocate(max(size, 4))
-            self.rt.copy(src, dst, size, base + a["offset"], 0)
-            state.results[a["index"]] = ("device", dst)
+        if state.to_device is not None and spec.device_dtype == spec.dtype:
+            out = torch.empty(spec.shape, dtype=getattr(torch, spec.dtype), device=state.to_device)
+            if size:
+                ptr = out.data_ptr()
+                self.rt.copy(src, ptr >> 32, size, base + a["offset"], ptr & 0xFFFFFFFF)
+            state.results[a["index"]] = ("device", out)
         else:
             off = self._readback_offsets[a["index"]]
             self.rt.copy(src, self._readback, size, base + a["offset"], off)
@@ -257,14 +259,14 @@ class CompiledPlan:
             buffers = self._bind_inputs(args)
             state = _State(self, buffers)
             state.results = {}
-            state.to_device = any(_is_webgpu(t) for t in args)
+            state.to_device = next((t.device for t in args if _is_webgpu(t)), None)
             for node in self.plan.main:
                 SHADER_TO_FUNC[node.op](state, node)
             outputs = self._finish(state, args)
         self.calls += 1
         return [None if i is None else outputs[i] for i in self.plan.output_map]
 
-    def _finish(self, state: _State, args: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    def _finish(self, state: Any, args: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         host_outputs = [i for i, r in state.results.items() if r[0] == "host"]
         raw = b""
         if host_outputs:
@@ -281,9 +283,11 @@ class CompiledPlan:
             elif kind == "host":
                 n = int(np.prod(spec.shape, dtype=np.int64))
                 array = np.frombuffer(raw, dtype=_NP[spec.device_dtype], count=n, offset=where)
-                outputs.append(torch.from_numpy(array.copy()).reshape(spec.shape).to(dtype))
+                out = torch.from_numpy(array.copy()).reshape(spec.shape).to(dtype)
+                # Demoted dtypes (int64, float64) come back through the host to the inputs' device.
+                outputs.append(out if state.to_device is None else out.to(state.to_device))
             else:
-                outputs.append(_wrap_device_buffer(where, spec))
+                outputs.append(where)
         return outputs
 
     def release(self) -> None:
@@ -291,19 +295,6 @@ class CompiledPlan:
         for buf in self._owned:
             self.rt.free(buf)
         self._owned.clear()
-
-
-def _wrap_device_buffer(buf_id: int, spec: TensorSpec) -> torch.Tensor:
-    """A webgpu tensor owning `buf_id` (needs the eager `webgpu` device of issue 3)."""
-    try:
-        from torch_webgpu.device import tensor_from_buffer  # provided by the device engineer
-    except ImportError as exc:
-        raise NotImplementedError(
-            "compiled graphs with webgpu inputs need torch_webgpu.device.tensor_from_buffer "
-            "(the eager webgpu device, issue 3), which is not available yet; pass cpu tensors") from exc
-    if spec.device_dtype != spec.dtype:
-        raise NotImplementedError(f"webgpu output of dtype {spec.dtype} (stored as {spec.device_dtype})")
-    return tensor_from_buffer(buf_id, spec.shape, getattr(torch, spec.dtype))
 
 
 def lowering(plan: Plan, rt: Any = None, shader_source: str = "wgsl") -> CompiledPlan:
