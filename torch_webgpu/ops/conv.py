@@ -1,0 +1,112 @@
+"""Aten convolution and convolution_backward (1-d and 2-d, grouped, strided, dilated, transposed) on the
+direct kernels of codegen/conv.py."""
+
+from __future__ import annotations
+
+import torch
+
+from .codegen.conv import launch_conv
+from .elementwise import operand
+from .reductions import cast_into
+from .registry import register
+from .tensor_buffers import new_empty
+
+
+def _pair(v, n: int) -> tuple[int, int]:
+    v = list(v) if isinstance(v, (list, tuple)) else [v]
+    if len(v) == 1:
+        v = v * n
+    return (1, v[0]) if n == 1 else (v[0], v[1])
+
+
+def _geometry(input, weight, stride, padding, dilation, output_padding):  # noqa: A002
+    nd = input.dim() - 2
+    if nd not in (1, 2):
+        raise NotImplementedError(f"webgpu: convolution supports 1-d and 2-d inputs, got a {input.dim()}-d "
+                                  f"input")
+    s, p, d = _pair(stride, nd), _pair(padding, nd), _pair(dilation, nd)
+    op = _pair(output_padding, nd) if output_padding is not None else (0, 0)
+    if nd == 1:
+        p, op = (0, p[1]), (0, op[1])
+    return nd, s, p, d, op
+
+
+def _as4(t: torch.Tensor, nd: int) -> torch.Tensor:
+    return t.unsqueeze(2) if nd == 1 else t
+
+
+def _run(kind, a, b, shape, s, p, d, k, ig, og, dtype, bias=None, like=None) -> torch.Tensor:
+    out = new_empty(shape, torch.float32, like)
+    launch_conv(kind, operand(a), operand(b), operand(out), s, p, d, k, ig, og,
+                operand(bias) if bias is not None else None)
+    if dtype != torch.float32:
+        out = cast_into(out, new_empty(shape, dtype, like))
+    return out
+
+
+def _check(op: str, *tensors) -> None:
+    for t in tensors:
+        if t is not None and t.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+            raise TypeError(f"webgpu: '{op}' supports float32/float16/bfloat16, got {t.dtype}")
+
+
+@register("convolution")
+def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):  # noqa: A002
+    """aten.convolution (conv1d/conv2d and transposed)."""
+    _check("convolution", input, weight, bias)
+    nd, s, p, d, opad = _geometry(input, weight, stride, padding, dilation, output_padding)
+    x, w = _as4(input, nd), _as4(weight, nd)
+    n, c, h, wd = x.shape
+    kh, kw = w.shape[2], w.shape[3]
+    if not transposed:
+        if c != w.shape[1] * groups:
+            raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, expected input"
+                               f"{list(input.shape)} to have {w.shape[1] * groups} channels, but got {c} "
+                               f"channels instead")
+        oh = (h + 2 * p[0] - d[0] * (kh - 1) - 1) // s[0] + 1
+        ow = (wd + 2 * p[1] - d[1] * (kw - 1) - 1) // s[1] + 1
+        if oh <= 0 or ow <= 0:
+            raise RuntimeError("Calculated output size is too small for the input and kernel")
+        shape = (n, w.shape[0], oh, ow)
+        out = _run("fwd", x, w, shape, s, p, d, (kh, kw), w.shape[1], w.shape[0] // groups, input.dtype, bias,
+                   input)
+    else:
+        cout = w.shape[1] * groups
+        oh = (h - 1) * s[0] - 2 * p[0] + d[0] * (kh - 1) + opad[0] + 1
+        ow = (wd - 1) * s[1] - 2 * p[1] + d[1] * (kw - 1) + opad[1] + 1
+        shape = (n, cout, oh, ow)
+        out = _run("data", x, w, shape, s, p, d, (kh, kw), w.shape[1], w.shape[0] // groups, input.dtype,
+                   None, input)
+        if bias is not None:
+            out = out + bias.reshape(1, -1, 1, 1)
+    return out.squeeze(2) if nd == 1 else out
+
+
+@register("convolution_backward")
+def convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,  # noqa: A002
+                         output_padding, groups, output_mask):
+    """aten.convolution_backward -> (grad_input, grad_weight, grad_bias)."""
+    _check("convolution_backward", grad_output, input, weight)
+    nd, s, p, d, _ = _geometry(input, weight, stride, padding, dilation, output_padding)
+    go, x, w = _as4(grad_output, nd), _as4(input, nd), _as4(weight, nd)
+    kh, kw = w.shape[2], w.shape[3]
+    gi = gw = gb = None
+    if output_mask[0]:
+        if not transposed:
+            gi = _run("data", go, w, tuple(x.shape), s, p, d, (kh, kw), w.shape[1], w.shape[0] // groups,
+                      input.dtype, like=input)
+        else:
+            gi = _run("fwd", go, w, tuple(x.shape), s, p, d, (kh, kw), w.shape[1], w.shape[0] // groups,
+                      input.dtype, like=input)
+        gi = gi.squeeze(2) if nd == 1 else gi
+    if output_mask[1]:
+        if not transposed:
+            gw = _run("wgrad", go, x, tuple(w.shape), s, p, d, (kh, kw), w.shape[1], w.shape[0] // groups,
+                      weight.dtype, like=weight)
+        else:
+            gw = _run("wgrad", x, go, tuple(w.shape), s, p, d, (kh, kw), w.shape[1], w.shape[0] // groups,
+                      weight.dtype, like=weight)
+        gw = gw.squeeze(2) if nd == 1 else gw
+    if output_mask[2]:
+        gb = grad_output.sum([0] + list(range(2, grad_output.dim())))
+    return gi, gw, gb
