@@ -8,6 +8,7 @@
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
+#include <pybind11/pybind11.h>
 #include <torch/library.h>
 
 #include <cstdlib>
@@ -153,8 +154,14 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     first = g_warned.insert(full).second;
   }
   if (first) {
-    TORCH_WARN("'", full, "' has no webgpu kernel; it runs on the CPU (copies to and from the device). "
-               "Set TORCH_WEBGPU_FALLBACK=0 to make this an error.");
+    // A Python UserWarning (TORCH_WARN only reaches Python from some call paths, e.g. not torch.ops.*).
+    const std::string message = "'" + full + "' has no webgpu kernel; it runs on the CPU (copies to and "
+                                "from the device). Set TORCH_WEBGPU_FALLBACK=0 to make this an error.";
+    pybind11::gil_scoped_acquire gil;
+    if (PyErr_WarnEx(PyExc_UserWarning, message.c_str(), 1) != 0) {
+      PyErr_Clear();  // warnings filtered into errors
+      TORCH_CHECK(false, message);
+    }
   }
   at::native::cpu_fallback(op, stack);
 }

@@ -130,3 +130,20 @@ def test_float64_message(webgpu):
         torch.tensor([1.0], dtype=torch.float64).to("webgpu")
     with pytest.raises(TypeError, match="WebGPU has no float64 — use float32"):
         torch.ones(2, device="webgpu").to(torch.float64)
+
+
+def test_unaligned_packed_uploads_need_no_readback(no_fallback, monkeypatch):
+    rt = get_runtime()
+    x = torch.zeros(10, dtype=torch.int8, device="webgpu")
+
+    def refuse_download(*args, **kwargs):
+        raise AssertionError("an upload read the device back")
+
+    monkeypatch.setattr(rt, "download", refuse_download)
+    x[1:4] = torch.tensor([1, 2, 3], dtype=torch.int8)
+    y = torch.tensor([5, 6, 7], dtype=torch.int8, device="webgpu")
+    z = torch.tensor([1.5, 2.5, 3.5], dtype=torch.float16, device="webgpu")
+    monkeypatch.undo()
+    assert x.cpu().tolist() == [0, 1, 2, 3, 0, 0, 0, 0, 0, 0]
+    assert y.cpu().tolist() == [5, 6, 7]
+    assert z.cpu().tolist() == [1.5, 2.5, 3.5]

@@ -89,17 +89,26 @@ def _raw_bytes(t: torch.Tensor) -> memoryview:
 
 
 def upload(src: torch.Tensor, dst: torch.Tensor) -> None:
-    """dst (webgpu) = src (CPU), converting the dtype on the host."""
+    """dst (webgpu) = src (CPU), converting the dtype on the host.
+
+    Whole-word ranges are written straight into dst's buffer. Anything else (strided views, packed
+    dtypes not filling whole u32 words) goes through a word-padded device temporary and the copy kernel,
+    so no neighbouring bytes are touched and nothing waits for a read-back.
+    """
     if dst.numel() == 0:
         return
     check_supported(dst.dtype, "copy to webgpu")
     host = src.to(dst.dtype).expand(dst.shape).contiguous()
-    if dst.is_contiguous():
+    nbytes = dst.numel() * dst.element_size()
+    if dst.is_contiguous() and not (byte_offset(dst) | nbytes) % 4:
         runtime().upload(buffer_id(dst), _raw_bytes(host.reshape(-1)), byte_offset(dst))
         return
-    tmp = torch.empty(dst.shape, dtype=dst.dtype, device=dst.device)
-    runtime().upload(buffer_id(tmp), _raw_bytes(host.reshape(-1)), 0)
-    copy_on_device(tmp, dst)
+    padded = -(-nbytes // 4) * 4
+    staging = torch.empty(padded, dtype=torch.uint8, device=dst.device)
+    raw = torch.zeros(padded, dtype=torch.uint8)
+    raw[:nbytes] = host.reshape(-1).view(torch.uint8)
+    runtime().upload(buffer_id(staging), _raw_bytes(raw), 0)
+    copy_on_device(staging[:nbytes].view(dst.dtype).view(dst.shape), dst)
 
 
 def download(src: torch.Tensor) -> torch.Tensor:
