@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from ..runtime import get_runtime
-from . import conv  # noqa: F401  (registers convolution kernels)
+from . import conv, pooling  # noqa: F401  (register convolution and pooling kernels)
 from .codegen.dtypes import INT64_INDEX_LOAD, convert, dtype_info
 from .codegen.elementwise import grid
 from .codegen.operand import pack_u32
