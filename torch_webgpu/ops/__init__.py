@@ -1,21 +1,23 @@
 """Aten kernels of the `webgpu` device; importing this package registers them all.
 
-Infrastructure (device engineer): registry, tensor_buffers, dtypes, copy, factories, random, views,
-fallback. Op families (eager-ops engineer) add their modules to `_FAMILIES` below.
+Infrastructure (device engineer): registry, tensor_buffers, dtypes, strided, producers, copy,
+factories, random, views, buffer_ops, fallback. Op families (elementwise, reductions, linalg, nn, ...)
+are discovered: every public module of this package is imported, so a new family registers itself
+by existing.
 """
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
 
 from . import buffer_ops, copy, factories, fallback, random, tensor_buffers, views  # noqa: F401
 
-# Op-family modules imported when present, so families can land independently.
-_FAMILIES = ("elementwise", "reductions", "linalg", "nn", "indexing", "optim")
 
-for _name in _FAMILIES:
-    try:
-        importlib.import_module(f"{__name__}.{_name}")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"{__name__}.{_name}":
-            raise
+def _import_families() -> None:
+    for module in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if not module.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{module.name}")
+
+
+_import_families()
