@@ -213,9 +213,12 @@ class HighIRGraph:
                 found.setdefault(node.op, []).append(node)
         return found
 
-    def check_supported(self) -> None:
-        """Raise UnsupportedOpError naming every unsupported op and the nodes that use it."""
+    def check_supported(self, only_unregistered: bool = False) -> None:
+        """Raise UnsupportedOpError naming every unsupported op and the nodes that use it
+        (`only_unregistered`: only ops torch-mlir itself does not know, checked before its passes)."""
         bad = self.unsupported()
+        if only_unregistered:
+            bad = {op: ns for op, ns in bad.items() if ns[0].attributes.get("unregistered")}
         if bad:
             parts = []
             for op, nodes in bad.items():
@@ -288,14 +291,17 @@ def build_high_ir(module: Any, func_name: str = "main") -> HighIRGraph:
                 value = [names.get(v, "?") for v in op.operands]
             names[op.result] = value
             continue
+        attrs = {}
         if op_name == "torch.operator":
-            op_name = "torch." + str(op.operation.attributes["name"]).strip('"')
+            # An op torch-mlir has no definition for: nothing downstream can lower it.
+            op_name = str(op.operation.attributes["name"]).strip('"')
+            op_name = op_name if op_name.startswith("torch.") else "torch." + op_name
+            attrs["unregistered"] = "true"
         result_names = []
         for r in op.results:
             names[r] = f"%{counter}"
             result_names.append(f"%{counter}")
             counter += 1
-        attrs = {}
         if op_name == "torch.vtensor.literal":
             text = str(op.operation.attributes["value"])
             attrs["value"] = text if len(text) < 60 else text[:57] + "..."

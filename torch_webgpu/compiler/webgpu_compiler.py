@@ -128,6 +128,7 @@ def compile_plan(prepared: PreparedGraph, example_inputs: list[Any]) -> Plan:
     dumper = _Dumper()
     module = import_graph(prepared.graph_module)
     dumper.write("torch.imported.mlir", str(module))
+    build_high_ir(module).check_supported(only_unregistered=True)
     run_high_passes(module, dumper.pass_dump)
     high = build_high_ir(module)
     dumper.write("high_ir.txt", str(high))

@@ -1,0 +1,58 @@
+"""The must-show models of issue 4, small enough for lavapipe."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1, self.l2 = nn.Linear(16, 32), nn.Linear(32, 8)
+
+    def forward(self, x):
+        return self.l2(torch.relu(self.l1(x)))
+
+
+class ConvBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
+
+    def forward(self, x):
+        return F.max_pool2d(torch.relu(self.bn(self.conv(x))), 2)
+
+
+class TransformerBlock(nn.Module):
+    def __init__(self, d=32, heads=2):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        self.heads = heads
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2)
+                   for z in self.qkv(self.ln1(x)).split(d, dim=-1))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d)
+        x = x + self.proj(a)
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class EmbeddingArgmax(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb, self.head = nn.Embedding(50, 16), nn.Linear(16, 10)
+
+    def forward(self, idx):
+        return self.head(self.emb(idx)).argmax(-1)
+
+
+def tiny_gpt2():
+    """transformers' GPT2LMHeadModel with a tiny config and random weights (no downloads)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=100, n_positions=32,
+                        bos_token_id=0, eos_token_id=0)
+    return GPT2LMHeadModel(config).eval()

@@ -1,0 +1,83 @@
+"""The must-show models, compiled with backend="webgpu", against torch on CPU (f32, atol 1e-4)."""
+
+import pytest
+import torch
+
+from torch_webgpu.compiler.webgpu_compiler import STATS, webgpu_backend
+
+from .models import MLP, ConvBlock, EmbeddingArgmax, TransformerBlock, tiny_gpt2
+
+
+def _check(model, *inputs, device="cpu"):
+    torch.manual_seed(0)
+    with torch.no_grad():
+        expected = model(*inputs)
+        if device != "cpu":
+            model = model.to(device)
+            inputs = tuple(x.to(device) for x in inputs)
+        got = torch.compile(model, backend=webgpu_backend)(*inputs)
+    if hasattr(expected, "logits"):
+        expected, got = expected.logits, got.logits
+    assert got.device.type == device
+    torch.testing.assert_close(got.cpu(), expected, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("device", ["cpu", "webgpu"])
+def test_mlp(rt, device):
+    torch.manual_seed(0)
+    before = rt.submits
+    _check(MLP(), torch.randn(4, 16), device=device)
+    assert rt.submits > before
+
+
+def test_mlp_one_submit_per_call(rt):
+    torch.manual_seed(0)
+    model = MLP()
+    compiled = torch.compile(model, backend="webgpu")
+    x = torch.randn(4, 16)
+    with torch.no_grad():
+        compiled(x)
+        before = rt.submits
+        y = compiled(x)
+    assert rt.submits - before == 1
+    torch.testing.assert_close(y, model(x), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", ["cpu", "webgpu"])
+def test_conv_batchnorm_relu_maxpool(device):
+    torch.manual_seed(0)
+    _check(ConvBlock().eval(), torch.randn(2, 3, 8, 8), device=device)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", ["cpu", "webgpu"])
+def test_transformer_block(device):
+    torch.manual_seed(0)
+    _check(TransformerBlock(), torch.randn(2, 8, 32), device=device)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", ["cpu", "webgpu"])
+def test_embedding_argmax(device):
+    torch.manual_seed(0)
+    _check(EmbeddingArgmax(), torch.randint(0, 50, (2, 5)), device=device)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", ["cpu", "webgpu"])
+def test_gpt2_tiny(device):
+    torch.manual_seed(0)
+    _check(tiny_gpt2(), torch.randint(0, 100, (1, 8)), device=device)
+
+
+def test_cache_hit_in_process():
+    torch.manual_seed(0)
+    model, x = MLP(), torch.randn(4, 16)
+    with torch.no_grad():
+        torch.compile(model, backend="webgpu")(x)
+        torch._dynamo.reset()
+        calls = STATS.iree_calls
+        y = torch.compile(model, backend="webgpu")(x)
+    assert STATS.iree_calls == calls
+    torch.testing.assert_close(y, model(x), atol=1e-4, rtol=1e-4)
