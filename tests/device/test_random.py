@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from torch.testing import assert_close
 
 from torch_webgpu.ops.random import expected_philox
 
@@ -125,3 +126,26 @@ def test_randperm_positions_are_uniform(no_fallback):
 def test_non_float_normal_is_refused(webgpu):
     with pytest.raises(RuntimeError, match="floating point"):
         torch.empty(3, dtype=torch.int32, device="webgpu").normal_()
+
+
+def test_other_distributions(no_fallback):
+    torch.manual_seed(6)
+    e = torch.empty(N, device="webgpu").exponential_(2.0).cpu().double()
+    assert e.min() >= 0 and abs(e.mean().item() - 0.5) < 0.01
+    ln = torch.empty(N, device="webgpu").log_normal_(0.0, 0.5).cpu().double()
+    assert abs(ln.log().mean().item()) < 0.01 and abs(ln.log().std().item() - 0.5) < 0.01
+    c = torch.empty(N, device="webgpu").cauchy_(1.0, 2.0).cpu().double()
+    assert abs(c.median().item() - 1.0) < 0.05
+    assert abs((c - 1).abs().median().item() - 2.0) < 0.1  # half the mass within one sigma
+    g = torch.empty(N, device="webgpu").geometric_(0.25).cpu().double()
+    assert g.min() >= 1 and abs(g.mean().item() - 4.0) < 0.1
+
+
+def test_normal_with_tensor_parameters(no_fallback):
+    torch.manual_seed(8)
+    mean = torch.tensor([0.0, 10.0, -5.0], device="webgpu").repeat(N // 3)
+    x = torch.normal(mean, 2.0).cpu().view(-1, 3)
+    assert_close(x.mean(0), torch.tensor([0.0, 10.0, -5.0]), atol=0.05, rtol=0)
+    assert_close(x.std(0), torch.full((3,), 2.0), atol=0.05, rtol=0)
+    y = torch.normal(1.0, torch.full((N,), 3.0, device="webgpu")).cpu()
+    assert abs(y.mean().item() - 1) < 0.05 and abs(y.std().item() - 3) < 0.05

@@ -90,6 +90,85 @@ def normal_(self: torch.Tensor, mean: float = 0.0, std: float = 1.0, *,
     return self
 
 
+def _distribution(self: torch.Tensor, op: str, body: str, params: list[float],
+                  generator: torch.Generator | None) -> torch.Tensor:
+    """Fill a float tensor with `body` (WGSL using u = unit(draw(li).x) and XF(4..)) of Philox draws."""
+    _check_float(self, op)
+    produce(self, "  let u = unit(draw(li).x);\n" + body, "f",
+            philox_words(generator) + [_f32(p) for p in params], op, PHILOX_WGSL)
+    return self
+
+
+@register("exponential_")
+def exponential_(self: torch.Tensor, lambd: float = 1.0, *,
+                 generator: torch.Generator | None = None) -> torch.Tensor:
+    """Tensor.exponential_(lambd): -log(1 - u) / lambd."""
+    if lambd <= 0:
+        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
+    return _distribution(self, "exponential_", "  return -log(1.0 - u) / XF(4u);", [lambd], generator)
+
+
+@register("log_normal_")
+def log_normal_(self: torch.Tensor, mean: float = 1.0, std: float = 2.0, *,
+                generator: torch.Generator | None = None) -> torch.Tensor:
+    """Tensor.log_normal_(mean, std): exp of a normal draw."""
+    if std <= 0:
+        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
+    body = ("  let r = draw(li);\n"
+            "  let u1 = (f32(r.x >> 8u) + 1.0) * (1.0 / 16777216.0);\n"
+            "  return exp(XF(4u) + XF(5u) * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * unit(r.y)));")
+    return _distribution(self, "log_normal_", body, [mean, std], generator)
+
+
+@register("cauchy_")
+def cauchy_(self: torch.Tensor, median: float = 0.0, sigma: float = 1.0, *,
+            generator: torch.Generator | None = None) -> torch.Tensor:
+    """Tensor.cauchy_(median, sigma): median + sigma * tan(pi * (u - 1/2))."""
+    return _distribution(self, "cauchy_", "  return XF(4u) + XF(5u) * tan(3.141592653589793 * (u - 0.5));",
+                         [median, sigma], generator)
+
+
+@register("geometric_")
+def geometric_(self: torch.Tensor, p: float, *, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Tensor.geometric_(p): trials up to the first success, ceil(log(1 - u) / log(1 - p))."""
+    check_supported(self.dtype, "geometric_")
+    if not 0 < p < 1:
+        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
+    body = "  return max(1.0, ceil(log(1.0 - unit(draw(li).x)) / log(1.0 - XF(4u))));"
+    produce(self, body, "f", philox_words(generator) + [_f32(p)], "geometric_", PHILOX_WGSL)
+    return self
+
+
+def _normal_like(mean: torch.Tensor | float, std: torch.Tensor | float,
+                 generator: torch.Generator | None) -> torch.Tensor:
+    tensors = [t for t in (mean, std) if isinstance(t, torch.Tensor)]
+    shape = torch.broadcast_shapes(*(t.shape for t in tensors))
+    dtype = torch.result_type(*(mean, std)) if len(tensors) == 2 else tensors[0].dtype
+    out = torch.empty(shape, dtype=dtype, device=tensors[0].device)
+    return normal_(out, 0.0, 1.0, generator=generator).mul_(std).add_(mean)
+
+
+@register("normal.Tensor_float")
+def normal_tensor_float(mean: torch.Tensor, std: float = 1.0, *,
+                        generator: torch.Generator | None = None) -> torch.Tensor:
+    """torch.normal(mean_tensor, std)."""
+    return _normal_like(mean, std, generator)
+
+
+@register("normal.float_Tensor")
+def normal_float_tensor(mean: float, std: torch.Tensor, *,
+                        generator: torch.Generator | None = None) -> torch.Tensor:
+    """torch.normal(mean, std_tensor)."""
+    return _normal_like(mean, std, generator)
+
+
+@register("normal.Tensor_Tensor")
+def normal_tensor_tensor(mean: torch.Tensor, std: torch.Tensor, *,
+                         generator: torch.Generator | None = None) -> torch.Tensor:
+    """torch.normal(mean_tensor, std_tensor)."""
+    return _normal_like(mean, std, generator)
+
+
 @register("bernoulli_.float")
 def bernoulli_float(self: torch.Tensor, p: float = 0.5, *,
                     generator: torch.Generator | None = None) -> torch.Tensor:
