@@ -5,9 +5,11 @@
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/core/impl/alloc_cpu.h>
 
 #include <cstring>
 #include <mutex>
+#include <unordered_set>
 
 namespace torch_webgpu {
 
@@ -99,6 +101,38 @@ struct WebGPUGuardImpl final : c10::impl::DeviceGuardImplInterface {
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, WebGPUGuardImpl);
 
+// ---- "pinned" host memory -----------------------------------------------------------------------
+// WebGPU has no page-locked host memory (uploads are copied by the queue), so pinned memory is ordinary
+// host memory that remembers it was requested as pinned: DataLoader(pin_memory=True) and
+// tensor.pin_memory() / is_pinned() work, and non_blocking uploads from it are safe.
+std::mutex g_pinned_mutex;
+std::unordered_set<const void*> g_pinned;
+
+void free_pinned(void* ptr) {
+  {
+    std::lock_guard<std::mutex> lock(g_pinned_mutex);
+    g_pinned.erase(ptr);
+  }
+  c10::free_cpu(ptr);
+}
+
+struct PinnedHostAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t nbytes) override {
+    void* ptr = nbytes ? c10::alloc_cpu(nbytes) : nullptr;
+    if (ptr != nullptr) {
+      std::lock_guard<std::mutex> lock(g_pinned_mutex);
+      g_pinned.insert(ptr);
+    }
+    return {ptr, ptr, &free_pinned, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &free_pinned; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+};
+
+PinnedHostAllocator g_pinned_allocator;
+
 // ---- hooks ------------------------------------------------------------------------------------
 struct WebGPUHooks final : at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
@@ -119,6 +153,11 @@ struct WebGPUHooks final : at::PrivateUse1HooksInterface {
     return at::make_generator<WebGPUGenerator>(device_index < 0 ? 0 : device_index);
   }
   at::Device getDeviceFromPtr(void* data) const override { return webgpu_device(); }
+  bool isPinnedPtr(const void* data) const override {
+    std::lock_guard<std::mutex> lock(g_pinned_mutex);
+    return g_pinned.count(data) > 0;
+  }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return &g_pinned_allocator; }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     resize_storage_bytes(storage, newsize);
   }

@@ -147,3 +147,31 @@ def test_unaligned_packed_uploads_need_no_readback(no_fallback, monkeypatch):
     assert x.cpu().tolist() == [0, 1, 2, 3, 0, 0, 0, 0, 0, 0]
     assert y.cpu().tolist() == [5, 6, 7]
     assert z.cpu().tolist() == [1.5, 2.5, 3.5]
+
+
+@pytest.fixture
+def tiny_bindings(webgpu, monkeypatch):
+    """Pretend kernel bindings are limited to 4 KiB, so ordinary tensors exercise the splitting path."""
+    monkeypatch.setattr(get_runtime(), "max_storage_binding", 4096)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int8, torch.int64, torch.float16], ids=str)
+def test_copies_wider_than_one_binding(no_fallback, tiny_bindings, dtype):
+    host = sample((40, 70), dtype)
+    device = host.to("webgpu")  # 40*70 elements: wider than 4 KiB for every dtype here but int8
+    assert_close(device.t().contiguous().cpu(), host.t().contiguous(), rtol=0, atol=0)
+    dst = torch.zeros(70, 40, dtype=dtype, device="webgpu")
+    dst[5:].copy_(device.t()[5:])
+    expected = torch.zeros(70, 40, dtype=dtype)
+    expected[5:] = host.t()[5:]
+    assert_close(dst.cpu(), expected, rtol=0, atol=0)
+
+
+def test_factories_wider_than_one_binding(no_fallback, tiny_bindings):
+    assert_close(torch.arange(5000, device="webgpu").cpu(), torch.arange(5000))
+    assert_close(torch.full((3000,), 1.5, device="webgpu")[1:].cpu(), torch.full((2999,), 1.5))
+    torch.manual_seed(9)
+    chunked = torch.randn(3, 2000, device="webgpu").cpu()
+    get_runtime().max_storage_binding = 1 << 27
+    torch.manual_seed(9)
+    assert torch.equal(torch.randn(3, 2000, device="webgpu").cpu(), chunked)  # same values as one launch

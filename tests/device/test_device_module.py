@@ -94,3 +94,14 @@ def test_import_without_torch_offers_the_runtime():
 def test_fallback_stats_is_public(webgpu):
     torch_webgpu.reset_fallback_stats()
     assert torch_webgpu.fallback_stats() == {}
+
+
+def test_pinned_host_memory(no_fallback):
+    host = torch.arange(6.0).pin_memory()
+    assert host.is_pinned() and not torch.arange(3.0).is_pinned()
+    device = host.to("webgpu", non_blocking=True)
+    assert_close(device.cpu(), torch.arange(6.0))
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.arange(8.0)), batch_size=4,
+                                         pin_memory=True)
+    batches = [batch.to("webgpu", non_blocking=True) for (batch,) in loader]
+    assert_close(batches[1].cpu(), torch.tensor([4.0, 5.0, 6.0, 7.0]))

@@ -14,7 +14,14 @@ import torch
 from . import strided
 from .dtypes import check_supported
 from .registry import register
-from .tensor_buffers import buffer_id, byte_offset, runtime
+from .tensor_buffers import (
+    buffer_id,
+    byte_offset,
+    fits_one_binding,
+    runtime,
+    split_for_binding,
+    windowed_binding,
+)
 
 _COPY_SOURCES: dict[tuple[torch.dtype, torch.dtype], str] = {}
 
@@ -71,10 +78,20 @@ def copy_on_device(src: torch.Tensor, dst: torch.Tensor) -> None:
             and not (byte_offset(src) | byte_offset(dst) | nbytes) % 4):
         rt.copy(src_id, dst_id, nbytes, byte_offset(src), byte_offset(dst))
         return
+    if not (fits_one_binding(src) and fits_one_binding(dst)):
+        # Views wider than one kernel binding: copy them in halves along one dim.
+        dim = split_for_binding(dst if not fits_one_binding(dst) else src)
+        half = dst.shape[dim] // 2
+        copy_on_device(src.narrow(dim, 0, half), dst.narrow(dim, 0, half))
+        rest = dst.shape[dim] - half
+        copy_on_device(src.narrow(dim, half, rest), dst.narrow(dim, half, rest))
+        return
+    src_binding, src_offset = windowed_binding(src)
+    dst_binding, dst_offset = windowed_binding(dst)
     lay = strided.layout(dst.shape, src.stride(), dst.stride(), op="copy_")
     kernel = rt.kernel(_copy_wgsl(src.dtype, dst.dtype), label=f"copy_{src.dtype}_{dst.dtype}")
-    params = rt.constant(_pack(lay.words([src.storage_offset(), dst.storage_offset()])))
-    rt.dispatch(kernel, [params, src_id, dst_id], strided.grid(lay.numel))
+    params = rt.constant(_pack(lay.words([src_offset, dst_offset])))
+    rt.dispatch(kernel, [params, src_binding, dst_binding], strided.grid(lay.numel))
 
 
 def _pack(words: list[int]) -> bytes:

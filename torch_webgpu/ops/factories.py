@@ -14,7 +14,7 @@ from .dtypes import check_supported
 from .producers import produce
 from .registry import register
 from .strided import compute_kind
-from .tensor_buffers import buffer_id, byte_offset, runtime
+from .tensor_buffers import buffer_id, byte_offset, max_binding_bytes, runtime
 
 
 def _scalar_bits(value: float | int | bool, dtype: torch.dtype) -> tuple[int, int]:
@@ -35,7 +35,9 @@ def fill(out: torch.Tensor, value: float | int | bool) -> torch.Tensor:
     size = out.element_size()
     nbytes = out.numel() * size
     word_pattern = {4: lo, 2: lo | lo << 16, 1: lo * 0x01010101}.get(size, lo if lo == hi else None)
-    if out.is_contiguous() and word_pattern is not None and not (byte_offset(out) | nbytes) % 4:
+    # The runtime's fill binds [0, end): only while that fits one binding (clear_buffer has no limit).
+    small = byte_offset(out) + nbytes <= max_binding_bytes() or word_pattern == 0
+    if out.is_contiguous() and word_pattern is not None and small and not (byte_offset(out) | nbytes) % 4:
         runtime().fill(buffer_id(out), word_pattern, byte_offset(out), nbytes)
         return out
     produce(out, "  return vec2<u32>(X(0u), X(1u));", "raw", [lo, hi], f"fill_{out.dtype}")

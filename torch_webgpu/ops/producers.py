@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from . import strided
-from .tensor_buffers import buffer_id, pack_u32, runtime
+from .tensor_buffers import fits_one_binding, pack_u32, runtime, split_for_binding, windowed_binding
 
 EXTRA = strided.HEADER + 16  # first parameter word after [header, sizes[8], strides[8]]
 
@@ -41,7 +41,7 @@ def producer_wgsl(body: str, kind: str, dtype: torch.dtype, helpers: str = "") -
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
   let li = linear_id(gid, nwg);
   if (li >= P[0]) {{ return; }}
-  store_raw(strided_index(li, 2u, {strided.HEADER + 8}u), {store});
+  store_raw(strided_index(li, 2u, {strided.HEADER + 8}u), {store.replace("value(li)", "value(li + P[3])")});
 }}
 """)
         _SOURCES[key] = source
@@ -54,10 +54,28 @@ def produce(out: torch.Tensor, body: str, kind: str, extra: list[int], label: st
 
     `inputs` are buffer ids bound at bindings 2, 3, ... (declared by `helpers`, read-only).
     """
+    _produce(out, body, kind, extra, label, helpers, inputs, 0)
+
+
+def _produce(out: torch.Tensor, body: str, kind: str, extra: list[int], label: str, helpers: str,
+             inputs: tuple[int, ...], first: int) -> None:
+    # `first`: logical index of out's first element within the whole tensor (P[3]), so chunks of a
+    # tensor wider than one binding compute the same values as one launch would.
     if out.numel() == 0:
         return
+    if not fits_one_binding(out):
+        if inputs:
+            raise NotImplementedError(f"webgpu '{label}': outputs wider than one kernel binding")
+        dim = split_for_binding(out)
+        half = out.shape[dim] // 2
+        _produce(out.narrow(dim, 0, half), body, kind, extra, label, helpers, inputs, first)
+        rest = first + out.narrow(dim, 0, half).numel()  # dims before `dim` have size 1
+        tail = out.narrow(dim, half, out.shape[dim] - half)
+        _produce(tail, body, kind, extra, label, helpers, inputs, rest)
+        return
+    binding, offset = windowed_binding(out)
     lay = strided.layout(out.shape, out.stride(), op=label)
-    words = lay.words([out.storage_offset()]) + [int(x) & 0xFFFFFFFF for x in extra]
+    words = lay.words([offset, first]) + [int(x) & 0xFFFFFFFF for x in extra]
     rt = runtime()
     kernel = rt.kernel(producer_wgsl(body, kind, out.dtype, helpers), label=label)
-    rt.dispatch(kernel, [rt.constant(pack_u32(words)), buffer_id(out), *inputs], strided.grid(lay.numel))
+    rt.dispatch(kernel, [rt.constant(pack_u32(words)), binding, *inputs], strided.grid(lay.numel))

@@ -84,3 +84,48 @@ def params(words: Sequence[int]) -> Constant:
 def check_dtype(dtype: torch.dtype, op: str) -> None:
     """Raise a clear error for dtypes the webgpu device cannot hold (float64, complex, ...)."""
     dtypes.check_supported(dtype, op)
+
+
+def extent(t: torch.Tensor) -> tuple[int, int]:
+    """[first, last + 1) byte range of t's buffer that t's elements touch (t.numel() > 0)."""
+    first = t.storage_offset()
+    last = first + sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True))
+    return first * t.element_size(), (last + 1) * t.element_size()
+
+
+def max_binding_bytes() -> int:
+    """The largest range one kernel binding may cover on this device."""
+    return runtime().max_storage_binding
+
+
+def windowed_binding(t: torch.Tensor) -> tuple[BufferSlice, int]:
+    """(binding, element offset inside it) covering only t's elements: lets kernels touch tensors whose
+    buffer exceeds max-storage-buffer-binding-size. Raises LimitExceededError if t's own extent does."""
+    from ..runtime import LimitExceededError
+
+    rt = runtime()
+    if rt.buffer(buffer_id(t)).aligned_nbytes <= rt.max_storage_binding:
+        return BufferSlice(buffer_id(t)), t.storage_offset()  # the whole buffer (best bind-group reuse)
+    start, end = extent(t)
+    align = int(rt.info.limits.get("min-storage-buffer-offset-alignment", 256))
+    base = start - start % align
+    if end - base > rt.max_storage_binding:
+        raise LimitExceededError(
+            f"a view spanning {end - base} bytes exceeds max-storage-buffer-binding-size "
+            f"({rt.max_storage_binding}); split the tensor")
+    return BufferSlice(buffer_id(t), base, end - base), t.storage_offset() - base // t.element_size()
+
+
+def fits_one_binding(t: torch.Tensor) -> bool:
+    """True if t's elements lie within one kernel binding (after aligning the start down)."""
+    start, end = extent(t)
+    align = int(runtime().info.limits.get("min-storage-buffer-offset-alignment", 256))
+    return end - (start - start % align) <= max_binding_bytes()
+
+
+def split_for_binding(t: torch.Tensor) -> int:
+    """The dim to halve when t does not fit one binding: the first dim of size > 1 (keeps logical order)."""
+    for d, n in enumerate(t.shape):
+        if n > 1:
+            return d
+    raise ValueError("a single element always fits one binding")
