@@ -2,7 +2,8 @@
 
 Every executable IREE emits for the test models runs twice on Dawn with identical random inputs: from
 IREE's SPIR-V binary (when Tint can take it: no non-finite constants, no push constants) and from our
-WGSL. Single-dispatch models are also checked end to end against torch on CPU.
+WGSL. Whole host programs (initializers and `main$async`, evaluated by a small interpreter here)
+also run on our WGSL alone and are compared with torch on CPU.
 """
 
 from __future__ import annotations
@@ -85,32 +86,204 @@ def _shapes(x, y):
     return torch.cat([x.t(), y.flip(0)], 0)[1:5]
 
 
+def _causal_softmax(x):
+    mask = torch.triu(torch.ones(x.shape[-1], x.shape[-1], dtype=torch.bool), 1)
+    return x.masked_fill(mask, float("-inf")).softmax(-1)
+
+
+def _with_nans(*shape):
+    def make():
+        x = torch.randn(*shape)
+        x.view(-1)[::7] = float("nan")
+        x.view(-1)[3::11] = float("inf")
+        return (x,)
+    return make
+
+
+@dataclass
+class Spec:
+    """A test model: factory, example inputs, and how to check it."""
+
+    make: object
+    args: object
+    run_args: object = None  # inputs for the end-to-end run (default: `args`), e.g. with NaNs
+    end_to_end: bool = True  # compare the whole host program, run on our WGSL, with torch CPU
+    dynamic: dict | None = None  # torch.export dynamic_shapes (push constants)
+    f16: bool = False
+    nan_inputs: bool = False  # put NaN/inf in the random inputs of the SPIR-V comparison
+
+
+def fn(f):
+    return lambda: Fn(f)
+
+
 MODELS = {
-    "mlp": (MLP, lambda: (torch.randn(4, 16),)),
-    "softmax": (lambda: Fn(lambda x: torch.softmax(x, -1)), lambda: (torch.randn(4, 64),)),
-    "layernorm": (lambda: nn.LayerNorm(32), lambda: (torch.randn(8, 32),)),
-    "gelu_tanh": (lambda: Fn(lambda x: F.gelu(x, approximate="tanh")), lambda: (torch.randn(8, 32),)),
-    "gelu_erf": (lambda: Fn(F.gelu), lambda: (torch.randn(8, 32),)),
-    "conv_bn_relu_pool": (ConvBlock, lambda: (torch.randn(2, 3, 8, 8),)),
-    "causal_attention": (CausalAttention, lambda: (torch.randn(2, 8, 32),)),
-    "embedding_argmax": (EmbeddingArgmax, lambda: (torch.randint(0, 50, (2, 6)),)),
-    "cumsum": (lambda: Fn(lambda x: torch.cumsum(x, 1)), lambda: (torch.randn(4, 16),)),
-    "mean_var": (lambda: Fn(lambda x: (x.mean(1), x.var(1))), lambda: (torch.randn(4, 16),)),
-    "transpose_cat_slice_flip": (lambda: Fn(_shapes), lambda: (torch.randn(8, 6), torch.randn(8, 8))),
-    "matmul_256": (lambda: Fn(torch.matmul), lambda: (torch.randn(256, 256), torch.randn(256, 256))),
-    "f16_mlp": (lambda: MLP(torch.float16), lambda: (torch.randn(4, 16, dtype=torch.float16),)),
+    "mlp": Spec(MLP, lambda: (torch.randn(4, 16),)),
+    "softmax": Spec(fn(lambda x: torch.softmax(x, -1)), lambda: (torch.randn(4, 64),)),
+    "layernorm": Spec(lambda: nn.LayerNorm(32), lambda: (torch.randn(8, 32),)),
+    "gelu_tanh": Spec(fn(lambda x: F.gelu(x, approximate="tanh")), lambda: (torch.randn(8, 32),)),
+    "gelu_erf": Spec(fn(F.gelu), lambda: (torch.randn(8, 32),)),
+    "conv_bn_relu_pool": Spec(ConvBlock, lambda: (torch.randn(2, 3, 8, 8),)),
+    "causal_attention": Spec(CausalAttention, lambda: (torch.randn(2, 8, 32),)),
+    "embedding_argmax": Spec(EmbeddingArgmax, lambda: (torch.randint(0, 50, (2, 6)),)),
+    "cumsum": Spec(fn(lambda x: torch.cumsum(x, 1)), lambda: (torch.randn(4, 16),)),
+    "mean_var": Spec(fn(lambda x: (x.mean(1), x.var(1))), lambda: (torch.randn(4, 16),)),
+    "transpose_cat_slice_flip": Spec(fn(_shapes), lambda: (torch.randn(8, 6), torch.randn(8, 8))),
+    "matmul_256": Spec(fn(torch.matmul), lambda: (torch.randn(256, 256), torch.randn(256, 256))),
+    "f16_mlp": Spec(lambda: MLP(torch.float16), lambda: (torch.randn(4, 16, dtype=torch.float16),), f16=True),
+    "maxpool": Spec(fn(lambda x: F.max_pool2d(x, 2)), lambda: (torch.randn(2, 3, 8, 8),)),
+    "argmax": Spec(fn(lambda x: torch.argmax(x, -1)), lambda: (torch.randn(4, 50),)),
+    "amax_nan": Spec(fn(lambda x: torch.amax(x, -1)), lambda: (torch.randn(4, 50),), _with_nans(4, 50),
+                     nan_inputs=True),
+    "packed_bool": Spec(fn(lambda x: x > 0), lambda: (torch.randn(3, 7),)),
+    "isnan_isinf": Spec(fn(lambda x: torch.where(torch.isnan(x) | torch.isinf(x), torch.zeros_like(x), x)),
+                        lambda: (torch.randn(4, 50),), _with_nans(4, 50), nan_inputs=True),
+    # IREE lowers minimum to `a < b ? a : b` (a NaN in `a` is dropped, unlike torch): compared with
+    # IREE's SPIR-V on NaN inputs only.
+    "minimum_nan": Spec(fn(torch.minimum), lambda: (torch.randn(4, 50), torch.randn(4, 50)),
+                        end_to_end=False, nan_inputs=True),
+    "int_div_mod_shift": Spec(fn(lambda i: (i // 3) % 5 + (i >> 1)),
+                              lambda: (torch.randint(-100, 100, (4, 16), dtype=torch.int32),)),
+    "causal_softmax": Spec(fn(_causal_softmax), lambda: (torch.randn(2, 8, 8),)),
+    "dynamic_softmax": Spec(fn(lambda x: torch.softmax(x * 2.0 + 1.0, -1)), lambda: (torch.randn(4, 64),),
+                            lambda: (torch.randn(5, 64),), dynamic={"b": (0, 0)}),
 }
 
 
-# ---- IREE compilation and the host program's dispatches ------------------------------------------
+# ---- IREE compilation and the host program -------------------------------------------------------
 @dataclass
 class Dispatch:
-    """One hal.command_buffer.dispatch of the host program."""
+    """One hal.command_buffer.dispatch of the host program, with its values evaluated."""
 
     entry_point: str
     workgroups: tuple[int, int, int]
     constants: list[int]
-    bindings: list[tuple[str, int]]  # (buffer SSA name, byte length)
+    bindings: list[tuple[str, int, int]]  # (buffer SSA name, byte offset, byte length)
+
+
+@dataclass
+class HostCommand:
+    """A host-program step: ('dispatch', Dispatch) | ('fill', buf, off, len, pattern) | ('copy', ...)."""
+
+    kind: str
+    args: tuple
+
+
+@dataclass
+class HostProgram:
+    """IREE's flat `main$async` evaluated for concrete input shapes (a test-only interpreter)."""
+
+    inputs: dict[str, int]  # buffer name → argument index
+    allocs: dict[str, int]  # buffer name → byte size
+    commands: list[HostCommand]
+    outputs: list[tuple[str, int, int]]  # (buffer, offset, length) per returned view
+    constant_buffers: bool  # weights in constant globals (not runnable here)
+
+    @property
+    def dispatches(self) -> list[Dispatch]:
+        return [c.args[0] for c in self.commands if c.kind == "dispatch"]
+
+
+_NAME = r"%[\w$.-]+"
+_ARITH = {
+    "muli": lambda a, b: a * b, "addi": lambda a, b: a + b, "subi": lambda a, b: a - b,
+    "divui": lambda a, b: a // b, "divsi": lambda a, b: int(a / b), "remui": lambda a, b: a % b,
+    "ceildivui": lambda a, b: -(-a // b), "ceildivsi": lambda a, b: -(-a // b),
+    "floordivsi": lambda a, b: a // b, "remsi": lambda a, b: int(np.fmod(a, b)),
+    "minsi": min, "maxsi": max, "minui": min, "maxui": max,
+    "andi": lambda a, b: a & b, "ori": lambda a, b: a | b, "xori": lambda a, b: a ^ b,
+    "shli": lambda a, b: a << b, "shrui": lambda a, b: a >> b, "shrsi": lambda a, b: a >> b,
+    "select": lambda c, a, b: a if c else b,
+    "index_castui": lambda a: a, "index_cast": lambda a: a, "extui": lambda a: a, "extsi": lambda a: a,
+    "trunci": lambda a: a & 0xFFFFFFFF,
+}
+_CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "slt": lambda a, b: a < b,
+        "sle": lambda a, b: a <= b, "sgt": lambda a, b: a > b, "sge": lambda a, b: a >= b,
+        "ult": lambda a, b: a < b, "ule": lambda a, b: a <= b, "ugt": lambda a, b: a > b,
+        "uge": lambda a, b: a >= b}
+
+
+def _function_bodies(hal: str) -> list[str]:
+    """Initializers that dispatch (hoisted constants), then `main$async`."""
+    bodies = []
+    for m in re.finditer(r"^  (util\.initializer \{|util\.func public @main\$async\()", hal, re.MULTILINE):
+        body = hal[m.start():]
+        end = re.search(r"^  \}", body, re.MULTILINE)
+        body = body[:end.start()] if end else body
+        if m[1].startswith("util.func") or "hal.command_buffer.dispatch<" in body:
+            bodies.append(body)
+    return bodies
+
+
+def evaluate_host_program(hal: str, shapes: list[tuple[int, ...]]) -> HostProgram:
+    """Evaluate the dispatching initializers and `main$async` of a `--compile-to=hal` program for
+    inputs of `shapes` (straight-line code: allocations, index arithmetic, dispatches, fills, copies)."""
+    prog = HostProgram({}, {}, [], [], False)
+    stored: dict[str, str] = {}  # util.global symbol → buffer key
+    for index, body in enumerate(_function_bodies(hal)):
+        _evaluate_body(body, f"f{index}:", shapes, prog, stored)
+    return prog
+
+
+def _evaluate_body(body: str, scope: str, shapes, prog: HostProgram, stored: dict[str, str]) -> None:
+    env: dict[str, int] = {}
+    buffers: dict[str, str] = {}  # SSA name → buffer key
+    views: dict[str, tuple[str, int, int]] = {}
+    entry = None
+    lines = body.splitlines()
+    for i, line in enumerate(lines):
+        line = line.strip()
+        if m := re.match(rf"({_NAME}) = arith\.constant (-?\d+|true|false) : ", line):
+            env[m[1]] = {"true": 1, "false": 0}[m[2]] if m[2] in ("true", "false") else int(m[2])
+        elif m := re.match(rf"({_NAME}) = hal\.buffer_view\.dim<%arg(\d+) : [^>]*>\[(\d+)\]", line):
+            env[m[1]] = shapes[int(m[2])][int(m[3])]
+        elif m := re.match(rf"({_NAME}) = hal\.buffer_view\.buffer<%arg(\d+) ", line):
+            buffers[m[1]] = scope + m[1]
+            prog.inputs[scope + m[1]] = int(m[2])
+        elif m := re.match(rf"({_NAME}) = hal\.device\.queue\.alloca<.*!hal\.buffer\{{({_NAME})\}}", line):
+            buffers[m[1]] = scope + m[1]
+            prog.allocs[scope + m[1]] = env[m[2]]
+        elif m := re.match(rf"({_NAME}) = util\.global\.load immutable @([\w$.-]+) : !hal\.buffer", line):
+            if m[2] in stored:
+                buffers[m[1]] = stored[m[2]]
+            else:
+                prog.constant_buffers = True
+        elif m := re.match(rf"util\.global\.store ({_NAME}), @([\w$.-]+) : !hal\.buffer", line):
+            stored[m[2]] = buffers[m[1]]
+        elif m := re.match(rf"({_NAME}) = arith\.cmpi (\w+), ({_NAME}), ({_NAME})", line):
+            env[m[1]] = int(_CMP[m[2]](env[m[3]], env[m[4]]))
+        elif m := re.match(rf"({_NAME}) = arith\.(\w+) ([^:]*) :", line):
+            env[m[1]] = _ARITH[m[2]](*(env[x] for x in re.findall(_NAME, m[3])))
+        elif m := re.search(r"hal\.executable\.lookup\.function .*::@([^)]+)\) : i64", line):
+            entry = m[1].strip('"')
+        elif "hal.command_buffer.dispatch<" in line:
+            groups = re.search(r"workgroups\(\[([^\]]*)\]\)", line)[1].split(",")
+            consts = re.search(r"constants\(\[([^\]]*)\]\)", line)
+            constants = [env[x.split(":")[0].strip()] for x in consts[1].split(",")] if consts else []
+            bindings = []
+            for follow in lines[i + 1:]:
+                if b := re.search(rf"\(({_NAME}) : !hal\.buffer\)\[({_NAME}), ({_NAME})\]", follow):
+                    bindings.append((buffers.get(b[1], b[1]), env[b[2]], env[b[3]]))
+                if "])" in follow:
+                    break
+            prog.commands.append(HostCommand("dispatch", (Dispatch(
+                entry, tuple(env[g.strip()] for g in groups), constants, bindings),)))
+        elif "hal.command_buffer.fill_buffer<" in line:
+            m = re.search(rf"target\(({_NAME}) : !hal\.buffer\)\[({_NAME}), ({_NAME})\] "
+                          rf"pattern\(({_NAME}) : i(\d+)\)", line)
+            width, pattern = int(m[5]), env[m[4]] & ((1 << int(m[5])) - 1)
+            word = int.from_bytes(pattern.to_bytes(width // 8, "little") * (32 // width), "little")
+            prog.commands.append(HostCommand("fill", (buffers[m[1]], env[m[2]], env[m[3]], word)))
+        elif "hal.command_buffer.copy_buffer<" in line:
+            m = re.search(rf"source\(({_NAME}) : !hal\.buffer\)\[({_NAME})\] target\(({_NAME}) : "
+                          rf"!hal\.buffer\)\[({_NAME})\] length\(({_NAME})\)", line)
+            prog.commands.append(HostCommand("copy", (buffers[m[1]], env[m[2]], buffers[m[3]], env[m[4]],
+                                                      env[m[5]])))
+        elif m := re.match(rf"({_NAME}) = hal\.buffer_view\.create buffer\(({_NAME}) : !hal\.buffer\)"
+                           rf"\[({_NAME}), ({_NAME})\]", line):
+            views[m[1]] = (buffers[m[2]], env[m[3]], env[m[4]])
+        elif line.startswith("util.return") and views:
+            prog.outputs = [views[v] for v in re.findall(_NAME, line.split(":")[0])]
 
 
 @dataclass
@@ -127,63 +300,57 @@ class Executable:
 @dataclass
 class CompiledModel:
     name: str
+    spec: Spec
+    state: list[torch.Tensor]  # parameters and buffers, passed as leading inputs
     model: nn.Module
-    args: tuple
     hal: str
     executables: list[Executable] = field(default_factory=list)
-    dispatches: list[Dispatch] = field(default_factory=list)
+
+    def inputs(self, args: tuple) -> list[torch.Tensor]:
+        return [*self.state, *args]
+
+    def program(self, args: tuple) -> HostProgram:
+        return evaluate_host_program(self.hal, [tuple(t.shape) for t in self.inputs(args)])
 
 
-def _index_constants(hal: str) -> dict[str, int]:
-    pattern = r"(%[\w$.-]+) = arith\.constant (-?\d+) : (?:index|i32|i64)"
-    return {m[1]: int(m[2]) for m in re.finditer(pattern, hal)}
+class StateAsInputs(nn.Module):
+    """Wraps a model so its parameters and buffers are graph inputs, as the compile backend keeps them."""
 
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+        self.names = [n for n, _ in model.named_parameters()] + [n for n, _ in model.named_buffers()]
 
-def parse_dispatches(hal: str) -> list[Dispatch]:
-    """The dispatches of IREE's flat HAL host program (static shapes: constant counts and lengths)."""
-    consts = _index_constants(hal)
-    value = consts.__getitem__
-    dispatches, entry = [], None
-    lines = hal.splitlines()
-    for i, line in enumerate(lines):
-        m = re.search(r"hal\.executable\.lookup\.function .*::@([^)]+)\) : i64", line)
-        if m:
-            entry = m[1].strip('"')
-        if "hal.command_buffer.dispatch<" not in line:
-            continue
-        groups = tuple(value(x.strip()) for x in re.search(r"workgroups\(\[([^\]]*)\]\)", line)[1].split(","))
-        constants = []
-        m = re.search(r"constants\(\[([^\]]*)\]\)", line)
-        if m and m[1].strip():
-            constants = [value(x.split(":")[0].strip()) for x in m[1].split(",")]
-        bindings = []
-        for follow in lines[i + 1:]:
-            b = re.search(r"\((%[\w$.-]+) : !hal\.buffer\)\[(%[\w$.-]+), (%[\w$.-]+)\]", follow)
-            if b:
-                bindings.append((b[1], value(b[3])))
-            if "])" in follow:
-                break
-        dispatches.append(Dispatch(entry, groups, constants, bindings))
-    return dispatches
+    def forward(self, *args):
+        state = dict(zip(self.names, args[:len(self.names)], strict=True))
+        return torch.func.functional_call(self.model, state, args[len(self.names):])
 
 
 def _compile(name: str, directory: Path) -> CompiledModel:
     import iree.compiler as ic
+    from torch.export import Dim
     from torch_mlir import fx
 
     torch.manual_seed(0)
-    make_model, make_args = MODELS[name]
-    model, args = make_model().eval(), make_args()
-    module = fx.export_and_import(model, *args, output_type="torch")
+    spec = MODELS[name]
+    model, args = spec.make().eval(), spec.args()
+    wrapped = StateAsInputs(model)
+    state = [t.detach() for t in [*model.parameters(), *model.buffers()]]
+    dynamic = None
+    if spec.dynamic:
+        dims = {name: Dim(name, min=2, max=4096) for name in spec.dynamic}
+        per_arg = ({d: dims[n] for n, (a, d) in spec.dynamic.items() if a == i} for i in range(len(args)))
+        dynamic = {"args": (*[None] * len(state), *per_arg)}
+    module = fx.export_and_import(wrapped, *state, *args, dynamic_shapes=dynamic, output_type="torch")
     dump = directory / name
     dump.mkdir(parents=True, exist_ok=True)
-    features = F16_FEATURES if name.startswith("f16") else FEATURES
+    features = F16_FEATURES if spec.f16 else FEATURES
     hal = ic.compile_str(str(module), input_type="torch", target_backends=["vulkan-spirv"], extra_args=[
         *IREE_FLAGS, f"--iree-vulkan-target-features={features}",
         f"--iree-hal-dump-executable-intermediates-to={dump}",
         f"--iree-hal-dump-executable-binaries-to={dump}"])
     hal = hal.decode() if isinstance(hal, bytes) else hal
-    compiled = CompiledModel(name, model, args, hal, dispatches=parse_dispatches(hal))
+    compiled = CompiledModel(name, spec, state, model, hal)
     for path in sorted(dump.glob("*.spirv.mlir")):
         binary = path.with_name(path.name.replace(".spirv.mlir", ".spv")).read_bytes()
         exe = Executable(path.name, path.read_text(), binary)
@@ -245,18 +412,21 @@ def _binding_kinds(spirv_mlir: str) -> dict[int, set[str]]:
     return kinds
 
 
-def random_inputs(spirv_mlir: str, dispatch: Dispatch, rng: np.random.Generator) -> list[bytes]:
-    """Random bytes per binding: floats where the shader reads floats, small ints where it reads ints."""
+def random_inputs(spirv_mlir: str, dispatch: Dispatch, rng: np.random.Generator,
+                  nans: bool = False) -> list[bytes]:
+    """Random bytes per binding: floats where the shader reads floats (some NaN/inf with `nans`), small
+    ints where it reads ints."""
     kinds = _binding_kinds(spirv_mlir)
     data = []
-    for i, (_, nbytes) in enumerate(dispatch.bindings):
+    for i, (_, _, nbytes) in enumerate(dispatch.bindings):
         kind = kinds.get(i, {"f32"})
         if kind & {"i32", "i8", "i16"}:
             data.append(rng.integers(0, 4, nbytes // 4, dtype=np.int32).tobytes())
-        elif kind == {"f16"}:
-            data.append(rng.standard_normal(nbytes // 2).astype(np.float16).tobytes())
         else:
-            data.append(rng.standard_normal(nbytes // 4).astype(np.float32).tobytes())
+            values = rng.standard_normal(nbytes // (2 if kind == {"f16"} else 4))
+            if nans:
+                values[::7], values[3::11], values[5::13] = np.nan, np.inf, -np.inf
+            data.append(values.astype(np.float16 if kind == {"f16"} else np.float32).tobytes())
     return data
 
 
@@ -269,9 +439,15 @@ def spirv_kernel(rt, spirv: bytes, label: str):
 
     from torch_webgpu.runtime.executables import Kernel
 
-    module = rt.device.create_shader_module(code=spirv, label=label)
-    pipeline = rt.device.create_compute_pipeline(layout="auto", compute={"module": module}, label=label)
-    return Kernel(hashlib.sha256(spirv).hexdigest(), label, pipeline, "")
+    key = "spirv-" + hashlib.sha256(spirv).hexdigest()
+    if key not in _SPIRV_KERNELS:  # one pipeline per key: the runtime caches bind groups by kernel key
+        module = rt.device.create_shader_module(code=spirv, label=label)
+        pipeline = rt.device.create_compute_pipeline(layout="auto", compute={"module": module}, label=label)
+        _SPIRV_KERNELS[key] = Kernel(key, label, pipeline, "")
+    return _SPIRV_KERNELS[key]
+
+
+_SPIRV_KERNELS: dict[str, object] = {}
 
 
 def run_dispatch(rt, kernel, inputs: list[bytes], workgroups, extra=()) -> list[bytes]:
@@ -297,31 +473,113 @@ def assert_same_outputs(kinds: set[str], expected: bytes, actual: bytes, what: s
     np.testing.assert_allclose(b, a, equal_nan=True, err_msg=what, **tol)
 
 
-def _dispatch_of(compiled: CompiledModel, exe: Executable) -> Dispatch:
-    for dispatch in compiled.dispatches:
+def _dispatch_of(program: HostProgram, exe: Executable) -> Dispatch:
+    for dispatch in program.dispatches:
         if exe.wgsl is not None and dispatch.entry_point == exe.wgsl.name:
             return dispatch
     raise AssertionError(f"no dispatch of {exe.name} in the host program")
 
 
+def push_constant_binding(rt, exe: WGSLExecutable, constants: list[int]) -> list:
+    """The uniform holding IREE's push constants (array<vec4<u32>>), when the shader reads one."""
+    if exe.push_constant_binding is None:
+        return []
+    words = np.zeros(-(-max(len(constants), 1) // 4) * 4, np.uint32)
+    words[:len(constants)] = np.array(constants, np.int64) & 0xFFFFFFFF
+    return [rt.constant(words.tobytes())]
+
+
+def to_device_bytes(t: torch.Tensor) -> bytes:
+    """A tensor as IREE's demoted ABI holds it: i64 → i32, f64 → f32, bool → u8."""
+    if t.dtype == torch.int64:
+        t = t.to(torch.int32)
+    elif t.dtype == torch.float64:
+        t = t.to(torch.float32)
+    elif t.dtype == torch.bool:
+        t = t.to(torch.uint8)
+    return t.contiguous().numpy().tobytes()
+
+
+def run_program(rt, compiled: CompiledModel, args: tuple, specialise: bool = False) -> list[bytes]:
+    """Run the whole host program on Dawn with our WGSL; returns the bytes of each output view."""
+    from torch_webgpu.runtime import BufferSlice
+
+    inputs = compiled.inputs(args)
+    program = compiled.program(args)
+    if program.constant_buffers:
+        raise AssertionError("IREE hoisted constants into globals: not runnable by this test")
+    by_name = {exe.wgsl.name: exe for exe in compiled.executables}
+    buffers: dict[str, int] = {}
+    try:
+        for name, index in program.inputs.items():
+            data = to_device_bytes(inputs[index])
+            buffers[name] = rt.allocate(max(len(data), 4))
+            rt.upload(buffers[name], data)
+        for name, size in program.allocs.items():
+            buffers[name] = rt.allocate(max(size, 4))
+        for command in program.commands:
+            if command.kind == "fill":
+                buf, off, length, word = command.args
+                rt.fill(buffers[buf], word, off, length)
+            elif command.kind == "copy":
+                src, src_off, dst, dst_off, length = command.args
+                rt.copy(buffers[src], buffers[dst], length, src_off, dst_off)
+            else:
+                (dispatch,) = command.args
+                exe = by_name[dispatch.entry_point]
+                wgsl = exe.wgsl
+                if specialise and dispatch.constants:
+                    (wgsl,) = translate_spirv_module(exe.spirv_mlir, dict(enumerate(dispatch.constants)))
+                kernel = rt.kernel(wgsl.code, wgsl.entry_point, label=wgsl.name)
+                slices = [BufferSlice(buffers[b], off, length) for b, off, length in dispatch.bindings]
+                extra = push_constant_binding(rt, wgsl, dispatch.constants)
+                rt.dispatch(kernel, [*slices, *extra], dispatch.workgroups)
+        return [rt.download(buffers[b], off, length) for b, off, length in program.outputs]
+    finally:
+        for buf in buffers.values():
+            rt.free(buf)
+
+
+def expected_outputs(compiled: CompiledModel, args: tuple) -> list[torch.Tensor]:
+    with torch.no_grad():
+        out = compiled.model(*args)
+    return list(out) if isinstance(out, tuple) else [out]
+
+
+def assert_matches_torch(expected: torch.Tensor, actual: bytes, what: str) -> None:
+    dtype = {torch.int64: torch.int32, torch.float64: torch.float32, torch.bool: torch.uint8}.get(
+        expected.dtype, expected.dtype)
+    got = torch.frombuffer(bytearray(actual), dtype=dtype)[:expected.numel()].reshape(expected.shape)
+    tol = dict(rtol=1e-2, atol=1e-2) if dtype == torch.float16 else dict(rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(got, expected.to(dtype), equal_nan=True, msg=lambda m: f"{what}: {m}",
+                               **(tol if dtype.is_floating_point else {}))
+
+
+def _skip_without_f16(compiled_or_spec, rt):
+    spec = compiled_or_spec if isinstance(compiled_or_spec, Spec) else compiled_or_spec.spec
+    if spec.f16 and "shader-f16" not in rt.info.features:
+        pytest.skip("adapter lacks shader-f16")
+
+
 # ---- tests ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("model_name", sorted(MODELS))
 def test_every_executable_matches_iree_spirv_on_dawn(model_name, compiled_models, rt):
-    if model_name.startswith("f16") and "shader-f16" not in rt.info.features:
-        pytest.skip("adapter lacks shader-f16")
+    _skip_without_f16(MODELS[model_name], rt)
     compiled = compiled_models(model_name)
     assert compiled.executables, "IREE produced no executables"
     errors = [f"{exe.name}: {exe.error}" for exe in compiled.executables if exe.error]
     assert not errors, "translation failed:\n" + "\n".join(errors)
+    program = compiled.program(compiled.spec.args())
     rng = np.random.default_rng(0)
     compared = 0
     for exe in compiled.executables:
-        dispatch = _dispatch_of(compiled, exe)
+        dispatch = _dispatch_of(program, exe)
         wgsl = exe.wgsl
         assert [b.binding for b in wgsl.bindings] == list(range(len(dispatch.bindings)))
-        inputs = random_inputs(exe.spirv_mlir, dispatch, rng)
-        ours = run_dispatch(rt, rt.kernel(wgsl.code, wgsl.entry_point, label=wgsl.name), inputs,
-                            dispatch.workgroups)
+        inputs = random_inputs(exe.spirv_mlir, dispatch, rng, compiled.spec.nan_inputs)
+        kernel = rt.kernel(wgsl.code, wgsl.entry_point, label=wgsl.name)
+        ours = run_dispatch(rt, kernel, inputs, dispatch.workgroups,
+                            push_constant_binding(rt, wgsl, dispatch.constants))
         if spirv_runs_on_dawn(exe.spirv_mlir) is not None:
             continue
         kernel = spirv_kernel(rt, exe.spirv_binary, wgsl.name)
@@ -333,3 +591,26 @@ def test_every_executable_matches_iree_spirv_on_dawn(model_name, compiled_models
                                     ours[b.wgsl_binding], f"{exe.name} binding {b.binding}")
         compared += 1
     print(f"{model_name}: {len(compiled.executables)} executables, {compared} compared with SPIR-V")
+
+
+@pytest.mark.parametrize("model_name", sorted(n for n, s in MODELS.items() if s.end_to_end))
+def test_whole_program_on_translated_wgsl_matches_torch_cpu(model_name, compiled_models, rt):
+    _skip_without_f16(MODELS[model_name], rt)
+    compiled = compiled_models(model_name)
+    args = (compiled.spec.run_args or compiled.spec.args)()
+    outputs = run_program(rt, compiled, args)
+    expected = expected_outputs(compiled, args)
+    assert len(outputs) == len(expected)
+    for i, (e, a) in enumerate(zip(expected, outputs, strict=True)):
+        assert_matches_torch(e, a, f"{model_name} output {i}")
+
+
+def test_push_constants_specialised_and_uniform_agree_with_torch(compiled_models, rt):
+    compiled = compiled_models("dynamic_softmax")
+    assert any(exe.wgsl.push_constant_count for exe in compiled.executables)
+    for rows in (3, 7):
+        args = (torch.randn(rows, 64),)
+        (expected,) = expected_outputs(compiled, args)
+        for specialise in (False, True):
+            (out,) = run_program(rt, compiled, args, specialise=specialise)
+            assert_matches_torch(expected, out, f"rows={rows} specialise={specialise}")
