@@ -260,7 +260,7 @@ def _nll_terms(self, target, weight, ignore_index):
         rt = get_runtime()
         rt.dispatch(rt.kernel(src, label="nll_loss"),
                     [rt.constant(pack_u32(params)), buffer_id(x3), buffer_id(t2), buffer_id(wt),
-                     buffer_id(losses), buffer_id(weights)], grid(n * s), label="nll_loss")
+                     buffer_id(losses), buffer_id(weights)], grid(n * s, 64), label="nll_loss")
     return losses, weights
 
 

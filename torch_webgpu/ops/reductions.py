@@ -510,7 +510,7 @@ def _scan(op: str, self, dim: int, dtype, out=None):
         params = [rows, length, len(outer), o.offset, o.strides[-1], *pad(outer), *pad(o.strides[:-1])]
         rt = get_runtime()
         rt.dispatch(rt.kernel(src, label=op), [rt.constant(pack_u32(params)), buffer_id(moved), buffer_id(y)],
-                    grid(rows), label=op)
+                    grid(rows, 64), label=op)
     y = y.movedim(-1, dim).reshape(self.shape)
     if out is None:
         res = new_empty(self.shape, result, self)

@@ -141,9 +141,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 _SOURCES: dict[tuple, str] = {}
 
 
-def grid(work: int) -> tuple[int, int, int]:
-    """Workgroup counts covering `work` invocations of a 256-wide workgroup (2-D past 65535 groups)."""
-    groups = -(-work // WORKGROUP)
+def grid(work: int, workgroup: int = WORKGROUP) -> tuple[int, int, int]:
+    """Workgroup counts covering `work` invocations of `workgroup`-wide workgroups (2-D past 65535 groups)."""
+    groups = -(-work // workgroup)
     limit = 65535
     if groups <= limit:
         return (groups, 1, 1)

@@ -1,0 +1,190 @@
+"""Index kernels over strided operands (up to 8 dims), one invocation per output element, no atomics.
+
+gather:  out[c] = X[x_off + sum_{d != dim} c[d]*xs[d] + wrap(I[c]) * xs[dim]]   (index_select, gather,
+         embedding: the index operand is broadcast to the output shape by strides)
+scatter: out[c] = base[c] (+)= S[c with dim=j] for every j with I[c with dim=j] == c[dim], c[d] < I.shape[d]
+         ("add" sums in j order, "set" keeps the last match) (scatter, scatter_add, index_add, embedding
+         backward)
+Indices are int64 (low word) or int32; negative ones count from the end; out-of-range reads give 0.
+P = [n, ndim, dim, dim_size(of X/out), shape[8], then per operand (offset, strides[8]), index shape[8],
+alpha].
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...runtime import get_runtime
+from .dtypes import INT64_INDEX_LOAD, convert, dtype_info
+from .elementwise import grid
+from .operand import MAX_DIMS, Operand, pack_u32
+from .wgsl_math import PRELUDE
+
+_H = 4 + MAX_DIMS
+_BLK = 1 + MAX_DIMS
+
+
+def _index_load(dtype: torch.dtype, buf: str) -> str:
+    if dtype == torch.int64:
+        return INT64_INDEX_LOAD.replace("B[", f"{buf}[")
+    info = dtype_info(dtype, "index")
+    if info.kind != "i32":
+        raise TypeError(f"webgpu: index tensors must be int64 or int32, got {dtype}")
+    return info.load.replace("B[", f"{buf}[")
+
+
+def _common(kind: str) -> str:
+    return f"""
+fn coords(li: u32) -> array<u32, {MAX_DIMS}> {{
+  var c: array<u32, {MAX_DIMS}>;
+  var rem = li;
+  for (var d = i32(P[1]) - 1; d >= 0; d--) {{ let n = P[4u + u32(d)]; c[d] = rem % n; rem = rem / n; }}
+  return c;
+}}
+fn off(c: ptr<function, array<u32, {MAX_DIMS}>>, b: u32) -> u32 {{
+  var r = P[b];
+  for (var d = 0u; d < P[1]; d++) {{ r += (*c)[d] * P[b + 1u + d]; }}
+  return r;
+}}
+"""
+
+
+def _gather_source(x_dtype, i_dtype, out_dtype) -> str:
+    xi, oi = dtype_info(x_dtype), dtype_info(out_dtype)
+    if oi.packed:
+        raise NotImplementedError("gather into packed dtypes")
+    xb, ib, ob = _H, _H + _BLK, _H + 2 * _BLK
+    return f"""
+@group(0) @binding(0) var<storage, read> P: array<u32>;
+@group(0) @binding(1) var<storage, read> X: array<u32>;
+@group(0) @binding(2) var<storage, read> I: array<u32>;
+@group(0) @binding(3) var<storage, read_write> O: array<u32>;
+fn lx(i: u32) -> {_t(xi.kind)} {{ return {xi.load.replace("B[", "X[")}; }}
+fn li(i: u32) -> i32 {{ return {_index_load(i_dtype, "I")}; }}
+{PRELUDE}{_common("gather")}
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
+  let t = gid.x + gid.y * nwg.x * 64u;
+  if (t >= P[0]) {{ return; }}
+  var c = coords(t);
+  var k = li(off(&c, {ib}u));
+  if (k < 0) {{ k = k + i32(P[3]); }}
+  var v = {_zero(xi.kind)};
+  if (k >= 0 && u32(k) < P[3]) {{
+    c[P[2]] = 0u;
+    v = lx(off(&c, {xb}u) + u32(k) * P[{xb + 1}u + P[2]]);
+  }}
+  var co = coords(t);
+  let v2 = {convert("v", xi.kind, oi.kind)};
+  O[off(&co, {ob}u)] = {oi.store.replace("v", "v2") if oi.kind != "bool" else "select(0u, 1u, v2)"};
+}}
+"""
+
+
+def _t(kind: str) -> str:
+    return {"f32": "f32", "i32": "i32", "bool": "bool"}[kind]
+
+
+def _zero(kind: str) -> str:
+    return {"f32": "0.0", "i32": "0", "bool": "false"}[kind]
+
+
+def launch_gather(x: Operand, index: Operand, out: Operand, dim: int) -> None:
+    """out[c] = x[c with dim = index[c]]; index is already broadcast to out's shape; out 32-bit."""
+    shape = tuple(out.sizes)
+    n = 1
+    for s in shape:
+        n *= s
+    if n == 0:
+        return
+    nd = len(shape)
+    pad = [0] * (MAX_DIMS - nd)
+    params = [n, nd, dim, x.sizes[dim], *shape, *pad]
+    for o in (x, index, out):
+        params += [o.offset, *o.strides, *pad]
+    rt = get_runtime()
+    k = rt.kernel(_gather_source(x.dtype, index.dtype, out.dtype), label="gather")
+    rt.dispatch(k, [rt.constant(pack_u32(params)), x.buffer_id, index.buffer_id, out.buffer_id], grid(n, 64),
+                label="gather")
+
+
+def _scatter_source(mode: str, base_dtype, src_dtype, i_dtype, src_scalar: bool) -> str:
+    bi, si = dtype_info(base_dtype), dtype_info(src_dtype)
+    if bi.packed:
+        raise NotImplementedError("scatter into packed dtypes")
+    kind = bi.kind
+    bb, sb, ib, ob = _H, _H + _BLK, _H + 2 * _BLK, _H + 3 * _BLK
+    ishape = _H + 4 * _BLK
+    alpha = ishape + MAX_DIMS
+    if src_scalar:
+        src_val = f"bitcast<{_t(kind)}>(P[{alpha + 1}u])" if kind != "bool" else f"(P[{alpha + 1}u] != 0u)"
+    else:
+        src_val = convert(f"ls(off(&cj, {sb}u))", si.kind, kind)
+    alpha_v = f"bitcast<{_t(kind)}>(P[{alpha}u])" if kind != "bool" else "true"
+    if mode == "add":
+        combine = "acc = acc + alpha * sv;" if kind != "bool" else "acc = acc || sv;"
+    else:
+        combine = "acc = sv;"
+    return f"""
+@group(0) @binding(0) var<storage, read> P: array<u32>;
+@group(0) @binding(1) var<storage, read> Bs: array<u32>;
+@group(0) @binding(2) var<storage, read> S: array<u32>;
+@group(0) @binding(3) var<storage, read> I: array<u32>;
+@group(0) @binding(4) var<storage, read_write> O: array<u32>;
+fn lb(i: u32) -> {_t(kind)} {{ return {bi.load.replace("B[", "Bs[")}; }}
+fn ls(i: u32) -> {_t(si.kind)} {{ return {si.load.replace("B[", "S[")}; }}
+fn li(i: u32) -> i32 {{ return {_index_load(i_dtype, "I")}; }}
+{PRELUDE}{_common("scatter")}
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
+  let t = gid.x + gid.y * nwg.x * 64u;
+  if (t >= P[0]) {{ return; }}
+  var c = coords(t);
+  let alpha = {alpha_v};
+  var acc = lb(off(&c, {bb}u));
+  let dim = P[2];
+  var inside = true;
+  for (var d = 0u; d < P[1]; d++) {{ if (d != dim && c[d] >= P[{ishape}u + d]) {{ inside = false; }} }}
+  if (inside) {{
+    var cj = c;
+    for (var j = 0u; j < P[{ishape}u + dim]; j++) {{
+      cj[dim] = j;
+      var k = li(off(&cj, {ib}u));
+      if (k < 0) {{ k = k + i32(P[3]); }}
+      if (k == i32(c[dim])) {{
+        let sv = {src_val};
+        {combine}
+      }}
+    }}
+  }}
+  let v = acc;
+  O[off(&c, {ob}u)] = {bi.store if kind != "bool" else "select(0u, 1u, v)"};
+}}
+"""
+
+
+def launch_scatter(mode: str, base: Operand, src: Operand | float | int | bool, index: Operand, out: Operand,
+                   dim: int, alpha: float | int = 1) -> None:
+    """out = base with src scattered along dim at index ('add' or 'set'); index/src share index's shape."""
+    shape = tuple(out.sizes)
+    n = 1
+    for s in shape:
+        n *= s
+    if n == 0:
+        return
+    nd = len(shape)
+    pad = [0] * (MAX_DIMS - nd)
+    scalar = not isinstance(src, Operand)
+    params = [n, nd, dim, shape[dim] if nd else 1, *shape, *pad]
+    for o in (base, None if scalar else src, index, out):
+        params += [0] * _BLK if o is None else [o.offset, *o.strides, *pad]
+    params += [*index.sizes, *pad]
+    kind = dtype_info(base.dtype).kind
+    conv = float if kind == "f32" else int
+    params += [conv(alpha), conv(src) if scalar else 0]
+    rt = get_runtime()
+    src_dtype = base.dtype if scalar else src.dtype
+    k = rt.kernel(_scatter_source(mode, base.dtype, src_dtype, index.dtype, scalar), label=f"scatter_{mode}")
+    src_buf = index.buffer_id if scalar else src.buffer_id
+    rt.dispatch(k, [rt.constant(pack_u32(params)), base.buffer_id, src_buf, index.buffer_id, out.buffer_id],
+                grid(n, 64), label=f"scatter_{mode}")
