@@ -50,6 +50,7 @@ def prepare_graph(gm: torch.fx.GraphModule) -> PreparedGraph:
         graph.erase_node(node)
         constants.append(value.detach())
         last = ph
+    _drop_device_transfers(graph)
     output = next(n for n in graph.nodes if n.op == "output")
     results = output.args[0]
     results = list(results) if isinstance(results, (tuple, list)) else [results]
@@ -64,6 +65,30 @@ def prepare_graph(gm: torch.fx.GraphModule) -> PreparedGraph:
     graph.lint()
     gm.recompile()
     return PreparedGraph(gm, constants, output_map, len(placeholders))
+
+
+def _drop_device_transfers(graph: torch.fx.Graph) -> None:
+    """A compiled graph runs on one device: `_to_copy` to a device becomes a dtype conversion (or
+    nothing), and factory ops are built as if on cpu (the shaders do not care where constants come from)."""
+    for node in list(graph.nodes):
+        if node.op != "call_function":
+            continue
+        if node.target is torch.ops.aten._to_copy.default and set(node.kwargs) <= {
+                "device", "dtype", "layout", "pin_memory", "non_blocking", "memory_format"}:
+            src = node.args[0]
+            dtype = node.kwargs.get("dtype")
+            src_val = src.meta.get("val") if isinstance(src, torch.fx.Node) else None
+            if dtype is None or (src_val is not None and src_val.dtype == dtype):
+                node.replace_all_uses_with(src)
+                graph.erase_node(node)
+            else:
+                with graph.inserting_before(node):
+                    conv = graph.call_function(torch.ops.prims.convert_element_type.default, (src, dtype))
+                conv.meta = dict(node.meta)
+                node.replace_all_uses_with(conv)
+                graph.erase_node(node)
+        elif isinstance(node.kwargs.get("device"), torch.device) and node.kwargs["device"].type != "cpu":
+            node.kwargs = {**node.kwargs, "device": torch.device("cpu")}
 
 
 def import_graph(gm: torch.fx.GraphModule, func_name: str = "main"):
