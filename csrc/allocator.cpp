@@ -16,9 +16,10 @@ PyObject* g_allocate = nullptr;
 PyObject* g_copy = nullptr;
 PyObject* g_synchronize = nullptr;
 
-std::mutex g_mutex;  // guards the two tables below; never held while calling Python
-std::vector<int64_t> g_freed;
-std::unordered_map<int64_t, int64_t> g_nbytes;
+// Leaked on purpose: storages may die during static destruction at exit, after these would be gone.
+std::mutex& g_mutex = *new std::mutex();  // guards the two tables below; never held while calling Python
+std::vector<int64_t>& g_freed = *new std::vector<int64_t>();
+std::unordered_map<int64_t, int64_t>& g_nbytes = *new std::unordered_map<int64_t, int64_t>();
 
 void delete_buffer(void* ctx) {
   const int64_t id = buffer_id_of(ctx);

@@ -105,8 +105,8 @@ C10_REGISTER_GUARD_IMPL(PrivateUse1, WebGPUGuardImpl);
 // WebGPU has no page-locked host memory (uploads are copied by the queue), so pinned memory is ordinary
 // host memory that remembers it was requested as pinned: DataLoader(pin_memory=True) and
 // tensor.pin_memory() / is_pinned() work, and non_blocking uploads from it are safe.
-std::mutex g_pinned_mutex;
-std::unordered_set<const void*> g_pinned;
+std::mutex& g_pinned_mutex = *new std::mutex();  // leaked: pinned tensors may outlive static destruction
+std::unordered_set<const void*>& g_pinned = *new std::unordered_set<const void*>();
 
 void free_pinned(void* ptr) {
   {

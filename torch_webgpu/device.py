@@ -247,6 +247,12 @@ def memory_reserved(device: Any = None) -> int:
     return _stats()["reserved"]
 
 
+def memory_stats(device: Any = None) -> dict[str, int]:
+    """Allocated, peak, reserved bytes and live buffer count of the webgpu pool."""
+    _check_index(device)
+    return dict(_stats())
+
+
 def reset_peak_memory_stats(device: Any = None) -> None:
     """Reset max_memory_allocated() to the current allocation."""
     _check_index(device)

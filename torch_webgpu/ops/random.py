@@ -7,6 +7,8 @@ reproduces every sequence. Uniforms use the top 24 bits; normals use Box-Muller 
 
 from __future__ import annotations
 
+import threading
+
 import torch
 
 from .dtypes import check_supported
@@ -38,6 +40,7 @@ fn unit(r: u32) -> f32 { return f32(r >> 8u) * (1.0 / 16777216.0); }
 """
 
 _M64 = (1 << 64) - 1
+_offset_lock = threading.Lock()  # reading and advancing a generator's offset is one step
 
 
 def philox_words(generator: torch.Generator | None) -> list[int]:
@@ -45,9 +48,10 @@ def philox_words(generator: torch.Generator | None) -> list[int]:
     gen = generator if generator is not None else torch.webgpu.default_generators[0]
     if gen.device.type != "webgpu":
         raise RuntimeError(f"expected a webgpu Generator, got one for {gen.device}")
-    seed = gen.initial_seed() & _M64
-    offset = gen.get_offset()
-    gen.set_offset(offset + 1)
+    with _offset_lock:
+        seed = gen.initial_seed() & _M64
+        offset = gen.get_offset()
+        gen.set_offset(offset + 1)
     return [seed & 0xFFFFFFFF, seed >> 32, offset & 0xFFFFFFFF, (offset >> 32) & 0xFFFFFFFF]
 
 
