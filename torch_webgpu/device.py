@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from . import _C
-from .runtime import NoAdapterError, OutOfMemoryError, Runtime, get_runtime, runtime_initialized
+from .runtime import OutOfMemoryError, Runtime, WebGPUError, get_runtime, runtime_initialized
 from .runtime.buffers import bucket_size
 
 _hook_lock = threading.Lock()
@@ -107,8 +107,13 @@ def is_available() -> bool:
     """True if a WebGPU adapter can be opened."""
     try:
         runtime()
-    except NoAdapterError:
+    except WebGPUError:  # no adapter, or one that refused to open a device
         return False
+    return True
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """True: bfloat16 tensors are stored packed and computed in f32, as on CPU."""
     return True
 
 
