@@ -683,7 +683,7 @@ class FunctionEmitter:
         self.define(op.results[0], f"{self.ty(_op_type(op.results[0]))}({', '.join(args)})")
 
     def emit_composite_insert(self, op) -> None:
-        obj, val = self.expr(op.operands[0]), self.expr(op.operands[1])
+        val, obj = self.expr(op.operands[0]), self.expr(op.operands[1])  # (object, composite)
         t = _op_type(op.results[0])
         tmp = self.fresh("t")
         self.top.append(f"var {tmp}: {self.ty(t)};")
