@@ -37,6 +37,10 @@ class OpResult:
         return self.passed + self.failed + self.raised
 
 
+# (op name, dtype name) -> OpResult of this session, printed by conftest's terminal summary
+RESULTS: dict[tuple[str, str], OpResult] = {}
+
+
 def opinfo_name(op) -> str:
     """'name' or 'name.variant' of an OpInfo."""
     return f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
