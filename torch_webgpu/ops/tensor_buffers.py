@@ -3,7 +3,8 @@
 A webgpu storage is one runtime buffer. The C++ allocator (torch_webgpu._C) makes its data pointer
 `buffer_id << 32`, so for any view `data_ptr() == (buffer_id << 32) + storage_offset * itemsize`.
 Kernels bind the WHOLE buffer (binding offsets must be 16/256-byte aligned, views are not) and take the
-element offset and the sizes/strides through a parameter block (`strided_params`).
+element offset and the sizes/strides through a parameter block (see ops/strided.py). Buffers larger than
+one binding (max-storage-buffer-binding-size) are bound through `windowed_binding`.
 """
 
 from __future__ import annotations
@@ -52,22 +53,6 @@ def new_empty(shape: Sequence[int], dtype: torch.dtype, like: torch.Tensor | Non
     """A new contiguous, uninitialised webgpu tensor."""
     device = like.device if like is not None else torch.device("webgpu", 0)
     return torch.empty(tuple(shape), dtype=dtype, device=device)
-
-
-def strided_params(t: torch.Tensor, extra: Sequence[int] = (), ndims: int = MAX_DIMS) -> list[int]:
-    """u32 words: [numel, ndim, element offset, extra..., sizes[ndims], strides[ndims]] (dims padded).
-
-    Strides are in elements; a negative stride cannot occur for torch tensors. Sizes are padded with 1
-    and strides with 0 so kernels can loop over all `ndims` dims unconditionally.
-    """
-    if t.dim() > ndims:
-        raise ValueError(f"webgpu strided kernels support at most {ndims} dims, got a {t.dim()}-d tensor")
-    sizes = list(t.shape) + [1] * (ndims - t.dim())
-    strides = list(t.stride()) + [0] * (ndims - t.dim())
-    for v in (*sizes, *strides, t.storage_offset(), t.numel()):
-        if v >= 1 << 32:
-            raise ValueError(f"tensor too large for 32-bit WebGPU indexing (shape {tuple(t.shape)})")
-    return [t.numel(), t.dim(), t.storage_offset(), *extra, *sizes, *strides]
 
 
 def pack_u32(words: Sequence[int]) -> bytes:
