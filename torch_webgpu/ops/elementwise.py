@@ -91,7 +91,7 @@ def run_formula(op: str, expr: str, compute: str, shape: Sequence[int], values: 
 
 
 def _formula(spec: EltOp, kind: str, mode_value) -> str:
-    formula = {"f32": spec.f, "i32": spec.i, "bool": spec.b}[kind]
+    formula = {"f32": spec.f, "i32": spec.i, "bool": spec.b, "i64": spec.l}[kind]
     if isinstance(formula, dict):
         key = "" if mode_value is None else mode_value
         if key not in formula:
@@ -119,7 +119,9 @@ def run_elementwise(spec: EltOp, values: Sequence, params: dict, mode_value=None
         raise RuntimeError(f"\"{op}_cpu\" not implemented for '{_type_name(compute_dtype)}'")
     expr = _formula(spec, kind, mode_value)
     if expr is None:
-        raise TypeError(f"webgpu: '{op}' is not supported for dtype {compute_dtype}")
+        hint = (" (int64 supports add/sub/mul/neg/abs/min/max/comparisons/bitwise ops; cast to int32 or "
+                "float32 for the rest)") if kind == "i64" else ""
+        raise TypeError(f"webgpu: '{op}' is not supported for dtype {compute_dtype}{hint}")
     tensors = [x for x in values if not is_scalar(x)]
     shape = torch.broadcast_shapes(*(t.shape for t in tensors)) if tensors else torch.Size([])
     out_kind = "bool" if promote in ("always_bool",) else None
@@ -223,7 +225,9 @@ REGISTERED = register_table()
 
 _CLAMP = {("f32", True, True): "min_(max_(a, b), c)", ("f32", True, False): "max_(a, b)",
           ("f32", False, True): "min_(a, c)", ("i32", True, True): "min(max(a, b), c)",
-          ("i32", True, False): "max(a, b)", ("i32", False, True): "min(a, c)"}
+          ("i32", True, False): "max(a, b)", ("i32", False, True): "min(a, c)",
+          ("i64", True, True): "min64(max64(a, b), c)", ("i64", True, False): "max64(a, b)",
+          ("i64", False, True): "min64(a, c)"}
 
 
 def clamp(self, min=None, max=None, *, out=None, inplace=False):  # noqa: A002 (aten's argument names)
@@ -266,7 +270,8 @@ def clamp_inplace(self, min=None, max=None):  # noqa: A002
     return clamp(self, min, max, inplace=True)
 
 
-_WHERE = {"f32": "select(c, b, a != 0.0)", "i32": "select(c, b, a != 0)", "bool": "select(c, b, a)"}
+_WHERE = {"f32": "select(c, b, a != 0.0)", "i32": "select(c, b, a != 0)", "bool": "select(c, b, a)",
+          "i64": "select(c, b, i64_to_bool(a))"}
 
 
 def where(condition, self, other, out=None):

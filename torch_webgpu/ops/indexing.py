@@ -215,7 +215,7 @@ def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sca
 # ---- masks, concatenation, reordering ----------------------------------------------------------------
 
 _MASKED = {"f32": "select(a, value, b != 0.0)", "i32": "select(a, value, b != 0)",
-           "bool": "select(a, value, b)"}
+           "bool": "select(a, value, b)", "i64": "select(a, value, i64_to_bool(b))"}
 
 
 def _masked_fill(self, mask, value, out):

@@ -21,7 +21,7 @@ class DtypeInfo:
     """Storage layout and compute kind of one dtype."""
 
     name: str
-    kind: str  # "f32" | "i32" | "bool"
+    kind: str  # "f32" | "i32" | "bool" | "i64" (vec2<u32>: low word, high word)
     bits: int  # element width in storage
     load: str  # WGSL expression of the element at index `i` of buffer `B`, in `kind`
     store: str  # WGSL expression of the `bits`-wide u32 pattern of value `v` (of `kind`)
@@ -63,6 +63,8 @@ DTYPES: dict[torch.dtype, DtypeInfo] = {
     torch.int8: DtypeInfo("int8", "i32", 8, *_small(8, True, "i32")),
     torch.uint8: DtypeInfo("uint8", "i32", 8, *_small(8, False, "i32")),
     torch.bool: DtypeInfo("bool", "bool", 8, *_small(8, False, "bool")),
+    # int64 is exact for add/sub/mul/neg/comparisons/select (u32-pair arithmetic); "store" is per word
+    torch.int64: DtypeInfo("int64", "i64", 64, "vec2<u32>(B[2u * i], B[2u * i + 1u])", "v"),
 }
 
 # int64 indices are read through their low word only (index values are bounded by tensor sizes < 2**31).
@@ -83,6 +85,8 @@ def convert(expr: str, src: str, dst: str) -> str:
     """WGSL converting `expr` from compute kind `src` to `dst`."""
     if src == dst:
         return expr
+    if src == "i64" or dst == "i64":
+        return f"{src}_to_{dst}({expr})"
     if dst == "bool":
         return f"({expr} != {'0.0' if src == 'f32' else '0'})"
     if src == "bool":

@@ -36,6 +36,13 @@ class Scalar:
             return float(self.value)
         return int(self.value)
 
+    def words(self) -> list:
+        """The u32 words this scalar takes in the parameter buffer (int64 takes two)."""
+        if self.kind == "i64":
+            v = int(self.value) & 0xFFFFFFFFFFFFFFFF
+            return [v & 0xFFFFFFFF, v >> 32]
+        return [self.bits()]
+
 
 def _load_fn(name: str, binding: int, info: DtypeInfo) -> str:
     body = info.load.replace("B[", f"B{binding}[")
@@ -43,7 +50,7 @@ def _load_fn(name: str, binding: int, info: DtypeInfo) -> str:
 
 
 def _wgsl_type(kind: str) -> str:
-    return {"f32": "f32", "i32": "i32", "bool": "bool"}[kind]
+    return {"f32": "f32", "i32": "i32", "bool": "bool", "i64": "vec2<u32>"}[kind]
 
 
 def _scalar_expr(kind: str, index: int) -> str:
@@ -51,6 +58,8 @@ def _scalar_expr(kind: str, index: int) -> str:
         return f"bitcast<f32>(P[{index}u])"
     if kind == "i32":
         return f"bitcast<i32>(P[{index}u])"
+    if kind == "i64":
+        return f"vec2<u32>(P[{index}u], P[{index + 1}u])"
     return f"(P[{index}u] != 0u)"
 
 
@@ -74,8 +83,10 @@ def generate(expr: str, compute: str, inputs: list[tuple[str, int, DtypeInfo]],
         base = _HEADER + (1 + MAX_DIMS) * k
         raw = f"load_{name}(offset_of(&crd, {base}u))"
         args.append(f"  let {name} = {convert(raw, info.kind, compute)};")
-    for j, (name, kind) in enumerate(scalars):
-        args.append(f"  let {name} = {_scalar_expr(kind, sbase + j)};")
+    pos = sbase
+    for name, kind in scalars:
+        args.append(f"  let {name} = {_scalar_expr(kind, pos)};")
+        pos += 2 if kind == "i64" else 1
     body = "\n".join(args)
     src += f"""
 fn offset_of(c: ptr<function, array<u32, {MAX_DIMS}>>, base: u32) -> u32 {{
@@ -98,10 +109,30 @@ fn value(li: u32) -> {_wgsl_type(out_kind)} {{
 {body}
   return {expr};
 }}
-fn store_bits(v: {_wgsl_type(out_info.kind)}) -> u32 {{ return {out_info.store}; }}
+fn store_bits(v: {_wgsl_type(out_info.kind)}) -> {"vec2<u32>" if out_info.kind == "i64" else "u32"} {{
+  return {out_info.store};
+}}
 """
     conv_out = convert("value(li)", out_kind, out_info.kind)
-    if not out_info.packed:
+    if out_info.kind == "i64":
+        src += f"""
+@compute @workgroup_size({WORKGROUP})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
+  let li = gid.x + gid.y * nwg.x * {WORKGROUP}u;
+  if (li >= P[3]) {{ return; }}
+  var crd = coords(li);
+  let o = P[2] + offset_strides(&crd);
+  let w = store_bits({conv_out});
+  B{out_binding}[2u * o] = w.x;
+  B{out_binding}[2u * o + 1u] = w.y;
+}}
+fn offset_strides(c: ptr<function, array<u32, {MAX_DIMS}>>) -> u32 {{
+  var r = 0u;
+  for (var d = 0u; d < P[1]; d++) {{ r += (*c)[d] * P[{4 + MAX_DIMS}u + d]; }}
+  return r;
+}}
+"""
+    elif not out_info.packed:
         src += f"""
 @compute @workgroup_size({WORKGROUP})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
@@ -192,7 +223,8 @@ def launch(op: str, expr: str, compute: str, inputs: list, out: Operand,
     params: list = [n, nd, out.offset, work, *cshape, *pad, *cstrides[0], *pad]
     for x, st in zip(inputs, cstrides[1:], strict=False):
         params += [x.offset, *st, *pad]
-    params += [s.bits() for s in scalars]
+    for s in scalars:
+        params += s.words()
     rt = get_runtime()
     kernel = rt.kernel(src, label=op)
     rt.dispatch(kernel, [rt.constant(pack_u32(params))] + buffers, grid(work), label=op)
@@ -207,5 +239,5 @@ def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def wgsl_kind(dtype: torch.dtype) -> str:
-    """Compute kind of a dtype ('f32' | 'i32' | 'bool')."""
+    """Compute kind of a dtype ('f32' | 'i32' | 'bool' | 'i64')."""
     return dtype_info(dtype).kind

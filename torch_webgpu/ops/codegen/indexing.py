@@ -53,7 +53,7 @@ def _gather_source(x_dtype, i_dtype, out_dtype) -> str:
     xi, oi = dtype_info(x_dtype), dtype_info(out_dtype)
     if oi.packed:
         raise NotImplementedError("gather into packed dtypes")
-    xb, ib, ob = _H, _H + _BLK, _H + 2 * _BLK
+    xb, ib = _H, _H + _BLK
     return f"""
 @group(0) @binding(0) var<storage, read> P: array<u32>;
 @group(0) @binding(1) var<storage, read> X: array<u32>;
@@ -76,17 +76,24 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   }}
   var co = coords(t);
   let v2 = {convert("v", xi.kind, oi.kind)};
-  O[off(&co, {ob}u)] = {oi.store.replace("v", "v2") if oi.kind != "bool" else "select(0u, 1u, v2)"};
+{_gather_store(oi)}
 }}
 """
 
 
+def _gather_store(oi) -> str:
+    if oi.kind == "i64":
+        ob = _H + 2 * _BLK
+        return f"  let o = off(&co, {ob}u);\n  O[2u * o] = v2.x;\n  O[2u * o + 1u] = v2.y;"
+    return f"  O[off(&co, {_H + 2 * _BLK}u)] = {oi.store.replace('v', 'v2')};"
+
+
 def _t(kind: str) -> str:
-    return {"f32": "f32", "i32": "i32", "bool": "bool"}[kind]
+    return {"f32": "f32", "i32": "i32", "bool": "bool", "i64": "vec2<u32>"}[kind]
 
 
 def _zero(kind: str) -> str:
-    return {"f32": "0.0", "i32": "0", "bool": "false"}[kind]
+    return {"f32": "0.0", "i32": "0", "bool": "false", "i64": "vec2<u32>(0u, 0u)"}[kind]
 
 
 def launch_gather(x: Operand, index: Operand, out: Operand, dim: int) -> None:
@@ -110,8 +117,8 @@ def launch_gather(x: Operand, index: Operand, out: Operand, dim: int) -> None:
 
 def _scatter_source(mode: str, base_dtype, src_dtype, i_dtype, src_scalar: bool) -> str:
     bi, si = dtype_info(base_dtype), dtype_info(src_dtype)
-    if bi.packed:
-        raise NotImplementedError("scatter into packed dtypes")
+    if bi.packed or bi.kind == "i64":
+        raise NotImplementedError(f"webgpu: scatter into {base_dtype} is not supported (use int32/float32)")
     kind = bi.kind
     bb, sb, ib, ob = _H, _H + _BLK, _H + 2 * _BLK, _H + 3 * _BLK
     ishape = _H + 4 * _BLK

@@ -27,6 +27,7 @@ class EltOp:
     mode: str | None = None
     param_kinds: dict = field(default_factory=dict)  # param name -> fixed kind ("f32"), else compute kind
     aliases: tuple[str, ...] = ()  # more aten base names with the same schema and formula
+    l: str | None = None  # noqa: E741  int64 formula (u32-pair helpers: add64, mul64, lt64, ...)
 
 
 def u(name, f, i=None, b=None, promote="default", **kw) -> EltOp:
@@ -44,30 +45,34 @@ def bi(name, f, i=None, b=None, args=("self", "other"), **kw) -> EltOp:
     return EltOp(name, f, i, b, args=args, **kw)
 
 
+_CMP64 = {"==": "eq64(a, b)", "!=": "!eq64(a, b)", "<": "lt64(a, b)", "<=": "!lt64(b, a)", ">": "lt64(b, a)",
+          ">=": "!lt64(a, b)"}
+
+
 def cmp(name, op) -> EltOp:
     """A comparison: bool result, operands compared in their promoted type."""
     e = f"a {op} b"
-    return EltOp(name, e, e, e, args=("self", "other"), promote="always_bool")
+    return EltOp(name, e, e, e, args=("self", "other"), promote="always_bool", l=_CMP64[op])
 
 
 PI = "3.141592653589793"
 
 OPS: list[EltOp] = [
     # ---- unary math -------------------------------------------------------------------------
-    u("abs", "abs(a)", "abs(a)", "a"),
-    u("neg", "-a", "-a"),
+    u("abs", "abs(a)", "abs(a)", "a", l="abs64(a)"),
+    u("neg", "-a", "-a", l="neg64(a)"),
     u("sign", "sign_(a)", "sign(a)", "a"),
     u("sgn", "sign_(a)", "sign(a)", "a"),
     u("square", "a * a", "a * a"),
-    u("floor", "floor(a)", "a", "a"),
-    u("ceil", "ceil(a)", "a", "a"),
-    u("trunc", "trunc(a)", "a", "a", aliases=("fix",)),
-    u("round", "round(a)", "a", "a"),
+    u("floor", "floor(a)", "a", "a", l="a"),
+    u("ceil", "ceil(a)", "a", "a", l="a"),
+    u("trunc", "trunc(a)", "a", "a", aliases=("fix",), l="a"),
+    u("round", "round(a)", "a", "a", l="a"),
     u("round", "round_dec_(a, decimals)", params=("decimals",), param_kinds={"decimals": "i32"}),
     u("frac", "a - trunc(a)"),
-    u("bitwise_not", None, "~a", "!a", promote="int_only"),
+    u("bitwise_not", None, "~a", "!a", promote="int_only", l="~a"),
     u("logical_not", "!a", "!a", "!a", promote="logical"),
-    u("positive", "a", "a"),
+    u("positive", "a", "a", l="a"),
     fl("exp", "exp(a)"),
     fl("exp2", "exp2(a)"),
     fl("expm1", "expm1_(a)"),
@@ -158,10 +163,11 @@ OPS: list[EltOp] = [
        params=("lambd",)),
     bi("logit_backward", "logit_backward_(a, b, eps)", args=("grad_output", "self"), params=("eps",)),
     # ---- binary arithmetic ------------------------------------------------------------------
-    bi("add", "a + alpha * b", "a + alpha * b", "a || (alpha && b)", params=("alpha",)),
-    bi("sub", "a - alpha * b", "a - alpha * b", params=("alpha",)),
-    bi("rsub", "b - alpha * a", "b - alpha * a", params=("alpha",)),
-    bi("mul", "a * b", "a * b", "a && b"),
+    bi("add", "a + alpha * b", "a + alpha * b", "a || (alpha && b)", params=("alpha",),
+       l="add64(a, mul64(alpha, b))"),
+    bi("sub", "a - alpha * b", "a - alpha * b", params=("alpha",), l="sub64(a, mul64(alpha, b))"),
+    bi("rsub", "b - alpha * a", "b - alpha * a", params=("alpha",), l="sub64(b, mul64(alpha, a))"),
+    bi("mul", "a * b", "a * b", "a && b", l="mul64(a, b)"),
     EltOp("div", {"": "a / b", "trunc": "trunc(a / b)", "floor": "floor_div_(a, b)"},
           {"trunc": "trunc_div_i(a, b)", "floor": "floor_div_i(a, b)"}, args=("self", "other"),
           mode="rounding_mode"),
@@ -174,8 +180,8 @@ OPS: list[EltOp] = [
     bi("atan2", "atan2(a, b)", promote="int_to_float", aliases=("arctan2",)),
     bi("hypot", "sqrt(a * a + b * b)"),
     bi("copysign", "copysign_(a, b)", promote="int_to_float"),
-    bi("maximum", "max_(a, b)", "max(a, b)", "a || b"),
-    bi("minimum", "min_(a, b)", "min(a, b)", "a && b"),
+    bi("maximum", "max_(a, b)", "max(a, b)", "a || b", l="max64(a, b)"),
+    bi("minimum", "min_(a, b)", "min(a, b)", "a && b", l="min64(a, b)"),
     bi("fmax", "fmax_(a, b)", "max(a, b)", "a || b"),
     bi("fmin", "fmin_(a, b)", "min(a, b)", "a && b"),
     bi("xlogy", "xlogy_(a, b)", promote="int_to_float"),
@@ -184,8 +190,8 @@ OPS: list[EltOp] = [
     bi("heaviside", "select(select(1.0, b, a == 0.0), 0.0, a < 0.0)",
        "select(select(1, b, a == 0), 0, a < 0)", args=("self", "values")),
     bi("nextafter_unused", None),
-    bi("clamp_min", "max_(a, b)", "max(a, b)", args=("self", "min")),
-    bi("clamp_max", "min_(a, b)", "min(a, b)", args=("self", "max")),
+    bi("clamp_min", "max_(a, b)", "max(a, b)", args=("self", "min"), l="max64(a, b)"),
+    bi("clamp_max", "min_(a, b)", "min(a, b)", args=("self", "max"), l="min64(a, b)"),
     # ---- ternary ------------------------------------------------------------------------------
     EltOp("lerp", "lerp_(a, b, c)", args=("self", "end", "weight")),
     EltOp("addcmul", "a + value * b * c", "a + value * b * c", args=("self", "tensor1", "tensor2"),
@@ -196,9 +202,9 @@ OPS: list[EltOp] = [
     bi("logical_and", "a && b", "a && b", "a && b", promote="logical"),
     bi("logical_or", "a || b", "a || b", "a || b", promote="logical"),
     bi("logical_xor", "a != b", "a != b", "a != b", promote="logical"),
-    bi("bitwise_and", None, "a & b", "a && b", promote="int_only"),
-    bi("bitwise_or", None, "a | b", "a || b", promote="int_only"),
-    bi("bitwise_xor", None, "a ^ b", "a != b", promote="int_only"),
+    bi("bitwise_and", None, "a & b", "a && b", promote="int_only", l="a & b"),
+    bi("bitwise_or", None, "a | b", "a || b", promote="int_only", l="a | b"),
+    bi("bitwise_xor", None, "a ^ b", "a != b", promote="int_only", l="a ^ b"),
     bi("bitwise_left_shift", None, "a << u32(b)", promote="int_only"),
     bi("bitwise_right_shift", None, "a >> u32(b)", promote="int_only"),
 ]

@@ -206,6 +206,45 @@ fn logaddexp2_(a: f32, b: f32) -> f32 {
   let m = max_(a, b);
   return m + log1p_(exp2(-abs(a - b))) * 1.4426950408889634;
 }
+fn add64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+  let lo = a.x + b.x;
+  return vec2<u32>(lo, a.y + b.y + select(0u, 1u, lo < a.x));
+}
+fn neg64(a: vec2<u32>) -> vec2<u32> { return add64(~a, vec2<u32>(1u, 0u)); }
+fn sub64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> { return add64(a, neg64(b)); }
+fn mulhi32(a: u32, b: u32) -> u32 {
+  let a0 = a & 0xffffu; let a1 = a >> 16u; let b0 = b & 0xffffu; let b1 = b >> 16u;
+  let p00 = a0 * b0; let p01 = a0 * b1; let p10 = a1 * b0; let p11 = a1 * b1;
+  let mid = (p00 >> 16u) + (p01 & 0xffffu) + (p10 & 0xffffu);
+  return p11 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u);
+}
+fn mul64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+  return vec2<u32>(a.x * b.x, mulhi32(a.x, b.x) + a.x * b.y + a.y * b.x);
+}
+fn lt64(a: vec2<u32>, b: vec2<u32>) -> bool {
+  if (a.y != b.y) { return bitcast<i32>(a.y) < bitcast<i32>(b.y); }
+  return a.x < b.x;
+}
+fn eq64(a: vec2<u32>, b: vec2<u32>) -> bool { return a.x == b.x && a.y == b.y; }
+fn max64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> { return select(a, b, lt64(a, b)); }
+fn min64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> { return select(b, a, lt64(a, b)); }
+fn abs64(a: vec2<u32>) -> vec2<u32> { return select(a, neg64(a), bitcast<i32>(a.y) < 0); }
+fn i64_to_f32(a: vec2<u32>) -> f32 {
+  let neg = bitcast<i32>(a.y) < 0;
+  let m = select(a, neg64(a), neg);
+  let r = f32(m.y) * 4294967296.0 + f32(m.x);
+  return select(r, -r, neg);
+}
+fn f32_to_i64(x: f32) -> vec2<u32> {
+  let v = trunc(abs(x));
+  let hi = floor(v / 4294967296.0);
+  let m = vec2<u32>(u32(v - hi * 4294967296.0), u32(hi));
+  return select(m, neg64(m), x < 0.0);
+}
+fn i32_to_i64(x: i32) -> vec2<u32> { return vec2<u32>(bitcast<u32>(x), select(0u, 0xffffffffu, x < 0)); }
+fn i64_to_i32(a: vec2<u32>) -> i32 { return bitcast<i32>(a.x); }
+fn bool_to_i64(b: bool) -> vec2<u32> { return vec2<u32>(select(0u, 1u, b), 0u); }
+fn i64_to_bool(a: vec2<u32>) -> bool { return a.x != 0u || a.y != 0u; }
 fn logit_(a: f32, eps: f32) -> f32 {
   let x = select(a, clamp(a, eps, 1.0 - eps), eps >= 0.0);
   return log(x / (1.0 - x));

@@ -1,0 +1,137 @@
+"""Batch norm (train and eval, + backward) and group norm (+ backward), composed from webgpu reductions
+and elementwise kernels; running statistics are updated in place on the device."""
+
+from __future__ import annotations
+
+import torch
+
+from .registry import register
+
+
+def _shape(x: torch.Tensor) -> list[int]:
+    return [1, x.shape[1]] + [1] * (x.dim() - 2)
+
+
+def _dims(x: torch.Tensor) -> list[int]:
+    return [0] + list(range(2, x.dim()))
+
+
+def _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):  # noqa: A002
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"webgpu: batch_norm needs a floating point input, got {input.dtype}")
+    x = input.float() if input.dtype != torch.float32 else input
+    shape = _shape(x)
+    if training:
+        dims = _dims(x)
+        n = x.numel() // x.shape[1]
+        mean = x.mean(dims)
+        var = x.var(dims, correction=0)
+        invstd = torch.rsqrt(var + eps)
+        if running_mean is not None:
+            running_mean.mul_(1 - momentum).add_(mean.to(running_mean.dtype), alpha=momentum)
+        if running_var is not None:
+            unbiased = var * (n / (n - 1)) if n > 1 else var
+            running_var.mul_(1 - momentum).add_(unbiased.to(running_var.dtype), alpha=momentum)
+        y = (x - mean.reshape(shape)) * invstd.reshape(shape)
+        save_mean, save_invstd = mean, invstd
+    else:
+        invstd = torch.rsqrt(running_var.float() + eps)
+        y = (x - running_mean.float().reshape(shape)) * invstd.reshape(shape)
+        save_mean = torch.empty(0, device=input.device, dtype=torch.float32)
+        save_invstd = torch.empty(0, device=input.device, dtype=torch.float32)
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    if bias is not None:
+        y = y + bias.reshape(shape)
+    return y.to(input.dtype), save_mean, save_invstd
+
+
+@register("native_batch_norm")
+def native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):  # noqa: A002
+    """aten.native_batch_norm -> (out, save_mean, save_invstd)."""
+    return _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)
+
+
+@register("_native_batch_norm_legit")
+def batch_norm_legit(input, weight, bias, running_mean, running_var, training, momentum, eps):  # noqa: A002
+    """aten._native_batch_norm_legit (running stats updated in place)."""
+    return _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)
+
+
+@register("_native_batch_norm_legit.no_stats")
+def batch_norm_legit_no_stats(input, weight, bias, training, momentum, eps):  # noqa: A002
+    """aten._native_batch_norm_legit.no_stats."""
+    return _batch_norm(input, weight, bias, None, None, True, momentum, eps)
+
+
+@register("_native_batch_norm_legit_no_training")
+def batch_norm_legit_no_training(input, weight, bias, running_mean, running_var, momentum, eps):  # noqa: A002
+    """aten._native_batch_norm_legit_no_training (eval mode)."""
+    return _batch_norm(input, weight, bias, running_mean, running_var, False, momentum, eps)
+
+
+@register("native_batch_norm_backward")
+def native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean,  # noqa: A002
+                               save_invstd, train, eps, output_mask):
+    """aten.native_batch_norm_backward -> (grad_input, grad_weight, grad_bias)."""
+    shape, dims = _shape(input), _dims(input)
+    x, g = input.float(), grad_out.float()
+    if train:
+        mean, invstd = save_mean.float(), save_invstd.float()
+    else:
+        mean, invstd = running_mean.float(), torch.rsqrt(running_var.float() + eps)
+    xhat = (x - mean.reshape(shape)) * invstd.reshape(shape)
+    gi = gw = gb = None
+    if output_mask[0]:
+        w = weight.float().reshape(shape) if weight is not None else 1.0
+        if train:
+            mg = g.mean(dims, keepdim=True)
+            mgx = (g * xhat).mean(dims, keepdim=True)
+            gi = (g - mg - xhat * mgx) * invstd.reshape(shape) * w
+        else:
+            gi = g * invstd.reshape(shape) * w
+        gi = gi.to(input.dtype)
+    if output_mask[1]:
+        gw = (g * xhat).sum(dims).to(weight.dtype if weight is not None else input.dtype)
+    if output_mask[2]:
+        gb = g.sum(dims).to(weight.dtype if weight is not None else input.dtype)
+    return gi, gw, gb
+
+
+@register("native_group_norm")
+def native_group_norm(input, weight, bias, N, C, HxW, group, eps):  # noqa: A002, N803
+    """aten.native_group_norm -> (out, mean [N, G], rstd [N, G])."""
+    x = input.float().reshape(N, group, (C // group) * HxW)
+    mean = x.mean(-1)
+    var = x.var(-1, correction=0)
+    rstd = torch.rsqrt(var + eps)
+    y = ((x - mean.unsqueeze(-1)) * rstd.unsqueeze(-1)).reshape(input.shape)
+    shape = _shape(input)
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    if bias is not None:
+        y = y + bias.reshape(shape)
+    return y.to(input.dtype), mean.to(input.dtype), rstd.to(input.dtype)
+
+
+@register("native_group_norm_backward")
+def native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask):  # noqa: A002, N803
+    """aten.native_group_norm_backward -> (grad_input, grad_weight, grad_bias)."""
+    shape = _shape(input)
+    x = input.float().reshape(N, group, (C // group) * HxW)
+    xhat = ((x - mean.float().unsqueeze(-1)) * rstd.float().unsqueeze(-1)).reshape(input.shape)
+    g = grad_out.float()
+    gi = gw = gb = None
+    if output_mask[0]:
+        gw_ = g * weight.float().reshape(shape) if weight is not None else g
+        gw3 = gw_.reshape(N, group, (C // group) * HxW)
+        xh3 = xhat.reshape(N, group, (C // group) * HxW)
+        mg = gw3.mean(-1, keepdim=True)
+        mgx = (gw3 * xh3).mean(-1, keepdim=True)
+        gi = ((gw3 - mg - xh3 * mgx) * rstd.float().unsqueeze(-1)).reshape(input.shape).to(input.dtype)
+    dims = _dims(input)
+    if output_mask[1] and weight is not None:
+        gw = (g * xhat).sum(dims).to(weight.dtype)
+    if output_mask[2] and weight is not None:
+        gb = g.sum(dims).to(weight.dtype)
+    return gi, gw, gb
