@@ -76,6 +76,11 @@ def _run_copy(state: _State, node: LowIRNode) -> None:
     a = node.args
     src, sbase = state.buffers[a["source"]]
     dst, dbase = state.buffers[a["buffer"]]
+    if src == dst:
+        # WebGPU refuses a copy within one buffer (IREE emits them inside transient buffers): bounce.
+        scratch = state.compiled.scratch(id(node), 0, a["size"])
+        state.rt.copy(src, scratch, a["size"], sbase + a["source_offset"], 0)
+        src, sbase, a = scratch, 0, {**a, "source_offset": 0}
     state.rt.copy(src, dst, a["size"], sbase + a["source_offset"], dbase + a["offset"])
 
 

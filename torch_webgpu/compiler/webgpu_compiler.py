@@ -199,6 +199,27 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
     return make_boxed_func(run)
 
 
+def _sdpa_math(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+               enable_gqa=False):
+    """SDPA as plain ops (the math reference): autograd then differentiates matmuls and softmax
+    instead of keeping the CPU flash-attention kernel and its backward, which IREE cannot compile."""
+    return torch.ops.aten._scaled_dot_product_attention_math(
+        query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)[0]
+
+
+def _decompose_attention(gm: torch.fx.GraphModule) -> None:
+    """Route scaled_dot_product_attention through its math form (before AOTAutograd sees it)."""
+    changed = False
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is torch._C._nn.scaled_dot_product_attention:
+            dropout = node.args[4] if len(node.args) > 4 else node.kwargs.get("dropout_p", 0.0)
+            if dropout == 0.0:
+                node.target = _sdpa_math
+                changed = True
+    if changed:
+        gm.recompile()
+
+
 def webgpu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs: Any) -> Any:
     """torch.compile backend: forward and backward graphs compiled for WebGPU through AOTAutograd."""
     from torch._dynamo.backends.common import aot_autograd
@@ -209,6 +230,7 @@ def webgpu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs
         raise NotImplementedError(
             "torch.compile(backend='webgpu', dynamic=True) is not supported yet: compile with dynamic=False "
             "(each new shape then compiles its own plan)")
+    _decompose_attention(gm)
     backend = aot_autograd(fw_compiler=_compile_graph, bw_compiler=_compile_graph,
                            decompositions=get_decomposition_table())
     return backend(gm, example_inputs, **kwargs)
