@@ -49,14 +49,15 @@ def cast_into(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
     """Convert-copy `src` into `dst` elementwise (any dtypes the kernels hold, dst may be strided)."""
     if src.shape != dst.shape:
         src = src.expand(dst.shape)
-    si, di = dtype_info(src.dtype), dtype_info(dst.dtype)
+    di = dtype_info(dst.dtype)
+    dtype_info(src.dtype)
     if di.packed and not dst.is_contiguous():
         tmp = new_empty(dst.shape, dst.dtype, dst)
         cast_into(src, tmp)
         dst.copy_(tmp)
         return dst
-    launch("cast", convert("a", si.kind, di.kind), di.kind, [operand(src).expand(tuple(dst.shape))],
-           operand(dst))
+    # the load already converts each element to the destination's compute kind
+    launch("cast", "a", di.kind, [operand(src).expand(tuple(dst.shape))], operand(dst))
     return dst
 
 
@@ -385,6 +386,18 @@ def _norm(self, ord, dim, keepdim, dtype, out=None):  # noqa: A002
 def vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     """torch.linalg.vector_norm (torch.norm routes here)."""
     return _norm(self, ord, dim, keepdim, dtype)
+
+
+@register("norm.ScalarOpt_dim", "norm.Scalar", "norm.ScalarOpt_dim_dtype", "norm.ScalarOpt_dtype")
+def norm(self, p=2, dim=None, keepdim=False, *, dtype=None):
+    """torch.norm (vector norms)."""
+    return _norm(self, 2 if p is None else p, dim, keepdim, dtype)
+
+
+@register("norm.out", "norm.dtype_out", "norm.Scalar_out", "norm.ScalarOpt_dtype_out")
+def norm_out(self, p=2, dim=None, keepdim=False, *, dtype=None, out):
+    """torch.norm(out=)."""
+    return _norm(self, 2 if p is None else p, dim, keepdim, dtype, out)
 
 
 @register("linalg_vector_norm.out")
