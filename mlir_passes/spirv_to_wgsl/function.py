@@ -108,6 +108,7 @@ class FunctionEmitter:
         self.nonfinite: dict[str, str] = {}  # private var name → u32 bits literal
         self.emitted_blocks: set = set()
         self.module_consts: list[str] = []  # module-scope `const` arrays
+        self.uses_subgroups = False
 
     # ---- output helpers ------------------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -369,6 +370,8 @@ class FunctionEmitter:
             self.emit_conversion(op)
         elif name in T.ATOMIC_RMW:
             self.emit_atomic(op)
+        elif name.startswith("spirv.GroupNonUniform"):
+            self.emit_subgroup(op)
         elif name == "spirv.Return":
             if not last_in_function:
                 self.line("return;")
@@ -741,6 +744,42 @@ class FunctionEmitter:
         name = self.fresh("k")
         self.line(f"let {name}: {self.ty(t)} = {expr};")
         return name
+
+    def emit_subgroup(self, op) -> None:
+        """GroupNonUniform* at subgroup scope → WGSL subgroup builtins (needs the `subgroups` feature)."""
+        name = op.name
+        scope = str(op.attributes["execution_scope"]) if "execution_scope" in op.attributes else ""
+        if "Subgroup" not in scope:
+            raise UnsupportedSpirvError(f"{name} at scope {scope or '?'}: only subgroup scope maps to WGSL")
+        self.uses_subgroups = True
+        args = [self.expr(v) for v in op.operands]
+        result_t = _op_type(op.results[0]) if len(op.results) else None
+        if name in T.GROUP_ARITHMETIC or name in T.GROUP_UNSIGNED:
+            group = str(op.attributes["group_operation"]) if "group_operation" in op.attributes else "Reduce"
+            if "ClusteredReduce" in group or len(args) != 1:
+                raise UnsupportedSpirvError(f"{name} with {group}: clustered operations have no WGSL builtin")
+            if name in T.GROUP_UNSIGNED:
+                u = self.ty(with_scalar(result_t, "u32"))
+                call = f"{T.GROUP_UNSIGNED[name]}(bitcast<{u}>({args[0]}))"
+                self.define(op.results[0], f"bitcast<{self.ty(result_t)}>({call})")
+                return
+            reduce, inclusive, exclusive = T.GROUP_ARITHMETIC[name]
+            fn = inclusive if "InclusiveScan" in group else exclusive if "ExclusiveScan" in group else reduce
+            if fn is None:
+                raise UnsupportedSpirvError(f"{name} with {group} has no WGSL builtin")
+            self.define(op.results[0], f"{fn}({args[0]})")
+        elif name in T.GROUP_SHUFFLE:
+            lane = op.operands[1]
+            index = (f"{self.consts[lane] % (1 << 32)}u" if lane in self.consts and lane not in self.names
+                     else f"bitcast<u32>({args[1]})")
+            self.define(op.results[0], f"{T.GROUP_SHUFFLE[name]}({args[0]}, {index})")
+        elif name in T.GROUP_OTHER:
+            call = f"{T.GROUP_OTHER[name]}({', '.join(args)})"
+            if name == "spirv.GroupNonUniformBallot":
+                call = f"bitcast<{self.ty(result_t)}>({call})"
+            self.define(op.results[0], call)
+        else:
+            raise UnsupportedSpirvError(f"SPIR-V op {name} is not supported by the WGSL translator")
 
     def emit_barrier(self, op) -> None:
         semantics = str(op.attributes["memory_semantics"]) if "memory_semantics" in op.attributes else ""

@@ -32,6 +32,7 @@ class WGSLExecutable:
     push_constant_count: int = 0
     push_constant_binding: int | None = None
     atomics: set[int] = field(default_factory=set)  # wgsl_binding of bindings declared array<atomic<u32>>
+    features: frozenset[str] = frozenset()  # device features it needs: 'shader-f16', 'subgroups'
 
     @property
     def binding_count(self) -> int:
@@ -176,12 +177,17 @@ def _assemble(name, workgroup_size, globals_, namer: TypeNamer, helpers: Helpers
     x, y, z = workgroup_size
     body = [f"  {line}" for line in emitter.top] + emitter.lines
     parts = []
-    if namer.uses_f16:
-        parts.append("enable f16;\n")
+    enables = [ext for ext, used in (("f16", namer.uses_f16), ("subgroups", emitter.uses_subgroups)) if used]
+    if enables:
+        parts.append("".join(f"enable {ext};\n" for ext in enables))
+    if emitter.uses_subgroups:
+        # IREE emits subgroup ops where it knows all invocations of a subgroup are active.
+        parts.append("diagnostic(off, subgroup_uniformity);\n")
     parts += namer.declarations
     parts.append("\n".join(decls) + "\n")
     parts += list(helpers.code.values())
     parts.append(f"@compute @workgroup_size({x}, {y}, {z})\nfn {entry}({', '.join(params)}) {{\n"
                  + "\n".join(body) + "\n}\n")
     code = "\n".join(parts)
-    return WGSLExecutable(name, entry, code, (x, y, z), bindings, push_count, push_binding, atomics)
+    features = frozenset({"f16": "shader-f16", "subgroups": "subgroups"}[ext] for ext in enables)
+    return WGSLExecutable(name, entry, code, (x, y, z), bindings, push_count, push_binding, atomics, features)

@@ -68,12 +68,38 @@ GL_NAN_AWARE = {"spirv.GL.NMax": "nmax", "spirv.GL.NMin": "nmin", "spirv.GL.NCla
 CONVERSIONS = {"spirv.ConvertFToS", "spirv.ConvertSToF", "spirv.FConvert", "spirv.SConvert",
                "spirv.ConvertUToF", "spirv.ConvertFToU", "spirv.UConvert"}
 
+# Subgroup operations (WGSL `enable subgroups;`): (reduce, inclusive scan, exclusive scan) builtins.
+GROUP_ARITHMETIC = {
+    "spirv.GroupNonUniformFAdd": ("subgroupAdd", "subgroupInclusiveAdd", "subgroupExclusiveAdd"),
+    "spirv.GroupNonUniformIAdd": ("subgroupAdd", "subgroupInclusiveAdd", "subgroupExclusiveAdd"),
+    "spirv.GroupNonUniformFMul": ("subgroupMul", "subgroupInclusiveMul", "subgroupExclusiveMul"),
+    "spirv.GroupNonUniformIMul": ("subgroupMul", "subgroupInclusiveMul", "subgroupExclusiveMul"),
+    "spirv.GroupNonUniformFMax": ("subgroupMax", None, None),
+    "spirv.GroupNonUniformFMin": ("subgroupMin", None, None),
+    "spirv.GroupNonUniformSMax": ("subgroupMax", None, None),
+    "spirv.GroupNonUniformSMin": ("subgroupMin", None, None),
+    "spirv.GroupNonUniformBitwiseAnd": ("subgroupAnd", None, None),
+    "spirv.GroupNonUniformBitwiseOr": ("subgroupOr", None, None),
+    "spirv.GroupNonUniformBitwiseXor": ("subgroupXor", None, None),
+}
+GROUP_UNSIGNED = {"spirv.GroupNonUniformUMax": "subgroupMax", "spirv.GroupNonUniformUMin": "subgroupMin"}
+GROUP_SHUFFLE = {"spirv.GroupNonUniformShuffle": "subgroupShuffle",
+                 "spirv.GroupNonUniformShuffleXor": "subgroupShuffleXor",
+                 "spirv.GroupNonUniformShuffleUp": "subgroupShuffleUp",
+                 "spirv.GroupNonUniformShuffleDown": "subgroupShuffleDown",
+                 "spirv.GroupNonUniformBroadcast": "subgroupBroadcast"}
+GROUP_OTHER = {"spirv.GroupNonUniformBroadcastFirst": "subgroupBroadcastFirst",
+               "spirv.GroupNonUniformElect": "subgroupElect", "spirv.GroupNonUniformAll": "subgroupAll",
+               "spirv.GroupNonUniformAny": "subgroupAny", "spirv.GroupNonUniformBallot": "subgroupBallot"}
+
 BUILTINS = {
     "LocalInvocationId": ("local_invocation_id", "vec3<u32>"),
     "WorkgroupId": ("workgroup_id", "vec3<u32>"),
     "NumWorkgroups": ("num_workgroups", "vec3<u32>"),
     "GlobalInvocationId": ("global_invocation_id", "vec3<u32>"),
     "LocalInvocationIndex": ("local_invocation_index", "u32"),
+    "SubgroupLocalInvocationId": ("subgroup_invocation_id", "u32"),
+    "SubgroupSize": ("subgroup_size", "u32"),
 }
 
 ATOMIC_RMW = {"spirv.AtomicAnd": "atomicAnd", "spirv.AtomicOr": "atomicOr", "spirv.AtomicXor": "atomicXor",

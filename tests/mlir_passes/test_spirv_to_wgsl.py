@@ -111,6 +111,7 @@ class Spec:
     dynamic: dict | None = None  # torch.export dynamic_shapes (push constants)
     f16: bool = False
     nan_inputs: bool = False  # put NaN/inf in the random inputs of the SPIR-V comparison
+    subgroups: bool = False  # target with subgroup ops at the device's probed subgroup size
 
 
 def fn(f):
@@ -145,6 +146,10 @@ MODELS = {
     "int_div_mod_shift": Spec(fn(lambda i: (i // 3) % 5 + (i >> 1)),
                               lambda: (torch.randint(-100, 100, (4, 16), dtype=torch.int32),)),
     "causal_softmax": Spec(fn(_causal_softmax), lambda: (torch.randn(2, 8, 8),)),
+    "softmax_subgroups": Spec(fn(lambda x: torch.softmax(x, -1)), lambda: (torch.randn(4, 64),),
+                              subgroups=True),
+    "layernorm_subgroups": Spec(lambda: nn.LayerNorm(32), lambda: (torch.randn(8, 32),), subgroups=True),
+    "mlp_subgroups": Spec(MLP, lambda: (torch.randn(4, 16),), subgroups=True),
     "dynamic_softmax": Spec(fn(lambda x: torch.softmax(x * 2.0 + 1.0, -1)), lambda: (torch.randn(4, 64),),
                             lambda: (torch.randn(5, 64),), dynamic={"b": (0, 0)}),
 }
@@ -326,7 +331,38 @@ class StateAsInputs(nn.Module):
         return torch.func.functional_call(self.model, state, args[len(self.names):])
 
 
-def _compile(name: str, directory: Path) -> CompiledModel:
+SUBGROUP_FEATURES = FEATURES + ",cap:GroupNonUniform,cap:GroupNonUniformShuffle,cap:GroupNonUniformArithmetic"
+
+
+def subgroup_target(size: int) -> str:
+    """A `hal.device.targets` value whose SPIR-V may use subgroup ops of a fixed `size`."""
+    wgp = (f"compute = fp32, storage = b32, subgroup = shuffle|arithmetic, dot = none, mma = [], "
+           f"subgroup_size_choices = [{size}], max_workgroup_sizes = [128, 128, 64], "
+           f"max_thread_count_per_workgroup = 128, max_workgroup_memory_bytes = 16384, "
+           f"max_workgroup_counts = [65535, 65535, 65535]")
+    info = f'#iree_gpu.target<arch = "webgpu", features = "{SUBGROUP_FEATURES}", wgp = <{wgp}>>'
+    return (f'[#hal.device.target<"vulkan", [#hal.executable.target<"vulkan-spirv", "vulkan-spirv-fb", '
+            f"{{iree_codegen.target_info = {info}}}>]>]")
+
+
+def probe_subgroup_size(rt) -> int | None:
+    """The subgroup size every invocation of a 64-wide workgroup reports, or None without one size."""
+    if "subgroups" not in rt.info.features:
+        return None
+    code = """enable subgroups;
+@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+@compute @workgroup_size(64) fn main(@builtin(subgroup_size) size: u32,
+                                     @builtin(local_invocation_index) i: u32) { out[i] = size; }"""
+    buf = rt.allocate(256)
+    try:
+        rt.dispatch(rt.kernel(code, "main", label="probe-subgroup-size"), [buf], (1, 1, 1))
+        sizes = set(rt.download_array(buf, np.uint32, 64).tolist())
+    finally:
+        rt.free(buf)
+    return sizes.pop() if len(sizes) == 1 else None
+
+
+def _compile(name: str, directory: Path, subgroup_size: int | None = None) -> CompiledModel:
     import iree.compiler as ic
     from torch.export import Dim
     from torch_mlir import fx
@@ -345,7 +381,12 @@ def _compile(name: str, directory: Path) -> CompiledModel:
     dump = directory / name
     dump.mkdir(parents=True, exist_ok=True)
     features = F16_FEATURES if spec.f16 else FEATURES
-    hal = ic.compile_str(str(module), input_type="torch", target_backends=["vulkan-spirv"], extra_args=[
+    source, backends = str(module), ["vulkan-spirv"]
+    if spec.subgroups:
+        targets = f"module attributes {{hal.device.targets = {subgroup_target(subgroup_size)}}}"
+        source = re.sub(r"^module", targets, source, count=1, flags=re.MULTILINE)
+        backends = []
+    hal = ic.compile_str(source, input_type="torch", target_backends=backends, extra_args=[
         *IREE_FLAGS, f"--iree-vulkan-target-features={features}",
         f"--iree-hal-dump-executable-intermediates-to={dump}",
         f"--iree-hal-dump-executable-binaries-to={dump}"])
@@ -363,14 +404,19 @@ def _compile(name: str, directory: Path) -> CompiledModel:
 
 
 @pytest.fixture(scope="session")
-def compiled_models(tmp_path_factory):
+def compiled_models(tmp_path_factory, rt):
     """Compiles each test model at most once per session (lazily: only the models a test asks for)."""
     directory = tmp_path_factory.mktemp("iree")
     cache: dict[str, CompiledModel] = {}
 
     def get(name: str) -> CompiledModel:
         if name not in cache:
-            cache[name] = _compile(name, directory)
+            size = None
+            if MODELS[name].subgroups:
+                size = probe_subgroup_size(rt)
+                if size is None:
+                    pytest.skip("adapter has no subgroups of one fixed size")
+            cache[name] = _compile(name, directory, size)
         return cache[name]
 
     return get
