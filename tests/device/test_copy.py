@@ -106,8 +106,8 @@ def test_non_blocking_and_item(no_fallback):
     assert torch.tensor([7], dtype=torch.int64, device="webgpu").item() == 7
     assert torch.tensor([True], device="webgpu").item() is True
     assert x.cpu(memory_format=torch.contiguous_format).tolist() == [[1.5, -2.0], [3.25, 4.0]]
-    back = x.to("cpu", non_blocking=True)  # lands in (pinned) host memory, complete on return
-    assert back.is_pinned() and back.tolist() == [[1.5, -2.0], [3.25, 4.0]]
+    back = x.to("cpu", non_blocking=True)  # complete on return (torch may place it in pinned memory)
+    assert back.tolist() == [[1.5, -2.0], [3.25, 4.0]]
     assert torch.tensor([1.5], dtype=torch.float64).to("webgpu", torch.float32).item() == 1.5
 
 
