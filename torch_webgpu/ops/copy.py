@@ -18,6 +18,7 @@ from .tensor_buffers import (
     buffer_id,
     byte_offset,
     fits_one_binding,
+    pack_u32,
     runtime,
     split_for_binding,
     windowed_binding,
@@ -90,14 +91,8 @@ def copy_on_device(src: torch.Tensor, dst: torch.Tensor) -> None:
     dst_binding, dst_offset = windowed_binding(dst)
     lay = strided.layout(dst.shape, src.stride(), dst.stride(), op="copy_")
     kernel = rt.kernel(_copy_wgsl(src.dtype, dst.dtype), label=f"copy_{src.dtype}_{dst.dtype}")
-    params = rt.constant(_pack(lay.words([src_offset, dst_offset])))
+    params = rt.constant(pack_u32(lay.words([src_offset, dst_offset])))
     rt.dispatch(kernel, [params, src_binding, dst_binding], strided.grid(lay.numel))
-
-
-def _pack(words: list[int]) -> bytes:
-    from .tensor_buffers import pack_u32
-
-    return pack_u32(words)
 
 
 def _raw_bytes(t: torch.Tensor) -> memoryview:
