@@ -79,7 +79,8 @@ def _finish(op: str, values: torch.Tensor, result_dtype: torch.dtype,
 
 
 # what a reduction over zero elements gives (torch's identities; NaN for mean/var/std)
-_EMPTY_VALUE = {"sum": 0.0, "nansum": 0.0, "prod": 1.0, "all": 1.0, "any": 0.0, "norm1": 0.0, "norm2": 0.0,
+_EMPTY_VALUE = {"sum_i64": 0, "prod_i64": 1,
+                "sum": 0.0, "nansum": 0.0, "prod": 1.0, "all": 1.0, "any": 0.0, "norm1": 0.0, "norm2": 0.0,
                 "norm0": 0.0, "normp": 0.0, "norm_inf": 0.0, "logsumexp": float("-inf"),
                 "count_nonzero": 0.0}
 
@@ -91,7 +92,9 @@ def reduce(op: str, spec: str, x: torch.Tensor, dim, keepdim: bool, result_dtype
            out: torch.Tensor | None = None, scalars: dict | None = None, empty_error: bool = False,
            with_index: bool = False):
     """Run reduction `spec` of x over `dim`; returns values (and int64 indices when with_index)."""
-    if x.dtype not in _EXACT_IN_F32:
+    if result_dtype == torch.int64 and spec in ("sum", "prod") and not x.dtype.is_floating_point:
+        spec = spec + "_i64"  # exact integer sums/products in u32-pair int64
+    elif x.dtype not in _EXACT_IN_F32:
         dtype_info(x.dtype, op)
         raise TypeError(f"webgpu: '{op}' does not support {x.dtype} inputs yet (reductions compute in f32)")
     dtype_info(result_dtype, op)
@@ -100,7 +103,7 @@ def reduce(op: str, spec: str, x: torch.Tensor, dim, keepdim: bool, result_dtype
     if empty_error and x.numel() == 0:
         raise IndexError(f"{op}(): Expected reduction dim to be specified for input.numel() == 0. "
                          f"Specify the reduction dim with the 'dim' argument.")
-    values = new_empty(shape, torch.float32, x)
+    values = new_empty(shape, torch.int64 if spec.endswith("_i64") else torch.float32, x)
     indices = new_empty(shape, torch.int64, x) if with_index else None
     if values.numel() and x.numel() == 0:
         values.fill_(_EMPTY_VALUE.get(spec, float("nan")))
@@ -124,7 +127,9 @@ def _float_result(op: str, x: torch.Tensor, dtype) -> torch.dtype:
 
 
 def _sum_dtype(op: str, x: torch.Tensor, dtype) -> torch.dtype:
-    return _float_result(op, x, dtype)
+    if dtype is not None:
+        return dtype
+    return x.dtype if x.dtype.is_floating_point else torch.int64
 
 
 # ---- sum / mean / prod / nansum ------------------------------------------------------------------------

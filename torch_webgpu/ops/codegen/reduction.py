@@ -34,6 +34,7 @@ class ReduceSpec:
     fin: str
     index: str | None = None  # expression of the winning index from state `s` (max/min with indices)
     struct: str = ""
+    kind: str = "f32"  # "i64": elements load as exact u32-pair int64 and the value output is int64
 
 
 _VI = "struct VI { v: f32, i: u32 }"
@@ -118,6 +119,9 @@ SPECS: dict[str, ReduceSpec] = {
     "logsumexp": ReduceSpec("L", "L(-inf_(), 0.0)", "lse_acc(s, x)", "lse_comb(s, t)", "lse_fin(s)",
                             struct=_LSE + _LSE_FNS),
 }
+_V2 = "vec2<u32>"
+SPECS["sum_i64"] = ReduceSpec(_V2, "vec2<u32>(0u, 0u)", "add64(s, x)", "add64(s, t)", "s", kind="i64")
+SPECS["prod_i64"] = ReduceSpec(_V2, "vec2<u32>(1u, 0u)", "mul64(s, x)", "mul64(s, t)", "s", kind="i64")
 SPECS["argmax"] = SPECS["max"]
 SPECS["argmin"] = SPECS["min"]
 
@@ -128,12 +132,15 @@ def _source(name: str, in_dtype: torch.dtype, serial: bool, scalars: tuple[str, 
             with_index: bool, extra_out: str | None) -> str:
     spec = SPECS[name]
     info = dtype_info(in_dtype, name)
-    load = convert(info.load.replace("B[", "X["), info.kind, "f32")
+    vk = spec.kind
+    vt = "vec2<u32>" if vk == "i64" else "f32"
+    load = convert(info.load.replace("B[", "X["), info.kind, vk)
     decl = ["@group(0) @binding(0) var<storage, read> P: array<u32>;",
             "@group(0) @binding(1) var<storage, read> X: array<u32>;"]
     b = 2
     if with_values:
-        decl.append(f"@group(0) @binding({b}) var<storage, read_write> V: array<f32>;")
+        velem = "u32" if vk == "i64" else "f32"
+        decl.append(f"@group(0) @binding({b}) var<storage, read_write> V: array<{velem}>;")
         b += 1
     if with_index:
         decl.append(f"@group(0) @binding({b}) var<storage, read_write> I: array<u32>;")
@@ -144,19 +151,22 @@ def _source(name: str, in_dtype: torch.dtype, serial: bool, scalars: tuple[str, 
     st = spec.state
     store = ""
     if with_values:
-        store += "    V[o] = fin(s, P[1]);\n"
+        if vk == "i64":
+            store += "    let r = fin(s, P[1]); V[2u * o] = r.x; V[2u * o + 1u] = r.y;\n"
+        else:
+            store += "    V[o] = fin(s, P[1]);\n"
     if with_index:
         store += f"    I[2u * o] = {spec.index}; I[2u * o + 1u] = 0u;\n"
     if extra_out:
         store += f"    E[o] = {extra_out};\n"
     src = "\n".join(decl) + PRELUDE + spec.struct + f"""
-fn load_x(i: u32) -> f32 {{ return {load}; }}
+fn load_x(i: u32) -> {vt} {{ return {load}; }}
 fn init() -> {st} {{ return {spec.init}; }}
-fn acc(s: {st}, x: f32, i: u32) -> {st} {{
+fn acc(s: {st}, x: {vt}, i: u32) -> {st} {{
 {sdecl}  return {spec.acc};
 }}
 fn comb(s: {st}, t: {st}) -> {st} {{ return {spec.comb}; }}
-fn fin(s: {st}, n: u32) -> f32 {{
+fn fin(s: {st}, n: u32) -> {vt} {{
 {sdecl}  return {spec.fin};
 }}
 fn base_of(o: u32) -> u32 {{
