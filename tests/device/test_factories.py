@@ -109,3 +109,17 @@ def test_eye(no_fallback, dtype):
     assert_close(torch.eye(4, dtype=dtype, device="webgpu").cpu(), torch.eye(4, dtype=dtype))
     assert_close(torch.eye(3, 7, dtype=dtype, device="webgpu").cpu(), torch.eye(3, 7, dtype=dtype))
     assert_close(torch.eye(5, 2, dtype=dtype, device="webgpu").cpu(), torch.eye(5, 2, dtype=dtype))
+
+
+def test_factories_inside_aot_eager_graph(no_fallback):
+    def build(n: int) -> tuple[torch.Tensor, ...]:
+        grid = torch.zeros(n, n, device="webgpu")
+        grid.copy_(torch.eye(n, device="webgpu"))
+        return grid, torch.arange(n, device="webgpu"), torch.full((n,), 2, dtype=torch.int8, device="webgpu")
+
+    compiled = torch.compile(build, backend="aot_eager", fullgraph=True)
+    grid, ramp, twos = compiled(4)
+    assert grid.device.type == "webgpu"
+    assert_close(grid.cpu(), torch.eye(4))
+    assert_close(ramp.cpu(), torch.arange(4))
+    assert_close(twos.cpu(), torch.full((4,), 2, dtype=torch.int8))
