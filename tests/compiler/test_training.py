@@ -2,6 +2,7 @@
 
 import copy
 
+import pytest
 import torch
 
 from .models import MLP
@@ -23,3 +24,20 @@ def test_mlp_three_sgd_steps_match_eager():
         for (name, pe), pc in zip(eager.named_parameters(), compiled_model.parameters(), strict=False):
             torch.testing.assert_close(pc.grad, pe.grad, atol=1e-4, rtol=1e-4, msg=f"{name} step {step}")
             torch.testing.assert_close(pc.detach(), pe.detach(), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.slow
+def test_transformer_block_gradients_match_eager():
+    from .models import TransformerBlock
+
+    torch.manual_seed(0)
+    eager = TransformerBlock()
+    compiled_model = copy.deepcopy(eager)
+    x = torch.randn(2, 8, 32)
+    out = torch.compile(compiled_model, backend="webgpu")(x)
+    expected = eager(x)
+    torch.testing.assert_close(out, expected, atol=1e-4, rtol=1e-4)
+    out.pow(2).mean().backward()
+    expected.pow(2).mean().backward()
+    for (name, pe), pc in zip(eager.named_parameters(), compiled_model.parameters(), strict=True):
+        torch.testing.assert_close(pc.grad, pe.grad, atol=1e-4, rtol=1e-4, msg=name)
