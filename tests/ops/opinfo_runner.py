@@ -16,6 +16,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 # float32 tolerances: WebGPU transcendental builtins and reduction orders differ from the CPU's by a few ulp
+# (other dtypes use assert_close's per-dtype defaults)
 RTOL = 1e-5
 ATOL = 1e-5
 
@@ -62,7 +63,10 @@ def _compare(actual, expected) -> None:
         if isinstance(e, torch.Tensor):
             assert isinstance(a, torch.Tensor), f"expected a tensor, got {type(a)}"
             assert a.device.type == "webgpu", f"result on {a.device}, not webgpu"
-            torch.testing.assert_close(a.cpu(), e, rtol=RTOL, atol=ATOL, equal_nan=True)
+            if e.dtype == torch.float32:
+                torch.testing.assert_close(a.cpu(), e, rtol=RTOL, atol=ATOL, equal_nan=True)
+            else:  # torch's per-dtype defaults (float16: rtol 1e-3; integers and bool: exact)
+                torch.testing.assert_close(a.cpu(), e, equal_nan=True)
         elif isinstance(e, float):
             torch.testing.assert_close(a, e, rtol=RTOL, atol=ATOL, equal_nan=True)
         else:

@@ -91,6 +91,8 @@ def gather_out(self, dim, index, *, sparse_grad=False, out):
 
 def _scatter(mode: str, self, dim, index, src, alpha=1) -> torch.Tensor:
     _check_index("scatter", index)
+    if index.numel() == 0:
+        return self.clone()
     x = self if self.dim() else self.reshape(1)
     idx = index if index.dim() else index.reshape(1)
     dim = dim % x.dim()
@@ -152,6 +154,8 @@ def scatter_add_inplace(self, dim, index, src):
 
 def _index_add(self, dim, index, source, alpha):
     _check_index("index_add", index)
+    if index.numel() == 0 or source.numel() == 0:
+        return self.clone()
     x = self if self.dim() else self.reshape(1)
     src = source if source.dim() else source.reshape(1)
     dim = dim % x.dim()
@@ -443,3 +447,115 @@ def nonzero(self):
     for j, c in enumerate(reversed(cols)):
         out[:, j].copy_(c)
     return out
+
+
+# ---- selection by mask / flat index, index_put --------------------------------------------------------
+
+
+@register("masked_select")
+def masked_select(self, mask):
+    """torch.masked_select (hit count read back through nonzero)."""
+    if mask.dtype != torch.bool:
+        raise RuntimeError(f"masked_select: expected BoolTensor for mask, got {mask.dtype}")
+    shape = torch.broadcast_shapes(self.shape, mask.shape)
+    flat = self.expand(shape).reshape(-1)
+    idx = nonzero(mask.expand(shape).reshape(-1)).reshape(-1)
+    return index_select(flat, 0, idx)
+
+
+@register("masked_select.out")
+def masked_select_out(self, mask, *, out):
+    """torch.masked_select(out=)."""
+    r = masked_select(self, mask)
+    out.resize_(r.shape)
+    return out.copy_(r)
+
+
+@register("take")
+def take(self, index):
+    """torch.take (flat indices, negative ones count from the end)."""
+    _check_index("take", index)
+    return index_select(self.reshape(-1), 0, index.reshape(-1)).reshape(index.shape)
+
+
+@register("vdot")
+def vdot(self, other):
+    """torch.vdot (real tensors: dot)."""
+    return torch.dot(self, other)
+
+
+def _one_index(op: str, indices) -> tuple[int, torch.Tensor]:
+    present = [(i, t) for i, t in enumerate(indices) if t is not None]
+    if len(present) != 1:
+        raise NotImplementedError(f"webgpu: {op} supports exactly one index tensor for now")
+    dim, idx = present[0]
+    if idx.dtype in (torch.bool, torch.uint8):
+        if idx.dim() != 1:
+            raise NotImplementedError(f"webgpu: {op} supports 1-d boolean masks for now")
+        idx = nonzero(idx).reshape(-1)
+    if idx.dim() != 1:
+        raise NotImplementedError(f"webgpu: {op} supports 1-d index tensors for now")
+    return dim, idx
+
+
+def _index_put(self, indices, values, accumulate):
+    dim, idx = _one_index("index_put", indices)
+    if idx.numel() == 0:
+        return self.clone()
+    shape = list(self.shape)
+    shape[dim] = idx.numel()
+    vals = values.to(self.dtype).expand(shape)
+    if accumulate:
+        return _index_add(self, dim, idx, vals, 1)
+    expanded = _expanded_index(idx, tuple(shape), dim)
+    wide = _wide(self.dtype)
+    base = self if wide == self.dtype else cast_into(self, new_empty(self.shape, wide, self))
+    v = vals if vals.dtype == wide else cast_into(vals, new_empty(vals.shape, wide, vals))
+    out = new_empty(self.shape, wide, self)
+    launch_scatter("set", operand(base), operand(v), expanded, operand(out), dim)
+    return out if wide == self.dtype else cast_into(out, new_empty(self.shape, self.dtype, self))
+
+
+@register("index_put")
+def index_put(self, indices, values, accumulate=False):
+    """torch.index_put (one index tensor)."""
+    return _index_put(self, indices, values, accumulate)
+
+
+@register("index_put_", "_index_put_impl_")
+def index_put_inplace(self, indices, values, accumulate=False, unsafe=False):
+    """Tensor.index_put_ / x[idx] = v (one index tensor)."""
+    return self.copy_(_index_put(self, indices, values, accumulate))
+
+
+@register("index_fill.int_Scalar", "index_fill.int_Tensor")
+def index_fill(self, dim, index, value):
+    """torch.index_fill."""
+    x = self if self.dim() else self.reshape(1)
+    d = dim % x.dim()
+    v = value.item() if isinstance(value, torch.Tensor) else value
+    shape = list(x.shape)
+    shape[d] = index.numel()
+    vals = torch.full(shape, v, dtype=self.dtype, device=self.device)
+    return _index_put(x, [None] * d + [index.reshape(-1)], vals, False).reshape(self.shape)
+
+
+@register("index_fill_.int_Scalar", "index_fill_.int_Tensor")
+def index_fill_inplace(self, dim, index, value):
+    """Tensor.index_fill_."""
+    return self.copy_(index_fill(self, dim, index, value))
+
+
+@register("index_copy")
+def index_copy(self, dim, index, source):
+    """torch.index_copy."""
+    x = self if self.dim() else self.reshape(1)
+    d = dim % x.dim()
+    src = source if source.dim() else source.reshape(1)
+    return _index_put(x, [None] * d + [index.reshape(-1)], src, False).reshape(self.shape)
+
+
+@register("index_copy_")
+def index_copy_inplace(self, dim, index, source):
+    """Tensor.index_copy_."""
+    return self.copy_(index_copy(self, dim, index, source))

@@ -49,10 +49,13 @@ _CMP64 = {"==": "eq64(a, b)", "!=": "!eq64(a, b)", "<": "lt64(a, b)", "<=": "!lt
           ">=": "!lt64(a, b)"}
 
 
+_CMPBOOL = {"<": "!a && b", "<=": "!a || b", ">": "a && !b", ">=": "a || !b"}  # WGSL has no bool ordering
+
+
 def cmp(name, op) -> EltOp:
     """A comparison: bool result, operands compared in their promoted type."""
     e = f"a {op} b"
-    return EltOp(name, e, e, e, args=("self", "other"), promote="always_bool", l=_CMP64[op])
+    return EltOp(name, e, e, _CMPBOOL.get(op, e), args=("self", "other"), promote="always_bool", l=_CMP64[op])
 
 
 PI = "3.141592653589793"
@@ -190,8 +193,8 @@ OPS: list[EltOp] = [
     bi("heaviside", "select(select(1.0, b, a == 0.0), 0.0, a < 0.0)",
        "select(select(1, b, a == 0), 0, a < 0)", args=("self", "values")),
     bi("nextafter_unused", None),
-    bi("clamp_min", "max_(a, b)", "max(a, b)", args=("self", "min"), l="max64(a, b)"),
-    bi("clamp_max", "min_(a, b)", "min(a, b)", args=("self", "max"), l="min64(a, b)"),
+    bi("clamp_min", "max_(a, b)", "max(a, b)", "a || b", args=("self", "min"), l="max64(a, b)"),
+    bi("clamp_max", "min_(a, b)", "min(a, b)", "a && b", args=("self", "max"), l="min64(a, b)"),
     # ---- ternary ------------------------------------------------------------------------------
     EltOp("lerp", "lerp_(a, b, c)", args=("self", "end", "weight")),
     EltOp("addcmul", "a + value * b * c", "a + value * b * c", args=("self", "tensor1", "tensor2"),
