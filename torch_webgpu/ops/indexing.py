@@ -89,7 +89,7 @@ def gather_out(self, dim, index, *, sparse_grad=False, out):
     return out.copy_(r)
 
 
-def _scatter(mode: str, self, dim, index, src, alpha=1) -> torch.Tensor:
+def _scatter(mode: str, self, dim, index, src, alpha=1, include_self=True) -> torch.Tensor:
     _check_index("scatter", index)
     if index.numel() == 0:
         return self.clone()
@@ -106,7 +106,7 @@ def _scatter(mode: str, self, dim, index, src, alpha=1) -> torch.Tensor:
     else:
         src_op = src.item() if isinstance(src, torch.Tensor) else src
     out = new_empty(x.shape, wide, x)
-    launch_scatter(mode, operand(base), src_op, operand(idx), operand(out), dim, alpha)
+    launch_scatter(mode, operand(base), src_op, operand(idx), operand(out), dim, alpha, include_self)
     if wide != self.dtype:
         out = cast_into(out, new_empty(x.shape, self.dtype, x))
     return out.reshape(self.shape)
@@ -130,6 +130,50 @@ def scatter_out(self, dim, index, src, *, out):
 def scatter_inplace(self, dim, index, src):
     """Tensor.scatter_."""
     return self.copy_(_scatter("set", self, dim, index, src))
+
+
+_REDUCE = {"add": "add", "multiply": "mul", "sum": "add", "prod": "mul", "mean": "mean", "amax": "amax",
+           "amin": "amin"}
+
+
+@register("scatter.reduce", "scatter.value_reduce")
+def scatter_reduce_legacy(self, dim, index, src, *, reduce):
+    """torch.scatter(reduce='add'|'multiply')."""
+    return _scatter(_REDUCE[reduce], self, dim, index, src)
+
+
+@register("scatter.reduce_out", "scatter.value_reduce_out")
+def scatter_reduce_legacy_out(self, dim, index, src, *, reduce, out):
+    """torch.scatter(reduce=..., out=)."""
+    r = _scatter(_REDUCE[reduce], self, dim, index, src)
+    out.resize_(r.shape)
+    return out.copy_(r)
+
+
+@register("scatter_.reduce", "scatter_.value_reduce")
+def scatter_reduce_legacy_inplace(self, dim, index, src, *, reduce):
+    """Tensor.scatter_(reduce=...)."""
+    return self.copy_(_scatter(_REDUCE[reduce], self, dim, index, src))
+
+
+@register("scatter_reduce.two")
+def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
+    """torch.scatter_reduce (sum/prod/mean/amax/amin)."""
+    return _scatter(_REDUCE[reduce], self, dim, index, src, include_self=include_self)
+
+
+@register("scatter_reduce.two_out")
+def scatter_reduce_out(self, dim, index, src, reduce, *, include_self=True, out):
+    """torch.scatter_reduce(out=)."""
+    r = _scatter(_REDUCE[reduce], self, dim, index, src, include_self=include_self)
+    out.resize_(r.shape)
+    return out.copy_(r)
+
+
+@register("scatter_reduce_.two")
+def scatter_reduce_inplace(self, dim, index, src, reduce, *, include_self=True):
+    """Tensor.scatter_reduce_."""
+    return self.copy_(_scatter(_REDUCE[reduce], self, dim, index, src, include_self=include_self))
 
 
 @register("scatter_add")

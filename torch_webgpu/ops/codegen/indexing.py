@@ -128,10 +128,28 @@ def _scatter_source(mode: str, base_dtype, src_dtype, i_dtype, src_scalar: bool)
     else:
         src_val = convert(f"ls(off(&cj, {sb}u))", si.kind, kind)
     alpha_v = f"bitcast<{_t(kind)}>(P[{alpha}u])" if kind != "bool" else "true"
-    if mode == "add":
-        combine = "acc = acc + alpha * sv;" if kind != "bool" else "acc = acc || sv;"
+    t = _t(kind)
+    combine = {
+        "add": "acc = acc + alpha * sv;" if kind != "bool" else "acc = acc || sv;",
+        "set": "acc = sv;",
+        "mul": "acc = acc * sv;" if kind != "bool" else "acc = acc && sv;",
+        "mean": "acc = acc + sv;",
+        "amax": "acc = max_(acc, sv);" if kind == "f32" else "acc = max(acc, sv);",
+        "amin": "acc = min_(acc, sv);" if kind == "f32" else "acc = min(acc, sv);",
+    }[mode]
+    ident = {"add": "0", "mean": "0", "set": "0", "mul": "1", "amax": "-inf_()", "amin": "inf_()"}[mode]
+    if kind == "i32":
+        ident = {"-inf_()": "-2147483647 - 1", "inf_()": "2147483647"}.get(ident, ident)
+        ident = f"{t}({ident})"
+    elif kind == "f32":
+        ident = ident if "inf" in ident else f"{ident}.0"
     else:
-        combine = "acc = sv;"
+        ident = "false" if ident == "0" else "true"
+    finish = ""
+    if mode == "mean":
+        div = "f32(n)" if kind == "f32" else "i32(n)"
+        finish = (f"  if (cnt > 0u || include_self) {{\n    let n = cnt + select(0u, 1u, include_self);\n"
+                  f"    acc = acc / {div};\n  }}\n")
     return f"""
 @group(0) @binding(0) var<storage, read> P: array<u32>;
 @group(0) @binding(1) var<storage, read> Bs: array<u32>;
@@ -148,7 +166,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   if (t >= P[0]) {{ return; }}
   var c = coords(t);
   let alpha = {alpha_v};
-  var acc = lb(off(&c, {bb}u));
+  let basev = lb(off(&c, {bb}u));
+  let include_self = P[{alpha + 2}u] != 0u;
+  var acc = basev;
+  if (!include_self) {{ acc = {ident}; }}
+  var cnt = 0u;
   let dim = P[2];
   var inside = true;
   for (var d = 0u; d < P[1]; d++) {{ if (d != dim && c[d] >= P[{ishape}u + d]) {{ inside = false; }} }}
@@ -161,9 +183,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
       if (k == i32(c[dim])) {{
         let sv = {src_val};
         {combine}
+        cnt++;
       }}
     }}
   }}
+{finish}  if (!include_self && cnt == 0u) {{ acc = basev; }}
   let v = acc;
   O[off(&c, {ob}u)] = {bi.store if kind != "bool" else "select(0u, 1u, v)"};
 }}
@@ -171,8 +195,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 
 
 def launch_scatter(mode: str, base: Operand, src: Operand | float | int | bool, index: Operand, out: Operand,
-                   dim: int, alpha: float | int = 1) -> None:
-    """out = base with src scattered along dim at index ('add' or 'set'); index/src share index's shape."""
+                   dim: int, alpha: float | int = 1, include_self: bool = True) -> None:
+    """out = base with src scattered along dim at index (mode add/set/mul/mean/amax/amin); index and src
+    share index's shape; include_self=False starts each hit element from the reduction's identity."""
     shape = tuple(out.sizes)
     n = 1
     for s in shape:
@@ -188,7 +213,7 @@ def launch_scatter(mode: str, base: Operand, src: Operand | float | int | bool, 
     params += [*index.sizes, *pad]
     kind = dtype_info(base.dtype).kind
     conv = float if kind == "f32" else int
-    params += [conv(alpha), conv(src) if scalar else 0]
+    params += [conv(alpha), conv(src) if scalar else 0, int(include_self)]
     rt = get_runtime()
     src_dtype = base.dtype if scalar else src.dtype
     k = rt.kernel(_scatter_source(mode, base.dtype, src_dtype, index.dtype, scalar), label=f"scatter_{mode}")
