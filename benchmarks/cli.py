@@ -8,11 +8,11 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from .backends import ALL_BACKENDS
 from .harness import Settings
 from .report import markdown_table, plot, run_metadata, write_json
 
-SUITES = {"micro": ["tiny_dispatch"], "models": []}
-ALL_BACKENDS = ["dawn", "wgpu"]
+SUITES = {"micro": ["tiny_dispatch", "eager_per_op", "matmul", "bandwidth"], "models": []}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> None:
     run = sub.add_parser("run", help="run benchmark suites")
     run.add_argument("--suite", choices=["micro", "models", "all"], default="micro")
     run.add_argument("--backends", default=",".join(ALL_BACKENDS),
-                     help=f"comma-separated subset of {ALL_BACKENDS}")
+                     help=f"comma-separated subset of {list(ALL_BACKENDS)} (CUDA ones run only with a GPU)")
     run.add_argument("--out", type=Path, default=Path("benchmarks/out"))
     run.add_argument("--smoke", action="store_true", help="tiny sizes, one repetition (CI)")
     run.add_argument("--repeats", type=int, default=5)
@@ -31,13 +31,18 @@ def main(argv: list[str] | None = None) -> None:
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     unknown = set(backends) - set(ALL_BACKENDS)
     if unknown:
-        parser.error(f"unknown backends {sorted(unknown)}; choose from {ALL_BACKENDS}")
+        parser.error(f"unknown backends {sorted(unknown)}; choose from {list(ALL_BACKENDS)}")
     names = SUITES["micro"] + SUITES["models"] if args.suite == "all" else SUITES[args.suite]
     settings = Settings(smoke=args.smoke, repeats=args.repeats)
     results = []
+    failures: list[str] = []
     for name in tqdm(names, desc="benchmarks", unit="suite"):
         module = importlib.import_module(f"benchmarks.suites.{name}")
-        results.extend(module.run(settings, backends))
+        try:
+            results.extend(module.run(settings, backends))
+        except Exception as exc:  # one broken suite must not hide the others' figures
+            failures.append(f"{name}: {type(exc).__name__}: {exc}")
+            tqdm.write(f"suite {name} failed: {failures[-1]}")
 
     from torch_webgpu.runtime import get_runtime
 
@@ -47,3 +52,5 @@ def main(argv: list[str] | None = None) -> None:
     (args.out / "results.md").write_text(table)
     plot(results, args.out / "results.png")
     print(table)
+    if failures:
+        raise SystemExit("failed suites:\n  " + "\n  ".join(failures))

@@ -43,7 +43,7 @@ class Settings:
 
 def time_repeats(fn: Callable[[], object], settings: Settings) -> list[float]:
     """Wall-clock seconds of `fn()` for each repeat, after warm-up calls."""
-    for _ in range(0 if settings.smoke else settings.warmup):
+    for _ in range(1 if settings.smoke else settings.warmup):
         fn()
     times = []
     for _ in range(settings.effective_repeats):

@@ -15,17 +15,31 @@ def write_json(results: list[Measurement], meta: dict, path: Path) -> None:
     path.write_text(json.dumps({"meta": meta, "results": [r.as_dict() for r in results]}, indent=1))
 
 
+REFERENCE_ORDER = ("torch-cuda", "torch-cpu")
+HIGHER_IS_BETTER = ("TFLOP/s", "GB/s", "tokens/s", "images/s")
+
+
+def relative_speed(value: float, reference: float, unit: str) -> float:
+    """How many times faster `value` is than `reference` (>1 = faster), whatever the unit's direction."""
+    if unit in HIGHER_IS_BETTER:
+        return value / reference
+    return reference / value
+
+
 def markdown_table(results: list[Measurement]) -> str:
-    """One row per figure: median [min, max] and the ratio to the first backend of the same benchmark."""
-    rows = ["| suite | benchmark | backend | median | min | max | unit | vs first backend |",
+    """One row per figure: median [min, max] and its speed relative to torch measured in the same run."""
+    rows = ["| suite | benchmark | backend | median | min | max | unit | speed vs reference |",
             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    first: dict[tuple, float] = {}
+    by_key: dict[tuple, dict[str, Measurement]] = defaultdict(dict)
     for r in results:
-        key = (r.suite, r.name)
-        base = first.setdefault(key, r.median)
-        ratio = f"{r.median / base:.2f}x" if base else "-"
+        by_key[(r.suite, r.name)][r.backend] = r
+    for r in results:
+        group = by_key[(r.suite, r.name)]
+        ref_name = next((b for b in REFERENCE_ORDER if b in group), next(iter(group)))
+        ref = group[ref_name]
+        speed = relative_speed(r.median, ref.median, r.unit) if ref.median and r.median else 0.0
         rows.append(f"| {r.suite} | {r.name} | {r.backend} | {r.median:.4g} | {r.minimum:.4g} | "
-                    f"{r.maximum:.4g} | {r.unit} | {ratio} |")
+                    f"{r.maximum:.4g} | {r.unit} | {speed:.2f}x {ref_name} |")
     return "\n".join(rows) + "\n"
 
 

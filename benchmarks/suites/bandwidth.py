@@ -1,0 +1,47 @@
+"""Bandwidth-bound ops (GB/s): elementwise add (2 reads + 1 write) and a full sum (1 read)."""
+
+from __future__ import annotations
+
+import torch
+
+from ..backends import available_torch_backends
+from ..harness import Measurement, Settings, summarize, time_repeats
+
+MB = 1 << 20
+
+
+def sizes_mb(settings: Settings, device: str, adapter_is_cpu: bool) -> list[int]:
+    """Tensor sizes in MiB: up to 512 on GPUs, 64 on the CPU and software adapters."""
+    if settings.smoke:
+        return [1]
+    if device == "cpu" or (device == "webgpu" and adapter_is_cpu):
+        return [1, 16, 64]
+    return [1, 16, 64, 256, 512]
+
+
+def run(settings: Settings, backends: list[str]) -> list[Measurement]:
+    """GB/s for add and sum per size and backend."""
+    results = []
+    adapter_is_cpu = False
+    if any(b.startswith("webgpu") for b in backends):
+        from torch_webgpu.runtime import get_runtime
+
+        adapter_is_cpu = get_runtime().info.adapter_type.upper() == "CPU"
+    ops = {"add": (lambda a, b: a + b, 3), "sum": (lambda a, b: a.sum(), 1)}
+    for backend in available_torch_backends(backends):
+        for size in sizes_mb(settings, backend.device, adapter_is_cpu):
+            numel = size * MB // 4
+            a = torch.randn(numel).to(backend.device)
+            b = torch.randn(numel).to(backend.device)
+            for name, (op, passes) in ops.items():
+                fn = backend.wrap(op)
+
+                def call(fn=fn, a=a, b=b, backend=backend):
+                    fn(a, b)
+                    backend.synchronize()
+
+                times = time_repeats(call, settings)
+                moved = passes * numel * 4
+                results.append(summarize("micro", f"{name} f32 {size} MiB", backend.name, "GB/s",
+                                         [moved / t / 1e9 for t in times], {"mib": size}))
+    return results

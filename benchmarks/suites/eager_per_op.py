@@ -1,0 +1,39 @@
+"""Eager per-op cost on small tensors (µs/op): dispatch overhead of each backend, not its math."""
+
+from __future__ import annotations
+
+import torch
+
+from ..backends import available_torch_backends
+from ..harness import Measurement, Settings, summarize, time_repeats
+
+OPS = {
+    "add": lambda a, b: torch.add(a, b),
+    "mul_scalar": lambda a, b: a * 2.0,
+    "relu": lambda a, b: torch.relu(a),
+    "sum": lambda a, b: a.sum(),
+    "softmax": lambda a, b: torch.softmax(a, -1),
+    "mm 16x16": lambda a, b: a @ b,
+    "view+transpose": lambda a, b: a.view(256).view(16, 16).t(),
+}
+
+
+def run(settings: Settings, backends: list[str]) -> list[Measurement]:
+    """µs per op for each op in OPS, per eager backend."""
+    n = 10 if settings.smoke else 300
+    results = []
+    for backend in available_torch_backends([b for b in backends if b != "webgpu-compiled"]):
+        if backend.name == "inductor-cuda":
+            continue
+        a = torch.randn(16, 16, device=backend.device)
+        b = torch.randn(16, 16, device=backend.device)
+        for name, op in OPS.items():
+            def loop(op=op, a=a, b=b, backend=backend):
+                for _ in range(n):
+                    op(a, b)
+                backend.synchronize()
+
+            times = time_repeats(loop, settings)
+            results.append(summarize("micro", f"eager op: {name}", backend.name, "us/op",
+                                     [t / n * 1e6 for t in times], {"shape": [16, 16]}))
+    return results
