@@ -800,6 +800,7 @@ _HANDLERS = {
     "spirv.mlir.addressof": FunctionEmitter.emit_addressof,
     "spirv.AccessChain": FunctionEmitter.emit_access_chain,
     "spirv.InBoundsPtrAccessChain": FunctionEmitter.emit_access_chain,
+    "spirv.InBoundsAccessChain": FunctionEmitter.emit_access_chain,
     "spirv.Load": FunctionEmitter.emit_load,
     "spirv.Store": FunctionEmitter.emit_store,
     "spirv.Variable": FunctionEmitter.emit_variable,

@@ -53,7 +53,7 @@ def _root_symbol(value) -> str | None:
         name = getattr(owner, "name", None)
         if name == "spirv.mlir.addressof":
             return str(owner.attributes["variable"]).lstrip("@").strip('"')
-        if name in ("spirv.AccessChain", "spirv.InBoundsPtrAccessChain"):
+        if name in ("spirv.AccessChain", "spirv.InBoundsAccessChain", "spirv.InBoundsPtrAccessChain"):
             value = owner.operands[0]
             continue
         return None
