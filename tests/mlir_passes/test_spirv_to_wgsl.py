@@ -82,6 +82,21 @@ class Fn(nn.Module):
         return self.fn(*args)
 
 
+class GPT2Logits(nn.Module):
+    """transformers' GPT2LMHeadModel with a small config and random weights; returns the logits."""
+
+    def __init__(self):
+        super().__init__()
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        config = GPT2Config(vocab_size=128, n_positions=32, n_embd=64, n_layer=2, n_head=4,
+                            bos_token_id=0, eos_token_id=0)
+        self.model = GPT2LMHeadModel(config)
+
+    def forward(self, ids):
+        return self.model(ids, use_cache=False).logits
+
+
 def _shapes(x, y):
     return torch.cat([x.t(), y.flip(0)], 0)[1:5]
 
@@ -112,6 +127,7 @@ class Spec:
     f16: bool = False
     nan_inputs: bool = False  # put NaN/inf in the random inputs of the SPIR-V comparison
     subgroups: bool = False  # target with subgroup ops at the device's probed subgroup size
+    slow: bool = False
 
 
 def fn(f):
@@ -150,6 +166,7 @@ MODELS = {
                               subgroups=True),
     "layernorm_subgroups": Spec(lambda: nn.LayerNorm(32), lambda: (torch.randn(8, 32),), subgroups=True),
     "mlp_subgroups": Spec(MLP, lambda: (torch.randn(4, 16),), subgroups=True),
+    "gpt2_small": Spec(GPT2Logits, lambda: (torch.randint(0, 128, (1, 16)),), slow=True),
     "dynamic_softmax": Spec(fn(lambda x: torch.softmax(x * 2.0 + 1.0, -1)), lambda: (torch.randn(4, 64),),
                             lambda: (torch.randn(5, 64),), dynamic={"b": (0, 0)}),
 }
@@ -183,6 +200,7 @@ class HostProgram:
     commands: list[HostCommand]
     outputs: list[tuple[str, int, int]]  # (buffer, offset, length) per returned view
     constant_buffers: bool  # weights in constant globals (not runnable here)
+    constants: dict[str, bytes] = field(default_factory=dict)  # buffer key → bytes imported from the program
 
     @property
     def dispatches(self) -> list[Dispatch]:
@@ -234,11 +252,28 @@ def _evaluate_body(body: str, scope: str, shapes, prog: HostProgram, stored: dic
     env: dict[str, int] = {}
     buffers: dict[str, str] = {}  # SSA name → buffer key
     views: dict[str, tuple[str, int, int]] = {}
-    entry = None
+    functions: dict[str, str] = {}  # function id SSA name → entry point
+    blobs: dict[str, bytes] = {}  # util.buffer.constant contents
+    branch_args: dict[str, list[str]] = {}  # block → operands of the first branch to it (the import path)
     lines = body.splitlines()
     for i, line in enumerate(lines):
         line = line.strip()
-        if m := re.match(rf"({_NAME}) = arith\.constant (-?\d+|true|false) : ", line):
+        if m := re.match(rf"({_NAME}) = util\.buffer\.constant .*#util\.composite<\d+xi8, \[$", line):
+            blobs[m[1]] = _composite_bytes(lines[i + 1:])
+        elif m := re.match(rf"({_NAME}), ({_NAME}) = hal\.allocator\.import<.*source\(({_NAME}) : "
+                           rf"!util\.buffer\)\[({_NAME}), ({_NAME})\]", line):
+            if blobs.get(m[3]) is None:
+                prog.constant_buffers = True
+            else:
+                buffers[m[2]] = scope + m[2]
+                prog.constants[scope + m[2]] = blobs[m[3]][env[m[4]]:env[m[4]] + env[m[5]]]
+        elif m := re.match(r"cf\.(?:cond_)?br .*?\^(bb\d+)\(([^:]*):", line):
+            branch_args.setdefault(m[1], re.findall(_NAME, m[2]))
+        elif m := re.match(r"\^(bb\d+)\((.*)\)", line):
+            for arg, value in zip(re.findall(rf"({_NAME}):", m[2]), branch_args.get(m[1], []), strict=False):
+                if value in buffers:
+                    buffers[arg] = buffers[value]
+        elif m := re.match(rf"({_NAME}) = arith\.constant (-?\d+|true|false) : ", line):
             env[m[1]] = {"true": 1, "false": 0}[m[2]] if m[2] in ("true", "false") else int(m[2])
         elif m := re.match(rf"({_NAME}) = hal\.buffer_view\.dim<%arg(\d+) : [^>]*>\[(\d+)\]", line):
             env[m[1]] = shapes[int(m[2])][int(m[3])]
@@ -259,9 +294,10 @@ def _evaluate_body(body: str, scope: str, shapes, prog: HostProgram, stored: dic
             env[m[1]] = int(_CMP[m[2]](env[m[3]], env[m[4]]))
         elif m := re.match(rf"({_NAME}) = arith\.(\w+) ([^:]*) :", line):
             env[m[1]] = _ARITH[m[2]](*(env[x] for x in re.findall(_NAME, m[3])))
-        elif m := re.search(r"hal\.executable\.lookup\.function .*::@([^)]+)\) : i64", line):
-            entry = m[1].strip('"')
+        elif m := re.match(rf"({_NAME}) = hal\.executable\.lookup\.function .*::@([^)]+)\) : i64", line):
+            functions[m[1]] = m[2].strip('"')
         elif "hal.command_buffer.dispatch<" in line:
+            entry = functions[re.search(rf"\)\[({_NAME})\] workgroups", line)[1]]
             groups = re.search(r"workgroups\(\[([^\]]*)\]\)", line)[1].split(",")
             consts = re.search(r"constants\(\[([^\]]*)\]\)", line)
             constants = [env[x.split(":")[0].strip()] for x in consts[1].split(",")] if consts else []
@@ -289,6 +325,22 @@ def _evaluate_body(body: str, scope: str, shapes, prog: HostProgram, stored: dic
             views[m[1]] = (buffers[m[2]], env[m[3]], env[m[4]])
         elif line.startswith("util.return") and views:
             prog.outputs = [views[v] for v in re.findall(_NAME, line.split(":")[0])]
+
+
+def _composite_bytes(lines: list[str]) -> bytes | None:
+    """Bytes of a `#util.composite` of dense attributes (None when it holds resources we cannot read)."""
+    from iree.compiler import ir
+
+    out = b""
+    with ir.Context():
+        for line in lines:
+            line = line.strip().rstrip(",")
+            if line.startswith("]>"):
+                return out
+            if not line.startswith("dense<"):
+                return None
+            out += np.array(ir.DenseElementsAttr(ir.Attribute.parse(line))).tobytes()
+    return None
 
 
 @dataclass
@@ -563,6 +615,9 @@ def run_program(rt, compiled: CompiledModel, args: tuple, specialise: bool = Fal
             rt.upload(buffers[name], data)
         for name, size in program.allocs.items():
             buffers[name] = rt.allocate(max(size, 4))
+        for name, data in program.constants.items():
+            buffers[name] = rt.allocate(max(len(data), 4))
+            rt.upload(buffers[name], data)
         for command in program.commands:
             if command.kind == "fill":
                 buf, off, length, word = command.args
@@ -608,7 +663,11 @@ def _skip_without_f16(compiled_or_spec, rt):
 
 
 # ---- tests ------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("model_name", sorted(MODELS))
+def _params(names):
+    return [pytest.param(n, marks=pytest.mark.slow) if MODELS[n].slow else n for n in sorted(names)]
+
+
+@pytest.mark.parametrize("model_name", _params(MODELS))
 def test_every_executable_matches_iree_spirv_on_dawn(model_name, compiled_models, rt):
     _skip_without_f16(MODELS[model_name], rt)
     compiled = compiled_models(model_name)
@@ -639,7 +698,7 @@ def test_every_executable_matches_iree_spirv_on_dawn(model_name, compiled_models
     print(f"{model_name}: {len(compiled.executables)} executables, {compared} compared with SPIR-V")
 
 
-@pytest.mark.parametrize("model_name", sorted(n for n, s in MODELS.items() if s.end_to_end))
+@pytest.mark.parametrize("model_name", _params(n for n, s in MODELS.items() if s.end_to_end))
 def test_whole_program_on_translated_wgsl_matches_torch_cpu(model_name, compiled_models, rt):
     _skip_without_f16(MODELS[model_name], rt)
     compiled = compiled_models(model_name)
