@@ -339,3 +339,85 @@ def native_dropout(input, p, train):  # noqa: A002
 def native_dropout_backward(grad_output, mask, scale):
     """aten.native_dropout_backward."""
     return grad_output * mask * scale
+
+
+# ---- glu, prelu, cross ---------------------------------------------------------------------------------
+
+
+@register("glu")
+def glu(self, dim=-1):
+    """torch.nn.functional.glu: a * sigmoid(b) of the two halves along dim."""
+    n = self.shape[dim]
+    if n % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {dim % self.dim()} is size {n}")
+    a, b = self.narrow(dim, 0, n // 2), self.narrow(dim, n // 2, n // 2)
+    return a * torch.sigmoid(b)
+
+
+@register("glu.out")
+def glu_out(self, dim=-1, *, out):
+    """glu(out=)."""
+    r = glu(self, dim)
+    out.resize_(r.shape)
+    return out.copy_(r)
+
+
+@register("glu_backward")
+def glu_backward(grad_output, self, dim):
+    """aten.glu_backward."""
+    n = self.shape[dim]
+    a, b = self.narrow(dim, 0, n // 2), self.narrow(dim, n // 2, n // 2)
+    sb = torch.sigmoid(b)
+    return torch.cat([grad_output * sb, grad_output * a * sb * (1 - sb)], dim)
+
+
+def _channel_shape(self: torch.Tensor, weight: torch.Tensor) -> list[int]:
+    shape = [1] * self.dim()
+    if self.dim() >= 2 and weight.numel() > 1:
+        shape[1] = weight.numel()
+    return shape
+
+
+@register("_prelu_kernel")
+def prelu(self, weight):
+    """aten._prelu_kernel: x if x > 0 else w * x (w per channel)."""
+    w = weight.reshape(_channel_shape(self, weight)) if weight.numel() > 1 else weight.reshape(())
+    return torch.where(self > 0, self, w * self)
+
+
+@register("_prelu_kernel_backward")
+def prelu_backward(grad_output, self, weight):
+    """aten._prelu_kernel_backward -> (grad_input, grad_weight)."""
+    w = weight.reshape(_channel_shape(self, weight)) if weight.numel() > 1 else weight.reshape(())
+    pos = self > 0
+    gi = torch.where(pos, grad_output, w * grad_output)
+    gw_full = torch.where(pos, torch.zeros_like(self), self * grad_output)
+    if weight.numel() > 1:
+        dims = [d for d in range(self.dim()) if d != 1]
+        gw = gw_full.sum(dims).reshape(weight.shape)
+    else:
+        gw = gw_full.sum().reshape(weight.shape)
+    return gi, gw
+
+
+@register("linalg_cross")
+def linalg_cross(self, other, *, dim=-1):
+    """torch.linalg.cross (3-vectors along dim)."""
+    shape = torch.broadcast_shapes(self.shape, other.shape)
+    a, b = self.expand(shape), other.expand(shape)
+    if shape[dim] != 3:
+        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got {shape[dim]}")
+
+    def c(t, i):
+        return t.narrow(dim, i, 1)
+
+    return torch.cat([c(a, 1) * c(b, 2) - c(a, 2) * c(b, 1), c(a, 2) * c(b, 0) - c(a, 0) * c(b, 2),
+                      c(a, 0) * c(b, 1) - c(a, 1) * c(b, 0)], dim)
+
+
+@register("linalg_cross.out")
+def linalg_cross_out(self, other, *, dim=-1, out):
+    """torch.linalg.cross(out=)."""
+    r = linalg_cross(self, other, dim=dim)
+    out.resize_(r.shape)
+    return out.copy_(r)

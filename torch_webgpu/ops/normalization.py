@@ -43,7 +43,8 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
         y = y * weight.reshape(shape)
     if bias is not None:
         y = y + bias.reshape(shape)
-    return y.to(input.dtype), save_mean, save_invstd
+    # the CPU returns the saved statistics in the input's dtype
+    return y.to(input.dtype), save_mean.to(input.dtype), save_invstd.to(input.dtype)
 
 
 @register("native_batch_norm")

@@ -12,6 +12,7 @@ from .codegen.dtypes import convert, dtype_info
 from .codegen.elementwise import grid, launch
 from .codegen.operand import pack_u32
 from .codegen.reduction import launch_reduce
+from .codegen.wgsl_math import PRELUDE
 from .elementwise import operand
 from .registry import register
 from .tensor_buffers import buffer_id, new_empty
@@ -482,6 +483,7 @@ def logsumexp_out(self, dim, keepdim=False, *, out):
 
 _SCAN = """
 @group(0) @binding(0) var<storage, read> P: array<u32>;
+{prelude}
 @group(0) @binding(1) var<storage, read> X: array<u32>;
 @group(0) @binding(2) var<storage, read_write> Y: array<f32>;
 fn load_x(i: u32) -> f32 {{ return {load}; }}
@@ -497,11 +499,16 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let len = P[1];
   var acc = {init};
   for (var i = 0u; i < len; i++) {{
-    acc = acc {op} load_x(base + i * P[4]);
+    acc = {step};
     Y[r * len + i] = acc;
   }}
 }}
 """
+
+
+_SCAN_INIT = {"cumsum": "0.0", "cumprod": "1.0", "logcumsumexp": "-inf_()"}
+_SCAN_STEP = {"cumsum": "acc + load_x(base + i * P[4])", "cumprod": "acc * load_x(base + i * P[4])",
+              "logcumsumexp": "logaddexp_(acc, load_x(base + i * P[4]))"}
 
 
 def _scan(op: str, self, dim: int, dtype, out=None):
@@ -521,8 +528,8 @@ def _scan(op: str, self, dim: int, dtype, out=None):
     y = new_empty(moved.shape, torch.float32, self)
     if y.numel():
         info = dtype_info(self.dtype, op)
-        src = _SCAN.format(load=convert(info.load.replace("B[", "X["), info.kind, "f32"),
-                           init="0.0" if op == "cumsum" else "1.0", op="+" if op == "cumsum" else "*")
+        src = _SCAN.format(prelude=PRELUDE, load=convert(info.load.replace("B[", "X["), info.kind, "f32"),
+                           init=_SCAN_INIT[op], step=_SCAN_STEP[op])
         pad = lambda v: list(v) + [0] * (8 - len(v))  # noqa: E731
         o = operand(moved)
         params = [rows, length, len(outer), o.offset, o.strides[-1], *pad(outer), *pad(o.strides[:-1])]
@@ -572,3 +579,59 @@ def cumprod_out(self, dim, *, dtype=None, out):
 def cumprod_inplace(self, dim, *, dtype=None):
     """Tensor.cumprod_."""
     return _scan("cumprod", self, dim, dtype, self)
+
+
+@register("_logcumsumexp")
+def logcumsumexp(self, dim):
+    """torch.logcumsumexp."""
+    return _scan("logcumsumexp", self, dim, None)
+
+
+@register("_logcumsumexp.out")
+def logcumsumexp_out(self, dim, *, out):
+    """torch.logcumsumexp(out=)."""
+    return _scan("logcumsumexp", self, dim, None, out)
+
+
+# ---- small composites ------------------------------------------------------------------------------
+
+
+@register("trace")
+def trace(self):
+    """torch.trace (sum of the diagonal view)."""
+    if self.dim() != 2:
+        raise RuntimeError("trace: expected a matrix")
+    return self.diagonal().sum()
+
+
+@register("count_nonzero.dim_IntList")
+def count_nonzero_dims(self, dim):
+    """torch.count_nonzero(dim=[...]) -> int64."""
+    return (self != 0).sum(list(dim))
+
+
+@register("count_nonzero")
+def count_nonzero(self, dim=None):
+    """torch.count_nonzero(dim=int|None) -> int64."""
+    return (self != 0).sum() if dim is None else (self != 0).sum(dim)
+
+
+@register("aminmax")
+def aminmax(self, *, dim=None, keepdim=False):
+    """torch.aminmax -> (min, max)."""
+    if dim is None:
+        lo, hi = self.amin(), self.amax()
+        if keepdim:
+            shape = (1,) * self.dim()
+            lo, hi = lo.reshape(shape), hi.reshape(shape)
+        return lo, hi
+    return self.amin(dim, keepdim), self.amax(dim, keepdim)
+
+
+@register("aminmax.out")
+def aminmax_out(self, *, dim=None, keepdim=False, min, max):  # noqa: A002
+    """torch.aminmax(out=(min, max))."""
+    lo, hi = aminmax(self, dim=dim, keepdim=keepdim)
+    min.resize_(lo.shape)
+    max.resize_(hi.shape)
+    return min.copy_(lo), max.copy_(hi)

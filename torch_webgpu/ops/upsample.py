@@ -36,6 +36,8 @@ def _linear_tables(in_size, out_size, scale, align_corners):
 
 
 def _to(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    if t.is_floating_point():
+        return t.to(device=like.device, dtype=like.dtype)
     return t.to(like.device)
 
 
