@@ -3,16 +3,19 @@
 Pipelines, push-constant uniforms, global and transient buffers are created once per plan (transients
 stay pooled with the plan and are reused by every call); a call uploads host inputs, records every node
 into the runtime's one open encoder and reads all host outputs back with a single submit.
+
+torch is optional here: numpy arrays in give numpy arrays out, so saved plans (issue 6 bundles) run in a
+process without torch.
 """
 
 from __future__ import annotations
 
 import struct
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-import torch
 
 from torch_webgpu.runtime import BufferSlice, get_runtime
 
@@ -24,7 +27,7 @@ _NP = {"float32": np.float32, "float16": np.float16, "int32": np.int32, "int16":
 ALIGN = 256
 
 
-def device_dtype(dtype: torch.dtype) -> str:
+def device_dtype(dtype: Any) -> str:
     """How a torch dtype is stored for the shaders: 64-bit types are demoted (IREE does the same)."""
     name = str(dtype).removeprefix("torch.")
     return {"int64": "int32", "float64": "float32"}.get(name, name)
@@ -34,8 +37,15 @@ def _nbytes(spec: TensorSpec) -> int:
     return int(np.prod(spec.shape, dtype=np.int64)) * np.dtype(_NP[spec.device_dtype]).itemsize
 
 
-def _is_webgpu(t: torch.Tensor) -> bool:
-    return t.device.type not in ("cpu", "meta")
+def _is_webgpu(t: Any) -> bool:
+    return not isinstance(t, np.ndarray) and t.device.type not in ("cpu", "meta")
+
+
+def _numpy_mode(args: Sequence[Any]) -> bool:
+    """Numpy results when torch is absent or every input is a numpy array."""
+    if sys.modules.get("torch") is None:
+        return True
+    return bool(args) and all(isinstance(a, np.ndarray) for a in args)
 
 
 class _State:
@@ -202,7 +212,7 @@ class CompiledPlan:
             SHADER_TO_FUNC[node.op](state, node)
         return state
 
-    def _bind_inputs(self, args: Sequence[torch.Tensor]) -> dict[str, tuple[int, int]]:
+    def _bind_inputs(self, args: Sequence[Any]) -> dict[str, tuple[int, int]]:
         buffers = dict(self._static)
         if len(args) != len(self.plan.inputs):
             raise TypeError(f"compiled graph takes {len(self.plan.inputs)} inputs, got {len(args)}")
@@ -222,11 +232,14 @@ class CompiledPlan:
                 self.rt.copy(buf_id, self._host_inputs[name][0], _nbytes(spec), offset, 0)
                 buffers[name] = self._host_inputs[name]
                 continue
-            host = t.detach()
-            if _is_webgpu(host):
-                host = host.cpu()
-            array = host.contiguous().numpy()
-            if host.dtype == torch.int64 and array.size and (
+            if isinstance(t, np.ndarray):
+                array = np.ascontiguousarray(t)
+            else:
+                host = t.detach()
+                if _is_webgpu(host):
+                    host = host.cpu()
+                array = host.contiguous().numpy()
+            if array.dtype == np.int64 and array.size and (
                     array.min() < INT32_MIN or array.max() > INT32_MAX):
                 raise OverflowError(f"input {k}: int64 values outside int32 range cannot reach WebGPU "
                                     "shaders (they have no 64-bit integers)")
@@ -248,6 +261,8 @@ class CompiledPlan:
         src, base = state.buffers[a["buffer"]]
         size = -(-a["size"] // 4) * 4
         if state.to_device is not None and spec.device_dtype == spec.dtype:
+            import torch
+
             out = torch.empty(spec.shape, dtype=getattr(torch, spec.dtype), device=state.to_device)
             if size:
                 ptr = out.data_ptr()
@@ -258,8 +273,8 @@ class CompiledPlan:
             self.rt.copy(src, self._readback, size, base + a["offset"], off)
             state.results[a["index"]] = ("host", off)
 
-    def __call__(self, *args: torch.Tensor) -> list[torch.Tensor | None]:
-        """Run the graph once; outputs on the inputs' device."""
+    def __call__(self, *args: Any) -> list[Any]:
+        """Run the graph once; outputs on the inputs' device (numpy arrays for numpy inputs)."""
         with self.rt.lock:
             buffers = self._bind_inputs(args)
             state = _State(self, buffers)
@@ -267,11 +282,11 @@ class CompiledPlan:
             state.to_device = next((t.device for t in args if _is_webgpu(t)), None)
             for node in self.plan.main:
                 SHADER_TO_FUNC[node.op](state, node)
-            outputs = self._finish(state, args)
+            outputs = self._finish(state, args, _numpy_mode(args))
         self.calls += 1
         return [None if i is None else outputs[i] for i in self.plan.output_map]
 
-    def _finish(self, state: Any, args: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    def _finish(self, state: Any, args: Sequence[Any], numpy_mode: bool = False) -> list[Any]:
         host_outputs = [i for i, r in state.results.items() if r[0] == "host"]
         raw = b""
         if host_outputs:
@@ -282,13 +297,18 @@ class CompiledPlan:
         outputs = []
         for i, spec in enumerate(self.plan.outputs):
             kind, where = state.results[i]
-            dtype = getattr(torch, spec.dtype)
             if kind == "input":
                 outputs.append(args[where])
             elif kind == "host":
                 n = int(np.prod(spec.shape, dtype=np.int64))
                 array = np.frombuffer(raw, dtype=_NP[spec.device_dtype], count=n, offset=where)
-                out = torch.from_numpy(array.copy()).reshape(spec.shape).to(dtype)
+                array = array.copy().reshape(spec.shape)
+                if numpy_mode:
+                    outputs.append(array.astype(np.dtype(spec.dtype), copy=False))
+                    continue
+                import torch
+
+                out = torch.from_numpy(array).to(getattr(torch, spec.dtype))
                 # Demoted dtypes (int64, float64) come back through the host to the inputs' device.
                 outputs.append(out if state.to_device is None else out.to(state.to_device))
             else:
