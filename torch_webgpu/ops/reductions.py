@@ -635,3 +635,74 @@ def aminmax_out(self, *, dim=None, keepdim=False, min, max):  # noqa: A002
     min.resize_(lo.shape)
     max.resize_(hi.shape)
     return min.copy_(lo), max.copy_(hi)
+
+
+_CUMEXT = """
+@group(0) @binding(0) var<storage, read> P: array<u32>;
+{prelude}
+@group(0) @binding(1) var<storage, read> X: array<u32>;
+@group(0) @binding(2) var<storage, read_write> Y: array<f32>;
+@group(0) @binding(3) var<storage, read_write> I: array<u32>;
+fn load_x(i: u32) -> f32 {{ return {load}; }}
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
+  let r = gid.x + gid.y * nwg.x * 64u;
+  if (r >= P[0]) {{ return; }}
+  var base = P[3]; var rem = r;
+  for (var d = i32(P[2]) - 1; d >= 0; d--) {{
+    let n = P[5u + u32(d)]; base += (rem % n) * P[13u + u32(d)]; rem = rem / n;
+  }}
+  let len = P[1];
+  var acc = 0.0; var idx = 0u;
+  for (var i = 0u; i < len; i++) {{
+    let x = load_x(base + i * P[4]);
+    // NaN sticks once seen; ties move to the later index (as torch's CPU kernel does)
+    if (i == 0u || (!isnan_(acc) && (isnan_(x) || x {cmp}= acc))) {{ acc = x; idx = i; }}
+    Y[r * len + i] = acc;
+    I[2u * (r * len + i)] = idx; I[2u * (r * len + i) + 1u] = 0u;
+  }}
+}}
+"""
+
+
+def _cum_extreme(op: str, self, values, indices, dim):
+    if self.dtype not in _EXACT_IN_F32:
+        raise TypeError(f"webgpu: '{op}' of {self.dtype} is not supported yet")
+    x = self if self.dim() else self.reshape(1)
+    dim = dim % x.dim()
+    moved = x.movedim(dim, -1)
+    outer = moved.shape[:-1]
+    rows = 1
+    for s in outer:
+        rows *= s
+    length = moved.shape[-1]
+    y = new_empty(moved.shape, torch.float32, self)
+    idx = new_empty(moved.shape, torch.int64, self)
+    if y.numel():
+        info = dtype_info(self.dtype, op)
+        src = _CUMEXT.format(prelude=PRELUDE, load=convert(info.load.replace("B[", "X["), info.kind, "f32"),
+                             cmp=">" if op == "cummax" else "<")
+        pad = [0] * (8 - len(outer))
+        o = operand(moved)
+        params = [rows, length, len(outer), o.offset, o.strides[-1], *outer, *pad, *o.strides[:-1], *pad]
+        rt = get_runtime()
+        rt.dispatch(rt.kernel(src, label=op), [rt.constant(pack_u32(params)), buffer_id(moved), buffer_id(y),
+                                                buffer_id(idx)], grid(rows, 64), label=op)
+    y = y.movedim(-1, dim).reshape(self.shape)
+    idx = idx.movedim(-1, dim).reshape(self.shape)
+    values.resize_(self.shape)
+    indices.resize_(self.shape)
+    cast_into(y, values)
+    indices.copy_(idx)
+
+
+@register("_cummax_helper")
+def cummax_helper(self, values, indices, dim):
+    """aten._cummax_helper (torch.cummax writes through it)."""
+    _cum_extreme("cummax", self, values, indices, dim)
+
+
+@register("_cummin_helper")
+def cummin_helper(self, values, indices, dim):
+    """aten._cummin_helper (torch.cummin writes through it)."""
+    _cum_extreme("cummin", self, values, indices, dim)
