@@ -81,3 +81,13 @@ def test_cache_hit_in_process():
         y = torch.compile(model, backend="webgpu")(x)
     assert STATS.iree_calls == calls
     torch.testing.assert_close(y, model(x), atol=1e-4, rtol=1e-4)
+
+
+def test_new_shapes_get_their_own_static_plan():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 4)
+    compiled = torch.compile(model, backend="webgpu")  # dynamo turns dims dynamic after a change
+    with torch.no_grad():
+        for batch in (2, 3, 5, 3):
+            x = torch.randn(batch, 8)
+            torch.testing.assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)

@@ -23,13 +23,25 @@ class PreparedGraph:
     # For every original output: index into the compiled results, or None for a `None` output.
     output_map: list[int | None] = field(default_factory=list)
     num_user_inputs: int = 0
+    kept_inputs: list[int] = field(default_factory=list)   # graph inputs the plan takes (ints are folded)
 
 
-def prepare_graph(gm: torch.fx.GraphModule) -> PreparedGraph:
-    """Copy `gm`, turn `get_attr` constants into trailing placeholders and drop `None` outputs."""
+def prepare_graph(gm: torch.fx.GraphModule, example_inputs: list | None = None) -> PreparedGraph:
+    """Copy `gm`, turn `get_attr` constants into trailing placeholders, fold integer inputs (a plan is
+    specialised on them) and drop `None` outputs."""
     gm = torch.fx.GraphModule(gm, gm.graph.__deepcopy__())
     graph = gm.graph
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    kept_inputs = list(range(len(placeholders)))
+    if example_inputs is not None:
+        kept_inputs = []
+        for k, (node, value) in enumerate(zip(placeholders, example_inputs, strict=True)):
+            if isinstance(value, (int, float, bool)) and not isinstance(value, torch.Tensor):
+                node.replace_all_uses_with(value)
+                graph.erase_node(node)
+            else:
+                kept_inputs.append(k)
+        placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     constants: list[torch.Tensor] = []
     last = placeholders[-1] if placeholders else None
     for node in list(graph.nodes):
@@ -64,7 +76,7 @@ def prepare_graph(gm: torch.fx.GraphModule) -> PreparedGraph:
     output.args = (tuple(kept),)
     graph.lint()
     gm.recompile()
-    return PreparedGraph(gm, constants, output_map, len(placeholders))
+    return PreparedGraph(gm, constants, output_map, len(placeholders), kept_inputs)
 
 
 def _drop_device_transfers(graph: torch.fx.Graph) -> None:

@@ -117,7 +117,12 @@ class Plan:
         if self.constants:
             save_file({k: np.ascontiguousarray(v) for k, v in self.constants.items()},
                       str(d / "constants.safetensors"))
-        doc = {
+        (d / "plan.json").write_text(json.dumps(self.to_doc(), indent=1))
+        return d
+
+    def to_doc(self) -> dict:
+        """The plan.json document (the WGSL and constants live in files next to it)."""
+        return {
             "format": PLAN_FORMAT_VERSION,
             "inputs": [asdict(t) for t in self.inputs],
             "outputs": [asdict(t) for t in self.outputs],
@@ -130,14 +135,17 @@ class Plan:
             "num_constant_inputs": self.num_constant_inputs,
             "meta": self.meta,
         }
-        (d / "plan.json").write_text(json.dumps(doc, indent=1))
-        return d
 
     @staticmethod
     def load(directory: str | Path) -> Plan:
         """Read a plan written by `save`."""
         d = Path(directory)
-        doc = json.loads((d / "plan.json").read_text())
+        return Plan.from_doc(json.loads((d / "plan.json").read_text()), d)
+
+    @staticmethod
+    def from_doc(doc: dict, directory: str | Path) -> Plan:
+        """The plan of a plan.json document whose .wgsl and constants files are in `directory`."""
+        d = Path(directory)
         if doc.get("format") != PLAN_FORMAT_VERSION:
             raise ValueError(f"{d}: plan format {doc.get('format')} is not {PLAN_FORMAT_VERSION}; recompile")
         constants: dict[str, np.ndarray] = {}

@@ -187,12 +187,14 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
 
     # AOTAutograd calls compilers under fake mode; constants and buffers here are real tensors.
     with unset_fake_temporarily():
-        prepared = prepare_graph(gm)
-        plan = compile_plan(prepared, example_inputs)
+        prepared = prepare_graph(gm, list(example_inputs))
+        plan = compile_plan(prepared, [example_inputs[k] for k in prepared.kept_inputs])
         compiled = lowering(plan)
+    kept = prepared.kept_inputs
+    all_kept = kept == list(range(len(example_inputs)))
 
     def run(*args: torch.Tensor) -> list:
-        return compiled(*args)
+        return compiled(*args) if all_kept else compiled(*[args[k] for k in kept])
 
     run.plan = plan  # type: ignore[attr-defined]
     run.compiled = compiled  # type: ignore[attr-defined]
@@ -225,15 +227,33 @@ def webgpu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs
     from torch._dynamo.backends.common import aot_autograd
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
-    if any(isinstance(v, torch.SymInt) for x in example_inputs if isinstance(x, torch.Tensor)
-           for v in x.shape) or any(isinstance(x, torch.SymInt) for x in example_inputs):
-        raise NotImplementedError(
-            "torch.compile(backend='webgpu', dynamic=True) is not supported yet: compile with dynamic=False "
-            "(each new shape then compiles its own plan)")
     _decompose_attention(gm)
     backend = aot_autograd(fw_compiler=_compile_graph, bw_compiler=_compile_graph,
                            decompositions=get_decomposition_table())
-    return backend(gm, example_inputs, **kwargs)
+    symbolic = any(isinstance(v, torch.SymInt) for x in example_inputs if isinstance(x, torch.Tensor)
+                   for v in x.shape) or any(isinstance(x, torch.SymInt) for x in example_inputs)
+    if not symbolic:
+        return backend(gm, example_inputs, **kwargs)
+    if not torch._dynamo.config.assume_static_by_default:
+        raise NotImplementedError(
+            "torch.compile(backend='webgpu', dynamic=True) is not supported yet (dims through a uniform "
+            "buffer): compile with dynamic=False or leave `dynamic` unset (each shape gets its own plan)")
+    return _specialize_per_shape(gm, backend)
+
+
+def _specialize_per_shape(gm: torch.fx.GraphModule, backend: Any) -> Any:
+    """Dynamo made the graph dynamic after a shape change: compile one static plan per concrete shape."""
+    compiled: dict[tuple, Any] = {}
+
+    def run(*args: Any) -> Any:
+        key = tuple((tuple(a.shape), a.dtype, a.device.type) if isinstance(a, torch.Tensor) else a
+                    for a in args)
+        fn = compiled.get(key)
+        if fn is None:
+            fn = compiled[key] = backend(gm, list(args))
+        return fn(*args)
+
+    return run
 
 
 def _register() -> None:
