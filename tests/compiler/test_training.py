@@ -26,6 +26,27 @@ def test_mlp_three_sgd_steps_match_eager():
             torch.testing.assert_close(pc.detach(), pe.detach(), atol=1e-4, rtol=1e-4)
 
 
+def test_mlp_training_on_the_webgpu_device():
+    torch.manual_seed(0)
+    eager = MLP()
+    model = copy.deepcopy(eager).to("webgpu")
+    compiled = torch.compile(model, backend="webgpu")
+    opt_e = torch.optim.SGD(eager.parameters(), lr=0.1)
+    opt_d = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(3):
+        x, target = torch.randn(4, 16), torch.randn(4, 8)
+        opt_e.zero_grad()
+        torch.nn.functional.mse_loss(eager(x), target).backward()
+        opt_e.step()
+        opt_d.zero_grad()
+        torch.nn.functional.mse_loss(compiled(x.to("webgpu")), target.to("webgpu")).backward()
+        opt_d.step()
+        for (name, pe), pd in zip(eager.named_parameters(), model.parameters(), strict=True):
+            assert pd.device.type == "webgpu" and pd.grad.device.type == "webgpu"
+            torch.testing.assert_close(pd.grad.cpu(), pe.grad, atol=1e-4, rtol=1e-4, msg=f"{name} {step}")
+            torch.testing.assert_close(pd.detach().cpu(), pe.detach(), atol=1e-4, rtol=1e-4)
+
+
 @pytest.mark.slow
 def test_transformer_block_gradients_match_eager():
     from .models import TransformerBlock

@@ -222,8 +222,9 @@ class CompiledPlan:
                 raise ValueError(f"input {k}: shape {list(t.shape)} differs from the compiled {spec.shape} "
                                  "(recompile, or use dynamic=False shapes that match)")
             name = f"in{k}"
-            if _is_webgpu(t) and device_dtype(t.dtype) == str(t.dtype).removeprefix("torch.") \
-                    and t.is_contiguous():
+            if _is_webgpu(t) and not t.is_contiguous():
+                t = t.contiguous()   # on the device; bound zero-copy below
+            if _is_webgpu(t) and device_dtype(t.dtype) == str(t.dtype).removeprefix("torch."):
                 ptr = t.data_ptr()
                 buf_id, offset = ptr >> 32, ptr & 0xFFFFFFFF
                 if offset % align == 0:
