@@ -100,6 +100,28 @@ def _formula(spec: EltOp, kind: str, mode_value) -> str:
     return formula
 
 
+def _promote(values: Sequence, promote: str) -> tuple[torch.dtype, torch.dtype]:
+    """(compute, result) dtypes; a fast path for all-tensor operands of one dtype, else torch's rules."""
+    first = values[0]
+    if isinstance(first, torch.Tensor) and all(isinstance(x, torch.Tensor) and x.dtype == first.dtype
+                                               and x.device == first.device for x in values):
+        dtype = first.dtype
+        if promote == "always_bool":
+            return dtype, torch.bool
+        if promote == "int_to_float" and not dtype.is_floating_point:
+            return torch.get_default_dtype(), torch.get_default_dtype()
+        return dtype, dtype
+    return elementwise_dtypes(*values, type_promotion_kind=_KINDS[promote])
+
+
+def broadcast_shapes(*shapes) -> torch.Size:
+    """torch.broadcast_shapes with a fast path for equal shapes."""
+    first = shapes[0]
+    if all(s == first for s in shapes):
+        return torch.Size(first)
+    return torch.broadcast_shapes(*shapes)
+
+
 def run_elementwise(spec: EltOp, values: Sequence, params: dict, mode_value=None,
                     out: torch.Tensor | None = None, inplace: torch.Tensor | None = None) -> torch.Tensor:
     """Type-promote, broadcast and launch one table op."""
@@ -108,7 +130,7 @@ def run_elementwise(spec: EltOp, values: Sequence, params: dict, mode_value=None
     promote = spec.promote
     if op == "div" and spec.mode and mode_value is None:
         promote = "int_to_float"  # div(rounding_mode=None) is true division
-    compute_dtype, result_dtype = elementwise_dtypes(*values, type_promotion_kind=_KINDS[promote])
+    compute_dtype, result_dtype = _promote(values, promote)
     if promote == "logical":
         compute_dtype = result_dtype = torch.bool
     for x in values:
@@ -123,7 +145,7 @@ def run_elementwise(spec: EltOp, values: Sequence, params: dict, mode_value=None
                 "float32 for the rest)") if kind == "i64" else ""
         raise TypeError(f"webgpu: '{op}' is not supported for dtype {compute_dtype}{hint}")
     tensors = [x for x in values if not is_scalar(x)]
-    shape = torch.broadcast_shapes(*(t.shape for t in tensors)) if tensors else torch.Size([])
+    shape = broadcast_shapes(*(t.shape for t in tensors)) if tensors else torch.Size([])
     out_kind = "bool" if promote in ("always_bool",) else None
     dst = prepare_out(op, shape, result_dtype, out, inplace, tensors[0] if tensors else None)
     scalars = []

@@ -170,6 +170,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 
 
 _SOURCES: dict[tuple, str] = {}
+_KERNELS: dict[tuple, object] = {}  # (runtime id, source key) -> Kernel: skips re-hashing the WGSL per call
 
 
 def grid(work: int, workgroup: int = WORKGROUP) -> tuple[int, int, int]:
@@ -226,7 +227,9 @@ def launch(op: str, expr: str, compute: str, inputs: list, out: Operand,
     for s in scalars:
         params += s.words()
     rt = get_runtime()
-    kernel = rt.kernel(src, label=op)
+    kernel = _KERNELS.get((id(rt), key))
+    if kernel is None:
+        kernel = _KERNELS[(id(rt), key)] = rt.kernel(src, label=op)
     rt.dispatch(kernel, [rt.constant(pack_u32(params))] + buffers, grid(work), label=op)
 
 

@@ -67,10 +67,12 @@ def coalesce(shape: tuple[int, ...], stride_sets: list[tuple[int, ...]]) -> tupl
 
 def pack_u32(values: list) -> bytes:
     """Little-endian u32 words (ints are taken modulo 2**32, floats as f32 bits)."""
-    out = bytearray()
-    for v in values:
-        if isinstance(v, float):
-            out += struct.pack("<f", v)
-        else:
-            out += struct.pack("<I", int(v) & 0xFFFFFFFF)
-    return bytes(out)
+    words = [_F32_BITS(v)[0] if isinstance(v, float) else int(v) & 0xFFFFFFFF for v in values]
+    return struct.pack(f"<{len(words)}I", *words)
+
+
+def _f32_bits(v: float) -> tuple[int]:
+    return struct.unpack("<I", struct.pack("<f", v))
+
+
+_F32_BITS = _f32_bits
