@@ -120,8 +120,9 @@ def _constant_array(t: torch.Tensor, name: str) -> np.ndarray:
     return array
 
 
-def compile_plan(prepared: PreparedGraph, example_inputs: list[Any]) -> Plan:
-    """Compile one prepared FX graph into a Plan (through the disk cache)."""
+def compile_plan(prepared: PreparedGraph, example_inputs: list[Any], target: Any = None) -> Plan:
+    """Compile one prepared FX graph into a Plan (through the disk cache); `target`: a WebGPUTarget
+    (default: this adapter's limits and features)."""
     from mlir_passes.torch_passes import run_high_passes
 
     start = time.perf_counter()
@@ -134,7 +135,7 @@ def compile_plan(prepared: PreparedGraph, example_inputs: list[Any]) -> Plan:
     dumper.write("high_ir.txt", str(high))
     high.check_supported()
     torch_text = str(module)
-    target = _target()
+    target = target or _target()
     constants = {f"_const_{i}": _constant_array(t, f"_const_{i}") for i, t in enumerate(prepared.constants)}
     digest = hashlib.sha256()
     for name, value in constants.items():
