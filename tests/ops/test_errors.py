@@ -1,0 +1,34 @@
+"""Unsupported inputs raise clear Python exceptions naming the op or dtype; nothing crashes and the
+device stays usable."""
+
+import pytest
+import torch
+
+
+def test_int64_math_outside_the_exact_set_raises(webgpu):
+    x = torch.arange(6, device=webgpu)  # int64
+    assert torch.equal((x * 3 + 1).cpu(), torch.arange(6) * 3 + 1)  # exact u32-pair int64
+    with pytest.raises(TypeError, match="remainder.*int64"):
+        torch.remainder(x, 4)
+
+
+def test_float64_is_rejected(webgpu):
+    with pytest.raises(TypeError, match="float64"):
+        torch.ones(3, dtype=torch.float64, device=webgpu)
+
+
+def test_bad_shapes_raise_like_torch(webgpu):
+    a, b = torch.ones(2, 3, device=webgpu), torch.ones(4, 5, device=webgpu)
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        torch.mm(a, b)
+    with pytest.raises(RuntimeError):
+        a + b
+    assert torch.equal((a + 1).cpu(), torch.full((2, 3), 2.0))  # still usable
+
+
+def test_unsupported_advanced_indexing_raises(webgpu):
+    x = torch.randn(3, 4, device=webgpu)
+    i = torch.tensor([0, 2], device=webgpu)
+    assert torch.equal(x[i].cpu(), x.cpu()[torch.tensor([0, 2])])
+    with pytest.raises(NotImplementedError, match="index"):
+        x[i, i]
