@@ -167,6 +167,28 @@ MODELS = {
     "layernorm_subgroups": Spec(lambda: nn.LayerNorm(32), lambda: (torch.randn(8, 32),), subgroups=True),
     "mlp_subgroups": Spec(MLP, lambda: (torch.randn(4, 16),), subgroups=True),
     "gpt2_small": Spec(GPT2Logits, lambda: (torch.randint(0, 128, (1, 16)),), slow=True),
+    # Wider op coverage (slow: one IREE compile each).
+    "sort_topk": Spec(fn(lambda x: (torch.sort(x, -1).values, torch.topk(x, 4, -1).values)),
+                      lambda: (torch.randn(8, 64),), slow=True),
+    "uint8_input": Spec(fn(lambda x: x.float() / 255),
+                        lambda: (torch.randint(0, 255, (13, 17), dtype=torch.uint8),), slow=True),
+    "transcendentals": Spec(fn(lambda x: torch.exp(x).log1p() ** 1.5 + torch.sin(x) * torch.atan2(x, x + 1)
+                               + torch.erf(x) + torch.tanh(x) + torch.sigmoid(x) + F.silu(x)),
+                            lambda: (torch.randn(64, 64),), slow=True),
+    "rounding": Spec(fn(lambda x: torch.round(x * 3).clamp(-2, 2) + torch.floor(x) + torch.sign(x)
+                        + torch.remainder(x, 0.7)), lambda: (torch.randn(64, 64),), slow=True),
+    "int32_arith": Spec(fn(lambda a, b: (a * b + a // (b.abs() + 1) - a % 7).abs().max(dim=1).values),
+                        lambda: tuple(torch.randint(-1000, 1000, (16, 16), dtype=torch.int32) for _ in "ab"),
+                        slow=True),
+    "argmin_argmax": Spec(fn(lambda x: torch.argmin(x, 0) + torch.argmax(x, 1)),
+                          lambda: (torch.randn(37, 37),), slow=True),
+    "logsumexp": Spec(fn(lambda x: torch.logsumexp(x, -1)), lambda: (torch.randn(16, 300),), slow=True),
+    "gather_index_select": Spec(fn(lambda x, i, j: (torch.gather(x, 1, i), x.index_select(0, j))),
+                                lambda: (torch.randn(8, 32), torch.randint(0, 32, (8, 16)),
+                                         torch.randint(0, 8, (10,))), slow=True),
+    "pool_interpolate": Spec(fn(lambda x: F.interpolate(F.avg_pool2d(x, 3, stride=2), scale_factor=2,
+                                                        mode="bilinear")),
+                             lambda: (torch.randn(1, 4, 17, 17),), slow=True),
     "dynamic_softmax": Spec(fn(lambda x: torch.softmax(x * 2.0 + 1.0, -1)), lambda: (torch.randn(4, 64),),
                             lambda: (torch.randn(5, 64),), dynamic={"b": (0, 0)}),
 }
@@ -227,13 +249,13 @@ _CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "slt": lambda a, b
 
 
 def _function_bodies(hal: str) -> list[str]:
-    """Initializers that dispatch (hoisted constants), then `main$async`."""
+    """Initializers that make buffers (imported or computed constants), then `main$async`."""
     bodies = []
     for m in re.finditer(r"^  (util\.initializer \{|util\.func public @main\$async\()", hal, re.MULTILINE):
         body = hal[m.start():]
         end = re.search(r"^  \}", body, re.MULTILINE)
         body = body[:end.start()] if end else body
-        if m[1].startswith("util.func") or "hal.command_buffer.dispatch<" in body:
+        if m[1].startswith("util.func") or re.search(r"util\.global\.store .* : !hal\.buffer", body):
             bodies.append(body)
     return bodies
 
