@@ -1,0 +1,35 @@
+"""Small graphs exercising dtypes and host-program shapes: bool in/out, int64 demotion, f16, scalars,
+outputs that are inputs, multiple outputs, reductions with -inf seeds (softmax), scans."""
+
+import pytest
+import torch
+
+CASES = {
+    "bool_out": (lambda x: x > 0.5, lambda: (torch.rand(7),)),
+    "bool_in": (lambda x, m: torch.where(m, x, -x), lambda: (torch.randn(9), torch.rand(9) > 0.5)),
+    "softmax": (lambda x: torch.softmax(x, -1), lambda: (torch.randn(4, 33),)),
+    "cumsum": (lambda x: torch.cumsum(x, 0), lambda: (torch.randn(17),)),
+    "cat_flip_transpose": (lambda x, y: torch.cat([x.flip(0), y], 0).t().contiguous(),
+                           lambda: (torch.randn(3, 5), torch.randn(2, 5))),
+    "int64": (lambda x: x * 3 + x.sum(), lambda: (torch.randint(-100, 100, (6,)),)),
+    "f16_matmul": (lambda x, w: torch.relu(x @ w),
+                   lambda: (torch.randn(4, 8).half(), torch.randn(8, 4).half())),
+    "mean_var": (lambda x: (x.mean(0), x.var(0)), lambda: (torch.randn(10, 6),)),
+    "scalar_out": (lambda x: x.sum(), lambda: (torch.randn(5),)),
+    "input_passthrough": (lambda x, y: (x, y * 2), lambda: (torch.randn(3), torch.randn(3))),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_graph_matches_cpu(name):
+    fn, make_args = CASES[name]
+    if name.startswith("f16"):
+        from torch_webgpu.runtime import get_runtime
+
+        if "shader-f16" not in get_runtime().info.features:
+            pytest.skip("the adapter has no shader-f16")
+    torch.manual_seed(0)
+    args = make_args()
+    tol = 1e-2 if name.startswith("f16") else 1e-4
+    got = torch.compile(fn, backend="webgpu")(*args)
+    torch.testing.assert_close(got, fn(*args), atol=tol, rtol=tol)
