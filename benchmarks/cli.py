@@ -10,9 +10,9 @@ from tqdm import tqdm
 
 from .backends import ALL_BACKENDS
 from .harness import Settings
-from .report import markdown_table, plot, run_metadata, write_json
+from .report import failure_table, markdown_table, plot, run_metadata, write_json
 
-SUITES = {"micro": ["tiny_dispatch", "eager_per_op", "matmul", "bandwidth"], "models": []}
+SUITES = {"micro": ["tiny_dispatch", "eager_per_op", "matmul", "bandwidth"], "models": ["models"]}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -26,6 +26,7 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--out", type=Path, default=Path("benchmarks/out"))
     run.add_argument("--smoke", action="store_true", help="tiny sizes, one repetition (CI)")
     run.add_argument("--repeats", type=int, default=5)
+    run.add_argument("--strict", action="store_true", help="exit non-zero if any figure failed")
     args = parser.parse_args(argv)
 
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
@@ -47,10 +48,13 @@ def main(argv: list[str] | None = None) -> None:
     from torch_webgpu.runtime import get_runtime
 
     args.out.mkdir(parents=True, exist_ok=True)
-    write_json(results, run_metadata(get_runtime().info.describe()), args.out / "results.json")
-    table = markdown_table(results)
+    write_json(results, run_metadata(get_runtime().info.describe()), args.out / "results.json",
+               settings.failures)
+    table = markdown_table(results) + failure_table(settings.failures)
     (args.out / "results.md").write_text(table)
     plot(results, args.out / "results.png")
     print(table)
+    if args.strict and settings.failures:
+        raise SystemExit(f"{len(settings.failures)} figures failed (see the table)")
     if failures:
         raise SystemExit("failed suites:\n  " + "\n  ".join(failures))

@@ -28,12 +28,32 @@ class Measurement:
 
 
 @dataclass
+class Failure:
+    """A figure that could not be measured, and why (reported, never silently dropped)."""
+
+    suite: str
+    name: str
+    backend: str
+    error: str
+
+
+@dataclass
 class Settings:
     """How hard to measure: `smoke` shrinks sizes and repeats to a CI-sized run."""
 
     smoke: bool = False
     repeats: int = 5
     warmup: int = 2
+    failures: list[Failure] = field(default_factory=list)
+
+    def record_failure(self, suite: str, name: str, backend: str, exc: BaseException) -> None:
+        """Note that `name` on `backend` failed; the run goes on with the other figures."""
+        # Dynamo wraps the backend's own error; report the innermost one, which names the op.
+        while getattr(exc, "inner_exception", None) is not None or exc.__cause__ is not None:
+            exc = getattr(exc, "inner_exception", None) or exc.__cause__
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        message = f"{type(exc).__name__}: {' '.join(lines[:3])}"
+        self.failures.append(Failure(suite, name, backend, message[:400]))
 
     @property
     def effective_repeats(self) -> int:

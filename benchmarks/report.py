@@ -5,14 +5,25 @@ from __future__ import annotations
 import json
 import platform
 from collections import defaultdict
+from dataclasses import asdict
 from pathlib import Path
 
-from .harness import Measurement
+from .harness import Failure, Measurement
 
 
-def write_json(results: list[Measurement], meta: dict, path: Path) -> None:
-    """All measurements plus run metadata."""
-    path.write_text(json.dumps({"meta": meta, "results": [r.as_dict() for r in results]}, indent=1))
+def write_json(results: list[Measurement], meta: dict, path: Path, failures: list[Failure]) -> None:
+    """All measurements, the figures that failed, and run metadata."""
+    path.write_text(json.dumps({"meta": meta, "results": [r.as_dict() for r in results],
+                                "failures": [asdict(f) for f in failures]}, indent=1))
+
+
+def failure_table(failures: list[Failure]) -> str:
+    """Markdown list of the figures that could not be measured."""
+    if not failures:
+        return ""
+    rows = ["", "Not measured:", "", "| suite | benchmark | backend | error |", "| --- | --- | --- | --- |"]
+    rows += [f"| {f.suite} | {f.name} | {f.backend} | {f.error.replace('|', '/')} |" for f in failures]
+    return "\n".join(rows) + "\n"
 
 
 REFERENCE_ORDER = ("torch-cuda", "torch-cpu")
@@ -55,6 +66,8 @@ def plot(results: list[Measurement], path: Path) -> Path | None:
     groups: dict[str, list[Measurement]] = defaultdict(list)
     for r in results:
         groups[f"{r.name} [{r.unit}]"].append(r)
+    if not groups:
+        return None
     fig, axes = plt.subplots(len(groups), 1, figsize=(8, 2.2 * len(groups)), squeeze=False)
     for ax, (title, rs) in zip(axes[:, 0], groups.items(), strict=True):
         medians = [r.median for r in rs]

@@ -40,7 +40,11 @@ def run(settings: Settings, backends: list[str]) -> list[Measurement]:
                     fn(a, b)
                     backend.synchronize()
 
-                times = time_repeats(call, settings)
+                try:
+                    times = time_repeats(call, settings)
+                except Exception as exc:
+                    settings.record_failure("micro", f"{name} f32 {size} MiB", backend.name, exc)
+                    continue
                 moved = passes * numel * 4
                 results.append(summarize("micro", f"{name} f32 {size} MiB", backend.name, "GB/s",
                                          [moved / t / 1e9 for t in times], {"mib": size}))

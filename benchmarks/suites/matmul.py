@@ -36,7 +36,11 @@ def run(settings: Settings, backends: list[str]) -> list[Measurement]:
                 fn(a, b)
                 backend.synchronize()
 
-            times = time_repeats(call, settings)
+            try:
+                times = time_repeats(call, settings)
+            except Exception as exc:
+                settings.record_failure("micro", f"matmul f32 {n}^3", backend.name, exc)
+                continue
             flops = 2.0 * n ** 3
             results.append(summarize("micro", f"matmul f32 {n}^3", backend.name, "TFLOP/s",
                                      [flops / t / 1e12 for t in times], {"n": n}))

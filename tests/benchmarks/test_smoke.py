@@ -11,9 +11,17 @@ def test_smoke_run_writes_json_markdown_and_plot(tmp_path):
         [sys.executable, "-m", "benchmarks", "run", "--suite", "all", "--smoke", "--out", str(out)],
         capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    results = json.loads((out / "results.json").read_text())["results"]
+    doc = json.loads((out / "results.json").read_text())
+    results = doc["results"]
     names = {(r["name"], r["backend"]) for r in results}
     assert ("tiny dispatch (batched, 1 submit)", "dawn") in names
+    assert ("eager op: add", "webgpu-eager") in names
+    assert ("matmul f32 64^3", "webgpu-compiled") in names
+    assert ("MLP latency", "webgpu-compiled") in names
     assert all(r["median"] > 0 for r in results)
+    # Figures that could not be measured are listed with their reason, never dropped silently.
+    for failure in doc["failures"]:
+        assert failure["error"] and failure["backend"]
+        assert failure["name"] in (out / "results.md").read_text()
     assert "| micro |" in (out / "results.md").read_text()
     assert (out / "results.png").stat().st_size > 0

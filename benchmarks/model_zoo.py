@@ -1,0 +1,129 @@
+"""Benchmark models with random weights (no downloads): full size, or tiny for smoke runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+class BasicBlock(nn.Module):
+    """ResNet's two-conv residual block."""
+
+    def __init__(self, cin: int, cout: int, stride: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.down = None
+        if stride != 1 or cin != cout:
+            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        return torch.relu(y + (x if self.down is None else self.down(x)))
+
+
+class ResNet18(nn.Module):
+    """ResNet-18's shape (torchvision does not install beside torch 2.13, so it is written here)."""
+
+    def __init__(self, width: int = 64, classes: int = 1000):
+        super().__init__()
+        w = width
+        self.stem = nn.Sequential(nn.Conv2d(3, w, 7, 2, 3, bias=False), nn.BatchNorm2d(w), nn.ReLU(),
+                                  nn.MaxPool2d(3, 2, 1))
+        layers, cin = [], w
+        for i, cout in enumerate([w, 2 * w, 4 * w, 8 * w]):
+            stride = 1 if i == 0 else 2
+            layers += [BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1)]
+            cin = cout
+        self.layers = nn.Sequential(*layers)
+        self.head = nn.Linear(cin, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.layers(self.stem(x))
+        return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+
+@dataclass
+class ModelCase:
+    """A model, its example inputs and how many items (images, tokens) one call processes."""
+
+    name: str
+    build: Callable[[], nn.Module]
+    inputs: Callable[[], tuple[torch.Tensor, ...]]
+    items: int
+    item_unit: str
+
+
+def _mlp(tiny: bool) -> ModelCase:
+    d = 64 if tiny else 1024
+    b = 8 if tiny else 256
+
+    def build():
+        return nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d), nn.GELU(), nn.Linear(d, d))
+
+    return ModelCase("MLP", build, lambda: (torch.randn(b, d),), b, "rows/s")
+
+
+def _resnet(tiny: bool) -> ModelCase:
+    size = 32 if tiny else 224
+    return ModelCase("ResNet-18 (batch 1)", lambda: ResNet18(8 if tiny else 64, 10 if tiny else 1000),
+                     lambda: (torch.randn(1, 3, size, size),), 1, "images/s")
+
+
+def _gpt2(tiny: bool) -> ModelCase:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    cfg = (GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=128, n_positions=64) if tiny
+           else GPT2Config())  # GPT-2 small: 12 layers, 768 wide, 50257 vocab
+    seq = 8 if tiny else 128
+
+    def build():
+        model = GPT2LMHeadModel(cfg)
+        model.config.use_cache = False
+        return _LogitsOnly(model)
+
+    return ModelCase(f"GPT-2{' tiny' if tiny else ' small'} prefill ({seq} tokens)", build,
+                     lambda: (torch.randint(0, cfg.vocab_size, (1, seq)),), seq, "tokens/s")
+
+
+def _bert(tiny: bool) -> ModelCase:
+    from transformers import BertConfig, BertModel
+
+    cfg = (BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=2, intermediate_size=128,
+                      vocab_size=128) if tiny else BertConfig())
+    seq = 8 if tiny else 128
+    return ModelCase(f"BERT-{'tiny' if tiny else 'base'} encoder ({seq} tokens)",
+                     lambda: _LogitsOnly(BertModel(cfg)),
+                     lambda: (torch.randint(0, cfg.vocab_size, (1, seq)),), seq, "tokens/s")
+
+
+def _vit(tiny: bool) -> ModelCase:
+    from transformers import ViTConfig, ViTModel
+
+    cfg = (ViTConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=2, intermediate_size=128,
+                     image_size=32, patch_size=16) if tiny else ViTConfig())
+    return ModelCase(f"ViT-{'tiny' if tiny else 'B/16'} (batch 1)", lambda: _LogitsOnly(ViTModel(cfg)),
+                     lambda: (torch.randn(1, 3, cfg.image_size, cfg.image_size),), 1, "images/s")
+
+
+class _LogitsOnly(nn.Module):
+    """Return the first output tensor of a transformers model (their output objects are not tensors)."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.model(x)
+        return out[0] if isinstance(out, tuple) else next(iter(out.values()))
+
+
+def model_cases(tiny: bool) -> list[ModelCase]:
+    """Every benchmark model, tiny (smoke) or full size."""
+    return [_mlp(tiny), _resnet(tiny), _gpt2(tiny), _bert(tiny), _vit(tiny)]
