@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Run the benchmarks on a GPU machine without network (the H200 lent by the device tool), from the
+# repository root, with .gl/ (Vulkan/GL loader .debs) and .whl/ (Python 3.12 wheels) carried along —
+# both made by ../shared/tools/gpu-machine-kit.sh. Results go to ${OUT:-benchmarks/out}/gpu.
+set -euo pipefail
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
+  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+fi
+bash tools/build_extension_inplace.sh   # the eager device needs _C built against this machine's torch
+nvidia-smi -L || true
+python3 -m benchmarks run --suite "${SUITE:-all}" --backends "${BACKENDS:-dawn,wgpu,webgpu-eager,webgpu-compiled,torch-cuda,inductor-cuda}" \
+  --out "${OUT:-benchmarks/out}/gpu" "$@"
