@@ -9,7 +9,7 @@ import torch
 from .codegen.dtypes import dtype_info
 from .codegen.indexing import launch_gather, launch_scatter
 from .codegen.operand import Operand
-from .elementwise import operand, run_formula
+from .elementwise import broadcast_shapes, operand, run_formula
 from .reductions import cast_into
 from .registry import register
 from .tensor_buffers import new_empty
@@ -453,22 +453,51 @@ def constant_pad_nd(self, pad, value=0):
     return out
 
 
+def _expand_masks(self, indices) -> list:
+    """Boolean masks become one int64 index tensor per dim they cover (through nonzero)."""
+    out = []
+    for t in indices:
+        if t is not None and t.dtype in (torch.bool, torch.uint8):
+            nz = nonzero(t)
+            out.extend(nz[:, j] for j in range(t.dim()))
+        else:
+            out.append(t)
+    if len(out) > self.dim():
+        raise IndexError(f"too many indices for tensor of dimension {self.dim()}")
+    return out + [None] * (self.dim() - len(out))
+
+
+def _linear_index(self, indices):
+    """(indexed dims, broadcast index shape, flat int64 index into those dims) of advanced indexing."""
+    dims = [d for d, t in enumerate(indices) if t is not None]
+    for d in dims:
+        if indices[d].device.type != "webgpu":
+            indices[d] = indices[d].to(self.device)
+    bshape = broadcast_shapes(*(indices[d].shape for d in dims))
+    lin = None
+    for d in dims:
+        i = indices[d].to(torch.int64)
+        i = torch.where(i < 0, i + self.shape[d], i)  # negative indices count from the end
+        lin = i if lin is None else lin * self.shape[d] + i
+    return dims, bshape, lin.expand(bshape)
+
+
 @register("index.Tensor")
 def index_tensor(self, indices):
-    """x[idx] advanced indexing with exactly one index tensor (int or bool mask over one dim)."""
-    present = [(i, t) for i, t in enumerate(indices) if t is not None]
-    if len(present) != 1:
-        raise NotImplementedError("webgpu: advanced indexing supports exactly one index tensor for now")
-    dim, idx = present[0]
-    if idx.dtype == torch.bool or idx.dtype == torch.uint8:
-        if idx.dim() != 1:
-            raise NotImplementedError("webgpu: boolean mask indexing supports 1-d masks for now")
-        idx = nonzero(idx).reshape(-1)
-    if idx.device.type != "webgpu":
-        idx = idx.to(self.device)
-    flat = index_select(self, dim, idx.reshape(-1))
-    shape = list(self.shape[:dim]) + list(idx.shape) + list(self.shape[dim + 1:])
-    return flat.reshape(shape)
+    """x[i, j, mask, ...] advanced indexing (any number of int/bool index tensors)."""
+    indices = _expand_masks(self, list(indices))
+    dims, bshape, lin = _linear_index(self, indices)
+    rest = [d for d in range(self.dim()) if d not in dims]
+    adjacent = dims == list(range(dims[0], dims[-1] + 1))
+    x = self.permute(dims + rest)
+    flat = x.reshape(-1, *[self.shape[d] for d in rest])
+    out = index_select(flat, 0, lin.reshape(-1)).reshape(*bshape, *[self.shape[d] for d in rest])
+    if adjacent and dims[0] > 0:
+        # the indexed block stays where the indexed dims were
+        nb, before = len(bshape), dims[0]
+        order = list(range(nb, nb + before)) + list(range(nb)) + list(range(nb + before, out.dim()))
+        out = out.permute(order)
+    return out.contiguous()
 
 
 @register("nonzero")
@@ -528,36 +557,45 @@ def vdot(self, other):
     return torch.dot(self, other)
 
 
-def _one_index(op: str, indices) -> tuple[int, torch.Tensor]:
-    present = [(i, t) for i, t in enumerate(indices) if t is not None]
-    if len(present) != 1:
-        raise NotImplementedError(f"webgpu: {op} supports exactly one index tensor for now")
-    dim, idx = present[0]
-    if idx.dtype in (torch.bool, torch.uint8):
-        if idx.dim() != 1:
-            raise NotImplementedError(f"webgpu: {op} supports 1-d boolean masks for now")
-        idx = nonzero(idx).reshape(-1)
-    if idx.dim() != 1:
-        raise NotImplementedError(f"webgpu: {op} supports 1-d index tensors for now")
-    return dim, idx
-
-
 def _index_put(self, indices, values, accumulate):
-    dim, idx = _one_index("index_put", indices)
-    if idx.numel() == 0:
+    if values.device != self.device:  # a CPU scalar tensor, as `x[i] = 1.0` passes
+        values = values.to(self.device)
+    indices = _expand_masks(self, list(indices))
+    dims, bshape, lin = _linear_index(self, indices)
+    if lin.numel() == 0:
         return self.clone()
-    shape = list(self.shape)
-    shape[dim] = idx.numel()
-    vals = values.to(self.dtype).expand(shape)
+    rest = [d for d in range(self.dim()) if d not in dims]
+    adjacent = dims == list(range(dims[0], dims[-1] + 1))
+    rest_shape = [self.shape[d] for d in rest]
+    # values broadcast to the shape x[indices] has, then laid out as [index, rest...]
+    if adjacent and dims[0] > 0:
+        res_shape = [self.shape[d] for d in range(dims[0])] + list(bshape) + rest_shape[dims[0]:]
+        v = values.to(self.dtype).expand(res_shape)
+        nb, before = len(bshape), dims[0]
+        v = v.permute(list(range(before, before + nb)) + list(range(before))
+                      + list(range(before + nb, v.dim())))
+    else:
+        v = values.to(self.dtype).expand(*bshape, *rest_shape)
+    v = v.reshape(-1, *rest_shape)
+    perm = dims + rest
+    x = self.permute(perm).contiguous()
+    flat = x.reshape(-1, *rest_shape)
+    lin = lin.reshape(-1)
     if accumulate:
-        return _index_add(self, dim, idx, vals, 1)
-    expanded = _expanded_index(idx, tuple(shape), dim)
-    wide = _wide(self.dtype)
-    base = self if wide == self.dtype else cast_into(self, new_empty(self.shape, wide, self))
-    v = vals if vals.dtype == wide else cast_into(vals, new_empty(vals.shape, wide, vals))
-    out = new_empty(self.shape, wide, self)
-    launch_scatter("set", operand(base), operand(v), expanded, operand(out), dim)
-    return out if wide == self.dtype else cast_into(out, new_empty(self.shape, self.dtype, self))
+        res = _index_add(flat, 0, lin, v, 1)
+    else:
+        shape = list(flat.shape)
+        shape[0] = lin.numel()
+        wide = _wide(self.dtype)
+        base = flat if wide == self.dtype else cast_into(flat, new_empty(flat.shape, wide, flat))
+        vv = v.contiguous() if v.dtype == wide else cast_into(v, new_empty(v.shape, wide, v))
+        res = new_empty(flat.shape, wide, flat)
+        launch_scatter("set", operand(base), operand(vv), _expanded_index(lin, tuple(shape), 0), operand(res),
+                       0)
+        if wide != self.dtype:
+            res = cast_into(res, new_empty(flat.shape, self.dtype, flat))
+    inverse = [perm.index(d) for d in range(self.dim())]
+    return res.reshape(x.shape).permute(inverse)
 
 
 @register("index_put")
