@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 import sys
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -157,6 +158,8 @@ class CompiledPlan:
                 total += -(-node.args["size"] // ALIGN) * ALIGN
         self._readback = self._allocate(max(total, 4))
         self._run(plan.init, dict(self._static))
+        # Buffers go back to the pool when the compiled graph is dropped (torch._dynamo.reset, GC).
+        weakref.finalize(self, _free_all, self.rt, self._owned)
 
     # -- setup --
     def _allocate(self, size: int) -> int:
@@ -318,9 +321,16 @@ class CompiledPlan:
 
     def release(self) -> None:
         """Give the plan's buffers back to the runtime pool."""
-        for buf in self._owned:
-            self.rt.free(buf)
-        self._owned.clear()
+        _free_all(self.rt, self._owned)
+
+
+def _free_all(rt: Any, owned: list[int]) -> None:
+    for buf in owned:
+        try:
+            rt.free(buf)
+        except Exception:  # device lost or interpreter shutting down: nothing left to free
+            pass
+    owned.clear()
 
 
 def lowering(plan: Plan, rt: Any = None, shader_source: str = "wgsl") -> CompiledPlan:

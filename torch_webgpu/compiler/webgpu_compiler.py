@@ -136,6 +136,10 @@ def compile_plan(prepared: PreparedGraph, example_inputs: list[Any], target: Any
     high.check_supported()
     torch_text = str(module)
     target = target or _target()
+    if not target.shader_f16 and any(
+            isinstance(v, torch.Tensor) and v.dtype == torch.float16 for v in example_inputs):
+        raise TypeError("float16 graphs need the adapter feature 'shader-f16', which this adapter lacks; "
+                        "use float32 (model.float())")
     constants = {f"_const_{i}": _constant_array(t, f"_const_{i}") for i, t in enumerate(prepared.constants)}
     digest = hashlib.sha256()
     for name, value in constants.items():
