@@ -2,9 +2,33 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: the loader and exporter are imported on first use
+    import os
+    from pathlib import Path
+    from typing import Any
+
+    from . import bundle
+
 __version__ = "0.1.0"
 
 from . import runtime  # noqa: E402, F401  (the HAL needs neither torch nor the compiler)
+
+
+def load(path: str | os.PathLike) -> bundle.Bundle:
+    """Load a bundle written by `export` (or `torch-webgpu compile`); works without torch."""
+    from .bundle import load as _load
+
+    return _load(path)
+
+
+def export(model: Any, example_inputs: Any, path: str | os.PathLike, **options: Any) -> Path:
+    """Compile `model` for `example_inputs` into a bundle at `path` (directory, or one file if .zip)."""
+    from .bundle import export as _export
+
+    return _export(model, example_inputs, path, **options)
+
 
 try:
     import torch as _torch  # noqa: F401

@@ -1,0 +1,33 @@
+"""Offline bundles: a compiled model as manifest.json + WGSL + safetensors weights, loadable without torch.
+
+`load` needs only the runtime, numpy and safetensors; `export` (torch, torch-mlir, IREE) is imported on
+first use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .format import (
+    BUNDLE_FORMAT_VERSION,
+    BundleError,
+    BundleFormatError,
+    BundleIntegrityError,
+    BundleRequirementError,
+    BundleSignatureError,
+    read_manifest,
+)
+from .loader import Bundle, load
+
+
+def export(model: Any, example_inputs: Any, path: Any, **options: Any) -> Any:
+    """Compile `model` into a bundle at `path` (see torch_webgpu.bundle.export.export for options)."""
+    from .export import export as _export
+
+    return _export(model, example_inputs, path, **options)
+
+
+__all__ = [
+    "BUNDLE_FORMAT_VERSION", "Bundle", "BundleError", "BundleFormatError", "BundleIntegrityError",
+    "BundleRequirementError", "BundleSignatureError", "export", "load", "read_manifest",
+]

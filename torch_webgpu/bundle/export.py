@@ -1,0 +1,219 @@
+"""`export(model, example_inputs, path)`: torch.export -> the compiler's plan -> a bundle on disk.
+
+Parameters and buffers are baked into the bundle (constants.safetensors): the bundle takes only the
+model's inputs. Each phase is a function of its own so the CLI can stop after any of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import operator
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .format import BUNDLE_FORMAT, BUNDLE_FORMAT_VERSION, write_bundle
+from .requirements import check_requirements, plan_requirements, target_limits
+
+PHASES = ("high-ir", "iree-input", "wgsl", "bundle")
+
+
+@dataclass
+class TracedModel:
+    """A model as one stateless FX graph with its weights as attributes (from torch.export)."""
+
+    graph_module: torch.fx.GraphModule
+    example_inputs: list[torch.Tensor]
+    input_names: list[str]
+    output_structure: str          # "single": the model returns one tensor; "sequence": a flat tuple
+
+
+@dataclass
+class Target:
+    """A named target profile and the IREE target built from its limits."""
+
+    name: str
+    limits: dict[str, int]
+    features: frozenset[str]
+    f16: bool
+    iree: Any   # mlir_passes.webgpu_target.WebGPUTarget
+
+
+def make_target(name: str = "auto", f16: bool = False) -> Target:
+    """The target profile `name` (`auto` or `webgpu-core`); f16 needs the profile's shader-f16."""
+    from mlir_passes.webgpu_target import WebGPUTarget
+
+    limits, features = target_limits(name)
+    if f16 and "shader-f16" not in features:
+        where = "this adapter" if name == "auto" else f"target {name}"
+        hint = "" if name == "auto" else " or use --target auto"
+        raise ValueError(f"--f16 needs the WebGPU feature 'shader-f16', which {where} does not offer; "
+                         f"compile in float32 (drop --f16){hint}")
+    # f16 code only when asked: a float32 model on an f16-capable adapter stays portable.
+    iree = WebGPUTarget.from_limits(limits, features if f16 else features - {"shader-f16"})
+    return Target(name, limits, frozenset(features), f16, iree)
+
+
+def _decompositions() -> dict:
+    from torch_mlir.extras.fx_decomp_util import get_decomposition_table
+
+    return get_decomposition_table()
+
+
+def trace(model: Any, example_inputs: Sequence[Any], f16: bool = False) -> TracedModel:
+    """torch.export an nn.Module (eval mode, no grad) or take an ExportedProgram; decompose for the
+    compiler; weights become graph attributes."""
+    inputs = [x if isinstance(x, torch.Tensor) else torch.as_tensor(x) for x in example_inputs]
+    if isinstance(model, torch.export.ExportedProgram):
+        if f16:
+            raise ValueError("--f16 converts a Python model; an exported program (.pt2) keeps its dtypes: "
+                             "export it in float16 instead")
+        program = model
+    elif isinstance(model, torch.nn.Module):
+        model = model.eval()
+        if f16:
+            import copy
+
+            model = copy.deepcopy(model).half()
+            inputs = [x.half() if x.is_floating_point() else x for x in inputs]
+        with torch.no_grad():
+            program = torch.export.export(model, tuple(inputs))
+    else:
+        raise TypeError(f"export takes an nn.Module or a torch.export.ExportedProgram, not {type(model)}")
+    bad = [f"{type(x).__name__}" for x in inputs if not isinstance(x, torch.Tensor)]
+    if bad:
+        raise NotImplementedError(f"bundle inputs must be tensors (got {bad})")
+    program = program.run_decompositions(_decompositions())
+    gm = program.module()
+    for node in list(gm.graph.nodes):
+        # torch.export's input guards (a call_module) check shapes in Python; a bundle checks them itself.
+        if node.op == "call_module" and node.target == "_guards_fn":
+            gm.graph.erase_node(node)
+        elif node.op == "get_attr" and "." in node.target:
+            # Weights and buffers of submodules become top-level attributes (constants of the plan).
+            value = operator.attrgetter(node.target)(gm)
+            name = "_w_" + node.target.replace(".", "_")
+            setattr(gm, name, value.detach() if isinstance(value, torch.Tensor) else value)
+            node.target = name
+    gm.graph.lint()
+    gm.recompile()
+    names = [s.arg.name for s in program.graph_signature.input_specs
+             if s.kind == torch.export.graph_signature.InputKind.USER_INPUT]
+    out_spec = program.call_spec.out_spec
+    structure = "single" if out_spec is not None and out_spec.num_children == 0 else "sequence"
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(inputs):
+        raise ValueError(f"the model takes {len(placeholders)} inputs, {len(inputs)} were given")
+    return TracedModel(gm, inputs, names or [f"input{k}" for k in range(len(inputs))], structure)
+
+
+def _prepare(traced: TracedModel) -> Any:
+    from torch_webgpu.compiler.fx_import import prepare_graph
+
+    prepared = prepare_graph(traced.graph_module, list(traced.example_inputs))
+    if prepared.kept_inputs != list(range(len(traced.example_inputs))):
+        raise NotImplementedError("a bundle's inputs must all reach the compiled graph")
+    return prepared
+
+
+def high_ir_text(traced: TracedModel) -> str:
+    """The high IR (torch dialect after our passes) of the model, printed."""
+    from mlir_passes.torch_passes import run_high_passes
+    from torch_webgpu.compiler.fx_import import import_graph
+    from torch_webgpu.compiler.high_ir import build_high_ir
+
+    module = import_graph(_prepare(traced).graph_module)
+    run_high_passes(module)
+    return str(build_high_ir(module))
+
+
+def iree_input_text(traced: TracedModel, target: Target) -> str:
+    """The MLIR module handed to IREE: torch dialect after our passes, with the WebGPU target attached."""
+    from mlir_passes.iree_driver import with_target
+    from mlir_passes.torch_passes import run_high_passes
+    from torch_webgpu.compiler.fx_import import import_graph
+
+    module = import_graph(_prepare(traced).graph_module)
+    run_high_passes(module)
+    return with_target(str(module), target.iree)
+
+
+@contextlib.contextmanager
+def _dump_dir(path: str | os.PathLike | None) -> Iterator[None]:
+    if path is None:
+        yield
+        return
+    old = os.environ.get("TORCH_WEBGPU_DUMP_DIR")
+    os.environ["TORCH_WEBGPU_DUMP_DIR"] = str(path)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("TORCH_WEBGPU_DUMP_DIR", None)
+        else:
+            os.environ["TORCH_WEBGPU_DUMP_DIR"] = old
+
+
+def compile_traced(traced: TracedModel, target: Target, dump_dir: str | os.PathLike | None = None) -> Any:
+    """The low-IR Plan of a traced model for `target` (through the compiler's disk cache)."""
+    from torch_webgpu.compiler.webgpu_compiler import compile_plan
+
+    with torch.no_grad(), _dump_dir(dump_dir):
+        return compile_plan(_prepare(traced), list(traced.example_inputs), target=target.iree)
+
+
+def _versions() -> dict[str, str]:
+    out = {}
+    for pkg in ("torch-webgpu", "torch", "torch-mlir", "iree-base-compiler"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "?"
+    return out
+
+
+def write_plan_bundle(plan: Any, traced: TracedModel, target: Target, path: str | os.PathLike,
+                      source: str = "") -> Path:
+    """Write `plan` as a bundle at `path` (directory or .zip) after checking it fits `target`."""
+    import tempfile
+
+    requires = plan_requirements(plan, target.iree.workgroup_memory_bytes, target.iree.offset_alignment)
+    check_requirements(requires, target.limits, target.features, what=f"target {target.name}")
+    with tempfile.TemporaryDirectory(prefix="torch-webgpu-export-") as tmp:
+        plan.save(tmp)   # the plan's own serialisation: plan.json, .wgsl files, constants.safetensors
+        files = {p.name: p.read_bytes() for p in Path(tmp).iterdir() if p.name != "plan.json"}
+        doc = json.loads(Path(tmp, "plan.json").read_text())
+    outputs = [{"name": f"output{k}", "shape": list(s.shape), "dtype": s.dtype}
+               for k, s in enumerate(plan.outputs)]
+    inputs = [{"name": name, "shape": list(s.shape), "dtype": s.dtype}
+              for name, s in zip(traced.input_names, plan.inputs, strict=True)]
+    manifest = {
+        "format": BUNDLE_FORMAT,
+        "format_version": BUNDLE_FORMAT_VERSION,
+        "producer": _versions(),
+        "source": source,
+        "target": {"name": target.name, "key": target.iree.key(), "f16": target.f16},
+        "inputs": inputs,
+        "outputs": outputs,
+        "output_structure": traced.output_structure if len(outputs) == 1 else "sequence",
+        "requires": requires,
+        "dispatches": plan.dispatch_count,
+        "plan": doc,
+    }
+    return write_bundle(path, manifest, files)
+
+
+def export(model: Any, example_inputs: Sequence[Any], path: str | os.PathLike, *, target: str = "auto",
+           f16: bool = False, dump_dir: str | os.PathLike | None = None, source: str = "") -> Path:
+    """Compile `model` for `example_inputs`' shapes and dtypes into a bundle at `path` (a directory, or
+    one file if it ends in .zip); weights are baked in. `target`: "auto" (this adapter) or "webgpu-core"."""
+    tgt = make_target(target, f16)
+    traced = trace(model, example_inputs, f16=f16)
+    plan = compile_traced(traced, tgt, dump_dir)
+    return write_plan_bundle(plan, traced, tgt, path, source=source)
