@@ -77,7 +77,11 @@ def _spirv_modules(module):
 
 def _parse(text: str):
     from iree.compiler import ir  # the MLIR bindings IREE ships register the spirv dialect
+    from iree.compiler._mlir_libs import _mlir
 
+    prefix = f"{__package__}._dialects"
+    if prefix not in _mlir.globals.dialect_search_modules:
+        _mlir.globals.append_dialect_search_prefix(prefix)
     ctx = ir.Context()
     try:
         return ctx, ir.Module.parse(text, ctx)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .errors import UnsupportedSpirvError
 
@@ -143,6 +144,7 @@ class _Parser:
         raise self.error(f"unknown scalar {name!r}")
 
 
+@lru_cache(maxsize=4096)
 def parse_type(text: str) -> SpirvType:
     """Parse the textual form of a spirv-dialect type."""
     parser = _Parser(text.strip())
