@@ -21,8 +21,8 @@ from .loader import Bundle, load
 
 
 def export(model: Any, example_inputs: Any, path: Any, **options: Any) -> Any:
-    """Compile `model` into a bundle at `path` (see torch_webgpu.bundle.export.export for options)."""
-    from .export import export as _export
+    """Compile `model` into a bundle at `path` (see torch_webgpu.bundle.exporter.export for options)."""
+    from .exporter import export as _export
 
     return _export(model, example_inputs, path, **options)
 

@@ -1,0 +1,1 @@
+"""The `torch-webgpu` command line: compile, run and inspect bundles."""

@@ -1,0 +1,356 @@
+"""`torch-webgpu`: compile a PyTorch model into a bundle, run a bundle, inspect a bundle.
+
+`run` and `inspect` need neither torch, torch-mlir nor IREE; `compile` imports them on use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import struct
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+EPILOG = """\
+examples:
+  torch-webgpu compile models.py:MLP --input 4x16xf32 -o mlp.bundle
+  torch-webgpu compile model.pt2 --target webgpu-core -o model.zip
+  torch-webgpu compile models.py:MLP --input 4x16xf32 --compile-to=wgsl -o shaders/
+  torch-webgpu run mlp.bundle --input @x.npy --output @y.npy
+  torch-webgpu run mlp.bundle --input 4x16xf32=1 --benchmark 100
+  torch-webgpu inspect mlp.bundle
+
+A bundle is a directory (or one .zip file) with manifest.json, one .wgsl per executable and the weights
+as constants.safetensors; `torch_webgpu.load(path)` runs it from Python without torch.
+"""
+
+TYPE_HELP = ("tensor type as SHAPExELEMENT, e.g. 4x16xf32, 2x3x8x8xf32, 1x8xi64 (element types: f32, f16, "
+             "i64, i32, i16, i8, ui8, i1)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="torch-webgpu", description="Compile PyTorch models for WebGPU and run them without PyTorch.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    c = sub.add_parser(
+        "compile", help="compile a model into a bundle (or stop after a phase)",
+        description="Compile FILE.py:FACTORY (FACTORY() returns an nn.Module; eval mode is applied) or a "
+                    "torch.export.save'd MODEL.pt2 for fixed input shapes. Parameters and buffers are baked "
+                    "into the bundle, which takes only the model's inputs.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    c.add_argument("model", help="FILE.py:FACTORY (a callable returning an nn.Module) or MODEL.pt2")
+    c.add_argument("--input", "-i", action="append", default=[], metavar="TYPE",
+                   help=f"one per model input, in order: {TYPE_HELP}. Optional for .pt2 (its example "
+                        "inputs are used)")
+    c.add_argument("-o", "--output", metavar="PATH",
+                   help="the bundle: a directory, or one file if PATH ends in .zip. With --compile-to=wgsl a "
+                        "directory for the .wgsl files; with high-ir/iree-input a file (default: stdout)")
+    c.add_argument("--target", choices=["auto", "webgpu-core"], default="auto",
+                   help="auto: this machine's adapter limits and features; webgpu-core: the WebGPU "
+                        "specification's default limits (256 invocations, 16 KiB workgroup memory, 8 storage "
+                        "buffers per stage, no f16), portable to any browser (default: auto)")
+    c.add_argument("--f16", action="store_true",
+                   help="convert the model and float inputs to float16 (needs the shader-f16 feature)")
+    c.add_argument("--dump-dir", metavar="DIR",
+                   help="write every intermediate (imported and high IR, IREE input and HAL, SPIR-V, WGSL, "
+                        "plan) under DIR")
+    c.add_argument("--compile-to", choices=["high-ir", "iree-input", "wgsl", "bundle"], default="bundle",
+                   help="stop after this phase: high-ir (our torch-dialect IR, printed), iree-input (the "
+                        "MLIR module given to IREE), wgsl (the shaders), bundle (default)")
+    c.add_argument("--seed", type=int, default=0,
+                   help="seed for the example inputs used to trace (default 0)")
+    c.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    c.set_defaults(func=cmd_compile)
+
+    r = sub.add_parser(
+        "run", help="run a bundle on this machine's WebGPU adapter",
+        description="Run a bundle once (or --benchmark N times) and print or save its outputs.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    r.add_argument("bundle", help="bundle directory or .zip")
+    r.add_argument("--input", "-i", action="append", default=[], metavar="VALUE",
+                   help="one per model input, in order: @x.npy (numpy.save file), TYPE=v1,v2,... (e.g. "
+                        "1x4xf32=1,2,3,4; one value fills the tensor) or TYPE alone (zeros)")
+    r.add_argument("--output", "-o", action="append", default=[], metavar="@FILE.npy",
+                   help="one per output, in order: write it to FILE.npy instead of printing it ('-' prints)")
+    r.add_argument("--benchmark", type=int, default=0, metavar="N",
+                   help="after one warm-up call, time N calls and print the median/min/max per call")
+    r.set_defaults(func=cmd_run)
+
+    s = sub.add_parser(
+        "inspect", help="describe a bundle: signature, dispatches, WGSL sizes, weights, requirements",
+        description="Print what a bundle holds and what it needs from an adapter (hashes are verified).")
+    s.add_argument("bundle", help="bundle directory or .zip")
+    s.add_argument("--json", action="store_true", help="print the summary as JSON")
+    s.add_argument("--check", action="store_true",
+                   help="also check the requirements against this machine's adapter")
+    s.set_defaults(func=cmd_inspect)
+    return parser
+
+
+# -- compile -------------------------------------------------------------------------------------------
+
+def _load_model(spec: str) -> Any:
+    """The nn.Module of FILE.py:FACTORY, or the ExportedProgram of a .pt2 file."""
+    import importlib.util
+    import operator
+
+    import torch
+
+    if spec.endswith(".pt2"):
+        if not Path(spec).exists():
+            raise FileNotFoundError(f"no exported program at {spec}")
+        return torch.export.load(spec)
+    file, sep, factory = spec.rpartition(":")
+    if not sep or not file.endswith(".py"):
+        raise ValueError(f"{spec!r}: give FILE.py:FACTORY (FACTORY() returns an nn.Module) or MODEL.pt2")
+    path = Path(file).resolve()
+    if not path.exists():
+        raise FileNotFoundError(f"no such file: {file}")
+    sys.path.insert(0, str(path.parent))   # the model file may import its neighbours
+    module_spec = importlib.util.spec_from_file_location(f"_torch_webgpu_model_{path.stem}", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    try:
+        make = operator.attrgetter(factory)(module)
+    except AttributeError:
+        raise ValueError(f"{file} has no {factory!r}") from None
+    model = make()
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"{spec}: {factory}() returned {type(model).__name__}, not an nn.Module")
+    return model.eval()
+
+
+def _example_inputs(model: Any, types: Sequence[str], seed: int) -> list:
+    """Tensors of the given types (random floats, zeros otherwise); a .pt2's own example inputs if none."""
+    import torch
+
+    from .values import parse_type
+
+    if not types:
+        if isinstance(model, torch.export.ExportedProgram) and model.example_inputs is not None:
+            args, kwargs = model.example_inputs
+            if kwargs:
+                raise ValueError("the exported program takes keyword inputs; bundles take positional ones")
+            return list(args)
+        raise ValueError("give one --input TYPE per model input (e.g. --input 4x16xf32)")
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for text in types:
+        tt = parse_type(text)
+        dtype = getattr(torch, tt.dtype)
+        if dtype.is_floating_point:
+            out.append(torch.randn(tt.shape, generator=gen).to(dtype))
+        else:
+            out.append(torch.zeros(tt.shape, dtype=dtype))
+    return out
+
+
+def _write_text(text: str, output: str | None) -> None:
+    if output is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    else:
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        Path(output).write_text(text)
+        print(f"wrote {output}")
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    """`torch-webgpu compile`."""
+    from tqdm import tqdm
+
+    if args.compile_to in ("bundle", "wgsl") and not args.output:
+        raise ValueError(f"--compile-to={args.compile_to} needs -o PATH")
+    phases = ["load model", "torch.export", "compile"] + (["write"] if args.compile_to != "high-ir" else [])
+    bar = tqdm(total=len(phases), desc="torch-webgpu compile", unit="phase", file=sys.stderr,
+               disable=args.quiet, bar_format="{desc}: {n_fmt}/{total_fmt} {postfix} [{elapsed}]")
+
+    def phase(name: str) -> None:
+        bar.set_postfix_str(name)
+
+    from torch_webgpu.bundle import exporter as ex
+
+    start = time.perf_counter()
+    phase("load model")
+    target = ex.make_target(args.target, args.f16)
+    model = _load_model(args.model)
+    inputs = _example_inputs(model, args.input, args.seed)
+    bar.update()
+    phase("torch.export")
+    traced = ex.trace(model, inputs, f16=args.f16)
+    bar.update()
+    if args.compile_to == "high-ir":
+        phase("high IR")
+        text = ex.high_ir_text(traced)
+        bar.update()
+        bar.close()
+        _write_text(text, args.output)
+        return 0
+    if args.compile_to == "iree-input":
+        phase("IREE input")
+        text = ex.iree_input_text(traced, target)
+        bar.update()
+        bar.close()
+        _write_text(text, args.output)
+        return 0
+    phase("compile: torch-mlir -> IREE -> WGSL")
+    plan = ex.compile_traced(traced, target, args.dump_dir)
+    bar.update()
+    phase("write")
+    if args.compile_to == "wgsl":
+        out = Path(args.output)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, source in plan.wgsl.items():
+            (out / name).write_text(source)
+        bar.update()
+        bar.close()
+        print(f"wrote {len(plan.wgsl)} WGSL files to {out}")
+        return 0
+    path = ex.write_plan_bundle(plan, traced, target, args.output, source=args.model)
+    bar.update()
+    bar.close()
+    print(f"wrote {path} ({plan.dispatch_count} dispatches, target {target.name}) "
+          f"in {time.perf_counter() - start:.1f}s")
+    return 0
+
+
+# -- run -----------------------------------------------------------------------------------------------
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """`torch-webgpu run`."""
+    import numpy as np
+
+    from torch_webgpu.bundle import load
+
+    from .values import format_value, parse_value
+
+    bundle = load(args.bundle)
+    values = [parse_value(v) for v in args.input]
+    result = bundle(*values)
+    outputs = [result] if bundle.manifest.get("output_structure") == "single" else list(result)
+    if args.output and len(args.output) > len(outputs):
+        raise ValueError(f"{len(args.output)} --output given, the bundle has {len(outputs)} outputs")
+    for k, value in enumerate(outputs):
+        dest = args.output[k] if k < len(args.output) else "-"
+        if value is None:
+            print(f"result[{k}]: None")
+        elif dest == "-":
+            print(f"result[{k}]: {format_value(np.asarray(value))}")
+        else:
+            if not dest.startswith("@") or not dest.endswith(".npy"):
+                raise ValueError(f"--output {dest!r}: give @FILE.npy (or - to print)")
+            np.save(dest[1:], np.asarray(value))
+            print(f"result[{k}]: wrote {dest[1:]}")
+    if args.benchmark > 0:
+        times = []
+        for _ in range(args.benchmark):
+            t0 = time.perf_counter()
+            bundle(*values)
+            times.append(time.perf_counter() - t0)
+        print(f"benchmark: {args.benchmark} calls, median {statistics.median(times) * 1e3:.3f} ms, "
+              f"min {min(times) * 1e3:.3f} ms, max {max(times) * 1e3:.3f} ms per call")
+    return 0
+
+
+# -- inspect -------------------------------------------------------------------------------------------
+
+def _safetensors_summary(data: bytes) -> dict[str, Any]:
+    """Tensor count and payload bytes from a safetensors header (no numpy needed)."""
+    (size,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + size])
+    tensors = {k: v for k, v in header.items() if k != "__metadata__"}
+    return {"tensors": len(tensors),
+            "bytes": sum(v["data_offsets"][1] - v["data_offsets"][0] for v in tensors.values())}
+
+
+def summarize(path: str | Path) -> dict[str, Any]:
+    """What `inspect` prints, as a dict."""
+    from torch_webgpu.bundle.format import read_bundle
+    from torch_webgpu.bundle.loader import format_signature
+
+    manifest, files = read_bundle(path)
+    plan = manifest["plan"]
+    wgsl = {spec["entry_point"]: len(files[spec["wgsl_file"]])
+            for spec in plan["executables"].values()}
+    weights = _safetensors_summary(files["constants.safetensors"]) if "constants.safetensors" in files \
+        else {"tensors": 0, "bytes": 0}
+    return {
+        "path": str(path),
+        "format_version": manifest["format_version"],
+        "producer": manifest.get("producer", {}),
+        "source": manifest.get("source", ""),
+        "target": manifest.get("target", {}),
+        "signature": format_signature(manifest["inputs"], manifest["outputs"]),
+        "inputs": manifest["inputs"],
+        "outputs": manifest["outputs"],
+        "dispatches": sum(1 for n in plan["main"] if n["op"] == "dispatch"),
+        "init_dispatches": sum(1 for n in plan["init"] if n["op"] == "dispatch"),
+        "executables": len(wgsl),
+        "wgsl_bytes": wgsl,
+        "wgsl_total_bytes": sum(wgsl.values()),
+        "weights": weights,
+        "buffer_bytes": sum(plan["buffers"].values()),
+        "requires": manifest["requires"],
+    }
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    """`torch-webgpu inspect`."""
+    info = summarize(args.bundle)
+    if args.check:
+        from torch_webgpu.bundle.requirements import unmet
+        from torch_webgpu.runtime import get_runtime
+
+        rt_info = get_runtime().info
+        info["adapter"] = rt_info.name
+        info["unmet"] = unmet(info["requires"], rt_info.limits, rt_info.features)
+    if args.json:
+        print(json.dumps(info, indent=1))
+        return 0
+    from .values import type_string
+
+    print(f"bundle: {info['path']} (format version {info['format_version']}, target "
+          f"{info['target'].get('name', '?')}, from {info['source'] or '?'})")
+    print(f"signature: {info['signature']}")
+    for t in info["inputs"]:
+        print(f"  input  {t['name']}: {type_string(t['shape'], t['dtype'])}")
+    for t in info["outputs"]:
+        print(f"  output {t['name']}: {type_string(t['shape'], t['dtype'])}")
+    print(f"dispatches per call: {info['dispatches']} (+{info['init_dispatches']} once at load), "
+          f"{info['executables']} executables")
+    print(f"WGSL: {info['wgsl_total_bytes']} bytes")
+    for name, size in info["wgsl_bytes"].items():
+        print(f"  {name}: {size} bytes")
+    print(f"weights: {info['weights']['bytes']} bytes in {info['weights']['tensors']} tensors; "
+          f"device buffers: {info['buffer_bytes']} bytes")
+    req = info["requires"]
+    print(f"requires features: {', '.join(req['features']) or 'none'}")
+    print("requires limits:")
+    for name, value in req["limits"].items():
+        print(f"  {name}: {value}")
+    if args.check:
+        verdict = "ok" if not info["unmet"] else "LACKS " + "; ".join(info["unmet"])
+        print(f"this adapter ({info['adapter']}): {verdict}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `torch-webgpu` console script."""
+    from torch_webgpu.bundle.format import BundleError
+    from torch_webgpu.runtime import WebGPUError
+
+    args = _parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (BundleError, WebGPUError, ValueError, TypeError, NotImplementedError, OSError) as exc:
+        print(f"torch-webgpu {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
