@@ -508,18 +508,48 @@ def rt():
 _NONFINITE_HEX = re.compile(r"0x(7F8|FF8|7FC|FFC|7C0|FC0|7E0|FE0)[0-9A-F]*\b", re.IGNORECASE)
 
 
-def spirv_runs_on_dawn(spirv_mlir: str) -> str | None:
+def has_nonfinite_constants(spirv_mlir: str) -> bool:
+    return bool(_NONFINITE_HEX.search(spirv_mlir) or re.search(r"\b(inf|nan)\b", spirv_mlir, re.IGNORECASE))
+
+
+def spirv_runs_on_dawn(spirv_mlir: str, finite_inputs: bool) -> str | None:
     """Why IREE's SPIR-V binary must not be given to Dawn, or None when it can be.
 
-    Tint aborts the whole process on non-finite SPIR-V constants, and Dawn rejects IREE's push
-    constant layout."""
-    if _NONFINITE_HEX.search(spirv_mlir) or re.search(r"\b(inf|nan)\b", spirv_mlir, re.IGNORECASE):
-        return "non-finite constants"
+    Tint aborts the whole process on non-finite SPIR-V constants: those are replaced by ±FLT_MAX
+    (`finite_spirv`), which changes no result while the inputs are finite. Dawn rejects IREE's push
+    constant layout and the Aliased decoration."""
+    if has_nonfinite_constants(spirv_mlir) and not finite_inputs:
+        return "non-finite constants with non-finite inputs"
     if "PushConstant" in spirv_mlir:
         return "push constants"
     if "{aliased}" in spirv_mlir:
         return "aliased bindings (Tint: unhandled decoration Aliased)"
+    if re.search(r"spirv\.(IsNan|IsInf)\b", spirv_mlir):
+        return "IsNan/IsInf (Tint: NaNs cannot be represented in WGSL)"
     return None
+
+
+_OP_TYPE_FLOAT, _OP_CONSTANT, _OP_SPEC_CONSTANT = 22, 43, 50
+
+
+def finite_spirv(binary: bytes) -> bytes:
+    """IREE's SPIR-V with every non-finite float constant (reduction seeds) replaced by ±max-finite."""
+    words = np.frombuffer(binary, np.uint32).copy()
+    floats: dict[int, int] = {}  # float type id → width
+    pos = 5
+    while pos < len(words):
+        count, opcode = int(words[pos]) >> 16, int(words[pos]) & 0xFFFF
+        if opcode == _OP_TYPE_FLOAT:
+            floats[int(words[pos + 1])] = int(words[pos + 2])
+        elif opcode in (_OP_CONSTANT, _OP_SPEC_CONSTANT) and int(words[pos + 1]) in floats:
+            width, bits = floats[int(words[pos + 1])], int(words[pos + 3])
+            exp, sign = (0x7F800000, 0x80000000) if width == 32 else (0x7C00, 0x8000)
+            if width not in (16, 32):
+                raise AssertionError(f"float{width} constant in SPIR-V")
+            if bits & exp == exp:
+                words[pos + 3] = (bits & sign) | (exp - 1 if width == 32 else 0x7BFF)
+        pos += max(count, 1)
+    return words.tobytes()
 
 
 def _binding_kinds(spirv_mlir: str) -> dict[int, set[str]]:
@@ -583,12 +613,17 @@ def run_dispatch(rt, kernel, inputs: list[bytes], workgroups, extra=()) -> list[
             rt.free(buf)
 
 
-def assert_same_outputs(kinds: set[str], expected: bytes, actual: bytes, what: str) -> None:
+def assert_same_outputs(kinds: set[str], expected: bytes, actual: bytes, what: str,
+                        inf_is_max: bool = False) -> None:
+    """Outputs of IREE's SPIR-V and of our WGSL agree; with `inf_is_max` the SPIR-V had its infinite
+    constants replaced by ±max-finite, so our ±inf count as ±max-finite."""
     if kinds & {"i32", "i8", "i16"} or not kinds:
         assert expected == actual, f"{what}: integer outputs differ"
         return
     f16 = kinds == {"f16"}
     a, b = (np.frombuffer(x, np.float16 if f16 else np.float32) for x in (expected, actual))
+    if inf_is_max:
+        b = np.where(np.isinf(b), np.sign(b) * np.finfo(b.dtype).max, b).astype(b.dtype)
     tol = dict(rtol=1e-2, atol=1e-3) if f16 else dict(rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(b, a, equal_nan=True, err_msg=what, **tol)
 
@@ -707,15 +742,16 @@ def test_every_executable_matches_iree_spirv_on_dawn(model_name, compiled_models
         kernel = rt.kernel(wgsl.code, wgsl.entry_point, label=wgsl.name)
         ours = run_dispatch(rt, kernel, inputs, dispatch.workgroups,
                             push_constant_binding(rt, wgsl, dispatch.constants))
-        if spirv_runs_on_dawn(exe.spirv_mlir) is not None:
+        if spirv_runs_on_dawn(exe.spirv_mlir, not compiled.spec.nan_inputs) is not None:
             continue
-        kernel = spirv_kernel(rt, exe.spirv_binary, wgsl.name)
+        kernel = spirv_kernel(rt, finite_spirv(exe.spirv_binary), wgsl.name)
         reference = run_dispatch(rt, kernel, inputs, dispatch.workgroups)
         kinds = _binding_kinds(exe.spirv_mlir)
         for b in wgsl.bindings:
             if b.access == "read_write":
                 assert_same_outputs(kinds.get(b.binding, set()), reference[b.wgsl_binding],
-                                    ours[b.wgsl_binding], f"{exe.name} binding {b.binding}")
+                                    ours[b.wgsl_binding], f"{exe.name} binding {b.binding}",
+                                    inf_is_max=has_nonfinite_constants(exe.spirv_mlir))
         compared += 1
     print(f"{model_name}: {len(compiled.executables)} executables, {compared} compared with SPIR-V")
 
