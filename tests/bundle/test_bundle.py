@@ -1,0 +1,213 @@
+"""Export and load a bundle: outputs match torch CPU, the format holds what it promises, bad input fails."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import torch_webgpu
+from torch_webgpu.bundle import (
+    BUNDLE_FORMAT_VERSION,
+    BundleFormatError,
+    BundleIntegrityError,
+    BundleRequirementError,
+    BundleSignatureError,
+)
+from torch_webgpu.bundle.requirements import WEBGPU_CORE_LIMITS, check_requirements, unmet
+
+from .conftest import edit_manifest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_numpy_in_numpy_out(mlp, mlp_bundle):
+    model, x = mlp
+    bundle = torch_webgpu.load(mlp_bundle)
+    y = bundle(x.numpy())
+    assert isinstance(y, np.ndarray) and y.dtype == np.float32
+    with torch.no_grad():
+        torch.testing.assert_close(torch.from_numpy(y), model(x), atol=1e-4, rtol=1e-4)
+
+
+def test_torch_in_torch_out(mlp, mlp_bundle):
+    model, x = mlp
+    y = torch_webgpu.load(mlp_bundle)(x)
+    assert isinstance(y, torch.Tensor)
+    with torch.no_grad():
+        torch.testing.assert_close(y, model(x), atol=1e-4, rtol=1e-4)
+
+
+def test_weights_are_baked_in(mlp, mlp_bundle):
+    model, x = mlp
+    bundle = torch_webgpu.load(mlp_bundle)
+    assert [t["name"] for t in bundle.inputs] == ["x"]      # only the model input, no parameters
+    with torch.no_grad():
+        expected = model(x)
+        changed = {k: v + 1 for k, v in model.state_dict().items()}
+        other = type(model)().eval()
+        other.load_state_dict(changed)
+        assert not torch.allclose(other(x), expected)
+    torch.testing.assert_close(torch.from_numpy(bundle(x.numpy())), expected, atol=1e-4, rtol=1e-4)
+
+
+def test_manifest_contents(mlp_bundle):
+    manifest = json.loads((Path(mlp_bundle) / "manifest.json").read_text())
+    assert manifest["format_version"] == BUNDLE_FORMAT_VERSION
+    assert manifest["inputs"] == [{"name": "x", "shape": [4, 16], "dtype": "float32"}]
+    assert manifest["outputs"][0]["shape"] == [4, 8]
+    assert manifest["plan"]["main"] and manifest["plan"]["executables"]
+    wgsl = {e["wgsl_file"] for e in manifest["plan"]["executables"].values()}
+    assert wgsl and set(manifest["files"]) == wgsl | {"constants.safetensors"}
+    assert sorted(p.name for p in Path(mlp_bundle).iterdir()) == sorted([*manifest["files"], "manifest.json"])
+    limits = manifest["requires"]["limits"]
+    assert manifest["requires"]["features"] == []
+    assert limits["max-compute-invocations-per-workgroup"] <= 256
+    assert not unmet(manifest["requires"], WEBGPU_CORE_LIMITS, [])
+
+
+def test_zip_round_trip(mlp, tmp_path):
+    model, x = mlp
+    path = torch_webgpu.export(model, [x], tmp_path / "mlp.zip", target="webgpu-core")
+    assert path.is_file()
+    y = torch_webgpu.load(path)(x.numpy())
+    with torch.no_grad():
+        torch.testing.assert_close(torch.from_numpy(y), model(x), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("bad, message", [
+    (lambda x: x[:2], r"float32\[2, 16\], expected float32\[4, 16\]"),
+    (lambda x: x.astype(np.float64), r"float64\[4, 16\], expected float32\[4, 16\]"),
+    (lambda x: x.astype(np.int32), r"int32\[4, 16\], expected float32\[4, 16\]"),
+])
+def test_wrong_input_names_signature(mlp, mlp_bundle, bad, message):
+    bundle = torch_webgpu.load(mlp_bundle)
+    with pytest.raises(BundleSignatureError, match=message) as info:
+        bundle(bad(mlp[1].numpy()))
+    assert r"(x: float32[4, 16]) -> (float32[4, 8])" in str(info.value)
+
+
+def test_wrong_input_count(mlp, mlp_bundle):
+    bundle = torch_webgpu.load(mlp_bundle)
+    with pytest.raises(BundleSignatureError, match=r"takes 1 inputs, got 2.*\(x: float32\[4, 16\]\)"):
+        bundle(mlp[1].numpy(), mlp[1].numpy())
+
+
+def test_missing_feature_is_named(bundle_copy):
+    edit_manifest(bundle_copy, lambda m: m["requires"]["features"].append("quantum-shader"))
+    with pytest.raises(BundleRequirementError, match="feature 'quantum-shader'"):
+        torch_webgpu.load(bundle_copy)
+
+
+def test_insufficient_limit_is_named(bundle_copy):
+    def change(m):
+        m["requires"]["limits"]["max-compute-invocations-per-workgroup"] = 1 << 30
+    edit_manifest(bundle_copy, change)
+    with pytest.raises(BundleRequirementError,
+                       match=r"'max-compute-invocations-per-workgroup' >= 1073741824"):
+        torch_webgpu.load(bundle_copy)
+
+
+def test_alignment_requirement_is_checked():
+    requires = {"limits": {"min-storage-buffer-offset-alignment": 64}}
+    with pytest.raises(BundleRequirementError, match="min-storage-buffer-offset-alignment"):
+        check_requirements(requires, {"min-storage-buffer-offset-alignment": 256}, [])
+    check_requirements(requires, {"min-storage-buffer-offset-alignment": 16}, [])
+
+
+def test_edited_wgsl_is_a_hash_mismatch(bundle_copy):
+    wgsl = next(bundle_copy.glob("*.wgsl"))
+    wgsl.write_text(wgsl.read_text().replace("main", "mian", 1) + "\n")
+    with pytest.raises(BundleIntegrityError, match=f"{wgsl.name} hash mismatch"):
+        torch_webgpu.load(bundle_copy)
+
+
+def test_corrupted_weights_are_a_hash_mismatch(bundle_copy):
+    weights = bundle_copy / "constants.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    with pytest.raises(BundleIntegrityError, match="constants.safetensors hash mismatch"):
+        torch_webgpu.load(bundle_copy)
+
+
+def test_edited_manifest_is_a_hash_mismatch(bundle_copy):
+    edit_manifest(bundle_copy, lambda m: m["plan"]["main"].pop(0), reseal=False)
+    with pytest.raises(BundleIntegrityError, match="manifest.json hash mismatch"):
+        torch_webgpu.load(bundle_copy)
+
+
+def test_missing_file(bundle_copy):
+    next(bundle_copy.glob("*.wgsl")).unlink()
+    with pytest.raises(BundleIntegrityError, match="missing"):
+        torch_webgpu.load(bundle_copy)
+
+
+def test_unknown_format_version(bundle_copy):
+    edit_manifest(bundle_copy, lambda m: m.update(format_version=99))
+    with pytest.raises(BundleFormatError, match="format version 99 is not supported.*reads version 1"):
+        torch_webgpu.load(bundle_copy)
+
+
+def test_not_a_bundle(tmp_path):
+    with pytest.raises(BundleFormatError, match="not a torch-webgpu bundle"):
+        torch_webgpu.load(tmp_path)
+
+
+def test_f16_on_webgpu_core_is_refused(mlp, tmp_path):
+    with pytest.raises(ValueError, match="shader-f16.*webgpu-core"):
+        torch_webgpu.export(mlp[0], [mlp[1]], tmp_path / "f16", target="webgpu-core", f16=True)
+
+
+def test_unknown_target(mlp, tmp_path):
+    with pytest.raises(ValueError, match="unknown target 'webgpu-ultra'"):
+        torch_webgpu.export(mlp[0], [mlp[1]], tmp_path / "x", target="webgpu-ultra")
+
+
+BLOCKER = """
+import sys
+BLOCKED = {"torch", "torch_mlir", "iree", "functorch", "torchgen"}
+
+class _Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ImportError(f"{name} is blocked in this test")
+
+sys.meta_path.insert(0, _Block())
+"""
+
+
+def test_load_without_torch_mlir_or_iree(mlp, mlp_bundle, tmp_path):
+    model, x = mlp
+    np.save(tmp_path / "x.npy", x.numpy())
+    script = BLOCKER + textwrap.dedent(f"""
+        import numpy as np
+        try:
+            import torch
+        except ImportError:
+            pass
+        else:
+            raise SystemExit("torch imported despite the blocker")
+        import torch_webgpu
+        assert not hasattr(torch_webgpu, "fallback_stats")   # the device was not registered
+        bundle = torch_webgpu.load({str(mlp_bundle)!r})
+        y = bundle(np.load({str(tmp_path / 'x.npy')!r}))
+        assert isinstance(y, np.ndarray), type(y)
+        np.save({str(tmp_path / 'y.npy')!r}, y)
+        loaded = sorted({{m.split(".")[0] for m, v in sys.modules.items() if v is not None}} & BLOCKED)
+        assert not loaded, loaded
+        print("ok")
+    """)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().endswith("ok")
+    with torch.no_grad():
+        torch.testing.assert_close(torch.from_numpy(np.load(tmp_path / "y.npy")), model(x), atol=1e-4,
+                                   rtol=1e-4)
