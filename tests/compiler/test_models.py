@@ -38,8 +38,11 @@ def test_mlp_one_submit_per_call(rt):
     with torch.no_grad():
         compiled(x)
         before = rt.submits
+        pipelines, bind_groups = rt.executables.pipeline_misses, rt.executables.bind_group_misses
         y = compiled(x)
     assert rt.submits - before == 1
+    # pipelines and bind groups were built by the first call only
+    assert (rt.executables.pipeline_misses, rt.executables.bind_group_misses) == (pipelines, bind_groups)
     torch.testing.assert_close(y, model(x), atol=1e-4, rtol=1e-4)
 
 
