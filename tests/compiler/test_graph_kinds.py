@@ -16,6 +16,8 @@ CASES = {
                    lambda: (torch.randn(4, 8).half(), torch.randn(8, 4).half())),
     "mean_var": (lambda x: (x.mean(0), x.var(0)), lambda: (torch.randn(10, 6),)),
     "scalar_out": (lambda x: x.sum(), lambda: (torch.randn(5),)),
+    "lifted_constant": (lambda x: x * torch.tensor([1.5, -2.0, 3.0]) + torch.arange(3),
+                        lambda: (torch.randn(4, 3),)),
     "input_passthrough": (lambda x, y: (x, y * 2), lambda: (torch.randn(3), torch.randn(3))),
 }
 

@@ -97,7 +97,8 @@ def _run_copy(state: _State, node: LowIRNode) -> None:
 
 def _run_upload(state: _State, node: LowIRNode) -> None:
     buf_id, base = state.buffers[node.args["buffer"]]
-    state.rt.upload(buf_id, state.compiled.plan.constants[node.args["constant"]], base)
+    value = np.ascontiguousarray(state.compiled.plan.constants[node.args["constant"]])
+    state.rt.upload(buf_id, value, base)
 
 
 def _nothing(state: _State, node: LowIRNode) -> None:
@@ -140,11 +141,9 @@ class CompiledPlan:
         self._host_inputs: dict[str, tuple[int, int]] = {}
         for k, spec in enumerate(plan.inputs):
             self._host_inputs[f"in{k}"] = (self._allocate(max(_nbytes(spec), 4)), 0)
-        for j, (cname, value) in enumerate(plan.constants.items()):
-            buf = self._allocate(max(value.nbytes, 4))
-            self.rt.upload(buf, np.ascontiguousarray(value))
-            self._static[f"in{n_user + j}"] = (buf, 0)
-            del cname
+        for j, value in enumerate(plan.constants.values()):
+            # Filled by the plan's UPLOAD_CONSTANT init nodes.
+            self._static[f"in{n_user + j}"] = (self._allocate(max(value.nbytes, 4)), 0)
         self.dispatches: dict[int, tuple] = {}
         for node in [*plan.init, *plan.main]:
             if node.op is LowIROp.DISPATCH:

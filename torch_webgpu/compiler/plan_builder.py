@@ -59,7 +59,12 @@ def build_plan(host: HostProgram, executables: dict[str, ExecutableSpec], wgsl: 
             continue
         main.append(LowIRNode(LowIROp.OUTPUT, {"index": i, "buffer": buffer_name(view.buffer),
                                                "offset": view.offset, "size": view.length}))
-    return Plan(inputs=inputs[:len(inputs) - len(constants)], outputs=outputs, output_map=output_map,
-                buffers=buffers, init=_nodes(host.initializer, executables), main=main,
+    n_user = len(inputs) - len(constants)
+    uploads = []
+    for j, name in enumerate(constants):
+        uploads.append(LowIRNode(LowIROp.ALLOCATE, {"buffer": f"in{n_user + j}"}))
+        uploads.append(LowIRNode(LowIROp.UPLOAD_CONSTANT, {"buffer": f"in{n_user + j}", "constant": name}))
+    return Plan(inputs=inputs[:n_user], outputs=outputs, output_map=output_map,
+                buffers=buffers, init=uploads + _nodes(host.initializer, executables), main=main,
                 executables=executables, wgsl=wgsl, constants=dict(constants),
                 num_constant_inputs=len(constants))
