@@ -141,9 +141,13 @@ class CompiledPlan:
         self._host_inputs: dict[str, tuple[int, int]] = {}
         for k, spec in enumerate(plan.inputs):
             self._host_inputs[f"in{k}"] = (self._allocate(max(_nbytes(spec), 4)), 0)
-        for j, value in enumerate(plan.constants.values()):
-            # Filled by the plan's UPLOAD_CONSTANT init nodes.
-            self._static[f"in{n_user + j}"] = (self._allocate(max(value.nbytes, 4)), 0)
+        uploaded = {n.args["constant"] for n in plan.init if n.op is LowIROp.UPLOAD_CONSTANT}
+        for j, (name, value) in enumerate(plan.constants.items()):
+            # Filled by the plan's UPLOAD_CONSTANT init nodes (plans saved before those existed: here).
+            buf = self._allocate(max(value.nbytes, 4))
+            if name not in uploaded:
+                self.rt.upload(buf, np.ascontiguousarray(value))
+            self._static[f"in{n_user + j}"] = (buf, 0)
         self.dispatches: dict[int, tuple] = {}
         for node in [*plan.init, *plan.main]:
             if node.op is LowIROp.DISPATCH:
