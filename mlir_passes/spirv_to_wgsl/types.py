@@ -193,3 +193,13 @@ def size_align(t: SpirvType) -> tuple[int, int]:
             align = max(align, a)
         return -(-offset // align) * align, align
     raise UnsupportedSpirvError(f"type {t} has no size")
+
+
+def value_type(value) -> SpirvType:
+    """The parsed type of an MLIR value."""
+    return parse_type(str(value.type))
+
+
+def attr_ints(attr) -> list[int]:
+    """The integers of an MLIR array attribute of integer attributes."""
+    return [int(str(a).split(":")[0]) for a in attr]
