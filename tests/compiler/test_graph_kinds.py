@@ -35,3 +35,14 @@ def test_graph_matches_cpu(name):
     tol = 1e-2 if name.startswith("f16") else 1e-4
     got = torch.compile(fn, backend="webgpu")(*args)
     torch.testing.assert_close(got, fn(*args), atol=tol, rtol=tol)
+
+
+def test_int64_outputs_on_webgpu_are_widened_on_device():
+    def fn(x):
+        return x * 3 - 700, (x.float() * 2).argmax(-1)
+
+    x = torch.randint(-100, 100, (5, 7))
+    got = torch.compile(fn, backend="webgpu")(x.to("webgpu"))
+    for g, e in zip(got, fn(x), strict=True):
+        assert g.device.type == "webgpu" and g.dtype == torch.int64
+        torch.testing.assert_close(g.cpu(), e)

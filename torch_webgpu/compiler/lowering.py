@@ -26,6 +26,21 @@ INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 _NP = {"float32": np.float32, "float16": np.float16, "int32": np.int32, "int16": np.int16, "int8": np.int8,
        "uint8": np.uint8, "bool": np.bool_}
 ALIGN = 256
+_WIDEN_WORKGROUP = 64
+# int64 outputs that stay on the device: IREE computes them as int32, the device stores 8 bytes.
+_WIDEN_INT32_WGSL = """
+@group(0) @binding(0) var<storage, read> src: array<i32>;
+@group(0) @binding(1) var<storage, read_write> dst: array<u32>;
+@group(0) @binding(2) var<uniform> p: vec4<u32>;  // count, src word offset, dst word offset, row length
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = g.x + g.y * p.w;
+  if (i >= p.x) { return; }
+  let v = src[p.y + i];
+  dst[p.z + 2u * i] = bitcast<u32>(v);
+  dst[p.z + 2u * i + 1u] = select(0u, 0xFFFFFFFFu, v < 0);
+}
+"""
 
 
 def device_dtype(dtype: Any) -> str:
@@ -267,18 +282,31 @@ class CompiledPlan:
                              f"for {spec.device_dtype}{spec.shape}")
         src, base = state.buffers[a["buffer"]]
         size = -(-a["size"] // 4) * 4
-        if state.to_device is not None and spec.device_dtype == spec.dtype:
+        widen = spec.dtype == "int64" and spec.device_dtype == "int32"
+        if state.to_device is not None and (spec.device_dtype == spec.dtype or widen):
             import torch
 
             out = torch.empty(spec.shape, dtype=getattr(torch, spec.dtype), device=state.to_device)
-            if size:
-                ptr = out.data_ptr()
+            ptr = out.data_ptr()
+            if widen and out.numel():
+                self._widen_int32(src, base + a["offset"], ptr >> 32, ptr & 0xFFFFFFFF, out.numel())
+            elif size:
                 self.rt.copy(src, ptr >> 32, size, base + a["offset"], ptr & 0xFFFFFFFF)
             state.results[a["index"]] = ("device", out)
         else:
             off = self._readback_offsets[a["index"]]
             self.rt.copy(src, self._readback, size, base + a["offset"], off)
             state.results[a["index"]] = ("host", off)
+
+    def _widen_int32(self, src: int, src_offset: int, dst: int, dst_offset: int, count: int) -> None:
+        """Sign-extend `count` int32 (IREE's demoted int64) into an int64 device tensor, on the GPU."""
+        if src_offset % 4 or dst_offset % 8:
+            raise ValueError("int64 output widening needs 4-byte aligned source and 8-byte aligned target")
+        rows = -(-count // _WIDEN_WORKGROUP)
+        grid_x = min(rows, int(self.rt.info.limits.get("max-compute-workgroups-per-dimension", 65535)))
+        params = struct.pack("<4I", count, src_offset // 4, dst_offset // 4, grid_x * _WIDEN_WORKGROUP)
+        kernel = self.rt.kernel(_WIDEN_INT32_WGSL, label="torch-webgpu-widen-int32")
+        self.rt.dispatch(kernel, [src, dst, self.rt.constant(params)], (grid_x, -(-rows // grid_x), 1))
 
     def __call__(self, *args: Any) -> list[Any]:
         """Run the graph once; outputs on the inputs' device (numpy arrays for numpy inputs)."""
