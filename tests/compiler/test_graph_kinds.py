@@ -46,3 +46,16 @@ def test_int64_outputs_on_webgpu_are_widened_on_device():
     for g, e in zip(got, fn(x), strict=True):
         assert g.device.type == "webgpu" and g.dtype == torch.int64
         torch.testing.assert_close(g.cpu(), e)
+
+
+def test_webgpu_views_at_any_offset_are_bound_correctly():
+    def fn(x, y):
+        return x * 2 + y
+
+    torch.manual_seed(0)
+    xs, ys = torch.randn(40), torch.randn(41)
+    xd, yd = xs.to("webgpu"), ys.to("webgpu")
+    compiled = torch.compile(fn, backend="webgpu")
+    for off in (0, 1, 5, 8):  # 8 floats = 32 bytes: bindable on lavapipe; others are copied first
+        got = compiled(xd[off:off + 7], yd[off + 1:off + 8])
+        torch.testing.assert_close(got.cpu(), fn(xs[off:off + 7], ys[off + 1:off + 8]))

@@ -251,9 +251,13 @@ class CompiledPlan:
                 if offset % align == 0:
                     buffers[name] = (buf_id, offset)   # zero-copy
                     continue
-                self.rt.copy(buf_id, self._host_inputs[name][0], _nbytes(spec), offset, 0)
-                buffers[name] = self._host_inputs[name]
-                continue
+                size = -(-_nbytes(spec) // 4) * 4
+                if offset % 4 == 0 and offset + size <= self.rt.buffer(buf_id).nbytes:
+                    # A view at an offset the device cannot bind: one on-device copy.
+                    self.rt.copy(buf_id, self._host_inputs[name][0], size, offset, 0)
+                    buffers[name] = self._host_inputs[name]
+                    continue
+                # Sub-word offsets (views of 1-2 byte dtypes): through the host below.
             if isinstance(t, np.ndarray):
                 array = np.ascontiguousarray(t)
             else:
