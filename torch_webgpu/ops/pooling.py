@@ -160,3 +160,38 @@ def adaptive_avg_pool2d_backward(grad_output, self):
     geometry = [x.shape[0], x.shape[1], x.shape[2], oh, ow] + [0] * 10
     launch_pool("adaptive_avg_bwd", operand(x), buffer_id(gi), geometry, gi.numel(), (buffer_id(g),), g.dtype)
     return _finish(gi, self.shape, self.dtype)
+
+
+@register("adaptive_max_pool2d")
+def adaptive_max_pool2d(self, output_size):
+    """aten.adaptive_max_pool2d -> (values, int64 flat indices)."""
+    x = _planes(self)
+    oh, ow = _two(output_size)
+    out = new_empty((x.shape[0], oh, ow), torch.float32, self)
+    idx = new_empty((x.shape[0], oh, ow), torch.int64, self)
+    geometry = [x.shape[0], x.shape[1], x.shape[2], oh, ow] + [0] * 10
+    launch_pool("adaptive_max", operand(x), buffer_id(out), geometry, out.numel(), (buffer_id(idx),))
+    shape = (*self.shape[:-2], oh, ow)
+    return _finish(out, shape, self.dtype), idx.reshape(shape)
+
+
+@register("adaptive_max_pool2d.out")
+def adaptive_max_pool2d_out(self, output_size, *, out, indices):
+    """aten.adaptive_max_pool2d.out."""
+    v, i = adaptive_max_pool2d(self, output_size)
+    out.resize_(v.shape)
+    indices.resize_(i.shape)
+    return out.copy_(v), indices.copy_(i)
+
+
+@register("adaptive_max_pool2d_backward")
+def adaptive_max_pool2d_backward(grad_output, self, indices):
+    """aten.adaptive_max_pool2d_backward."""
+    x = _planes(self)
+    oh, ow = grad_output.shape[-2], grad_output.shape[-1]
+    g, idx = grad_output.contiguous(), indices.contiguous()
+    gi = new_empty(x.shape, torch.float32, self)
+    geometry = [x.shape[0], x.shape[1], x.shape[2], oh, ow] + [0] * 10
+    launch_pool("adaptive_max_bwd", operand(x), buffer_id(gi), geometry, gi.numel(),
+                (buffer_id(g), buffer_id(idx)), g.dtype)
+    return _finish(gi, self.shape, self.dtype)

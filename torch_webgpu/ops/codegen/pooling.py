@@ -70,6 +70,33 @@ _BODIES = {
   for (var h = hs; h < he; h++) { for (var w = ws; w < we; w++) { s += xat(c.x, h, w); } }
   O[t] = s / f32((he - hs) * (we - ws));
 """,
+    "adaptive_max": """
+  let c = plane_h_w(t, P[4], P[5]);
+  let hs = a_start(c.y, P[4], P[2]); let he = a_end(c.y, P[4], P[2]);
+  let ws = a_start(c.z, P[5], P[3]); let we = a_end(c.z, P[5], P[3]);
+  var best = -inf_(); var bi = 0xffffffffu;
+  for (var h = hs; h < he; h++) {
+    for (var w = ws; w < we; w++) {
+      let v = xat(c.x, h, w);
+      if (bi == 0xffffffffu || v > best || (isnan_(v) && !isnan_(best))) { best = v; bi = h * P[3] + w; }
+    }
+  }
+  O[t] = best; I[2u * t] = bi; I[2u * t + 1u] = 0u;
+""",
+    "adaptive_max_bwd": """
+  let c = plane_h_w(t, P[2], P[3]);
+  let me = c.y * P[3] + c.z;
+  var s = 0.0;
+  for (var oh = 0u; oh < P[4]; oh++) {
+    let hs = a_start(oh, P[4], P[2]); let he = a_end(oh, P[4], P[2]);
+    if (c.y < hs || c.y >= he) { continue; }
+    for (var ow = 0u; ow < P[5]; ow++) {
+      let o = (c.x * P[4] + oh) * P[5] + ow;
+      if (Ix[2u * o] == me) { s += lg(o); }
+    }
+  }
+  O[t] = s;
+""",
     # backward: t indexes the INPUT; G (grad_output) is contiguous [P, OH, OW]; Ix holds max indices
     "max_bwd": """
   let c = plane_h_w(t, P[2], P[3]);
@@ -124,13 +151,13 @@ def _source(kind: str, x_dtype: torch.dtype, g_dtype: torch.dtype | None) -> str
             "@group(0) @binding(1) var<storage, read> X: array<u32>;",
             "@group(0) @binding(2) var<storage, read_write> O: array<f32>;"]
     fns = f"fn lx(i: u32) -> f32 {{ return {convert(xi.load.replace('B[', 'X['), xi.kind, 'f32')}; }}\n"
-    if kind == "max":
+    if kind in ("max", "adaptive_max"):
         decl.append("@group(0) @binding(3) var<storage, read_write> I: array<u32>;")
     if kind.endswith("_bwd"):
         gi = dtype_info(g_dtype, "pool")
         decl.append("@group(0) @binding(3) var<storage, read> G: array<u32>;")
         fns += f"fn lg(i: u32) -> f32 {{ return {convert(gi.load.replace('B[', 'G['), gi.kind, 'f32')}; }}\n"
-        if kind == "max_bwd":
+        if kind in ("max_bwd", "adaptive_max_bwd"):
             decl.append("@group(0) @binding(4) var<storage, read> Ix: array<u32>;")
     return "\n".join(decl) + PRELUDE + fns + _COMMON + f"""
 @compute @workgroup_size(64)
