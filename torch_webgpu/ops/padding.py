@@ -69,3 +69,64 @@ def _register(name: str, mode: str) -> None:
 for _n in (1, 2, 3):
     _register(f"reflection_pad{_n}d", "reflect")
     _register(f"replication_pad{_n}d", "replicate")
+
+
+# ---- im2col / col2im (nn.Unfold / nn.Fold) ---------------------------------------------------------------
+
+
+def _im2col_table(c: int, h: int, w: int, k, d, p, s) -> tuple[torch.Tensor, int, int]:
+    """Flat source index into the zero-padded [C, H+2p, W+2p] input for every (c*kh*kw, L) column entry."""
+    hp, wp = h + 2 * p[0], w + 2 * p[1]
+    oh = (hp - d[0] * (k[0] - 1) - 1) // s[0] + 1
+    ow = (wp - d[1] * (k[1] - 1) - 1) // s[1] + 1
+    if oh <= 0 or ow <= 0:
+        raise RuntimeError(f"Given input with spatial size ({h}, {w}), kernel_size={list(k)}, "
+                           f"dilation={list(d)}, padding={list(p)}, calculated shape of the array of sliding "
+                           f"blocks as ({oh}, {ow}), but its components must be at least one.")
+    ch = torch.arange(c).reshape(c, 1, 1, 1, 1)
+    ki = torch.arange(k[0]).reshape(1, k[0], 1, 1, 1)
+    kj = torch.arange(k[1]).reshape(1, 1, k[1], 1, 1)
+    oi = torch.arange(oh).reshape(1, 1, 1, oh, 1)
+    oj = torch.arange(ow).reshape(1, 1, 1, 1, ow)
+    rows = oi * s[0] + ki * d[0]
+    cols = oj * s[1] + kj * d[1]
+    flat = (ch * hp + rows) * wp + cols
+    return flat.reshape(-1).to(torch.int32), oh * ow, hp * wp
+
+
+def _pairs(*vals):
+    return [tuple(v) if len(v) == 2 else (v[0], v[0]) for v in vals]
+
+
+@register("im2col")
+def im2col(self, kernel_size, dilation, padding, stride):
+    """aten.im2col (nn.functional.unfold): [N, C, H, W] -> [N, C*kh*kw, L]."""
+    batched = self.dim() == 4
+    x = self if batched else self.unsqueeze(0)
+    k, d, p, s = _pairs(kernel_size, dilation, padding, stride)
+    n, c, h, w = x.shape
+    table, cols, plane = _im2col_table(c, h, w, k, d, p, s)
+    xp = torch.nn.functional.pad(x, (p[1], p[1], p[0], p[0])) if any(p) else x
+    out = index_select(xp.reshape(n, c * plane), 1, table.to(x.device)).reshape(n, c * k[0] * k[1], cols)
+    return out if batched else out.squeeze(0)
+
+
+@register("col2im")
+def col2im(self, output_size, kernel_size, dilation, padding, stride):
+    """aten.col2im (nn.functional.fold): overlapping columns summed back into [N, C, H, W]."""
+    batched = self.dim() == 3
+    x = self if batched else self.unsqueeze(0)
+    k, d, p, s, o = _pairs(kernel_size, dilation, padding, stride, output_size)
+    n = x.shape[0]
+    c = x.shape[1] // (k[0] * k[1])
+    table, cols, plane = _im2col_table(c, o[0], o[1], k, d, p, s)
+    if cols != x.shape[2]:
+        raise RuntimeError(f"Given output_size={list(o)}, kernel_size={list(k)}, dilation={list(d)}, "
+                           f"padding={list(p)}, stride={list(s)}, expected size of input's dimension 2 to "
+                           f"match the calculated number of sliding blocks {cols}, but got "
+                           f"input.size(2)={x.shape[2]}.")
+    zeros = torch.zeros((n, c * plane), dtype=self.dtype, device=self.device)
+    acc = _index_add(zeros, 1, table.to(self.device), x.reshape(n, -1), 1)
+    hp, wp = o[0] + 2 * p[0], o[1] + 2 * p[1]
+    out = acc.reshape(n, c, hp, wp)[:, :, p[0]:p[0] + o[0], p[1]:p[1] + o[1]].contiguous()
+    return out if batched else out.squeeze(0)
