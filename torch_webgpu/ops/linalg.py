@@ -31,8 +31,8 @@ def _check_float(op: str, *tensors: torch.Tensor) -> torch.dtype:
         if t.dtype != dtype:
             raise RuntimeError(f"{op}: expected m1 and m2 to have the same dtype, but got: "
                                f"{dtype} != {t.dtype}")
-    if dtype not in (torch.float32, torch.float16, torch.bfloat16):
-        raise TypeError(f"webgpu: '{op}' supports float32/float16/bfloat16, got {dtype}")
+    if dtype not in (torch.float32, torch.float16, torch.bfloat16, torch.int32):
+        raise TypeError(f"webgpu: '{op}' supports float32/float16/bfloat16/int32, got {dtype}")
     return dtype
 
 
@@ -43,7 +43,8 @@ def _product(op: str, a: torch.Tensor, b: torch.Tensor, dst: torch.Tensor, bias:
     bsz = a.shape[0] if batched else 1
     m, k = a.shape[-2], a.shape[-1]
     n = b.shape[-1]
-    target = dst if dst.dtype == torch.float32 else new_empty(dst.shape, torch.float32, dst)
+    wide = torch.int32 if dst.dtype == torch.int32 else torch.float32  # int32: exact wrapping arithmetic
+    target = dst if dst.dtype == wide else new_empty(dst.shape, wide, dst)
     if target.numel():
         if k == 0:
             # empty inner dimension: the product is zero
@@ -56,7 +57,7 @@ def _product(op: str, a: torch.Tensor, b: torch.Tensor, dst: torch.Tensor, bias:
             if bias is not None and beta != 0:
                 bias3 = _as3(bias.expand(target.shape), (bsz, m, n))
             launch_matmul(_as3(a, (bsz, m, k)), _as3(b, (bsz, k, n)), _as3(target, (bsz, m, n)), bias3,
-                          float(alpha), float(beta))
+                          alpha, beta)
     if target is not dst:
         cast_into(target, dst)
     return dst

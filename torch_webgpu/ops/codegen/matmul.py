@@ -16,25 +16,30 @@ from .operand import Operand, pack_u32
 TILE = 16
 
 
-def _source(a_dtype: torch.dtype, b_dtype: torch.dtype, bias_dtype: torch.dtype | None) -> str:
+def _source(a_dtype: torch.dtype, b_dtype: torch.dtype, bias_dtype: torch.dtype | None,
+            t: str = "f32") -> str:
+    """WGSL of the tiled kernel computing in `t` (f32, or i32 for exact wrapping int32 products)."""
+    zero = "0.0" if t == "f32" else "0"
+    step = "fma(As[lid.y][k], Bs[k][lid.x], acc)" if t == "f32" else "acc + As[lid.y][k] * Bs[k][lid.x]"
+
     def load(name: str, buf: str, dtype: torch.dtype) -> str:
         info = dtype_info(dtype, "matmul")
-        body = convert(info.load.replace("B[", f"{buf}["), info.kind, "f32")
-        return f"fn {name}(i: u32) -> f32 {{ return {body}; }}\n"
+        body = convert(info.load.replace("B[", f"{buf}["), info.kind, t)
+        return f"fn {name}(i: u32) -> {t} {{ return {body}; }}\n"
 
     bias_decl = "@group(0) @binding(4) var<storage, read> C: array<u32>;\n" if bias_dtype else ""
     bias_load = load("load_c", "C", bias_dtype) if bias_dtype else ""
     bias_term = ("  let bias = load_c(P[20] + batch * P[21] + row * P[22] + col * P[23]);\n"
-                 "  r = select(r + beta * bias, r, beta == 0.0);\n") if bias_dtype else ""
+                 f"  r = select(r + beta * bias, r, beta == {zero});\n") if bias_dtype else ""
     return f"""
 @group(0) @binding(0) var<storage, read> P: array<u32>;
 @group(0) @binding(1) var<storage, read> A: array<u32>;
 @group(0) @binding(2) var<storage, read> B: array<u32>;
-@group(0) @binding(3) var<storage, read_write> O: array<f32>;
+@group(0) @binding(3) var<storage, read_write> O: array<{t}>;
 {bias_decl}
 {load("load_a", "A", a_dtype)}{load("load_b", "B", b_dtype)}{bias_load}
-var<workgroup> As: array<array<f32, {TILE}>, {TILE}>;
-var<workgroup> Bs: array<array<f32, {TILE}>, {TILE}>;
+var<workgroup> As: array<array<{t}, {TILE}>, {TILE}>;
+var<workgroup> Bs: array<array<{t}, {TILE}>, {TILE}>;
 @compute @workgroup_size({TILE}, {TILE})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {{
   let M = P[0]; let N = P[1]; let K = P[2];
@@ -43,23 +48,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
   let col = wid.x * {TILE}u + lid.x;
   let abase = P[4] + batch * P[5];
   let bbase = P[8] + batch * P[9];
-  var acc = 0.0;
+  var acc = {zero};
   for (var t = 0u; t < K; t += {TILE}u) {{
     let ka = t + lid.x;
-    var av = 0.0;
+    var av = {zero};
     if (row < M && ka < K) {{ av = load_a(abase + row * P[6] + ka * P[7]); }}
     As[lid.y][lid.x] = av;
     let kb = t + lid.y;
-    var bv = 0.0;
+    var bv = {zero};
     if (kb < K && col < N) {{ bv = load_b(bbase + kb * P[10] + col * P[11]); }}
     Bs[lid.y][lid.x] = bv;
     workgroupBarrier();
-    for (var k = 0u; k < {TILE}u; k++) {{ acc = fma(As[lid.y][k], Bs[k][lid.x], acc); }}
+    for (var k = 0u; k < {TILE}u; k++) {{ acc = {step}; }}
     workgroupBarrier();
   }}
   if (row >= M || col >= N) {{ return; }}
-  let alpha = bitcast<f32>(P[25]);
-  let beta = bitcast<f32>(P[26]);
+  let alpha = bitcast<{t}>(P[25]);
+  let beta = bitcast<{t}>(P[26]);
   var r = alpha * acc;
 {bias_term}  O[P[12] + batch * P[13] + row * P[14] + col * P[15]] = r;
 }}
@@ -71,17 +76,19 @@ def launch_matmul(a: Operand, b: Operand, out: Operand, bias: Operand | None = N
     """Record out = alpha * a @ b + beta * bias for 3-d operands [batch, rows, cols] (bias broadcast)."""
     batch, m, k = a.sizes
     _, _, n = b.sizes
-    if out.dtype != torch.float32:
-        raise TypeError("launch_matmul writes float32 outputs")
+    if out.dtype not in (torch.float32, torch.int32):
+        raise TypeError("launch_matmul writes float32 (or exact int32) outputs")
+    t = "f32" if out.dtype == torch.float32 else "i32"
+    conv = float if t == "f32" else int
     if batch == 0 or m == 0 or n == 0:
         return
     # layout: 0..3 MNKb, 4..7 A(off,sb,sm,sk), 8..11 B(off,sb,sk,sn), 12..15 O, 16..19 pad, 20..24 bias,
     # 25 alpha, 26 beta
     params = [m, n, k, batch] + [a.offset, *a.strides] + [b.offset, *b.strides] + [out.offset, *out.strides] \
         + [0, 0, 0, 0] + ([bias.offset, *bias.strides, 1] if bias is not None else [0, 0, 0, 0, 0]) \
-        + [float(alpha), float(beta)]
+        + [conv(alpha), conv(beta)]
     rt = get_runtime()
-    src = _source(a.dtype, b.dtype, bias.dtype if bias is not None else None)
+    src = _source(a.dtype, b.dtype, bias.dtype if bias is not None else None, t)
     kernel = rt.kernel(src, label="matmul")
     binds = [rt.constant(pack_u32(params)), a.buffer_id, b.buffer_id, out.buffer_id]
     if bias is not None:
