@@ -164,6 +164,22 @@ def test_f16_on_webgpu_core_is_refused(mlp, tmp_path):
         torch_webgpu.export(mlp[0], [mlp[1]], tmp_path / "f16", target="webgpu-core", f16=True)
 
 
+def test_f16_export_requires_shader_f16(mlp, tmp_path):
+    from torch_webgpu.runtime import get_runtime
+
+    if "shader-f16" not in get_runtime().info.features:
+        pytest.skip("this adapter has no shader-f16")
+    model, x = mlp
+    bundle = torch_webgpu.load(torch_webgpu.export(model, [x], tmp_path / "f16", f16=True))
+    assert bundle.manifest["requires"]["features"] == ["shader-f16"]
+    assert bundle.signature == "(x: float16[4, 16]) -> (float16[4, 8])"
+    y = bundle(x.half().numpy())
+    assert y.dtype == np.float16
+    with torch.no_grad():
+        expected = model(x)
+    torch.testing.assert_close(torch.from_numpy(y).float(), expected, atol=1e-2, rtol=1e-2)
+
+
 def test_unknown_target(mlp, tmp_path):
     with pytest.raises(ValueError, match="unknown target 'webgpu-ultra'"):
         torch_webgpu.export(mlp[0], [mlp[1]], tmp_path / "x", target="webgpu-ultra")
@@ -199,6 +215,8 @@ def test_load_without_torch_mlir_or_iree(mlp, mlp_bundle, tmp_path):
         y = bundle(np.load({str(tmp_path / 'x.npy')!r}))
         assert isinstance(y, np.ndarray), type(y)
         np.save({str(tmp_path / 'y.npy')!r}, y)
+        from torch_webgpu.cli.main import main
+        assert main(["inspect", {str(mlp_bundle)!r}]) == 0       # the CLI's inspect needs no torch either
         loaded = sorted({{m.split(".")[0] for m, v in sys.modules.items() if v is not None}} & BLOCKED)
         assert not loaded, loaded
         print("ok")
