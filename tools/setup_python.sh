@@ -26,7 +26,10 @@ check_dawn_prefix() {
 [ -n "${DAWN_PREFIX:-}" ] && check_dawn_prefix "$DAWN_PREFIX"
 
 inputs_hash() {
+  # Python packages are listed too: the editable install's import redirects only know packages that
+  # existed when it ran, so a new subpackage needs a reinstall.
   { cat pyproject.toml CMakeLists.txt cmake/*.cmake tools/setup_python.sh csrc/*;
+    find torch_webgpu mlir_passes -name __init__.py | sort;
     echo "DAWN_PREFIX=${DAWN_PREFIX:-}"; } | sha256sum | cut -d' ' -f1
 }
 

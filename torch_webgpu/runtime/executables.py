@@ -50,10 +50,14 @@ class ExecutableCache:
         self.bind_group_hits = 0
         self.bind_group_misses = 0
 
-    def kernel(self, code: str | bytes, entry_point: str = "main", label: str | None = None,
+    def kernel(self, code: str | bytes, entry_point: str | None = "main", label: str | None = None,
                constants: dict[str, float] | None = None) -> Kernel:
-        """The compute pipeline for WGSL text or SPIR-V bytes, compiled at most once."""
-        key = content_key(code, entry_point, constants)
+        """The compute pipeline for WGSL text or SPIR-V bytes, compiled at most once.
+
+        `entry_point=None` takes the module's only entry point (Tint renames SPIR-V entry points whose
+        names are not valid WGSL identifiers, such as IREE's `...$async_dispatch_0`).
+        """
+        key = content_key(code, entry_point or "", constants)
         kernel = self._kernels.get(key)
         if kernel is not None:
             self.pipeline_hits += 1
@@ -66,14 +70,16 @@ class ExecutableCache:
                 code=code if isinstance(code, str) else bytes(code), label=label)
         except Exception as exc:
             raise ShaderCompilationError(label, str(exc), source) from exc
-        compute = {"module": module, "entry_point": entry_point}
+        compute: dict[str, Any] = {"module": module}
+        if entry_point is not None:
+            compute["entry_point"] = entry_point
         if constants:
             compute["constants"] = dict(constants)
         try:
             pipeline = self._device.create_compute_pipeline(layout="auto", compute=compute, label=label)
         except Exception as exc:
             raise ShaderCompilationError(label, str(exc), source) from exc
-        kernel = Kernel(key, label, pipeline, entry_point)
+        kernel = Kernel(key, label, pipeline, entry_point or "")
         self._kernels[key] = kernel
         return kernel
 

@@ -254,7 +254,8 @@ class Runtime:
         with self.lock:
             return self.executables.kernel(wgsl, entry_point, label, constants)
 
-    def kernel_from_spirv(self, spirv: bytes, entry_point: str = "main", label: str | None = None) -> Kernel:
+    def kernel_from_spirv(self, spirv: bytes, entry_point: str | None = "main",
+                          label: str | None = None) -> Kernel:
         """A compute pipeline from SPIR-V bytes (used to cross-check our WGSL against IREE's SPIR-V)."""
         with self.lock:
             return self.executables.kernel(bytes(spirv), entry_point, label)
