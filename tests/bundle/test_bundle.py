@@ -229,3 +229,32 @@ def test_load_without_torch_mlir_or_iree(mlp, mlp_bundle, tmp_path):
     with torch.no_grad():
         torch.testing.assert_close(torch.from_numpy(np.load(tmp_path / "y.npy")), model(x), atol=1e-4,
                                    rtol=1e-4)
+
+
+class _TwoInTwoOut(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 4)
+
+    def forward(self, x, y):
+        h = self.lin(x)
+        return torch.relu(h), (h * y).sum(-1)
+
+
+@pytest.mark.slow
+def test_several_inputs_and_outputs_and_int64(tmp_path):
+    from tests.compiler.models import EmbeddingArgmax
+
+    torch.manual_seed(0)
+    model, x, y = _TwoInTwoOut().eval(), torch.randn(3, 8), torch.randn(3, 4)
+    bundle = torch_webgpu.load(torch_webgpu.export(model, [x, y], tmp_path / "two.zip"))
+    assert bundle.signature == "(x: float32[3, 8], y: float32[3, 4]) -> (float32[3, 4], float32[3])"
+    got = bundle(x.numpy(), y.numpy())
+    with torch.no_grad():
+        for g, e in zip(got, model(x, y), strict=True):
+            torch.testing.assert_close(torch.from_numpy(g), e, atol=1e-4, rtol=1e-4)
+    emb, idx = EmbeddingArgmax().eval(), torch.randint(0, 50, (2, 5))
+    bundle = torch_webgpu.load(torch_webgpu.export(emb, [idx], tmp_path / "emb"))
+    out = bundle(idx.numpy())
+    assert out.dtype == np.int64
+    np.testing.assert_array_equal(out, emb(idx).numpy())
