@@ -258,3 +258,23 @@ def test_several_inputs_and_outputs_and_int64(tmp_path):
     out = bundle(idx.numpy())
     assert out.dtype == np.int64
     np.testing.assert_array_equal(out, emb(idx).numpy())
+
+
+def _zip_dir(directory: Path, target: Path, edit: str | None = None) -> Path:
+    import zipfile
+
+    with zipfile.ZipFile(target, "w") as zf:
+        for p in sorted(directory.iterdir()):
+            data = p.read_bytes()
+            zf.writestr(p.name, data + b"\n// edited\n" if p.name == edit else data)
+    return target
+
+
+def test_zip_member_hashes_are_checked(mlp, mlp_bundle, tmp_path):
+    model, x = mlp
+    good = torch_webgpu.load(_zip_dir(Path(mlp_bundle), tmp_path / "good.zip"))
+    with torch.no_grad():
+        torch.testing.assert_close(torch.from_numpy(good(x.numpy())), model(x), atol=1e-4, rtol=1e-4)
+    wgsl = next(Path(mlp_bundle).glob("*.wgsl")).name
+    with pytest.raises(BundleIntegrityError, match=f"{wgsl} hash mismatch"):
+        torch_webgpu.load(_zip_dir(Path(mlp_bundle), tmp_path / "bad.zip", edit=wgsl))

@@ -104,14 +104,14 @@ def _read_raw(path: Path) -> tuple[dict[str, Any], Any]:
     else:
         if not zipfile.is_zipfile(path):
             raise BundleFormatError(f"{path}: neither a bundle directory nor a .zip bundle")
-        zf = zipfile.ZipFile(path)
-        try:
-            text = zf.read(MANIFEST)
-        except KeyError:
-            raise BundleFormatError(f"{path}: no {MANIFEST} in the zip; not a torch-webgpu bundle") from None
+        with zipfile.ZipFile(path) as zf:
+            members = {info.filename: zf.read(info) for info in zf.infolist() if not info.is_dir()}
+        if MANIFEST not in members:
+            raise BundleFormatError(f"{path}: no {MANIFEST} in the zip; not a torch-webgpu bundle")
+        text = members[MANIFEST]
 
         def member(name: str) -> bytes:
-            return zf.read(name)
+            return members[name]
     try:
         manifest = json.loads(text)
     except json.JSONDecodeError as exc:
