@@ -347,7 +347,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return args.func(args)
-    except (BundleError, WebGPUError, ValueError, TypeError, NotImplementedError, OSError) as exc:
+    except Exception as exc:
+        # Errors about the user's model, inputs, bundle or adapter are reported in one line; anything
+        # else is a bug and keeps its traceback.
+        user_errors = [BundleError, WebGPUError, ValueError, TypeError, NotImplementedError, OSError]
+        iree = sys.modules.get("mlir_passes.iree_driver")
+        if iree is not None:
+            user_errors.append(iree.IREECompileError)
+        if not isinstance(exc, tuple(user_errors)):
+            raise
         print(f"torch-webgpu {args.command}: error: {exc}", file=sys.stderr)
         return 2
 
