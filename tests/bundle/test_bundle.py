@@ -258,6 +258,8 @@ def test_several_inputs_and_outputs_and_int64(tmp_path):
     out = bundle(idx.numpy())
     assert out.dtype == np.int64
     np.testing.assert_array_equal(out, emb(idx).numpy())
+    with pytest.raises(OverflowError, match="int32"):
+        bundle(np.full((2, 5), 1 << 40, dtype=np.int64))
 
 
 def _zip_dir(directory: Path, target: Path, edit: str | None = None) -> Path:

@@ -31,3 +31,12 @@ def transformer_block():
 
 def not_a_module():
     return 42
+
+
+class _Erfinv(torch.nn.Module):
+    def forward(self, x):
+        return torch.erfinv(x) * 2
+
+
+def unsupported_op():
+    return _Erfinv()

@@ -170,3 +170,9 @@ def test_compile_factory_must_return_module(main_cli, tmp_path):
     code, _, err = main_cli("compile", f"{MODELS}:not_a_module", "--input", "4xf32", "-o", tmp_path / "b",
                             "-q")
     assert code == 2 and "returned int, not an nn.Module" in err
+
+
+def test_compile_unsupported_op_is_named(main_cli, tmp_path):
+    code, _, err = main_cli("compile", f"{MODELS}:unsupported_op", "--input", "8xf32", "-o", tmp_path / "b",
+                            "-q")
+    assert code == 2 and "aten.erfinv" in err, err

@@ -350,7 +350,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         # Errors about the user's model, inputs, bundle or adapter are reported in one line; anything
         # else is a bug and keeps its traceback.
-        user_errors = [BundleError, WebGPUError, ValueError, TypeError, NotImplementedError, OSError]
+        user_errors = [BundleError, WebGPUError, ValueError, TypeError, NotImplementedError, OSError,
+                       OverflowError]
         iree = sys.modules.get("mlir_passes.iree_driver")
         if iree is not None:
             user_errors.append(iree.IREECompileError)
