@@ -216,7 +216,8 @@ def test_load_without_torch_mlir_or_iree(mlp, mlp_bundle, tmp_path):
         assert isinstance(y, np.ndarray), type(y)
         np.save({str(tmp_path / 'y.npy')!r}, y)
         from torch_webgpu.cli.main import main
-        assert main(["inspect", {str(mlp_bundle)!r}]) == 0       # the CLI's inspect needs no torch either
+        assert main(["inspect", {str(mlp_bundle)!r}]) == 0       # nor do the CLI's inspect and run
+        assert main(["run", {str(mlp_bundle)!r}, "--input", "4x16xf32=1"]) == 0
         loaded = sorted({{m.split(".")[0] for m, v in sys.modules.items() if v is not None}} & BLOCKED)
         assert not loaded, loaded
         print("ok")
