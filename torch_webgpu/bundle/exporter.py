@@ -76,19 +76,20 @@ def trace(model: Any, example_inputs: Sequence[Any], f16: bool = False) -> Trace
                              "export it in float16 instead")
         program = model
     elif isinstance(model, torch.nn.Module):
-        model = model.eval()
         if f16:
             import copy
 
             model = copy.deepcopy(model).half()
             inputs = [x.half() if x.is_floating_point() else x for x in inputs]
-        with torch.no_grad():
-            program = torch.export.export(model, tuple(inputs))
+        was_training = model.training
+        model.eval()   # a bundle is for inference: dropout off, BatchNorm on its running statistics
+        try:
+            with torch.no_grad():
+                program = torch.export.export(model, tuple(inputs))
+        finally:
+            model.train(was_training)
     else:
         raise TypeError(f"export takes an nn.Module or a torch.export.ExportedProgram, not {type(model)}")
-    bad = [f"{type(x).__name__}" for x in inputs if not isinstance(x, torch.Tensor)]
-    if bad:
-        raise NotImplementedError(f"bundle inputs must be tensors (got {bad})")
     program = program.run_decompositions(_decompositions())
     gm = program.module()
     for node in list(gm.graph.nodes):
