@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 RUNTIME_BACKENDS = ("dawn", "wgpu")  # raw runtime (no torch): tiny-dispatch cost
 TORCH_BACKENDS = ("webgpu-compiled", "webgpu-eager", "torch-cpu", "torch-cuda", "inductor-cuda")
@@ -12,20 +13,49 @@ ALL_BACKENDS = RUNTIME_BACKENDS + TORCH_BACKENDS
 
 @dataclass(frozen=True)
 class TorchBackend:
-    """How to place inputs, wrap a function and wait for the device, for one backend."""
+    """How to place inputs, wrap a function and wait for the device, for one backend.
+
+    `wrap(fn, key)` returns the callable to time; `key` names the figure, which the bundle mode uses to
+    find the bundle `python -m benchmarks prepare` compiled for it.
+    """
 
     name: str
     device: str
-    wrap: Callable[[Callable], Callable]
+    wrap: Callable[[Callable, str], Callable]
     synchronize: Callable[[], None]
 
 
-def _identity(fn: Callable) -> Callable:
+def _identity(fn: Callable, key: str = "") -> Callable:
     return fn
 
 
-def available_torch_backends(requested: list[str]) -> list[TorchBackend]:
-    """The requested torch-level backends that this machine can run (CUDA ones only with a GPU)."""
+def _bundle_wrapper(bundle_dir: Path) -> Callable[[Callable, str], Callable]:
+    """Run each figure from its prepared bundle (GPU machines carry bundles, not the compiler)."""
+    from torch_webgpu import load
+
+    def wrap(fn: Callable, key: str = "") -> Callable:
+        path = bundle_dir / key
+        if not path.exists():
+            raise FileNotFoundError(f"no prepared bundle {path}; run `python -m benchmarks prepare`")
+        return load(path)
+
+    return wrap
+
+
+def compiler_available() -> bool:
+    """True when torch.compile's webgpu backend (torch-mlir + IREE) can be imported here."""
+    try:
+        import torch_webgpu.compiler.webgpu_compiler  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def available_torch_backends(requested: list[str], bundle_dir: Path | None = None) -> list[TorchBackend]:
+    """The requested torch-level backends that this machine can run (CUDA ones only with a GPU).
+
+    `webgpu-compiled` uses torch.compile where the compiler is installed, else the bundles in `bundle_dir`.
+    """
     import torch
 
     out = []
@@ -34,13 +64,15 @@ def available_torch_backends(requested: list[str]) -> list[TorchBackend]:
             import torch_webgpu  # noqa: F401  (registers the device)
 
             if name == "webgpu-compiled":
-                try:
+                if compiler_available():
                     from torch_webgpu.compiler.webgpu_compiler import webgpu_backend
-                except ImportError:  # no compiler on this machine (e.g. a GPU box without IREE wheels)
-                    continue
 
-                def wrap(fn, _backend=webgpu_backend):
-                    return torch.compile(fn, backend=_backend)
+                    def wrap(fn, key="", _backend=webgpu_backend):
+                        return torch.compile(fn, backend=_backend)
+                elif bundle_dir is not None:
+                    wrap = _bundle_wrapper(bundle_dir)
+                else:
+                    continue
             else:
                 wrap = _identity
             out.append(TorchBackend(name, "webgpu", wrap, torch.webgpu.synchronize))
@@ -49,6 +81,6 @@ def available_torch_backends(requested: list[str]) -> list[TorchBackend]:
         elif name in ("torch-cuda", "inductor-cuda") and torch.cuda.is_available():
             torch.backends.cuda.matmul.allow_tf32 = False  # compare f32 with f32
             torch.backends.cudnn.allow_tf32 = False
-            wrap = torch.compile if name == "inductor-cuda" else _identity
+            wrap = (lambda fn, key="": torch.compile(fn)) if name == "inductor-cuda" else _identity
             out.append(TorchBackend(name, "cuda", wrap, torch.cuda.synchronize))
     return out

@@ -15,6 +15,21 @@ from .report import failure_table, markdown_table, plot, run_metadata, write_jso
 SUITES = {"micro": ["tiny_dispatch", "eager_per_op", "matmul", "bandwidth"], "models": ["models"]}
 
 
+BUNDLED_SUITES = ["matmul", "bandwidth"]
+
+
+def prepare_bundles(out: Path, settings: Settings, target: str) -> None:
+    """Export every bundled figure's module with its example inputs into `out/<key>`."""
+    from torch_webgpu import export
+
+    cases = []
+    for name in BUNDLED_SUITES:
+        cases += importlib.import_module(f"benchmarks.suites.{name}").bundle_cases(settings)
+    out.mkdir(parents=True, exist_ok=True)
+    for key, module, inputs in tqdm(cases, desc="bundles", unit="bundle"):
+        export(module.eval(), list(inputs), out / key, target=target)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Parse arguments and run the chosen suites."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
@@ -27,14 +42,23 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--smoke", action="store_true", help="tiny sizes, one repetition (CI)")
     run.add_argument("--repeats", type=int, default=5)
     run.add_argument("--strict", action="store_true", help="exit non-zero if any figure failed")
+    run.add_argument("--bundles", type=Path, default=None,
+                     help="prepared bundles for webgpu-compiled on machines without the compiler")
+    prep = sub.add_parser("prepare", help="compile the webgpu-compiled figures into bundles (GPU machines)")
+    prep.add_argument("--out", type=Path, required=True)
+    prep.add_argument("--smoke", action="store_true")
+    prep.add_argument("--target", default="webgpu-core", help="bundle target profile (auto|webgpu-core)")
     args = parser.parse_args(argv)
+    if args.command == "prepare":
+        prepare_bundles(args.out, Settings(smoke=args.smoke), args.target)
+        return
 
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     unknown = set(backends) - set(ALL_BACKENDS)
     if unknown:
         parser.error(f"unknown backends {sorted(unknown)}; choose from {list(ALL_BACKENDS)}")
     names = SUITES["micro"] + SUITES["models"] if args.suite == "all" else SUITES[args.suite]
-    settings = Settings(smoke=args.smoke, repeats=args.repeats)
+    settings = Settings(smoke=args.smoke, repeats=args.repeats, bundle_dir=args.bundles)
     results = []
     failures: list[str] = []
     for name in tqdm(names, desc="benchmarks", unit="suite"):

@@ -6,6 +6,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 
 @dataclass
@@ -45,6 +46,7 @@ class Settings:
     repeats: int = 5
     warmup: int = 2
     failures: list[Failure] = field(default_factory=list)
+    bundle_dir: Path | None = None  # prepared bundles for webgpu-compiled where the compiler is absent
 
     def record_failure(self, suite: str, name: str, backend: str, exc: BaseException) -> None:
         """Note that `name` on `backend` failed; the run goes on with the other figures."""

@@ -19,6 +19,36 @@ def sizes_mb(settings: Settings, device: str, adapter_is_cpu: bool) -> list[int]
     return [1, 16, 64, 256, 512]
 
 
+class Add(torch.nn.Module):
+    """Elementwise add: two reads and one write per element."""
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a + b
+
+
+class Sum(torch.nn.Module):
+    """A full reduction: one read per element (`b` is unused, to share the signature)."""
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a.sum() + 0 * b[0]
+
+
+OPS = {"add": (Add, 3), "sum": (Sum, 1)}
+# Bundles target the portable webgpu-core profile, whose storage bindings stop at 128 MiB.
+BUNDLE_MAX_MIB = 64
+
+
+def bundle_cases(settings: Settings) -> list[tuple[str, torch.nn.Module, tuple]]:
+    """(key, module, example inputs) for every compiled figure, to prepare as bundles."""
+    cases = []
+    for size in sizes_mb(settings, "gpu", False):
+        if size <= BUNDLE_MAX_MIB:
+            numel = size * MB // 4
+            for name, (module, _) in OPS.items():
+                cases.append((f"{name}-{size}mib", module(), (torch.randn(numel), torch.randn(numel))))
+    return cases
+
+
 def run(settings: Settings, backends: list[str]) -> list[Measurement]:
     """GB/s for add and sum per size and backend."""
     results = []
@@ -27,20 +57,19 @@ def run(settings: Settings, backends: list[str]) -> list[Measurement]:
         from torch_webgpu.runtime import get_runtime
 
         adapter_is_cpu = get_runtime().info.adapter_type.upper() == "CPU"
-    ops = {"add": (lambda a, b: a + b, 3), "sum": (lambda a, b: a.sum(), 1)}
-    for backend in available_torch_backends(backends):
+    for backend in available_torch_backends(backends, settings.bundle_dir):
         for size in sizes_mb(settings, backend.device, adapter_is_cpu):
             numel = size * MB // 4
             a = torch.randn(numel).to(backend.device)
             b = torch.randn(numel).to(backend.device)
-            for name, (op, passes) in ops.items():
-                fn = backend.wrap(op)
-
-                def call(fn=fn, a=a, b=b, backend=backend):
-                    fn(a, b)
-                    backend.synchronize()
-
+            for name, (module, passes) in OPS.items():
                 try:
+                    fn = backend.wrap(module(), f"{name}-{size}mib")
+
+                    def call(fn=fn, a=a, b=b, backend=backend):
+                        fn(a, b)
+                        backend.synchronize()
+
                     times = time_repeats(call, settings)
                 except Exception as exc:
                     settings.record_failure("micro", f"{name} f32 {size} MiB", backend.name, exc)

@@ -22,9 +22,8 @@ def run(settings: Settings, backends: list[str]) -> list[Measurement]:
     """µs per op for each op in OPS, per eager backend."""
     n = 10 if settings.smoke else 300
     results = []
-    for backend in available_torch_backends([b for b in backends if b != "webgpu-compiled"]):
-        if backend.name == "inductor-cuda":
-            continue
+    eager = [b for b in backends if b not in ("webgpu-compiled", "inductor-cuda")]
+    for backend in available_torch_backends(eager):
         a = torch.randn(16, 16, device=backend.device)
         b = torch.randn(16, 16, device=backend.device)
         for name, op in OPS.items():

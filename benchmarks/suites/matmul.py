@@ -17,6 +17,19 @@ def sizes(settings: Settings, device: str, adapter_is_cpu: bool) -> list[int]:
     return [512, 1024, 2048, 4096]
 
 
+class MatMul(torch.nn.Module):
+    """`a @ b` as a module, for bundles."""
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a @ b
+
+
+def bundle_cases(settings: Settings) -> list[tuple[str, torch.nn.Module, tuple]]:
+    """(key, module, example inputs) for every compiled figure, to prepare as bundles."""
+    return [(f"matmul-{n}", MatMul(), (torch.randn(n, n), torch.randn(n, n)))
+            for n in sizes(settings, "gpu", False)]
+
+
 def run(settings: Settings, backends: list[str]) -> list[Measurement]:
     """TFLOP/s of an n×n×n f32 matmul per backend."""
     results = []
@@ -25,18 +38,19 @@ def run(settings: Settings, backends: list[str]) -> list[Measurement]:
         from torch_webgpu.runtime import get_runtime
 
         adapter_is_cpu = get_runtime().info.adapter_type.upper() == "CPU"
-    for backend in available_torch_backends(backends):
-        fn = backend.wrap(lambda a, b: a @ b)
+    for backend in available_torch_backends(backends, settings.bundle_dir):
         for n in sizes(settings, backend.device, adapter_is_cpu):
             gen = torch.Generator().manual_seed(n)
             a = torch.randn(n, n, generator=gen).to(backend.device)
             b = torch.randn(n, n, generator=gen).to(backend.device)
 
-            def call(fn=fn, a=a, b=b, backend=backend):
-                fn(a, b)
-                backend.synchronize()
-
             try:
+                fn = backend.wrap(MatMul(), f"matmul-{n}")
+
+                def call(fn=fn, a=a, b=b, backend=backend):
+                    fn(a, b)
+                    backend.synchronize()
+
                 times = time_repeats(call, settings)
             except Exception as exc:
                 settings.record_failure("micro", f"matmul f32 {n}^3", backend.name, exc)

@@ -23,10 +23,14 @@ def run(settings: Settings, backends: list[str]) -> list[Measurement]:
         torch.manual_seed(0)
         model = case.build().eval()
         inputs = case.inputs()
-        for backend in available_torch_backends(backends):
+        for backend in available_torch_backends(backends, settings.bundle_dir):
             placed = model.to(backend.device)
             args = tuple(t.to(backend.device) for t in inputs)
-            fn = backend.wrap(placed)
+            try:
+                fn = backend.wrap(placed, f"model-{case.name}")
+            except Exception as exc:  # e.g. no prepared bundle for this model
+                settings.record_failure("models", case.name, backend.name, exc)
+                continue
 
             def call(fn=fn, args=args, backend=backend):
                 with torch.no_grad():
