@@ -18,6 +18,8 @@ CASES = {
     "scalar_out": (lambda x: x.sum(), lambda: (torch.randn(5),)),
     "lifted_constant": (lambda x: x * torch.tensor([1.5, -2.0, 3.0]) + torch.arange(3),
                         lambda: (torch.randn(4, 3),)),
+    "all_any_dim": (lambda x: ((x > 0).all(-1, keepdim=True), (x > 1).any(0)),
+                    lambda: (torch.randn(4, 64, 64),)),
     "input_passthrough": (lambda x, y: (x, y * 2), lambda: (torch.randn(3), torch.randn(3))),
 }
 

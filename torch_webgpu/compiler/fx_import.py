@@ -24,6 +24,7 @@ class PreparedGraph:
     output_map: list[int | None] = field(default_factory=list)
     num_user_inputs: int = 0
     kept_inputs: list[int] = field(default_factory=list)   # graph inputs the plan takes (ints are folded)
+    output_vals: list = field(default_factory=list)        # outputs' example values (before bool->int32)
 
 
 def prepare_graph(gm: torch.fx.GraphModule, example_inputs: list | None = None) -> PreparedGraph:
@@ -63,6 +64,7 @@ def prepare_graph(gm: torch.fx.GraphModule, example_inputs: list | None = None) 
         constants.append(value.detach())
         last = ph
     _drop_device_transfers(graph)
+    _bool_reductions_as_int(graph)
     output = next(n for n in graph.nodes if n.op == "output")
     results = output.args[0]
     results = list(results) if isinstance(results, (tuple, list)) else [results]
@@ -73,10 +75,40 @@ def prepare_graph(gm: torch.fx.GraphModule, example_inputs: list | None = None) 
         else:
             output_map.append(len(kept))
             kept.append(r)
+    output_vals = [r.meta.get("val") if isinstance(r, torch.fx.Node) else r for r in kept]
+    kept = _bool_boundaries_as_int32(graph, kept)
     output.args = (tuple(kept),)
     graph.lint()
     gm.recompile()
-    return PreparedGraph(gm, constants, output_map, len(placeholders), kept_inputs)
+    return PreparedGraph(gm, constants, output_map, len(placeholders), kept_inputs, output_vals)
+
+
+def _bool_boundaries_as_int32(graph: torch.fx.Graph, outputs: list) -> list:
+    """Bool graph inputs and outputs cross memory as int32: IREE's i1 storage on a target without 8-bit
+    storage writes one i32 per element into a buffer sized one byte per element (wrong results)."""
+    convert = torch.ops.prims.convert_element_type.default
+    for ph in [n for n in graph.nodes if n.op == "placeholder"]:
+        val = ph.meta.get("val")
+        if not (isinstance(val, torch.Tensor) and val.dtype == torch.bool and hasattr(val, "fake_mode")):
+            continue
+        with graph.inserting_after(ph):
+            as_bool = graph.call_function(convert, (ph, torch.bool))
+        ph.replace_all_uses_with(as_bool, delete_user_cb=lambda user, keep=as_bool: user is not keep)
+        as_bool.meta["val"] = val
+        with val.fake_mode:
+            ph.meta["val"] = val.to(torch.int32)
+        ph.meta.pop("tensor_meta", None)
+    result = []
+    for r in outputs:
+        val = r.meta.get("val") if isinstance(r, torch.fx.Node) else None
+        if isinstance(val, torch.Tensor) and val.dtype == torch.bool and hasattr(val, "fake_mode"):
+            with graph.inserting_after(r):
+                as_int = graph.call_function(convert, (r, torch.int32))
+            with val.fake_mode:
+                as_int.meta["val"] = val.to(torch.int32)
+            r = as_int
+        result.append(r)
+    return result
 
 
 def _drop_device_transfers(graph: torch.fx.Graph) -> None:
@@ -101,6 +133,35 @@ def _drop_device_transfers(graph: torch.fx.Graph) -> None:
                 graph.erase_node(node)
         elif isinstance(node.kwargs.get("device"), torch.device) and node.kwargs["device"].type != "cpu":
             node.kwargs = {**node.kwargs, "device": torch.device("cpu")}
+
+
+def _bool_reductions_as_int(graph: torch.fx.Graph) -> None:
+    """all/any over a dim become amin/amax over int32 then != 0: IREE reduces i1 through i8 arrays the
+    WebGPU target cannot store (and packed-bool reductions are the least trodden path of the emitter)."""
+    aten = torch.ops.aten
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target not in (aten.all.dim, aten.any.dim):
+            continue
+        src = node.args[0]
+        src_val = src.meta.get("val") if isinstance(src, torch.fx.Node) else None
+        if src_val is None or node.meta.get("val") is None:
+            continue
+        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+        keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+        reduce = aten.amin.default if node.target is aten.all.dim else aten.amax.default
+        fake_mode = getattr(src_val, "fake_mode", None)
+        if fake_mode is None or not isinstance(dim, int):
+            continue
+        with graph.inserting_before(node):
+            as_int = graph.call_function(torch.ops.prims.convert_element_type.default, (src, torch.int32))
+            reduced = graph.call_function(reduce, (as_int, [dim], keepdim))
+            result = graph.call_function(aten.ne.Scalar, (reduced, 0))
+        with fake_mode:
+            as_int.meta["val"] = src_val.to(torch.int32)
+            reduced.meta["val"] = reduce(as_int.meta["val"], [dim], keepdim)
+            result.meta["val"] = reduced.meta["val"] != 0
+        node.replace_all_uses_with(result)
+        graph.erase_node(node)
 
 
 def import_graph(gm: torch.fx.GraphModule, func_name: str = "main"):

@@ -44,9 +44,10 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 
 
 def device_dtype(dtype: Any) -> str:
-    """How a torch dtype is stored for the shaders: 64-bit types are demoted (IREE does the same)."""
+    """How a torch dtype crosses the plan boundary: 64-bit types are demoted (IREE does the same) and
+    bool travels as int32 (see fx_import._bool_boundaries_as_int32)."""
     name = str(dtype).removeprefix("torch.")
-    return {"int64": "int32", "float64": "float32"}.get(name, name)
+    return {"int64": "int32", "float64": "float32", "bool": "int32"}.get(name, name)
 
 
 def _nbytes(spec: TensorSpec) -> int:

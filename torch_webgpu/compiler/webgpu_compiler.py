@@ -178,8 +178,7 @@ def _compile_uncached(prepared: PreparedGraph, example_inputs: list[Any], torch_
     specs, sources = translate_executables(artifacts.spirv_mlir)
     inputs = [_spec(v) for v in example_inputs] + [
         TensorSpec(list(v.shape), str(v.dtype), str(v.dtype)) for v in constants.values()]
-    output_node = next(n for n in prepared.graph_module.graph.nodes if n.op == "output")
-    outputs = [_spec(n.meta.get("val")) for n in output_node.args[0]]
+    outputs = [_spec(v) for v in prepared.output_vals]
     plan = build_plan(host, specs, sources, inputs, outputs, prepared.output_map, constants)
     plan.spirv = dict(artifacts.spirv_binaries)
     plan.meta = {"target": target.key(), "dispatches": plan.dispatch_count}
