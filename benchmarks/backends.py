@@ -43,12 +43,13 @@ def _bundle_wrapper(bundle_dir: Path) -> Callable[[Callable, str], Callable]:
 
 
 def compiler_available() -> bool:
-    """True when torch.compile's webgpu backend (torch-mlir + IREE) can be imported here."""
+    """True when torch.compile's webgpu backend can run here (it needs torch-mlir and IREE's compiler)."""
+    import importlib.util
+
     try:
-        import torch_webgpu.compiler.webgpu_compiler  # noqa: F401
-    except ImportError:
+        return all(importlib.util.find_spec(m) is not None for m in ("torch_mlir", "iree.compiler"))
+    except ModuleNotFoundError:  # `iree` itself is absent
         return False
-    return True
 
 
 def available_torch_backends(requested: list[str], bundle_dir: Path | None = None) -> list[TorchBackend]:

@@ -12,5 +12,6 @@ if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f /usr/local/nvidia/share/vulkan/icd.d/nv
 fi
 bash tools/build_extension_inplace.sh   # the eager device needs _C built against this machine's torch
 nvidia-smi -L || true
+if [ -d .bundles ]; then python3 -m benchmarks.check_bundles .bundles; fi   # correctness before timings
 python3 -m benchmarks run --suite "${SUITE:-all}" --backends "${BACKENDS:-dawn,wgpu,webgpu-eager,webgpu-compiled,torch-cuda,inductor-cuda}" \
   --out "${OUT:-benchmarks/out}/gpu" "$@"
