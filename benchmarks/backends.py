@@ -85,3 +85,12 @@ def available_torch_backends(requested: list[str], bundle_dir: Path | None = Non
             wrap = (lambda fn, key="": torch.compile(fn)) if name == "inductor-cuda" else _identity
             out.append(TorchBackend(name, "cuda", wrap, torch.cuda.synchronize))
     return out
+
+
+def webgpu_adapter_is_cpu(backends: list[str]) -> bool:
+    """True when a webgpu backend is requested and the adapter is a software one (sizes shrink then)."""
+    if not any(b.startswith("webgpu") for b in backends):
+        return False
+    from torch_webgpu.runtime import get_runtime
+
+    return get_runtime().info.adapter_type.upper() == "CPU"

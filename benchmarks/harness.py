@@ -80,3 +80,22 @@ def summarize(suite: str, name: str, backend: str, unit: str, values: list[float
     """A Measurement from per-repeat values already converted to `unit`."""
     return Measurement(suite, name, backend, unit, statistics.median(values), min(values), max(values),
                        len(values), params or {})
+
+
+def time_figure(settings: Settings, backend, suite: str, name: str, module, key: str,
+                args: tuple) -> list[float] | None:
+    """Seconds per call of `module(*args)` wrapped for `backend` (and synchronised), per repeat.
+
+    None when the figure cannot be measured; the failure is recorded in `settings` with its cause.
+    """
+    try:
+        fn = backend.wrap(module, key)
+
+        def call():
+            fn(*args)
+            backend.synchronize()
+
+        return time_repeats(call, settings)
+    except Exception as exc:  # e.g. an op the compiler cannot lower yet, or no prepared bundle
+        settings.record_failure(suite, name, backend.name, exc)
+        return None

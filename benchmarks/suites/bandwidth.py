@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from ..backends import available_torch_backends
-from ..harness import Measurement, Settings, summarize, time_repeats
+from ..backends import available_torch_backends, webgpu_adapter_is_cpu
+from ..harness import Measurement, Settings, summarize, time_figure
 
 MB = 1 << 20
 
@@ -52,29 +52,16 @@ def bundle_cases(settings: Settings) -> list[tuple[str, torch.nn.Module, tuple]]
 def run(settings: Settings, backends: list[str]) -> list[Measurement]:
     """GB/s for add and sum per size and backend."""
     results = []
-    adapter_is_cpu = False
-    if any(b.startswith("webgpu") for b in backends):
-        from torch_webgpu.runtime import get_runtime
-
-        adapter_is_cpu = get_runtime().info.adapter_type.upper() == "CPU"
+    adapter_is_cpu = webgpu_adapter_is_cpu(backends)
     for backend in available_torch_backends(backends, settings.bundle_dir):
         for size in sizes_mb(settings, backend.device, adapter_is_cpu):
             numel = size * MB // 4
-            a = torch.randn(numel).to(backend.device)
-            b = torch.randn(numel).to(backend.device)
-            for name, (module, passes) in OPS.items():
-                try:
-                    fn = backend.wrap(module(), f"{name}-{size}mib")
-
-                    def call(fn=fn, a=a, b=b, backend=backend):
-                        fn(a, b)
-                        backend.synchronize()
-
-                    times = time_repeats(call, settings)
-                except Exception as exc:
-                    settings.record_failure("micro", f"{name} f32 {size} MiB", backend.name, exc)
-                    continue
-                moved = passes * numel * 4
-                results.append(summarize("micro", f"{name} f32 {size} MiB", backend.name, "GB/s",
-                                         [moved / t / 1e9 for t in times], {"mib": size}))
+            args = (torch.randn(numel).to(backend.device), torch.randn(numel).to(backend.device))
+            for op, (module, passes) in OPS.items():
+                name = f"{op} f32 {size} MiB"
+                times = time_figure(settings, backend, "micro", name, module(), f"{op}-{size}mib", args)
+                if times is not None:
+                    moved = passes * numel * 4
+                    results.append(summarize("micro", name, backend.name, "GB/s",
+                                             [moved / t / 1e9 for t in times], {"mib": size}))
     return results

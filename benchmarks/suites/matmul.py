@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from ..backends import available_torch_backends
-from ..harness import Measurement, Settings, summarize, time_repeats
+from ..backends import available_torch_backends, webgpu_adapter_is_cpu
+from ..harness import Measurement, Settings, summarize, time_figure
 
 
 def sizes(settings: Settings, device: str, adapter_is_cpu: bool) -> list[int]:
@@ -33,29 +33,16 @@ def bundle_cases(settings: Settings) -> list[tuple[str, torch.nn.Module, tuple]]
 def run(settings: Settings, backends: list[str]) -> list[Measurement]:
     """TFLOP/s of an n×n×n f32 matmul per backend."""
     results = []
-    adapter_is_cpu = False
-    if any(b.startswith("webgpu") for b in backends):
-        from torch_webgpu.runtime import get_runtime
-
-        adapter_is_cpu = get_runtime().info.adapter_type.upper() == "CPU"
+    adapter_is_cpu = webgpu_adapter_is_cpu(backends)
     for backend in available_torch_backends(backends, settings.bundle_dir):
         for n in sizes(settings, backend.device, adapter_is_cpu):
             gen = torch.Generator().manual_seed(n)
-            a = torch.randn(n, n, generator=gen).to(backend.device)
-            b = torch.randn(n, n, generator=gen).to(backend.device)
-
-            try:
-                fn = backend.wrap(MatMul(), f"matmul-{n}")
-
-                def call(fn=fn, a=a, b=b, backend=backend):
-                    fn(a, b)
-                    backend.synchronize()
-
-                times = time_repeats(call, settings)
-            except Exception as exc:
-                settings.record_failure("micro", f"matmul f32 {n}^3", backend.name, exc)
-                continue
-            flops = 2.0 * n ** 3
-            results.append(summarize("micro", f"matmul f32 {n}^3", backend.name, "TFLOP/s",
-                                     [flops / t / 1e12 for t in times], {"n": n}))
+            args = (torch.randn(n, n, generator=gen).to(backend.device),
+                    torch.randn(n, n, generator=gen).to(backend.device))
+            name = f"matmul f32 {n}^3"
+            times = time_figure(settings, backend, "micro", name, MatMul(), f"matmul-{n}", args)
+            if times is not None:
+                flops = 2.0 * n ** 3
+                results.append(summarize("micro", name, backend.name, "TFLOP/s",
+                                         [flops / t / 1e12 for t in times], {"n": n}))
     return results
