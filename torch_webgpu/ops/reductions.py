@@ -417,52 +417,30 @@ def _bool_reduce(op: str, self, dim, keepdim, out=None):
     return reduce(op, op, self, dim, keepdim, result, out)
 
 
-@register("all", "all.dims")
+# One kernel per variant family: the overloads differ only in which arguments they may omit.
+@register("all", "all.dims", "all.dim")
 def all_(self, dim=None, keepdim=False):
-    """torch.all."""
+    """torch.all (whole tensor, one dim or several)."""
     return _bool_reduce("all", self, dim, keepdim)
 
 
-@register("all.dim")
-def all_dim(self, dim, keepdim=False):
-    """torch.all(dim=int)."""
-    return _bool_reduce("all", self, dim, keepdim)
-
-
-@register("all.out", "all.dims_out")
+@register("all.out", "all.dims_out", "all.all_out")
 def all_out(self, dim=None, keepdim=False, *, out):
-    """torch.all(dim, out=)."""
+    """torch.all(..., out=)."""
     return _bool_reduce("all", self, dim, keepdim, out)
 
 
-@register("all.all_out")
-def all_all_out(self, *, out):
-    """torch.all(out=)."""
-    return _bool_reduce("all", self, None, False, out)
-
-
-@register("any", "any.dims")
+# One kernel per variant family: the overloads differ only in which arguments they may omit.
+@register("any", "any.dims", "any.dim")
 def any_(self, dim=None, keepdim=False):
-    """torch.any."""
+    """torch.any (whole tensor, one dim or several)."""
     return _bool_reduce("any", self, dim, keepdim)
 
 
-@register("any.dim")
-def any_dim(self, dim, keepdim=False):
-    """torch.any(dim=int)."""
-    return _bool_reduce("any", self, dim, keepdim)
-
-
-@register("any.out", "any.dims_out")
+@register("any.out", "any.dims_out", "any.all_out")
 def any_out(self, dim=None, keepdim=False, *, out):
-    """torch.any(dim, out=)."""
+    """torch.any(..., out=)."""
     return _bool_reduce("any", self, dim, keepdim, out)
-
-
-@register("any.all_out")
-def any_all_out(self, *, out):
-    """torch.any(out=)."""
-    return _bool_reduce("any", self, None, False, out)
 
 
 @register("logsumexp")
