@@ -16,11 +16,12 @@ __version__ = "0.1.0"
 from . import runtime  # noqa: E402, F401  (the HAL needs neither torch nor the compiler)
 
 
-def load(path: str | os.PathLike) -> bundle.Bundle:
-    """Load a bundle written by `export` (or `torch-webgpu compile`); works without torch."""
+def load(path: str | os.PathLike, weights: Any = None) -> bundle.Bundle:
+    """Load a bundle written by `export` (or `torch-webgpu compile`); works without torch. `weights`
+    (name -> array) supplies a bundle exported with `external_weights=True`."""
     from .bundle import load as _load
 
-    return _load(path)
+    return _load(path, weights=weights)
 
 
 def export(model: Any, example_inputs: Any, path: str | os.PathLike, **options: Any) -> Path:
