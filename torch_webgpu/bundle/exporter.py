@@ -11,7 +11,7 @@ import json
 import operator
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,8 @@ class TracedModel:
     example_inputs: list[torch.Tensor]
     input_names: list[str]
     output_structure: str          # "single": the model returns one tensor; "sequence": a flat tuple
+    # The model's name (state-dict key) of each weight attribute of `graph_module`.
+    weight_names: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -46,7 +48,8 @@ class Target:
 
 
 def make_target(name: str = "auto", f16: bool = False) -> Target:
-    """The target profile `name` (`auto` or `webgpu-core`); f16 needs the profile's shader-f16."""
+    """The target profile `name` (`auto`, `webgpu-core` or a JSON file of an adapter's limits and features,
+    as `torch-webgpu adapter --json` prints); f16 needs the profile's shader-f16."""
     from mlir_passes.webgpu_target import WebGPUTarget
 
     limits, features = target_limits(name)
@@ -92,6 +95,7 @@ def trace(model: Any, example_inputs: Sequence[Any], f16: bool = False) -> Trace
         raise TypeError(f"export takes an nn.Module or a torch.export.ExportedProgram, not {type(model)}")
     program = program.run_decompositions(_decompositions())
     gm = program.module()
+    weight_names = {}
     for node in list(gm.graph.nodes):
         # torch.export's input guards (a call_module) check shapes in Python; a bundle checks them itself.
         if node.op == "call_module" and node.target == "_guards_fn":
@@ -101,6 +105,7 @@ def trace(model: Any, example_inputs: Sequence[Any], f16: bool = False) -> Trace
             value = operator.attrgetter(node.target)(gm)
             name = "_w_" + node.target.replace(".", "_")
             setattr(gm, name, value.detach() if isinstance(value, torch.Tensor) else value)
+            weight_names[name] = node.target
             node.target = name
     gm.graph.lint()
     gm.recompile()
@@ -111,7 +116,8 @@ def trace(model: Any, example_inputs: Sequence[Any], f16: bool = False) -> Trace
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if len(placeholders) != len(inputs):
         raise ValueError(f"the model takes {len(placeholders)} inputs, {len(inputs)} were given")
-    return TracedModel(gm, inputs, names or [f"input{k}" for k in range(len(inputs))], structure)
+    return TracedModel(gm, inputs, names or [f"input{k}" for k in range(len(inputs))], structure,
+                       weight_names)
 
 
 def _prepare(traced: TracedModel) -> Any:
@@ -179,13 +185,50 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def _constant_weight_names(traced: TracedModel) -> list[str | None]:
+    """The model's name of each plan constant `_const_<k>`, in order (None: a constant not in the model's
+    state, e.g. a lifted tensor literal). The compiler numbers constants in `get_attr` order."""
+    gm = traced.graph_module
+    names = []
+    for node in gm.graph.nodes:
+        if node.op == "get_attr" and isinstance(getattr(gm, node.target, None), torch.Tensor):
+            names.append(traced.weight_names.get(node.target))
+    return names
+
+
+def _split_external_weights(plan: Any, traced: TracedModel) -> tuple[Any, dict[str, Any]]:
+    """A copy of `plan` without the constants that are model weights, and the manifest entry naming them:
+    the loader takes those weights from the caller (`load(path, weights=model.state_dict())`)."""
+    import copy
+
+    names = _constant_weight_names(traced)
+    if len(names) != len(plan.constants):
+        raise RuntimeError(f"the plan has {len(plan.constants)} constants but the model {len(names)} "
+                           "weights; export without external weights")
+    external, kept = {}, {}
+    for (const, value), name in zip(plan.constants.items(), names, strict=True):
+        if name is None:
+            kept[const] = value
+        else:
+            external[const] = {"name": name, "shape": list(value.shape), "dtype": str(value.dtype)}
+    stripped = copy.copy(plan)
+    stripped.constants = kept
+    return stripped, {"order": list(plan.constants), "weights": external}
+
+
 def write_plan_bundle(plan: Any, traced: TracedModel, target: Target, path: str | os.PathLike,
-                      source: str = "") -> Path:
-    """Write `plan` as a bundle at `path` (directory or .zip) after checking it fits `target`."""
+                      source: str = "", external_weights: bool = False) -> Path:
+    """Write `plan` as a bundle at `path` (directory or .zip) after checking it fits `target`.
+
+    `external_weights`: leave the model's weights out (the loader is given them); the bundle holds code only.
+    """
     import tempfile
 
     requires = plan_requirements(plan, target.iree.workgroup_memory_bytes, target.iree.offset_alignment)
     check_requirements(requires, target.limits, target.features, what=f"target {target.name}")
+    external = None
+    if external_weights:
+        plan, external = _split_external_weights(plan, traced)
     with tempfile.TemporaryDirectory(prefix="torch-webgpu-export-") as tmp:
         plan.save(tmp)   # the plan's own serialisation: plan.json, .wgsl files, constants.safetensors
         files = {p.name: p.read_bytes() for p in Path(tmp).iterdir() if p.name != "plan.json"}
@@ -207,14 +250,18 @@ def write_plan_bundle(plan: Any, traced: TracedModel, target: Target, path: str 
         "dispatches": plan.dispatch_count,
         "plan": doc,
     }
+    if external is not None:
+        manifest["external_weights"] = external
     return write_bundle(path, manifest, files)
 
 
 def export(model: Any, example_inputs: Sequence[Any], path: str | os.PathLike, *, target: str = "auto",
-           f16: bool = False, dump_dir: str | os.PathLike | None = None, source: str = "") -> Path:
+           f16: bool = False, dump_dir: str | os.PathLike | None = None, source: str = "",
+           external_weights: bool = False) -> Path:
     """Compile `model` for `example_inputs`' shapes and dtypes into a bundle at `path` (a directory, or
-    one file if it ends in .zip); weights are baked in. `target`: "auto" (this adapter) or "webgpu-core"."""
+    one file if it ends in .zip). `target`: "auto" (this adapter), "webgpu-core" or a limits JSON file.
+    Weights are baked in unless `external_weights` (then `load(path, weights=model.state_dict())`)."""
     tgt = make_target(target, f16)
     traced = trace(model, example_inputs, f16=f16)
     plan = compile_traced(traced, tgt, dump_dir)
-    return write_plan_bundle(plan, traced, tgt, path, source=source)
+    return write_plan_bundle(plan, traced, tgt, path, source=source, external_weights=external_weights)

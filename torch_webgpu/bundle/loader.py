@@ -7,7 +7,7 @@ Needs only the runtime, numpy and safetensors: the plan runs through the compile
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,8 +86,38 @@ class Bundle:
         return f"<torch_webgpu bundle {self.path} {self.signature}>"
 
 
-def load(path: str | Path, rt: Any = None) -> Bundle:
-    """Load a bundle (directory or .zip): verify format and hashes, check the adapter, bind the plan."""
+def _as_array(value: Any) -> Any:
+    import numpy as np
+
+    if hasattr(value, "detach"):  # a torch tensor, on any device
+        value = value.detach().to("cpu").numpy()
+    return np.ascontiguousarray(value)
+
+
+def _bind_external_weights(path: Path, plan: Plan, external: dict[str, Any], weights: Mapping | None) -> None:
+    """Put the caller's weights into `plan.constants`, in the order the compiled graph takes them."""
+    specs = external["weights"]
+    if weights is None:
+        raise BundleSignatureError(
+            f"{path.name} was exported with external weights ({len(specs)} tensors); pass them: "
+            "load(path, weights=model.state_dict()) or a mapping of name -> numpy array")
+    bound = {}
+    for const, spec in specs.items():
+        if spec["name"] not in weights:
+            raise BundleSignatureError(f"{path.name} needs the weight {spec['name']!r}, missing in `weights`")
+        value = _as_array(weights[spec["name"]])
+        if list(value.shape) != spec["shape"] or str(value.dtype) != spec["dtype"]:
+            raise BundleSignatureError(
+                f"weight {spec['name']!r} is {value.dtype}{list(value.shape)}, the bundle was compiled for "
+                f"{spec['dtype']}{spec['shape']}")
+        bound[const] = value
+    plan.constants = {name: bound.get(name, plan.constants.get(name)) for name in external["order"]}
+
+
+def load(path: str | Path, rt: Any = None, weights: Mapping | None = None) -> Bundle:
+    """Load a bundle (directory or .zip): verify format and hashes, check the adapter, bind the plan.
+
+    `weights` (name -> array or tensor) supplies the weights of a bundle exported with external weights."""
     path = Path(path)
     manifest, files = read_bundle(path)
     for key in ("inputs", "outputs", "requires", "plan"):
@@ -95,4 +125,6 @@ def load(path: str | Path, rt: Any = None) -> Bundle:
             raise BundleFormatError(f"{path}: manifest has no '{key}'")
     with materialize(files) as directory:
         plan = Plan.from_doc(copy.deepcopy(manifest["plan"]), directory)
+    if "external_weights" in manifest:
+        _bind_external_weights(path, plan, manifest["external_weights"], weights)
     return Bundle(path, manifest, plan, rt)

@@ -34,7 +34,8 @@ _ENABLE_FEATURES = {"f16": "shader-f16", "subgroups": "subgroups", "subgroups_f1
 
 
 def target_limits(name: str) -> tuple[dict[str, int], frozenset[str]]:
-    """The limits and features of target profile `name` (`auto`: this machine's adapter)."""
+    """The limits and features of target profile `name` (`auto`: this machine's adapter; a path ending in
+    .json: another machine's adapter, saved there with `torch-webgpu adapter --json`)."""
     if name == "webgpu-core":
         return dict(WEBGPU_CORE_LIMITS), frozenset()
     if name == "auto":
@@ -42,7 +43,29 @@ def target_limits(name: str) -> tuple[dict[str, int], frozenset[str]]:
 
         info = get_runtime().info
         return dict(info.limits), frozenset(info.features)
-    raise ValueError(f"unknown target {name!r}; choose one of {', '.join(TARGETS)}")
+    if name.endswith(".json"):
+        return _limits_file(name)
+    raise ValueError(f"unknown target {name!r}; choose one of {', '.join(TARGETS)} or an adapter JSON file")
+
+
+def _limits_file(path: str) -> tuple[dict[str, int], frozenset[str]]:
+    import json
+    from pathlib import Path
+
+    try:
+        doc = json.loads(Path(path).read_text())
+        limits = {str(k): int(v) for k, v in doc["limits"].items()}
+        features = frozenset(str(f) for f in doc.get("features", ()))
+    except FileNotFoundError:
+        raise ValueError(f"no adapter file {path}; write one with `torch-webgpu adapter --json > {path}` "
+                         "on the machine the bundle is for") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"{path} is not an adapter file (a JSON object with 'limits' and 'features', as "
+                         f"`torch-webgpu adapter --json` prints): {exc}") from None
+    missing = sorted(set(WEBGPU_CORE_LIMITS) - set(limits))
+    if missing:
+        raise ValueError(f"{path} lacks the limits {', '.join(missing)}")
+    return limits, features
 
 
 def wgsl_features(sources: Iterable[str]) -> set[str]:

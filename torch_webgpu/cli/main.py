@@ -23,6 +23,7 @@ examples:
   torch-webgpu run mlp.bundle --input @x.npy --output @y.npy
   torch-webgpu run mlp.bundle --input 4x16xf32=1 --benchmark 100
   torch-webgpu inspect mlp.bundle
+  torch-webgpu adapter --json > gpu.json   # on the target machine; then compile there with --target gpu.json
 
 A bundle is a directory (or one .zip file) with manifest.json, one .wgsl per executable and the weights
 as constants.safetensors; `torch_webgpu.load(path)` runs it from Python without torch.
@@ -51,10 +52,14 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("-o", "--output", metavar="PATH",
                    help="the bundle: a directory, or one file if PATH ends in .zip. With --compile-to=wgsl a "
                         "directory for the .wgsl files; with high-ir/iree-input a file (default: stdout)")
-    c.add_argument("--target", choices=["auto", "webgpu-core"], default="auto",
+    c.add_argument("--target", type=_target_arg, default="auto",
                    help="auto: this machine's adapter limits and features; webgpu-core: the WebGPU "
                         "specification's default limits (256 invocations, 16 KiB workgroup memory, 8 storage "
-                        "buffers per stage, no f16), portable to any browser (default: auto)")
+                        "buffers per stage, no f16), portable to any browser; FILE.json: another machine's "
+                        "adapter, saved there by `torch-webgpu adapter --json` (default: auto)")
+    c.add_argument("--external-weights", action="store_true",
+                   help="leave the weights out of the bundle; `run --weights` or `load(path, weights=...)` "
+                        "supplies them (for models whose weights travel separately)")
     c.add_argument("--f16", action="store_true",
                    help="convert the model and float inputs to float16 (needs the shader-f16 feature)")
     c.add_argument("--dump-dir", metavar="DIR",
@@ -78,6 +83,9 @@ def _parser() -> argparse.ArgumentParser:
                         "1x4xf32=1,2,3,4; one value fills the tensor) or TYPE alone (zeros)")
     r.add_argument("--output", "-o", action="append", default=[], metavar="@FILE.npy",
                    help="one per output, in order: write it to FILE.npy instead of printing it ('-' prints)")
+    r.add_argument("--weights", metavar="FILE.safetensors",
+                   help="the weights of a bundle compiled with --external-weights (tensor names as the "
+                        "model's state_dict)")
     r.add_argument("--benchmark", type=int, default=0, metavar="N",
                    help="after one warm-up call, time N calls and print the median/min/max per call")
     r.set_defaults(func=cmd_run)
@@ -90,7 +98,33 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--check", action="store_true",
                    help="also check the requirements against this machine's adapter")
     s.set_defaults(func=cmd_inspect)
+
+    a = sub.add_parser(
+        "adapter", help="describe this machine's WebGPU adapter (its limits and features)",
+        description="Print the adapter, or with --json its limits and features: the file `compile --target "
+                    "FILE.json` takes, to compile on one machine for another.")
+    a.add_argument("--json", action="store_true", help="print limits and features as JSON")
+    a.set_defaults(func=cmd_adapter)
     return parser
+
+
+def _target_arg(value: str) -> str:
+    if value in ("auto", "webgpu-core") or value.endswith(".json"):
+        return value
+    raise argparse.ArgumentTypeError(f"{value!r}: choose auto, webgpu-core or an adapter FILE.json")
+
+
+def cmd_adapter(args: argparse.Namespace) -> int:
+    """`torch-webgpu adapter`."""
+    from torch_webgpu.runtime import get_runtime
+
+    info = get_runtime().info
+    if args.json:
+        print(json.dumps({"adapter": info.name, "backend": info.backend, "limits": dict(info.limits),
+                          "features": sorted(info.features)}, indent=1, sort_keys=True))
+    else:
+        print(info.describe())
+    return 0
 
 
 # -- compile -------------------------------------------------------------------------------------------
@@ -211,7 +245,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
         bar.close()
         print(f"wrote {len(plan.wgsl)} WGSL files to {out}")
         return 0
-    path = ex.write_plan_bundle(plan, traced, target, args.output, source=args.model)
+    path = ex.write_plan_bundle(plan, traced, target, args.output, source=args.model,
+                                external_weights=args.external_weights)
     bar.update()
     bar.close()
     print(f"wrote {path} ({plan.dispatch_count} dispatches, target {target.name}) "
@@ -229,7 +264,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from .values import format_value, parse_value
 
-    bundle = load(args.bundle)
+    weights = None
+    if args.weights:
+        from safetensors.numpy import load_file
+
+        weights = load_file(args.weights)
+    bundle = load(args.bundle, weights=weights)
     values = [parse_value(v) for v in args.input]
     result = bundle(*values)
     outputs = [result] if bundle.manifest.get("output_structure") == "single" else list(result)
@@ -294,6 +334,7 @@ def summarize(path: str | Path) -> dict[str, Any]:
         "wgsl_bytes": wgsl,
         "wgsl_total_bytes": sum(wgsl.values()),
         "weights": weights,
+        "external_weights": len(manifest.get("external_weights", {}).get("weights", {})),
         "buffer_bytes": sum(plan["buffers"].values()),
         "requires": manifest["requires"],
     }
@@ -328,6 +369,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         print(f"  {name}: {size} bytes")
     print(f"weights: {info['weights']['bytes']} bytes in {info['weights']['tensors']} tensors; "
           f"device buffers: {info['buffer_bytes']} bytes")
+    if info["external_weights"]:
+        print(f"external weights: {info['external_weights']} tensors, supplied at load (run --weights)")
     req = info["requires"]
     print(f"requires features: {', '.join(req['features']) or 'none'}")
     print("requires limits:")

@@ -1,0 +1,60 @@
+"""Bundles without their weights (supplied at load) and bundles compiled for another machine's adapter."""
+
+import json
+
+import pytest
+import torch
+
+import torch_webgpu
+from torch_webgpu.bundle import BundleSignatureError
+from torch_webgpu.bundle.requirements import WEBGPU_CORE_LIMITS, target_limits
+
+
+@pytest.fixture(scope="module")
+def external_bundle(mlp, tmp_path_factory):
+    model, x = mlp
+    return torch_webgpu.export(model, [x], tmp_path_factory.mktemp("ext") / "mlp", target="webgpu-core",
+                               external_weights=True)
+
+
+def test_external_weights_are_not_stored(external_bundle):
+    manifest = json.loads((external_bundle / "manifest.json").read_text())
+    assert "constants.safetensors" not in manifest["files"]
+    names = {w["name"] for w in manifest["external_weights"]["weights"].values()}
+    assert names and all("." in n for n in names)   # the model's state-dict names
+
+
+def test_weights_given_at_load_are_used(mlp, external_bundle):
+    model, x = mlp
+    other = type(model)().eval()        # different random weights than the traced model
+    with torch.no_grad():
+        want = other(x)
+        assert not torch.allclose(want, model(x))
+    got = torch_webgpu.load(external_bundle, weights=other.state_dict())(x)
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+def test_missing_or_wrong_weights_raise(mlp, external_bundle):
+    model, _ = mlp
+    with pytest.raises(BundleSignatureError, match="external weights"):
+        torch_webgpu.load(external_bundle)
+    state = dict(model.state_dict())
+    name = next(iter(state))
+    with pytest.raises(BundleSignatureError, match=name):
+        torch_webgpu.load(external_bundle, weights={k: v for k, v in state.items() if k != name})
+    state[name] = torch.zeros(3)
+    with pytest.raises(BundleSignatureError, match="compiled for"):
+        torch_webgpu.load(external_bundle, weights=state)
+
+
+def test_adapter_file_target(tmp_path):
+    path = tmp_path / "gpu.json"
+    limits = dict(WEBGPU_CORE_LIMITS, **{"max-compute-invocations-per-workgroup": 1024})
+    path.write_text(json.dumps({"limits": limits, "features": ["timestamp-query"]}))
+    got, features = target_limits(str(path))
+    assert got["max-compute-invocations-per-workgroup"] == 1024 and features == {"timestamp-query"}
+    path.write_text(json.dumps({"limits": {"max-buffer-size": 4}}))
+    with pytest.raises(ValueError, match="lacks the limits"):
+        target_limits(str(path))
+    with pytest.raises(ValueError, match="torch-webgpu adapter --json"):
+        target_limits(str(tmp_path / "absent.json"))
