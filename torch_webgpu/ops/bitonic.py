@@ -1,0 +1,206 @@
+"""Bitonic sort on the device: the permutation that sorts each row of a tensor along its last dim.
+
+Each element becomes a (64-bit order key, index) pair. The key maps the value to an unsigned integer
+whose order is torch's order (floats: sign-flipped bits, -0.0 as +0.0, every NaN the largest key;
+integers: the sign bit flipped; descending: the key's bitwise complement). Pairs compare by key, then by
+index, so every pair is distinct and the network's result is the unique *stable* order: ties keep their
+index order, as torch's stable sort does. Rows are padded to a power of two with all-ones keys and
+indices >= n, which sort after every real element in both directions.
+
+The network runs k = 2, 4, .. N (merge size) and j = k/2 .. 1 (compare distance). Steps with j < 512
+run inside one workgroup (512 slots in workgroup memory, one barrier per step); larger j run one global
+dispatch each. Work is O(n log^2 n) per row, in O(log^2 n) dispatches.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..runtime import get_runtime
+from .codegen.dtypes import dtype_info
+from .codegen.elementwise import grid
+from .codegen.operand import MAX_DIMS, pack_u32
+from .elementwise import operand
+from .tensor_buffers import buffer_id, new_empty
+
+BLOCK = 512  # slots sorted in workgroup memory by one workgroup of BLOCK / 2 invocations
+
+# WGSL of the 64-bit key (hi, lo) of a loaded value `v`, per compute kind of codegen/dtypes.py
+_KEY = {
+    "f32": """
+  var bits = bitcast<u32>(v);
+  if ((bits & 0x7fffffffu) == 0u) { bits = 0u; }                       // -0.0 sorts as +0.0
+  var hi = select(bits | 0x80000000u, ~bits, (bits & 0x80000000u) != 0u);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) { hi = 0xffffffffu; }       // NaN is the largest
+  return vec2<u32>(hi, 0u);""",
+    "i32": "  return vec2<u32>(bitcast<u32>(v) ^ 0x80000000u, 0u);",
+    "bool": "  return vec2<u32>(select(0u, 1u, v), 0u);",
+    "i64": "  return vec2<u32>(v.y ^ 0x80000000u, v.x);",
+}
+_TYPE = {"f32": "f32", "i32": "i32", "bool": "bool", "i64": "vec2<u32>"}
+
+_KEYS = """
+@group(0) @binding(0) var<storage, read> P: array<u32>;
+@group(0) @binding(1) var<storage, read> X: array<u32>;
+@group(0) @binding(2) var<storage, read_write> K: array<u32>;
+@group(0) @binding(3) var<storage, read_write> I: array<u32>;
+fn load(i: u32) -> {vtype} {{ return {load}; }}
+fn key(v: {vtype}) -> vec2<u32> {{{key}
+}}
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
+  // P = [slots, n, N, n_row_dims, x_offset, x_dim_stride, descending, row_sizes[8], row_strides[8]]
+  let t = gid.x + gid.y * nwg.x * 64u;
+  if (t >= P[0]) {{ return; }}
+  let row = t / P[2]; let q = t % P[2];
+  var k = vec2<u32>(0xffffffffu, 0xffffffffu);  // padding: after every real element
+  if (q < P[1]) {{
+    var base = P[4]; var rem = row;
+    for (var d = i32(P[3]) - 1; d >= 0; d--) {{
+      let s = P[7u + u32(d)]; base += (rem % s) * P[{rs}u + u32(d)]; rem = rem / s;
+    }}
+    k = key(load(base + q * P[5]));
+    if (P[6] != 0u) {{ k = ~k; }}
+  }}
+  K[2u * t] = k.x; K[2u * t + 1u] = k.y; I[t] = q;
+}}
+"""
+
+_BEFORE = """
+fn before(a: vec3<u32>, b: vec3<u32>) -> bool {
+  if (a.x != b.x) { return a.x < b.x; }
+  if (a.y != b.y) { return a.y < b.y; }
+  return a.z < b.z;
+}
+"""
+
+_LOCAL = ("""
+@group(0) @binding(0) var<storage, read> P: array<u32>;
+@group(0) @binding(1) var<storage, read_write> K: array<u32>;
+@group(0) @binding(2) var<storage, read_write> I: array<u32>;
+var<workgroup> S: array<vec3<u32>, BLOCKu>;
+""" + _BEFORE + """
+@compute @workgroup_size(HALF)
+fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>) {
+  // P = [slots, N, k_first, k_last, j_first]: for k = k_first.. k_last (doubling), j = min(k/2, j_first)..1
+  let first = (wid.x + wid.y * nwg.x) * BLOCKu;
+  let slots = P[0];
+  for (var h = 0u; h < 2u; h++) {
+    let l = lid.x + h * HALFu; let g = first + l;
+    if (g < slots) { S[l] = vec3<u32>(K[2u * g], K[2u * g + 1u], I[g]); }
+  }
+  workgroupBarrier();
+  for (var k = P[2]; k <= P[3]; k = k * 2u) {
+    for (var j = min(k / 2u, P[4]); j > 0u; j = j / 2u) {
+      let i = 2u * j * (lid.x / j) + lid.x % j;
+      let l = i + j;
+      if (first + l < slots) {
+        let asc = (((first + i) & (P[1] - 1u)) & k) == 0u;
+        let a = S[i]; let b = S[l];
+        if (before(b, a) == asc) { S[i] = b; S[l] = a; }
+      }
+      workgroupBarrier();
+    }
+  }
+  for (var h = 0u; h < 2u; h++) {
+    let l = lid.x + h * HALFu; let g = first + l;
+    if (g < slots) { let s = S[l]; K[2u * g] = s.x; K[2u * g + 1u] = s.y; I[g] = s.z; }
+  }
+}
+""").replace("BLOCK", str(BLOCK)).replace("HALF", str(BLOCK // 2))
+
+_GLOBAL = """
+@group(0) @binding(0) var<storage, read> P: array<u32>;
+@group(0) @binding(1) var<storage, read_write> K: array<u32>;
+@group(0) @binding(2) var<storage, read_write> I: array<u32>;
+""" + _BEFORE + """
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  // P = [slots, N, k, j]: one compare-exchange step of distance j inside merges of size k
+  let p = gid.x + gid.y * nwg.x * 256u;
+  if (p >= P[0] / 2u) { return; }
+  let j = P[3];
+  let i = 2u * j * (p / j) + p % j;
+  let l = i + j;
+  let asc = ((i & (P[1] - 1u)) & P[2]) == 0u;
+  let a = vec3<u32>(K[2u * i], K[2u * i + 1u], I[i]);
+  let b = vec3<u32>(K[2u * l], K[2u * l + 1u], I[l]);
+  if (before(b, a) == asc) {
+    K[2u * i] = b.x; K[2u * i + 1u] = b.y; I[i] = b.z;
+    K[2u * l] = a.x; K[2u * l + 1u] = a.y; I[l] = a.z;
+  }
+}
+"""
+
+_INDICES = """
+@group(0) @binding(0) var<storage, read> P: array<u32>;
+@group(0) @binding(1) var<storage, read> I: array<u32>;
+@group(0) @binding(2) var<storage, read_write> O: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  // P = [outputs, n, N]: the first n slots of each padded row, as int64
+  let t = gid.x + gid.y * nwg.x * 64u;
+  if (t >= P[0]) { return; }
+  O[2u * t] = I[(t / P[1]) * P[2] + t % P[1]]; O[2u * t + 1u] = 0u;
+}
+"""
+
+# rows * padded length above this need more than one 128 MiB binding for the keys
+_MAX_SLOTS = 1 << 24
+
+
+def _keys_source(dtype: torch.dtype) -> str:
+    info = dtype_info(dtype, "sort")
+    return _KEYS.format(vtype=_TYPE[info.kind], load=info.load.replace("B[", "X["), key=_KEY[info.kind],
+                        rs=7 + MAX_DIMS)
+
+
+def sort_permutation(x: torch.Tensor, descending: bool) -> torch.Tensor:
+    """int64 indices that stably sort each row of `x` (any strides, >= 1 dim) along its last dim."""
+    n = x.shape[-1]
+    rows_shape = tuple(x.shape[:-1])
+    if len(rows_shape) > MAX_DIMS:
+        raise NotImplementedError(f"webgpu: sort supports at most {MAX_DIMS + 1} dims")
+    out = new_empty(x.shape, torch.int64, x)
+    if x.numel() == 0:
+        return out
+    rows = x.numel() // n
+    padded = 1 << (n - 1).bit_length()
+    slots = rows * padded
+    if slots > _MAX_SLOTS:
+        raise NotImplementedError(f"webgpu: sort of {rows} rows of {n} needs {slots} slots; at most "
+                                  f"{_MAX_SLOTS} fit the device's buffers — sort in chunks of rows")
+    keys = new_empty((2 * slots,), torch.int32, x)
+    index = new_empty((slots,), torch.int32, x)
+    rt = get_runtime()
+    o = operand(x)
+    pad = [0] * (MAX_DIMS - len(rows_shape))
+    words = [slots, n, padded, len(rows_shape), o.offset, o.strides[-1], int(descending), *rows_shape, *pad,
+             *o.strides[:-1], *pad]
+    rt.dispatch(rt.kernel(_keys_source(x.dtype), label="sort_keys"),
+                [rt.constant(pack_u32(words)), buffer_id(x), buffer_id(keys), buffer_id(index)],
+                grid(slots, 64), label="sort_keys")
+    pair = [buffer_id(keys), buffer_id(index)]
+    local, step = rt.kernel(_LOCAL, label="sort_local"), rt.kernel(_GLOBAL, label="sort_step")
+
+    def local_pass(k_first: int, k_last: int, j_first: int) -> None:
+        rt.dispatch(local, [rt.constant(pack_u32([slots, padded, k_first, k_last, j_first])), *pair],
+                    grid(slots, BLOCK), label="sort_local")
+
+    if padded > 1:
+        local_pass(2, min(padded, BLOCK), BLOCK // 2)
+    k = 2 * BLOCK
+    while k <= padded:
+        j = k // 2
+        while j >= BLOCK:
+            rt.dispatch(step, [rt.constant(pack_u32([slots, padded, k, j])), *pair], grid(slots // 2, 256),
+                        label="sort_step")
+            j //= 2
+        local_pass(k, k, BLOCK // 2)
+        k *= 2
+    total = x.numel()
+    rt.dispatch(rt.kernel(_INDICES, label="sort_indices"),
+                [rt.constant(pack_u32([total, n, padded])), buffer_id(index), buffer_id(out)],
+                grid(total, 64), label="sort_indices")
+    return out
