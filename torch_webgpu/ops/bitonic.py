@@ -25,8 +25,9 @@ from .tensor_buffers import buffer_id, new_empty
 
 BLOCK = 512  # slots sorted in workgroup memory by one workgroup of BLOCK / 2 invocations
 
-# WGSL of the 64-bit key (hi, lo) of a loaded value `v`, per compute kind of codegen/dtypes.py
-_KEY = {
+# WGSL body of key(v): the 64-bit order key (hi, lo) of a loaded value `v`, per compute kind of
+# codegen/dtypes.py (KEY_INPUT_TYPE: the WGSL type of v)
+ORDER_KEY = {
     "f32": """
   var bits = bitcast<u32>(v);
   if ((bits & 0x7fffffffu) == 0u) { bits = 0u; }                       // -0.0 sorts as +0.0
@@ -37,7 +38,7 @@ _KEY = {
     "bool": "  return vec2<u32>(select(0u, 1u, v), 0u);",
     "i64": "  return vec2<u32>(v.y ^ 0x80000000u, v.x);",
 }
-_TYPE = {"f32": "f32", "i32": "i32", "bool": "bool", "i64": "vec2<u32>"}
+KEY_INPUT_TYPE = {"f32": "f32", "i32": "i32", "bool": "bool", "i64": "vec2<u32>"}
 
 _KEYS = """
 @group(0) @binding(0) var<storage, read> P: array<u32>;
@@ -152,8 +153,8 @@ _MAX_SLOTS = 1 << 24
 
 def _keys_source(dtype: torch.dtype) -> str:
     info = dtype_info(dtype, "sort")
-    return _KEYS.format(vtype=_TYPE[info.kind], load=info.load.replace("B[", "X["), key=_KEY[info.kind],
-                        rs=7 + MAX_DIMS)
+    return _KEYS.format(vtype=KEY_INPUT_TYPE[info.kind], load=info.load.replace("B[", "X["),
+                        key=ORDER_KEY[info.kind], rs=7 + MAX_DIMS)
 
 
 def sort_permutation(x: torch.Tensor, descending: bool) -> torch.Tensor:

@@ -14,6 +14,8 @@ from .codegen.operand import pack_u32
 from .codegen.reduction import launch_reduce
 from .codegen.wgsl_math import PRELUDE
 from .elementwise import operand
+from .integer_extremes import EXACT_INT, integer_extreme
+from .integer_extremes import SPECS as EXTREME_SPECS
 from .registry import register
 from .tensor_buffers import buffer_id, new_empty
 
@@ -93,6 +95,9 @@ def reduce(op: str, spec: str, x: torch.Tensor, dim, keepdim: bool, result_dtype
            out: torch.Tensor | None = None, scalars: dict | None = None, empty_error: bool = False,
            with_index: bool = False):
     """Run reduction `spec` of x over `dim`; returns values (and int64 indices when with_index)."""
+    if x.dtype in EXACT_INT and spec in EXTREME_SPECS:  # exact int32/int64 comparisons (eager-ops' module)
+        values, indices = integer_extreme(spec, x, _dims(x, dim), keepdim)
+        return (values, indices) if with_index else _finish(op, values, result_dtype, out)
     if result_dtype == torch.int64 and spec in ("sum", "prod") and not x.dtype.is_floating_point:
         spec = spec + "_i64"  # exact integer sums/products in u32-pair int64
     elif x.dtype not in _EXACT_IN_F32:
