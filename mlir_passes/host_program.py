@@ -3,14 +3,21 @@
 The host program of a static-shape graph is straight-line code: buffer allocations, command buffers of
 dispatches with constant workgroup counts and push constants, barriers, fills, copies, and buffer views
 returned as outputs. Initializers that compute hoisted constants (IREE's const-eval) are extracted the
-same way and run once when a plan is loaded. Anything else raises `UnsupportedHostOp` naming the op.
+same way and run once when a plan is loaded. Inlined constant tensors (`util.buffer.constant`, imported
+into a device buffer) become `upload` commands carrying their bytes; branches on values known while
+extracting (did the import succeed) are followed. Anything else raises `UnsupportedHostOp` naming the op.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+_BOOLS = {"true": 1, "false": 0}
+_MAX_BLOCKS = 10000   # blocks one host function may run through (IREE's host programs have no loops here)
 # Ops that only set up devices, fences, executables or check invariants: nothing to do on WebGPU.
 _IGNORED = frozenset({
     "hal.buffer_view.assert", "hal.buffer.assert", "hal.device.allocator", "hal.fence.create",
@@ -43,7 +50,7 @@ class Binding:
 
 @dataclass
 class Command:
-    """One host command: alloca/dealloca/dispatch/barrier/fill/copy."""
+    """One host command: alloca/dealloca/dispatch/barrier/fill/copy/upload."""
 
     kind: str
     buffer: BufferRef | None = None          # alloca, dealloca, fill target
@@ -57,6 +64,7 @@ class Command:
     workgroups: tuple[int, int, int] = (1, 1, 1)
     constants: list[int] = field(default_factory=list)
     bindings: list[Binding] = field(default_factory=list)
+    constant: str = ""                       # upload: name in HostProgram.constants
 
 
 @dataclass
@@ -81,6 +89,63 @@ class HostProgram:
     main: list[Command] = field(default_factory=list)
     outputs: list[OutputView] = field(default_factory=list)
     num_inputs: int = 0
+    constants: dict[str, bytes] = field(default_factory=dict)   # inlined constant name -> bytes
+
+
+def constant_bytes(attr_text: str) -> bytes:
+    """The bytes of a `util.buffer.constant` value: a `#util.composite<Nxi8, [...]>` of dense elements
+    (IREE packs several constants with alignment padding) or one dense elements attribute."""
+    from iree.compiler import ir
+
+    text = attr_text.strip()
+    match = re.fullmatch(r"#util\.composite<(\d+)xi8,\s*\[(.*)\]>", text, re.S)
+    parts = _split_top_level(match.group(2)) if match else [text]
+    with ir.Context():
+        data = b"".join(_dense_bytes(ir, part) for part in parts)
+    if match and len(data) != int(match.group(1)):
+        raise UnsupportedHostOp(f"inlined composite constant holds {len(data)} bytes, "
+                                f"declares {match.group(1)}")
+    return data
+
+
+def _dense_bytes(ir: Any, part: str) -> bytes:
+    """The bytes of one dense elements attribute, in its element type."""
+    if part.startswith("dense_resource<"):
+        raise UnsupportedHostOp("an inlined constant stored as a dense_resource blob (elided by IREE's "
+                                "printer); pass the tensor as a graph input")
+    try:
+        attr = ir.DenseElementsAttr(ir.Attribute.parse(part))
+    except (ValueError, TypeError) as exc:
+        raise UnsupportedHostOp(f"inlined constant element `{part[:80]}` is not a dense tensor") from exc
+    bits = _element_bits(str(attr.type))
+    if bits % 8:
+        raise UnsupportedHostOp(f"inlined constant of {attr.type}: sub-byte elements are not supported")
+    return np.ascontiguousarray(np.array(attr)).tobytes()
+
+
+def _element_bits(type_text: str) -> int:
+    element = type_text.rsplit("x", 1)[-1].rstrip(">")
+    digits = re.sub(r"\D", "", element)
+    return int(digits) if digits else 32
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split a comma-separated attribute list at depth zero (dense<[...]> nests brackets and quotes)."""
+    parts, depth, start, quoted = [], 0, 0, False
+    for i, ch in enumerate(text):
+        if ch == '"':
+            quoted = not quoted
+        elif quoted:
+            continue
+        elif ch in "<[(":
+            depth += 1
+        elif ch in ">])":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    parts.append(text[start:].strip())
+    return [p for p in parts if p]
 
 
 class _Extractor:
@@ -110,15 +175,44 @@ class _Extractor:
         return ref
 
     # -- functions --
-    def run_function(self, block: Any, commands: list[Command], in_initializer: bool) -> list | None:
+    def run_function(self, region: Any, commands: list[Command], in_initializer: bool) -> list | None:
+        """Interpret `region` from its entry block, following branches whose condition is known."""
         env: dict[Any, Any] = {}
+        block = region.blocks[0]
         for i, arg in enumerate(block.arguments):
             env[arg] = ("arg", i)
-        for op in block.operations:
-            result = self._op(op, env, commands, in_initializer)
-            if result is not None:
-                return result
-        return None
+        for _ in range(_MAX_BLOCKS):
+            jump = None
+            for op in block.operations:
+                name = op.operation.name
+                if name in ("cf.br", "cf.cond_br"):
+                    jump = self._branch(op, env)
+                    break
+                result = self._op(op, env, commands, in_initializer)
+                if result is not None:
+                    return result
+            if jump is None:
+                return None
+            block, args = jump
+            for formal, actual in zip(block.arguments, args, strict=True):
+                env[formal] = env.get(actual)
+        raise UnsupportedHostOp(f"host program runs more than {_MAX_BLOCKS} blocks (a loop)")
+
+    def _branch(self, op: Any, env: dict) -> tuple[Any, list]:
+        """The successor block of `cf.br`/`cf.cond_br` and the values passed to it."""
+        successors = list(op.operation.successors)
+        operands = list(op.operands)
+        if op.operation.name == "cf.br":
+            return successors[0], operands
+        cond = env.get(operands[0])
+        if not isinstance(cond, int):
+            raise UnsupportedHostOp("host control flow on a value known only at run time "
+                                    "(dynamic shapes are not supported yet; compile with dynamic=False)")
+        seg = [int(x) for x in str(op.operation.attributes["operandSegmentSizes"])
+               .split(":")[1].rstrip(">").split(",")]
+        true_args = operands[seg[0]:seg[0] + seg[1]]
+        false_args = operands[seg[0] + seg[1]:]
+        return (successors[0], true_args) if cond else (successors[1], false_args)
 
     def _op(self, op: Any, env: dict, commands: list[Command], in_initializer: bool) -> list | None:
         name = op.operation.name
@@ -126,11 +220,31 @@ class _Extractor:
         if name in _IGNORED:
             return None
         if name == "arith.constant":
-            text = str(attrs["value"])
+            text = str(attrs["value"]).split(":")[0].strip()
             try:
-                env[op.result] = int(text.split(":")[0].strip())
+                env[op.result] = _BOOLS[text] if text in _BOOLS else int(text)
             except ValueError:
                 env[op.result] = text
+        elif name == "util.buffer.constant":
+            key = f"_host_const_{len(self.program.constants)}"
+            self.program.constants[key] = constant_bytes(str(attrs["value"]))
+            env[op.result] = ("constant", key)
+        elif name == "hal.allocator.import":
+            # operands: allocator, affinity, memory type, usage, source, offset, length
+            source = env.get(op.operands[4])
+            if not (isinstance(source, tuple) and source[0] == "constant"):
+                raise UnsupportedHostOp("hal.allocator.import of something other than an inlined constant")
+            offset, length = self._int(env, op.operands[5]), self._int(env, op.operands[6])
+            data = self.program.constants[source[1]]
+            if offset or length != len(data):
+                key = f"{source[1]}_{offset}_{length}"
+                self.program.constants[key] = data[offset:offset + length]
+                source = ("constant", key)
+            ref = self._new_buffer("transient", length)
+            commands.append(Command("alloca", buffer=ref, size=length))
+            commands.append(Command("upload", buffer=ref, size=length, constant=source[1]))
+            env[op.results[0]] = 1           # "imported": the branch that reads a file is never taken
+            env[op.results[1]] = (ref, 0)
         elif name == "hal.element_type":
             env[op.result] = str(attrs["type"])
         elif name == "util.global.load":
@@ -273,20 +387,12 @@ def extract_host_program(hal_text: str, function: str = "main$async") -> HostPro
             if name == "util.initializer":
                 if _is_setup_initializer(op):
                     continue
-                if len(op.regions[0].blocks) != 1:
-                    uses_constant = any(i.operation.name == "util.buffer.constant"
-                                        for b in op.regions[0].blocks for i in b.operations)
-                    what = ("an inlined constant tensor (util.buffer.constant); pass it as a graph input"
-                            if uses_constant else "an initializer with control flow")
-                    raise UnsupportedHostOp(f"IREE host program has {what}")
-                ex.run_function(op.regions[0].blocks[0], ex.program.initializer, in_initializer=True)
+                ex.run_function(op.regions[0], ex.program.initializer, in_initializer=True)
             elif name == "util.func" and str(op.attributes["sym_name"]).strip('"') == function:
                 main = op
         if main is None:
             raise UnsupportedHostOp(f"no function @{function} in the HAL module")
-        if len(main.regions[0].blocks) != 1:
-            raise UnsupportedHostOp(f"@{function} has control flow (dynamic shapes are not supported yet)")
-        outputs = ex.run_function(main.regions[0].blocks[0], ex.program.main, in_initializer=False)
+        outputs = ex.run_function(main.regions[0], ex.program.main, in_initializer=False)
         ex.program.outputs = outputs or []
         ex.program.num_inputs = len(main.regions[0].blocks[0].arguments) - 2  # minus the two fences
         return ex.program

@@ -1,4 +1,5 @@
-"""The must-show models of issue 4, small enough for lavapipe."""
+"""The test models of the compiler (issue 4's must-show list) and the SPIR-V→WGSL differential tests,
+small enough for lavapipe; one definition each."""
 
 import torch
 import torch.nn as nn
@@ -6,9 +7,9 @@ import torch.nn.functional as F
 
 
 class MLP(nn.Module):
-    def __init__(self):
+    def __init__(self, dtype=torch.float32):
         super().__init__()
-        self.l1, self.l2 = nn.Linear(16, 32), nn.Linear(32, 8)
+        self.l1, self.l2 = nn.Linear(16, 32, dtype=dtype), nn.Linear(32, 8, dtype=dtype)
 
     def forward(self, x):
         return self.l2(torch.relu(self.l1(x)))
@@ -40,19 +41,59 @@ class TransformerBlock(nn.Module):
         return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
 
 
-class EmbeddingArgmax(nn.Module):
-    def __init__(self):
+class CausalAttention(nn.Module):
+    """One attention layer with a GELU output (fewer executables than TransformerBlock)."""
+
+    def __init__(self, d=32, heads=2):
         super().__init__()
-        self.emb, self.head = nn.Embedding(50, 16), nn.Linear(16, 10)
+        self.ln, self.qkv, self.out, self.heads = nn.LayerNorm(d), nn.Linear(d, 3 * d), nn.Linear(d, d), heads
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln(x)).split(d, -1)
+
+        def split(z):
+            return z.view(b, t, self.heads, d // self.heads).transpose(1, 2)
+
+        y = F.scaled_dot_product_attention(split(q), split(k), split(v), is_causal=True)
+        return x + self.out(F.gelu(y.transpose(1, 2).reshape(b, t, d)))
+
+
+class EmbeddingArgmax(nn.Module):
+    def __init__(self, vocab=50, classes=10):
+        super().__init__()
+        self.emb, self.head = nn.Embedding(vocab, 16), nn.Linear(16, classes)
 
     def forward(self, idx):
         return self.head(self.emb(idx)).argmax(-1)
 
 
-def tiny_gpt2():
+class Fn(nn.Module):
+    """A function as a module."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+def tiny_gpt2(**config):
     """transformers' GPT2LMHeadModel with a tiny config and random weights (no downloads)."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    config = GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=100, n_positions=32,
-                        bos_token_id=0, eos_token_id=0)
-    return GPT2LMHeadModel(config).eval()
+    options = dict(n_layer=2, n_embd=64, n_head=2, vocab_size=100, n_positions=32, bos_token_id=0,
+                   eos_token_id=0)
+    return GPT2LMHeadModel(GPT2Config(**{**options, **config})).eval()
+
+
+class GPT2Logits(nn.Module):
+    """A GPT2LMHeadModel returning only its logits (no KV cache): one tensor out, exportable."""
+
+    def __init__(self, model=None):
+        super().__init__()
+        self.model = tiny_gpt2() if model is None else model
+
+    def forward(self, ids):
+        return self.model(ids, use_cache=False).logits

@@ -19,6 +19,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from mlir_passes.spirv_to_wgsl import UnsupportedSpirvError, WGSLExecutable, translate_spirv_module
+from tests.compiler.models import MLP, CausalAttention, ConvBlock, EmbeddingArgmax, Fn, GPT2Logits, tiny_gpt2
 
 IREE_FLAGS = [
     "--iree-input-demote-f64-to-f32", "--iree-input-demote-i64-to-i32",
@@ -29,72 +30,9 @@ FEATURES = "spirv:v1.3,cap:Shader"
 F16_FEATURES = FEATURES + ",cap:Float16,cap:StorageBuffer16BitAccess,ext:SPV_KHR_16bit_storage"
 
 
-# ---- test models ---------------------------------------------------------------------------------
-class MLP(nn.Module):
-    def __init__(self, dtype=torch.float32):
-        super().__init__()
-        self.a, self.b = nn.Linear(16, 32, dtype=dtype), nn.Linear(32, 8, dtype=dtype)
-
-    def forward(self, x):
-        return self.b(torch.relu(self.a(x)))
-
-
-class ConvBlock(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv, self.bn = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
-
-    def forward(self, x):
-        return F.max_pool2d(torch.relu(self.bn(self.conv(x))), 2)
-
-
-class CausalAttention(nn.Module):
-    def __init__(self, d=32, heads=2):
-        super().__init__()
-        self.ln, self.qkv, self.out, self.heads = nn.LayerNorm(d), nn.Linear(d, 3 * d), nn.Linear(d, d), heads
-
-    def forward(self, x):
-        b, t, d = x.shape
-        q, k, v = self.qkv(self.ln(x)).split(d, -1)
-
-        def split(z):
-            return z.view(b, t, self.heads, d // self.heads).transpose(1, 2)
-
-        y = F.scaled_dot_product_attention(split(q), split(k), split(v), is_causal=True)
-        return x + self.out(F.gelu(y.transpose(1, 2).reshape(b, t, d)))
-
-
-class EmbeddingArgmax(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.emb, self.head = nn.Embedding(50, 16), nn.Linear(16, 50)
-
-    def forward(self, idx):
-        return torch.argmax(self.head(self.emb(idx)), -1)
-
-
-class Fn(nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
-
-
-class GPT2Logits(nn.Module):
-    """transformers' GPT2LMHeadModel with a small config and random weights; returns the logits."""
-
-    def __init__(self):
-        super().__init__()
-        from transformers import GPT2Config, GPT2LMHeadModel
-
-        config = GPT2Config(vocab_size=128, n_positions=32, n_embd=64, n_layer=2, n_head=4,
-                            bos_token_id=0, eos_token_id=0)
-        self.model = GPT2LMHeadModel(config)
-
-    def forward(self, ids):
-        return self.model(ids, use_cache=False).logits
+# ---- test models (shared with tests/compiler) ----------------------------------------------------
+def _gpt2_small():
+    return GPT2Logits(tiny_gpt2(vocab_size=128, n_head=4))
 
 
 def _shapes(x, y):
@@ -142,7 +80,7 @@ MODELS = {
     "gelu_erf": Spec(fn(F.gelu), lambda: (torch.randn(8, 32),)),
     "conv_bn_relu_pool": Spec(ConvBlock, lambda: (torch.randn(2, 3, 8, 8),)),
     "causal_attention": Spec(CausalAttention, lambda: (torch.randn(2, 8, 32),)),
-    "embedding_argmax": Spec(EmbeddingArgmax, lambda: (torch.randint(0, 50, (2, 6)),)),
+    "embedding_argmax": Spec(lambda: EmbeddingArgmax(classes=50), lambda: (torch.randint(0, 50, (2, 6)),)),
     "cumsum": Spec(fn(lambda x: torch.cumsum(x, 1)), lambda: (torch.randn(4, 16),)),
     "mean_var": Spec(fn(lambda x: (x.mean(1), x.var(1))), lambda: (torch.randn(4, 16),)),
     "transpose_cat_slice_flip": Spec(fn(_shapes), lambda: (torch.randn(8, 6), torch.randn(8, 8))),
@@ -166,7 +104,7 @@ MODELS = {
                               subgroups=True),
     "layernorm_subgroups": Spec(lambda: nn.LayerNorm(32), lambda: (torch.randn(8, 32),), subgroups=True),
     "mlp_subgroups": Spec(MLP, lambda: (torch.randn(4, 16),), subgroups=True),
-    "gpt2_small": Spec(GPT2Logits, lambda: (torch.randint(0, 128, (1, 16)),), slow=True),
+    "gpt2_small": Spec(_gpt2_small, lambda: (torch.randint(0, 128, (1, 16)),), slow=True),
     # Wider op coverage (slow: one IREE compile each).
     "sort_topk": Spec(fn(lambda x: (torch.sort(x, -1).values, torch.topk(x, 4, -1).values)),
                       lambda: (torch.randn(8, 64),), slow=True),

@@ -53,3 +53,16 @@ def test_iree_error_is_reported():
 
     with pytest.raises((IREECompileError, ValueError)):
         compile_to_hal("module { func.func @main( }", WebGPUTarget())
+
+
+def test_inlined_composite_constant_bytes():
+    import numpy as np
+
+    from mlir_passes.host_program import UnsupportedHostOp, constant_bytes
+
+    data = constant_bytes('#util.composite<32xi8, [\n dense<[0, 1, 2]> : tensor<3xi32>,\n'
+                          ' dense<"0x0000803F"> : tensor<1xf32>,\n dense<7> : vector<16xi8>,\n]>')
+    assert np.frombuffer(data[:12], np.int32).tolist() == [0, 1, 2]
+    assert np.frombuffer(data[12:16], np.float32).tolist() == [1.0] and data[16:] == bytes([7] * 16)
+    with pytest.raises(UnsupportedHostOp, match="declares 64"):
+        constant_bytes("#util.composite<64xi8, [dense<1> : tensor<2xi32>]>")

@@ -158,7 +158,8 @@ class CompiledPlan:
         for k, spec in enumerate(plan.inputs):
             self._host_inputs[f"in{k}"] = (self._allocate(max(_nbytes(spec), 4)), 0)
         uploaded = {n.args["constant"] for n in plan.init if n.op is LowIROp.UPLOAD_CONSTANT}
-        for j, (name, value) in enumerate(plan.constants.items()):
+        lifted = list(plan.constants.items())[:plan.num_constant_inputs]   # the rest: IREE's inlined ones
+        for j, (name, value) in enumerate(lifted):
             # Filled by the plan's UPLOAD_CONSTANT init nodes (plans saved before those existed: here).
             buf = self._allocate(max(value.nbytes, 4))
             if name not in uploaded:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from mlir_passes.host_program import BufferRef, HostProgram
 
 from .low_ir import ExecutableSpec, LowIRNode, LowIROp, Plan, TensorSpec
@@ -31,6 +33,9 @@ def _nodes(commands: list, executables: dict[str, ExecutableSpec]) -> list[LowIR
                                                   "source_offset": c.source_offset,
                                                   "buffer": buffer_name(c.buffer), "offset": c.offset,
                                                   "size": c.size}))
+        elif c.kind == "upload":
+            nodes.append(LowIRNode(LowIROp.UPLOAD_CONSTANT, {"buffer": buffer_name(c.buffer),
+                                                             "constant": c.constant}))
         elif c.kind == "dispatch":
             if c.entry_point not in executables:
                 raise KeyError(f"dispatch of {c.entry_point}: no translated executable for it")
@@ -64,7 +69,10 @@ def build_plan(host: HostProgram, executables: dict[str, ExecutableSpec], wgsl: 
     for j, name in enumerate(constants):
         uploads.append(LowIRNode(LowIROp.ALLOCATE, {"buffer": f"in{n_user + j}"}))
         uploads.append(LowIRNode(LowIROp.UPLOAD_CONSTANT, {"buffer": f"in{n_user + j}", "constant": name}))
+    # IREE's inlined constants follow the lifted ones; only the first num_constant_inputs are inputs.
+    inlined = {name: np.frombuffer(data + b"\0" * (-len(data) % 4), dtype=np.uint8)
+               for name, data in host.constants.items()}
     return Plan(inputs=inputs[:n_user], outputs=outputs, output_map=output_map,
                 buffers=buffers, init=uploads + _nodes(host.initializer, executables), main=main,
-                executables=executables, wgsl=wgsl, constants=dict(constants),
+                executables=executables, wgsl=wgsl, constants={**constants, **inlined},
                 num_constant_inputs=len(constants))
