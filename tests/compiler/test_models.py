@@ -5,7 +5,7 @@ import torch
 
 from torch_webgpu.compiler.webgpu_compiler import STATS, webgpu_backend
 
-from .models import MLP, ConvBlock, EmbeddingArgmax, TransformerBlock, tiny_gpt2
+from .models import MLP, ConvBlock, EmbeddingArgmax, SmallResNet, TransformerBlock, tiny_gpt2
 
 
 def _check(model, *inputs, device="cpu"):
@@ -51,6 +51,18 @@ def test_mlp_one_submit_per_call(rt):
 def test_conv_batchnorm_relu_maxpool(device):
     torch.manual_seed(0)
     _check(ConvBlock().eval(), torch.randn(2, 3, 8, 8), device=device)
+
+
+@pytest.mark.slow
+def test_small_resnet_stride_2_block_and_adaptive_pool():
+    # The last block's 3x3 stride-2 conv on a 2x2 map used to fail in IREE (unit-dim folding).
+    torch.manual_seed(0)
+    model = SmallResNet().eval()
+    for module in model.modules():
+        if isinstance(module, torch.nn.BatchNorm2d):   # non-trivial running statistics
+            module.running_mean.uniform_(-0.5, 0.5)
+            module.running_var.uniform_(0.5, 2.0)
+    _check(model, torch.randn(2, 3, 4, 4))
 
 
 @pytest.mark.slow

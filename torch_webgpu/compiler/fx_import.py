@@ -13,6 +13,8 @@ import torch
 import torch.fx
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
+from .conv_padding import crop_conv_padding
+
 
 @dataclass
 class PreparedGraph:
@@ -65,6 +67,7 @@ def prepare_graph(gm: torch.fx.GraphModule, example_inputs: list | None = None) 
         last = ph
     _drop_device_transfers(graph)
     _bool_reductions_as_int(graph)
+    crop_conv_padding(graph)
     output = next(n for n in graph.nodes if n.op == "output")
     results = output.args[0]
     results = list(results) if isinstance(results, (tuple, list)) else [results]
