@@ -1,5 +1,6 @@
-"""Small graphs exercising dtypes and host-program shapes: bool in/out, int64 demotion, f16, scalars,
-outputs that are inputs, multiple outputs, reductions with -inf seeds (softmax), scans."""
+"""Small graphs exercising dtypes and host-program shapes: bool in/out and between dispatches, int64
+demotion, f16, scalars, outputs that are inputs, multiple outputs, reductions with -inf seeds (softmax),
+scans."""
 
 import pytest
 import torch
@@ -21,7 +22,18 @@ CASES = {
     "all_any_dim": (lambda x: ((x > 0).all(-1, keepdim=True), (x > 1).any(0)),
                     lambda: (torch.randn(4, 64, 64),)),
     "input_passthrough": (lambda x, y: (x, y * 2), lambda: (torch.randn(3), torch.randn(3))),
+    # Bool tensors stored between dispatches (IREE writes i1 one i32 per element here): a scattered mask
+    # and a concatenated one, each read by two later dispatches and returned.
+    "bool_between_dispatches_scatter": (
+        lambda x, i: _two_mask_uses(torch.zeros(16, dtype=torch.bool).index_put((i,), x > 0)),
+        lambda: (torch.randn(8), torch.randperm(16)[:8])),
+    "bool_between_dispatches_cat": (lambda x: _two_mask_uses(torch.cat([x > 0, x < -1], 0)),
+                                    lambda: (torch.randn(7, 3),)),
 }
+
+
+def _two_mask_uses(m):
+    return torch.where(m, 2.0, 0.5).cumsum(0), m.sum(0), m
 
 
 @pytest.mark.parametrize("name", list(CASES))
