@@ -1,10 +1,11 @@
 """Aten convolution and convolution_backward (1-d and 2-d, grouped, strided, dilated, transposed) on the
-direct kernels of codegen/conv.py."""
+direct kernels of codegen/conv.py; 3-d inputs go to ops/conv3d.py (sums of 2-d convolutions)."""
 
 from __future__ import annotations
 
 import torch
 
+from . import conv3d
 from .codegen.conv import launch_conv
 from .elementwise import operand
 from .reductions import cast_into
@@ -22,8 +23,8 @@ def _pair(v, n: int) -> tuple[int, int]:
 def _geometry(input, weight, stride, padding, dilation, output_padding):  # noqa: A002
     nd = input.dim() - 2
     if nd not in (1, 2):
-        raise NotImplementedError(f"webgpu: convolution supports 1-d and 2-d inputs, got a {input.dim()}-d "
-                                  f"input")
+        raise NotImplementedError(f"webgpu: convolution supports 1-d, 2-d and 3-d inputs, got a "
+                                  f"{input.dim()}-d input")
     s, p, d = _pair(stride, nd), _pair(padding, nd), _pair(dilation, nd)
     op = _pair(output_padding, nd) if output_padding is not None else (0, 0)
     if nd == 1:
@@ -52,8 +53,11 @@ def _check(op: str, *tensors) -> None:
 
 @register("convolution")
 def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):  # noqa: A002
-    """aten.convolution (conv1d/conv2d and transposed)."""
+    """aten.convolution (conv1d/conv2d/conv3d and transposed)."""
     _check("convolution", input, weight, bias)
+    if input.dim() == 5:
+        return conv3d.convolution3d(input, weight, bias, stride, padding, dilation, transposed,
+                                    output_padding, groups)
     nd, s, p, d, opad = _geometry(input, weight, stride, padding, dilation, output_padding)
     x, w = _as4(input, nd), _as4(weight, nd)
     n, c, h, wd = x.shape
@@ -87,6 +91,9 @@ def convolution_backward(grad_output, input, weight, bias_sizes, stride, padding
                          output_padding, groups, output_mask):
     """aten.convolution_backward -> (grad_input, grad_weight, grad_bias)."""
     _check("convolution_backward", grad_output, input, weight)
+    if input.dim() == 5:
+        return conv3d.convolution3d_backward(grad_output, input, weight, stride, padding, dilation,
+                                             transposed, groups, output_mask)
     nd, s, p, d, _ = _geometry(input, weight, stride, padding, dilation, output_padding)
     go, x, w = _as4(grad_output, nd), _as4(input, nd), _as4(weight, nd)
     kh, kw = w.shape[2], w.shape[3]
