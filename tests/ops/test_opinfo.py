@@ -90,9 +90,9 @@ CLAIMED_FLOAT32 = [
     "std.unbiased", "std_mean", "std_mean.unbiased", "sub", "sum", "sum_to_size", "t", "t_copy", "take",
     "tan", "tanh", "tensordot", "tile", "topk", "torch.ops.aten._safe_softmax.default", "trace", "transpose",
     "transpose_copy", "trapezoid", "trapz", "tril", "triu", "true_divide", "trunc", "unbind", "unbind_copy",
-    "unflatten", "unfold", "unfold_copy", "unsafe_chunk", "unsafe_split", "unsqueeze", "unsqueeze_copy",
-    "var", "var.unbiased", "var_mean", "var_mean.unbiased", "vdot", "view", "view_as", "view_copy", "vsplit",
-    "vstack", "where", "xlogy", "zero_",
+    "unflatten", "unfold", "unfold_copy", "unique", "unique_consecutive", "unsafe_chunk", "unsafe_split",
+    "unsqueeze", "unsqueeze_copy", "var", "var.unbiased", "var_mean", "var_mean.unbiased", "vdot", "view",
+    "view_as", "view_copy", "vsplit", "vstack", "where", "xlogy", "zero_",
 ]
 CLAIMED_INT32 = [
     "H", "T", "__radd__", "__rdiv__", "__rmatmul__", "__rmod__", "__rmul__", "__rpow__", "__rsub__",
@@ -132,8 +132,8 @@ CLAIMED_INT32 = [
     "squeeze.multiple", "squeeze_copy", "stack", "sub", "sum", "sum_to_size", "t", "t_copy", "take", "tan",
     "tanh", "tile", "torch.ops.aten._safe_softmax.default", "trace", "transpose", "transpose_copy",
     "trapezoid", "trapz", "tril", "triu", "true_divide", "trunc", "unbind", "unbind_copy", "unflatten",
-    "unfold", "unfold_copy", "unsafe_chunk", "unsafe_split", "unsqueeze", "unsqueeze_copy", "view", "view_as",
-    "view_copy", "vsplit", "vstack", "where", "xlogy", "zero_",
+    "unfold", "unfold_copy", "unique", "unique_consecutive", "unsafe_chunk", "unsafe_split", "unsqueeze",
+    "unsqueeze_copy", "view", "view_as", "view_copy", "vsplit", "vstack", "where", "xlogy", "zero_",
 ]
 CLAIMED_FLOAT16 = [
     "H", "T", "__radd__", "__rdiv__", "__rmatmul__", "__rmod__", "__rmul__", "__rpow__", "__rsub__",
@@ -196,9 +196,9 @@ CLAIMED_FLOAT16 = [
     "sub", "sum", "sum_to_size", "t", "t_copy", "take", "tan", "tanh", "tensordot", "tile", "topk",
     "torch.ops.aten._safe_softmax.default", "trace", "transpose", "transpose_copy", "trapezoid", "trapz",
     "tril", "triu", "true_divide", "trunc", "unbind", "unbind_copy", "unflatten", "unfold", "unfold_copy",
-    "unsafe_chunk", "unsafe_split", "unsqueeze", "unsqueeze_copy", "var", "var.unbiased", "var_mean",
-    "var_mean.unbiased", "vdot", "view", "view_as", "view_copy", "vsplit", "vstack", "where", "xlogy",
-    "zero_",
+    "unique", "unique_consecutive", "unsafe_chunk", "unsafe_split", "unsqueeze", "unsqueeze_copy", "var",
+    "var.unbiased", "var_mean", "var_mean.unbiased", "vdot", "view", "view_as", "view_copy", "vsplit",
+    "vstack", "where", "xlogy", "zero_",
 ]
 CLAIMED_BOOL = [
     "H", "T", "__radd__", "__rdiv__", "__rmul__", "_chunk_cat", "acos", "acosh", "add", "addr", "alias_copy",
@@ -228,9 +228,9 @@ CLAIMED_BOOL = [
     "split_with_sizes", "split_with_sizes_copy", "sqrt", "squeeze", "squeeze.multiple", "squeeze_copy",
     "stack", "sum", "sum_to_size", "t", "t_copy", "take", "tan", "tanh", "tile",
     "torch.ops.aten._safe_softmax.default", "transpose", "transpose_copy", "tril", "triu", "true_divide",
-    "unbind", "unbind_copy", "unflatten", "unfold", "unfold_copy", "unsafe_chunk", "unsafe_split",
-    "unsqueeze", "unsqueeze_copy", "view", "view_as", "view_copy", "vsplit", "vstack", "where", "xlogy",
-    "zero_",
+    "unbind", "unbind_copy", "unflatten", "unfold", "unfold_copy", "unique", "unique_consecutive",
+    "unsafe_chunk", "unsafe_split", "unsqueeze", "unsqueeze_copy", "view", "view_as", "view_copy", "vsplit",
+    "vstack", "where", "xlogy", "zero_",
 ]
 
 _OPS = {opinfo_name(op): op for op in op_db}
