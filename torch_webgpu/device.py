@@ -77,7 +77,8 @@ def _allocate(nbytes: int) -> int:
     """Allocator callback (GIL held): a runtime buffer id of `nbytes`, or torch.OutOfMemoryError."""
     rt = runtime()
     limit = memory_limit()
-    if limit is not None:
+    # Pool reuse never grows the reserved bytes, so the budget needs checking only when it may be exceeded.
+    if limit is not None and rt.pool.reserved_bytes + bucket_size(nbytes) > limit:
         need = bucket_size(nbytes)
         with rt.lock:
             rt.pool.drain_freed()

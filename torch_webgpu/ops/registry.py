@@ -26,6 +26,8 @@ from typing import TypeVar
 
 import torch
 
+from . import launch_cache
+
 F = TypeVar("F", bound=Callable)
 
 DISPATCH_KEY = "PrivateUse1"
@@ -33,18 +35,23 @@ _LIB = torch.library.Library("aten", "IMPL", DISPATCH_KEY)  # noqa: TOR901 (kept
 _REGISTERED: dict[str, Callable] = {}
 
 
-def register(*op_names: str) -> Callable[[F], F]:
-    """Decorator: register the function as the webgpu kernel of each named aten overload."""
+def register(*op_names: str, planned: bool = False) -> Callable[[F], F]:
+    """Decorator: register the function as the webgpu kernel of each named aten overload.
+
+    `planned=True` replays a launch plan for repeated call signatures (ops/launch_cache.py): only for
+    kernels whose dispatches depend on nothing but their arguments' metadata and scalar values.
+    """
     if not op_names:
         raise ValueError("register() needs at least one aten op name, e.g. register('abs.out')")
 
     def decorate(fn: F) -> F:
+        impl = launch_cache.planned(fn) if planned else fn
         for name in op_names:
             if name in _REGISTERED:
                 raise RuntimeError(f"aten::{name} already has a webgpu kernel "
                                    f"({_REGISTERED[name].__module__}.{_REGISTERED[name].__qualname__})")
-            _LIB.impl(name, fn)
-            _REGISTERED[name] = fn
+            _LIB.impl(name, impl)
+            _REGISTERED[name] = impl
         return fn
 
     return decorate

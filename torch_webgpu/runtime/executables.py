@@ -85,7 +85,7 @@ class ExecutableCache:
 
     def bind_group(self, kernel: Kernel, group: int, resources: tuple) -> Any:
         """A bind group of `resources` = ((gpu_buffer, serial, offset, size), ...) by binding index."""
-        key = (kernel.key, group, tuple((serial, off, size) for _, serial, off, size in resources))
+        key = (kernel.key, group, tuple([r[1:] for r in resources]))  # (serial, offset, size) each
         bind_group = self._bind_groups.get(key)
         if bind_group is not None:
             self.bind_group_hits += 1

@@ -264,11 +264,11 @@ class Runtime:
                  label: str | None = None) -> None:
         """Record one dispatch of `kernel` with bindings 0..n-1 of group 0 into the open encoder."""
         counts = tuple(int(c) for c in workgroups) + (1,) * (3 - len(workgroups))
-        if any(c > self.max_workgroups for c in counts):
+        if max(counts) > self.max_workgroups:
             raise LimitExceededError(
                 f"kernel '{kernel.label}': workgroup count {counts} exceeds the device's "
                 f"max-compute-workgroups-per-dimension ({self.max_workgroups})")
-        if any(c == 0 for c in counts):
+        if min(counts) == 0:
             return
         label = label or kernel.label
         with self.lock:
@@ -291,7 +291,7 @@ class Runtime:
 
     def _bind(self, kernel: Kernel, key: tuple, label: str) -> Any:
         bindings = key[1]
-        resources = tuple(self._resource(b, kernel) for b in bindings)
+        resources = tuple([self._resource(b, kernel) for b in bindings])
         try:
             bind_group = self.executables.bind_group(kernel, 0, resources)
         except ValidationError as exc:
@@ -303,7 +303,7 @@ class Runtime:
             self._bound_by_id.clear()
         self._bound[key] = bind_group
         for b in bindings:
-            buffer_id = b if isinstance(b, int) else getattr(b, "buffer_id", None)
+            buffer_id = b if type(b) is int else getattr(b, "buffer_id", None)
             if buffer_id is not None:
                 self._bound_by_id.setdefault(buffer_id, []).append(key)
         return bind_group
@@ -313,6 +313,12 @@ class Runtime:
             self._bound.pop(key, None)
 
     def _resource(self, binding: Binding, kernel: Kernel) -> tuple:
+        if type(binding) is int:
+            # Fast path (every eager output is a fresh id): a whole buffer within the binding limit.
+            buf = self.pool.get(binding)
+            nbytes = buf.aligned_nbytes
+            if nbytes <= self.max_storage_binding:
+                return (buf.gpu, buf.serial, 0, nbytes)
         if isinstance(binding, Constant):
             return (binding.gpu, binding.serial, 0, binding.nbytes)
         if isinstance(binding, int):

@@ -15,6 +15,7 @@ import torch
 from ...runtime import get_runtime
 from .dtypes import DtypeInfo, convert, dtype_info
 from .operand import MAX_DIMS, Operand, coalesce, numel, pack_u32
+from .recording import dispatch
 from .wgsl_math import PRELUDE
 
 INPUT_NAMES = "abcdefgh"
@@ -230,7 +231,7 @@ def launch(op: str, expr: str, compute: str, inputs: list, out: Operand,
     kernel = _KERNELS.get((id(rt), key))
     if kernel is None:
         kernel = _KERNELS[(id(rt), key)] = rt.kernel(src, label=op)
-    rt.dispatch(kernel, [rt.constant(pack_u32(params))] + buffers, grid(work), label=op)
+    dispatch(kernel, [rt.constant(pack_u32(params))] + buffers, grid(work), label=op)
 
 
 def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:

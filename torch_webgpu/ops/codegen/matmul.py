@@ -12,6 +12,7 @@ import torch
 from ...runtime import get_runtime
 from .dtypes import convert, dtype_info
 from .operand import Operand, pack_u32
+from .recording import dispatch
 
 TILE = 16
 
@@ -95,4 +96,4 @@ def launch_matmul(a: Operand, b: Operand, out: Operand, bias: Operand | None = N
         binds.append(bias.buffer_id)
     if batch > 65535:
         raise NotImplementedError(f"webgpu: matmul batch {batch} exceeds 65535")
-    rt.dispatch(kernel, binds, (-(-n // TILE), -(-m // TILE), batch), label="matmul")
+    dispatch(kernel, binds, (-(-n // TILE), -(-m // TILE), batch), label="matmul")

@@ -17,6 +17,7 @@ import torch
 from ...runtime import get_runtime
 from .dtypes import convert, dtype_info
 from .operand import MAX_DIMS, Operand, pack_u32
+from .recording import dispatch
 from .wgsl_math import PRELUDE
 
 WG = 64
@@ -263,4 +264,4 @@ def launch_reduce(name: str, x: Operand, dims: tuple[int, ...], values: int | No
     if extra:
         binds.append(extra[1])
     groups = -(-n_out // WG) if serial else n_out
-    rt.dispatch(kernel, binds, _split_grid(groups), label=f"reduce_{name}")
+    dispatch(kernel, binds, _split_grid(groups), label=f"reduce_{name}")

@@ -14,6 +14,7 @@ import torch
 from ...runtime import get_runtime
 from .dtypes import convert, dtype_info
 from .operand import MAX_DIMS, Operand, pack_u32
+from .recording import dispatch
 from .wgsl_math import PRELUDE
 
 WG = 64
@@ -168,4 +169,4 @@ def launch_rows(kind: str, x: Operand, dim: int, out: Operand, g: Operand | None
     if extra is not None:
         binds.append(extra)
     groups = (rows, 1, 1) if rows <= 65535 else (65535, -(-rows // 65535), 1)
-    rt.dispatch(kernel, binds, groups, label=kind)
+    dispatch(kernel, binds, groups, label=kind)

@@ -1,0 +1,115 @@
+"""Launch plans (ops/launch_cache.py): a repeated call signature replays its plan instead of re-planning,
+a new signature builds a new plan, and replayed calls compute the same values as the first call."""
+
+import pytest
+import torch
+
+from torch_webgpu.ops import launch_cache
+
+
+def _builds() -> int:
+    return launch_cache.stats()["builds"]
+
+
+def _hits() -> int:
+    return launch_cache.stats()["hits"]
+
+
+def test_same_signature_replays_the_plan(webgpu):
+    x_cpu, y_cpu = torch.randn(3, 5), torch.randn(3, 5)
+    x, y = x_cpu.to(webgpu), y_cpu.to(webgpu)
+    torch.add(x, y, alpha=2)  # plans this signature (or finds it planned by an earlier test)
+    builds, hits = _builds(), _hits()
+    for _ in range(3):
+        out = torch.add(x, y, alpha=2)
+        torch.testing.assert_close(out.cpu(), torch.add(x_cpu, y_cpu, alpha=2))
+    assert _builds() == builds
+    assert _hits() == hits + 3
+    # new values of the same shapes: still the same plan, fresh results
+    u_cpu, v_cpu = torch.randn(3, 5), torch.randn(3, 5)
+    torch.testing.assert_close(torch.add(u_cpu.to(webgpu), v_cpu.to(webgpu), alpha=2).cpu(),
+                               torch.add(u_cpu, v_cpu, alpha=2))
+    assert _builds() == builds
+
+
+def test_new_shape_strides_or_scalar_builds_a_new_plan(webgpu):
+    x_cpu = torch.randn(4, 6)
+    x = x_cpu.to(webgpu)
+    torch.mul(x, 3.0)
+    builds = _builds()
+    torch.mul(x, 3.0)
+    assert _builds() == builds
+    cases = [
+        (lambda t: torch.mul(t, 5.0), lambda t: torch.mul(t, 5.0)),  # another scalar
+        (lambda t: torch.mul(t[:2], 3.0), lambda t: torch.mul(t[:2], 3.0)),  # another shape
+        (lambda t: torch.mul(t.t(), 3.0), lambda t: torch.mul(t.t(), 3.0)),  # other strides
+        (lambda t: torch.mul(t[1:], 3.0), lambda t: torch.mul(t[1:], 3.0)),  # another storage offset
+    ]
+    for on_webgpu, on_cpu in cases:
+        before = _builds()
+        torch.testing.assert_close(on_webgpu(x).cpu(), on_cpu(x_cpu))
+        assert _builds() == before + 1
+        torch.testing.assert_close(on_webgpu(x).cpu(), on_cpu(x_cpu))
+        assert _builds() == before + 1
+
+
+def test_signed_zero_scalars_get_their_own_plans(webgpu):
+    x = torch.tensor([-1.0, 2.0], device=webgpu)
+    plus, minus = torch.mul(x, 0.0).cpu(), torch.mul(x, -0.0).cpu()
+    assert torch.signbit(plus).tolist() == [True, False]
+    assert torch.signbit(minus).tolist() == [False, True]
+
+
+def test_aliased_operands_get_their_own_plans(webgpu):
+    a_cpu, b_cpu = torch.randn(8), torch.randn(8)
+    a, b = a_cpu.to(webgpu), b_cpu.to(webgpu)
+    torch.testing.assert_close(torch.sub(a, b).cpu(), a_cpu - b_cpu)
+    torch.testing.assert_close(torch.sub(a, a).cpu(), torch.zeros(8))
+    torch.testing.assert_close(torch.sub(a, b).cpu(), a_cpu - b_cpu)
+
+
+def test_inplace_and_out_replay_into_the_given_tensor(webgpu):
+    a_cpu, b_cpu = torch.randn(4, 4), torch.randn(4)
+    a, b = a_cpu.to(webgpu), b_cpu.to(webgpu)
+    out = torch.empty(4, 4, device=webgpu)
+    for _ in range(3):
+        assert a.mul_(b) is a
+        a_cpu.mul_(b_cpu)
+        assert torch.maximum(a, b, out=out) is out
+        torch.testing.assert_close(out.cpu(), torch.maximum(a_cpu, b_cpu))
+    torch.testing.assert_close(a.cpu(), a_cpu)
+
+
+def test_reduction_and_matmul_replay(webgpu):
+    x_cpu, w_cpu = torch.randn(5, 7), torch.randn(7, 3)
+    x, w = x_cpu.to(webgpu), w_cpu.to(webgpu)
+    for _ in range(2):
+        torch.testing.assert_close(x.sum(1).cpu(), x_cpu.sum(1))
+        torch.testing.assert_close((x @ w).cpu(), x_cpu @ w_cpu, rtol=1e-5, atol=1e-5)
+        values, indices = x.max(0)
+        expected = x_cpu.max(0)
+        torch.testing.assert_close(values.cpu(), expected.values)
+        torch.testing.assert_close(indices.cpu(), expected.indices)
+    builds = _builds()
+    x.sum(1), x @ w, x.max(0)
+    assert _builds() == builds
+
+
+def test_calls_that_raise_are_not_planned(webgpu):
+    a = torch.randn(3, device=webgpu)
+    b = torch.randn(4, device=webgpu)
+    builds = _builds()
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="broadcast"):
+            torch.add(a, b)
+    assert _builds() == builds
+
+
+def test_out_resized_by_the_call_is_not_planned(webgpu):
+    a_cpu = torch.randn(6)
+    a = a_cpu.to(webgpu)
+    builds = _builds()
+    out = torch.empty(0, device=webgpu)
+    torch.neg(a, out=out)  # resizes `out`: replaying would skip the resize
+    assert _builds() == builds
+    torch.testing.assert_close(out.cpu(), -a_cpu)

@@ -1,0 +1,47 @@
+"""The one place op kernels record dispatches, so an op's launches can be captured and replayed.
+
+`dispatch` forwards to the runtime and, while `recording()` blocks are open on this thread, appends what
+it recorded to each of them. ops/launch_cache.py turns such a capture into a launch plan.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
+
+from ...runtime import Kernel, get_runtime
+from ...runtime.runtime import Binding
+
+_local = threading.local()
+
+
+def dispatch(kernel: Kernel, bindings: Sequence[Binding], workgroups: Sequence[int],
+             label: str | None = None) -> None:
+    """Record one dispatch (rt.dispatch) and note it in every open capture of this thread."""
+    rt = get_runtime()
+    captures = getattr(_local, "captures", None)
+    if not captures:
+        rt.dispatch(kernel, bindings, workgroups, label)
+        return
+    before = rt.dispatches
+    rt.dispatch(kernel, bindings, workgroups, label)
+    if rt.dispatches != before:  # a dispatch of zero workgroups records nothing and needs no replay
+        entry = (kernel, tuple(bindings), tuple(workgroups), label)
+        for capture in captures:
+            capture.append(entry)
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list[tuple]]:
+    """Collect (kernel, bindings, workgroups, label) of every dispatch made through `dispatch` inside."""
+    captures = getattr(_local, "captures", None)
+    if captures is None:
+        captures = _local.captures = []
+    capture: list[tuple] = []
+    captures.append(capture)
+    try:
+        yield capture
+    finally:
+        # by identity: two captures holding the same entries compare equal
+        del captures[next(i for i, c in enumerate(captures) if c is capture)]

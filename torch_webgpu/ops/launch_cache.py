@@ -1,0 +1,191 @@
+"""Launch plans: a repeated eager call replays the dispatches of its first call instead of re-running Python.
+
+A planned kernel (`register(..., planned=True)`) looks up its call signature: every argument's value, and
+for each webgpu tensor its dtype, shape, strides, storage offset, storage size and which other arguments
+share its buffer (plus the default dtype). On a miss the kernel runs normally while
+codegen/recording.py captures its dispatches; the capture becomes a plan when everything the call did can
+be re-expressed through its arguments and the fresh tensors it returned: no temporaries, no copies,
+fills, downloads or dispatches made outside `recording.dispatch`, no argument resized, no view returned.
+On a hit the plan allocates the outputs and re-records the same kernels with the same parameter blocks
+and workgroup counts on the new buffer ids: the type promotion, broadcasting, stride coalescing,
+parameter packing and WGSL lookup of the kernel are skipped. A call that raises is never planned, so
+errors stay those of the kernel. Only kernels whose launches depend on nothing but the signature opt in
+(not the random ones, whose parameter blocks change per call).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import torch
+
+from ..runtime import BufferSlice, get_runtime
+from .codegen.recording import dispatch, recording
+
+F = TypeVar("F", bound=Callable)
+
+MAX_PLANS = 4096  # per kernel; the table starts over when full
+_counts = {"builds": 0, "hits": 0}
+_PLAIN = (str, torch.dtype, torch.memory_format, torch.layout, torch.device)
+_WEBGPU = torch.device("webgpu", 0)
+
+
+def stats() -> dict[str, int]:
+    """How many launch plans were built and how many calls replayed one, since the process started."""
+    return dict(_counts)
+
+
+def _signature(args: tuple, kwargs: dict, tensors: list, ids: list) -> tuple | None:
+    """The plan key of a call (None if it cannot be planned); collects its webgpu tensors and buffer ids."""
+    key: list[Any] = [torch.get_default_dtype(), tuple(kwargs)]
+    for v in (*args, *kwargs.values()) if kwargs else args:
+        t = type(v)
+        if t is torch.Tensor or isinstance(v, torch.Tensor):
+            if v.is_cpu:
+                if v.dim() != 0:  # a host tensor's values may steer the kernel
+                    return None
+                x = v.item()
+                key.append((v.dtype, x, math.copysign(1.0, x)) if type(x) is float else (v.dtype, x))
+                continue
+            if v.is_meta:
+                return None
+            storage = v.untyped_storage()
+            bid = storage.data_ptr() >> 32
+            key.append((v.dtype, v.shape, v.stride(), v.storage_offset(), storage.nbytes(),
+                        ids.index(bid) if bid in ids else -1))
+            ids.append(bid)
+            tensors.append(v)
+        elif t is float:
+            key.append((t, v) if v else (t, v, math.copysign(1.0, v)))  # 0.0 and -0.0 pack differently
+        elif t is int or t is bool:
+            key.append((t, v))
+        elif v is None or isinstance(v, _PLAIN):
+            key.append(v)
+        elif t is list or t is tuple:
+            if not all(type(x) is int or type(x) is bool for x in v):
+                return None
+            key.append((t, tuple(v), tuple(map(type, v))))
+        else:
+            return None
+    return tuple(key)
+
+
+class Plan:
+    """The dispatches of one call, with buffers named by argument slot or by new output."""
+
+    def __init__(self, rt: Any, outputs: list, result_type: type | None, dispatches: list):
+        self.rt = rt
+        self.outputs = outputs  # per returned tensor: argument slot (int) or (shape, strides, dtype)
+        self.result_type = result_type  # tuple / list, or None for a single tensor
+        self.dispatches = dispatches  # (kernel, binding templates, workgroups, label)
+
+    def replay(self, tensors: list, ids: list) -> Any:
+        """Allocate the outputs and record the planned dispatches on this call's buffers."""
+        results = []
+        slots = list(ids)
+        for out in self.outputs:
+            if type(out) is int:
+                results.append(tensors[out])
+                continue
+            shape, strides, dtype = out
+            t = torch.empty_strided(shape, strides, dtype=dtype, device=_WEBGPU)
+            results.append(t)
+            slots.append(t.data_ptr() >> 32)
+        for kernel, template, counts, label in self.dispatches:
+            binds = [slots[b] if type(b) is int else b if type(b) is not tuple
+                     else BufferSlice(slots[b[0]], b[1], b[2]) for b in template]
+            dispatch(kernel, binds, counts, label)
+        if self.result_type is None:
+            return results[0]
+        return self.result_type(results)
+
+
+def _exact_nbytes(t: torch.Tensor) -> int:
+    """Storage bytes torch.empty_strided allocates for t's shape and strides."""
+    if t.numel() == 0:
+        return 0
+    return (1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True))) * t.element_size()
+
+
+def _build(rt: Any, key: tuple, args: tuple, kwargs: dict, tensors: list, ids: list, result: Any,
+           capture: list, dispatches_before: int, commands_before: int) -> Plan | None:
+    """A plan reproducing this call, or None if the call did anything a plan cannot replay."""
+    recorded = len(capture)
+    if rt.dispatches - dispatches_before != recorded or rt.recorder.commands - commands_before != recorded:
+        return None  # copies, fills, downloads or dispatches outside recording.dispatch
+    if _signature(args, kwargs, [], []) != key or rt is not get_runtime():
+        return None  # an argument was resized or swapped its storage
+    result_type = None if isinstance(result, torch.Tensor) else type(result)
+    if result_type not in (None, tuple, list):
+        return None
+    slot_of = {}
+    for i, bid in enumerate(ids):
+        slot_of.setdefault(bid, i)
+    outputs: list = []
+    for r in ((result,) if result_type is None else result):
+        if not isinstance(r, torch.Tensor):
+            return None
+        arg = next((i for i, t in enumerate(tensors) if t is r), None)
+        if arg is not None:
+            outputs.append(arg)
+            continue
+        if r.is_cpu or r.is_meta or r.storage_offset() != 0:
+            return None
+        if r.untyped_storage().nbytes() != _exact_nbytes(r):
+            return None  # a view of a larger new buffer: a replay would allocate less
+        bid = r.untyped_storage().data_ptr() >> 32
+        if bid in slot_of and bid != 0:
+            return None  # a view of an argument or of another output
+        if bid != 0:
+            slot_of[bid] = len(ids) + sum(1 for o in outputs if type(o) is not int)
+        outputs.append((tuple(r.shape), tuple(r.stride()), r.dtype))
+    planned = []
+    for kernel, bindings, counts, label in capture:
+        template: list = []
+        for b in bindings:
+            if isinstance(b, int):
+                if b not in slot_of:
+                    return None  # a temporary buffer
+                template.append(slot_of[b])
+            elif isinstance(b, BufferSlice):
+                if b.buffer_id not in slot_of:
+                    return None
+                template.append((slot_of[b.buffer_id], b.offset, b.nbytes))
+            else:
+                template.append(b)  # a Constant: parameters are fixed by the signature
+        planned.append((kernel, template, counts, label))
+    return Plan(rt, outputs, result_type, planned)
+
+
+def planned(fn: F) -> F:
+    """Wrap an eager kernel so that repeated call signatures replay its launch plan."""
+    plans: dict[tuple, Plan] = {}
+
+    @functools.wraps(fn)
+    def kernel(*args, **kwargs):
+        tensors: list = []
+        ids: list = []
+        key = _signature(args, kwargs, tensors, ids)
+        if key is None:
+            return fn(*args, **kwargs)
+        plan = plans.get(key)
+        if plan is not None and plan.rt is get_runtime():
+            _counts["hits"] += 1
+            return plan.replay(tensors, ids)
+        rt = get_runtime()
+        dispatches_before, commands_before = rt.dispatches, rt.recorder.commands
+        with recording() as capture:
+            result = fn(*args, **kwargs)
+        plan = _build(rt, key, args, kwargs, tensors, ids, result, capture, dispatches_before,
+                      commands_before)
+        if plan is not None:
+            if len(plans) >= MAX_PLANS:
+                plans.clear()
+            plans[key] = plan
+            _counts["builds"] += 1
+        return result
+
+    return kernel  # type: ignore[return-value]
