@@ -96,23 +96,14 @@ def convolution_backward(grad_output, input, weight, bias_sizes, stride, padding
                                              transposed, groups, output_mask)
     nd, s, p, d, _ = _geometry(input, weight, stride, padding, dilation, output_padding)
     go, x, w = _as4(grad_output, nd), _as4(input, nd), _as4(weight, nd)
-    kh, kw = w.shape[2], w.shape[3]
+    geometry = (s, p, d, (w.shape[2], w.shape[3]), w.shape[1], w.shape[0] // groups)
     gi = gw = gb = None
-    if output_mask[0]:
-        if not transposed:
-            gi = _run("data", go, w, tuple(x.shape), s, p, d, (kh, kw), w.shape[1], w.shape[0] // groups,
-                      input.dtype, like=input)
-        else:
-            gi = _run("fwd", go, w, tuple(x.shape), s, p, d, (kh, kw), w.shape[1], w.shape[0] // groups,
-                      input.dtype, like=input)
+    if output_mask[0]:  # a transposed convolution's input gradient is the forward convolution
+        gi = _run("fwd" if transposed else "data", go, w, tuple(x.shape), *geometry, input.dtype, like=input)
         gi = gi.squeeze(2) if nd == 1 else gi
-    if output_mask[1]:
-        if not transposed:
-            gw = _run("wgrad", go, x, tuple(w.shape), s, p, d, (kh, kw), w.shape[1], w.shape[0] // groups,
-                      weight.dtype, like=weight)
-        else:
-            gw = _run("wgrad", x, go, tuple(w.shape), s, p, d, (kh, kw), w.shape[1], w.shape[0] // groups,
-                      weight.dtype, like=weight)
+    if output_mask[1]:  # ... and its weight gradient swaps the roles of input and output gradient
+        a, b = (x, go) if transposed else (go, x)
+        gw = _run("wgrad", a, b, tuple(w.shape), *geometry, weight.dtype, like=weight)
         gw = gw.squeeze(2) if nd == 1 else gw
     if output_mask[2]:
         gb = grad_output.sum([0] + list(range(2, grad_output.dim())))

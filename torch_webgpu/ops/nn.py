@@ -38,56 +38,26 @@ def _rows(kind: str, x: torch.Tensor, dim: int, result_dtype: torch.dtype, g: to
     return cast_into(tmp, out)
 
 
-def _softmax_dtype(x, half_to_float: bool) -> torch.dtype:
-    return torch.float32 if half_to_float else x.dtype
+def _forward_rows(kind: str):
+    def op(self, dim, half_to_float, out=None):
+        """aten._softmax / _log_softmax (and .out): rows of `self` along dim."""
+        return _rows(kind, self, dim, torch.float32 if half_to_float else self.dtype, out=out)
+    return op
 
 
-@register("_softmax")
-def softmax(self, dim, half_to_float):
-    """aten._softmax."""
-    return _rows("softmax", self, dim, _softmax_dtype(self, half_to_float))
+def _backward_rows(kind: str):
+    def op(grad_output, output, dim, input_dtype, out=None, grad_input=None):
+        """aten._softmax_backward_data / _log_softmax_backward_data (and .out; x = output, g = grad)."""
+        return _rows(kind, output, dim, input_dtype, g=grad_output, out=grad_input if out is None else out)
+    return op
 
 
-@register("_softmax.out")
-def softmax_out(self, dim, half_to_float, *, out):
-    """aten._softmax.out."""
-    return _rows("softmax", self, dim, _softmax_dtype(self, half_to_float), out=out)
-
-
-@register("_log_softmax")
-def log_softmax(self, dim, half_to_float):
-    """aten._log_softmax."""
-    return _rows("log_softmax", self, dim, _softmax_dtype(self, half_to_float))
-
-
-@register("_log_softmax.out")
-def log_softmax_out(self, dim, half_to_float, *, out):
-    """aten._log_softmax.out."""
-    return _rows("log_softmax", self, dim, _softmax_dtype(self, half_to_float), out=out)
-
-
-@register("_softmax_backward_data")
-def softmax_backward(grad_output, output, dim, input_dtype):
-    """aten._softmax_backward_data (x = output, g = grad)."""
-    return _rows("softmax_backward", output, dim, input_dtype, g=grad_output)
-
-
-@register("_softmax_backward_data.out")
-def softmax_backward_out(grad_output, output, dim, input_dtype, *, grad_input):
-    """aten._softmax_backward_data.out."""
-    return _rows("softmax_backward", output, dim, input_dtype, g=grad_output, out=grad_input)
-
-
-@register("_log_softmax_backward_data")
-def log_softmax_backward(grad_output, output, dim, input_dtype):
-    """aten._log_softmax_backward_data."""
-    return _rows("log_softmax_backward", output, dim, input_dtype, g=grad_output)
-
-
-@register("_log_softmax_backward_data.out")
-def log_softmax_backward_out(grad_output, output, dim, input_dtype, *, out):
-    """aten._log_softmax_backward_data.out."""
-    return _rows("log_softmax_backward", output, dim, input_dtype, g=grad_output, out=out)
+# the functional and .out overloads share one kernel per row op (.out's keyword: out or grad_input)
+for _kind, _name in (("softmax", "_softmax"), ("log_softmax", "_log_softmax")):
+    register(_name, f"{_name}.out")(_forward_rows(_kind))
+for _kind, _name in (("softmax_backward", "_softmax_backward_data"),
+                     ("log_softmax_backward", "_log_softmax_backward_data")):
+    register(_name, f"{_name}.out")(_backward_rows(_kind))
 
 
 # ---- layer norm --------------------------------------------------------------------------------------

@@ -37,32 +37,30 @@ def dst_decl(binding: int, dtype: torch.dtype, name: str = "D") -> str:
     return f"@group(0) @binding({binding}) var<storage, read_write> {name}: array<{elem}>;"
 
 
-def load_raw(dtype: torch.dtype, buf: str = "S", fn: str = "load_raw") -> str:
-    """WGSL `fn load_raw(e: u32) -> vec2<u32>`: the raw bits of element e of `buf`."""
+def _raw_bodies(dtype: torch.dtype, buf: str) -> tuple[str, str]:
+    """(load body, store body) moving the raw bits of element e of `buf` to/from a vec2<u32> (v)."""
     size = dtype_info(dtype).size
     if size == 4:
-        body = f"return vec2<u32>({buf}[e], 0u);"
-    elif size == 8:
-        body = f"return vec2<u32>({buf}[2u * e], {buf}[2u * e + 1u]);"
-    else:
-        per = 4 // size
-        body = (f"return vec2<u32>(({buf}[e / {per}u] >> ((e % {per}u) * {size * 8}u)) & {_MASK[size]}, 0u);")
-    return f"fn {fn}(e: u32) -> vec2<u32> {{ {body} }}\n"
+        return f"return vec2<u32>({buf}[e], 0u);", f"{buf}[e] = v.x;"
+    if size == 8:
+        return (f"return vec2<u32>({buf}[2u * e], {buf}[2u * e + 1u]);",
+                f"{buf}[2u * e] = v.x; {buf}[2u * e + 1u] = v.y;")
+    per, mask = 4 // size, _MASK[size]
+    word, shift = f"e / {per}u", f"((e % {per}u) * {size * 8}u)"
+    # a packed store owns only its bits of the shared word (atomics: neighbours may be written meanwhile)
+    return (f"return vec2<u32>(({buf}[{word}] >> {shift}) & {mask}, 0u);",
+            f"let w = {word}; let sh = {shift};\n  atomicAnd(&{buf}[w], ~({mask} << sh));\n"
+            f"  atomicOr(&{buf}[w], (v.x & {mask}) << sh);")
+
+
+def load_raw(dtype: torch.dtype, buf: str = "S", fn: str = "load_raw") -> str:
+    """WGSL `fn load_raw(e: u32) -> vec2<u32>`: the raw bits of element e of `buf`."""
+    return f"fn {fn}(e: u32) -> vec2<u32> {{ {_raw_bodies(dtype, buf)[0]} }}\n"
 
 
 def store_raw(dtype: torch.dtype, buf: str = "D", fn: str = "store_raw") -> str:
     """WGSL `fn store_raw(e: u32, v: vec2<u32>)`: write element e of `buf` without touching neighbours."""
-    size = dtype_info(dtype).size
-    if size == 4:
-        body = f"{buf}[e] = v.x;"
-    elif size == 8:
-        body = f"{buf}[2u * e] = v.x; {buf}[2u * e + 1u] = v.y;"
-    else:
-        per, bits = 4 // size, size * 8
-        body = (f"let w = e / {per}u; let sh = (e % {per}u) * {bits}u;\n"
-                f"  atomicAnd(&{buf}[w], ~({_MASK[size]} << sh));\n"
-                f"  atomicOr(&{buf}[w], (v.x & {_MASK[size]}) << sh);")
-    return f"fn {fn}(e: u32, v: vec2<u32>) {{\n  {body}\n}}\n"
+    return f"fn {fn}(e: u32, v: vec2<u32>) {{\n  {_raw_bodies(dtype, buf)[1]}\n}}\n"
 
 
 # Compute kinds: "f" (f32), "i" (i32), "l" (int64 as raw (lo, hi)), "b" (bool as u32 0/1).
