@@ -115,7 +115,11 @@ fn store_bits(v: {_wgsl_type(out_info.kind)}) -> {"vec2<u32>" if out_info.kind =
 }}
 """
     conv_out = convert("value(li)", out_kind, out_info.kind)
-    if out_info.kind == "i64":
+    if not out_info.packed:
+        # one element per invocation at its strided offset; int64 stores a u32 pair
+        store = (f"  let w = store_bits({conv_out});\n  B{out_binding}[2u * o] = w.x;\n"
+                 f"  B{out_binding}[2u * o + 1u] = w.y;" if out_info.kind == "i64"
+                 else f"  B{out_binding}[o] = store_bits({conv_out});")
         src += f"""
 @compute @workgroup_size({WORKGROUP})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
@@ -123,25 +127,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   if (li >= P[3]) {{ return; }}
   var crd = coords(li);
   let o = P[2] + offset_strides(&crd);
-  let w = store_bits({conv_out});
-  B{out_binding}[2u * o] = w.x;
-  B{out_binding}[2u * o + 1u] = w.y;
-}}
-fn offset_strides(c: ptr<function, array<u32, {MAX_DIMS}>>) -> u32 {{
-  var r = 0u;
-  for (var d = 0u; d < P[1]; d++) {{ r += (*c)[d] * P[{4 + MAX_DIMS}u + d]; }}
-  return r;
-}}
-"""
-    elif not out_info.packed:
-        src += f"""
-@compute @workgroup_size({WORKGROUP})
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
-  let li = gid.x + gid.y * nwg.x * {WORKGROUP}u;
-  if (li >= P[3]) {{ return; }}
-  var crd = coords(li);
-  let o = P[2] + offset_strides(&crd);
-  B{out_binding}[o] = store_bits({conv_out});
+{store}
 }}
 fn offset_strides(c: ptr<function, array<u32, {MAX_DIMS}>>) -> u32 {{
   var r = 0u;
