@@ -24,17 +24,16 @@ _H = 4 + MAX_DIMS
 _BLK = 1 + MAX_DIMS
 
 
-def _index_load(dtype: torch.dtype, buf: str) -> str:
+def _index_load(dtype: torch.dtype) -> str:
     if dtype == torch.int64:
-        return INT64_INDEX_LOAD.replace("B[", f"{buf}[")
+        return INT64_INDEX_LOAD
     info = dtype_info(dtype, "index")
     if info.kind != "i32":
         raise TypeError(f"webgpu: index tensors must be int64 or int32, got {dtype}")
-    return info.load.replace("B[", f"{buf}[")
+    return info.load
 
 
-def _common(kind: str) -> str:
-    return f"""
+_COORDS = f"""
 fn coords(li: u32) -> array<u32, {MAX_DIMS}> {{
   var c: array<u32, {MAX_DIMS}>;
   var rem = li;
@@ -49,36 +48,34 @@ fn off(c: ptr<function, array<u32, {MAX_DIMS}>>, b: u32) -> u32 {{
 """
 
 
-def _gather_source(x_dtype, i_dtype, out_dtype) -> str:
-    xi, oi = dtype_info(x_dtype), dtype_info(out_dtype)
-    if oi.packed:
-        raise NotImplementedError("gather into packed dtypes")
-    xb, ib = _H, _H + _BLK
-    return f"""
-@group(0) @binding(0) var<storage, read> P: array<u32>;
-@group(0) @binding(1) var<storage, read> X: array<u32>;
-@group(0) @binding(2) var<storage, read> I: array<u32>;
-@group(0) @binding(3) var<storage, read_write> O: array<u32>;
-fn lx(i: u32) -> {_t(xi.kind)} {{ return {xi.load.replace("B[", "X[")}; }}
-fn li(i: u32) -> i32 {{ return {_index_load(i_dtype, "I")}; }}
-{PRELUDE}{_common("gather")}
+def _kernel(inputs: list[tuple[str, str, str, str]], body: str) -> str:
+    """WGSL over out's elements: binding 0 = P, then the read-only `inputs` (buffer, loader name, WGSL
+    type, load expression of element i of buffer B), then O; `body` runs with t and c = coords(t)."""
+    lines = ["", "@group(0) @binding(0) var<storage, read> P: array<u32>;"]
+    lines += [f"@group(0) @binding({b}) var<storage, read> {buf}: array<u32>;"
+              for b, (buf, _, _, _) in enumerate(inputs, 1)]
+    lines.append(f"@group(0) @binding({len(inputs) + 1}) var<storage, read_write> O: array<u32>;")
+    lines += [f"fn {fn}(i: u32) -> {ty} {{ return {load.replace('B[', buf + '[')}; }}"
+              for buf, fn, ty, load in inputs]
+    return "\n".join(lines) + f"""
+{PRELUDE}{_COORDS}
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
   let t = gid.x + gid.y * nwg.x * 64u;
   if (t >= P[0]) {{ return; }}
   var c = coords(t);
-  var k = li(off(&c, {ib}u));
-  if (k < 0) {{ k = k + i32(P[3]); }}
-  var v = {_zero(xi.kind)};
-  if (k >= 0 && u32(k) < P[3]) {{
-    c[P[2]] = 0u;
-    v = lx(off(&c, {xb}u) + u32(k) * P[{xb + 1}u + P[2]]);
-  }}
-  var co = coords(t);
-  let v2 = {convert("v", xi.kind, oi.kind)};
-{_gather_store(oi)}
-}}
+{body}}}
 """
+
+
+def _params(out: Operand, dim: int, dim_size: int) -> tuple[int, list[int], list[int]]:
+    """(elements of out, the parameter header [n, ndim, dim, dim_size, shape[8]], the padding to 8 dims)."""
+    shape = tuple(out.sizes)
+    n = 1
+    for s in shape:
+        n *= s
+    pad = [0] * (MAX_DIMS - len(shape))
+    return n, [n, len(shape), dim, dim_size, *shape, *pad], pad
 
 
 def _gather_store(oi) -> str:
@@ -96,17 +93,30 @@ def _zero(kind: str) -> str:
     return {"f32": "0.0", "i32": "0", "bool": "false", "i64": "vec2<u32>(0u, 0u)"}[kind]
 
 
+def _gather_source(x_dtype, i_dtype, out_dtype) -> str:
+    xi, oi = dtype_info(x_dtype), dtype_info(out_dtype)
+    if oi.packed:
+        raise NotImplementedError("gather into packed dtypes")
+    xb, ib = _H, _H + _BLK
+    inputs = [("X", "lx", _t(xi.kind), xi.load), ("I", "li", "i32", _index_load(i_dtype))]
+    return _kernel(inputs, f"""  var k = li(off(&c, {ib}u));
+  if (k < 0) {{ k = k + i32(P[3]); }}
+  var v = {_zero(xi.kind)};
+  if (k >= 0 && u32(k) < P[3]) {{
+    c[P[2]] = 0u;
+    v = lx(off(&c, {xb}u) + u32(k) * P[{xb + 1}u + P[2]]);
+  }}
+  var co = coords(t);
+  let v2 = {convert("v", xi.kind, oi.kind)};
+{_gather_store(oi)}
+""")
+
+
 def launch_gather(x: Operand, index: Operand, out: Operand, dim: int) -> None:
     """out[c] = x[c with dim = index[c]]; index is already broadcast to out's shape; out 32-bit."""
-    shape = tuple(out.sizes)
-    n = 1
-    for s in shape:
-        n *= s
+    n, params, pad = _params(out, dim, x.sizes[dim])
     if n == 0:
         return
-    nd = len(shape)
-    pad = [0] * (MAX_DIMS - nd)
-    params = [n, nd, dim, x.sizes[dim], *shape, *pad]
     for o in (x, index, out):
         params += [o.offset, *o.strides, *pad]
     rt = get_runtime()
@@ -150,22 +160,9 @@ def _scatter_source(mode: str, base_dtype, src_dtype, i_dtype, src_scalar: bool)
         div = "f32(n)" if kind == "f32" else "i32(n)"
         finish = (f"  if (cnt > 0u || include_self) {{\n    let n = cnt + select(0u, 1u, include_self);\n"
                   f"    acc = acc / {div};\n  }}\n")
-    return f"""
-@group(0) @binding(0) var<storage, read> P: array<u32>;
-@group(0) @binding(1) var<storage, read> Bs: array<u32>;
-@group(0) @binding(2) var<storage, read> S: array<u32>;
-@group(0) @binding(3) var<storage, read> I: array<u32>;
-@group(0) @binding(4) var<storage, read_write> O: array<u32>;
-fn lb(i: u32) -> {_t(kind)} {{ return {bi.load.replace("B[", "Bs[")}; }}
-fn ls(i: u32) -> {_t(si.kind)} {{ return {si.load.replace("B[", "S[")}; }}
-fn li(i: u32) -> i32 {{ return {_index_load(i_dtype, "I")}; }}
-{PRELUDE}{_common("scatter")}
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
-  let t = gid.x + gid.y * nwg.x * 64u;
-  if (t >= P[0]) {{ return; }}
-  var c = coords(t);
-  let alpha = {alpha_v};
+    inputs = [("Bs", "lb", _t(kind), bi.load), ("S", "ls", _t(si.kind), si.load),
+              ("I", "li", "i32", _index_load(i_dtype))]
+    return _kernel(inputs, f"""  let alpha = {alpha_v};
   let basev = lb(off(&c, {bb}u));
   let include_self = P[{alpha + 2}u] != 0u;
   var acc = basev;
@@ -190,24 +187,17 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {finish}  if (!include_self && cnt == 0u) {{ acc = basev; }}
   let v = acc;
   O[off(&c, {ob}u)] = {bi.store if kind != "bool" else "select(0u, 1u, v)"};
-}}
-"""
+""")
 
 
 def launch_scatter(mode: str, base: Operand, src: Operand | float | int | bool, index: Operand, out: Operand,
                    dim: int, alpha: float | int = 1, include_self: bool = True) -> None:
     """out = base with src scattered along dim at index (mode add/set/mul/mean/amax/amin); index and src
     share index's shape; include_self=False starts each hit element from the reduction's identity."""
-    shape = tuple(out.sizes)
-    n = 1
-    for s in shape:
-        n *= s
+    n, params, pad = _params(out, dim, out.sizes[dim] if out.sizes else 1)
     if n == 0:
         return
-    nd = len(shape)
-    pad = [0] * (MAX_DIMS - nd)
     scalar = not isinstance(src, Operand)
-    params = [n, nd, dim, shape[dim] if nd else 1, *shape, *pad]
     for o in (base, None if scalar else src, index, out):
         params += [0] * _BLK if o is None else [o.offset, *o.strides, *pad]
     params += [*index.sizes, *pad]
