@@ -134,19 +134,6 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 }
 """
 
-_INDICES = """
-@group(0) @binding(0) var<storage, read> P: array<u32>;
-@group(0) @binding(1) var<storage, read> I: array<u32>;
-@group(0) @binding(2) var<storage, read_write> O: array<u32>;
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-  // P = [outputs, n, N]: the first n slots of each padded row, as int64
-  let t = gid.x + gid.y * nwg.x * 64u;
-  if (t >= P[0]) { return; }
-  O[2u * t] = I[(t / P[1]) * P[2] + t % P[1]]; O[2u * t + 1u] = 0u;
-}
-"""
-
 # rows * padded length above this need more than one 128 MiB binding for the keys
 _MAX_SLOTS = 1 << 24
 
@@ -163,9 +150,8 @@ def sort_permutation(x: torch.Tensor, descending: bool) -> torch.Tensor:
     rows_shape = tuple(x.shape[:-1])
     if len(rows_shape) > MAX_DIMS:
         raise NotImplementedError(f"webgpu: sort supports at most {MAX_DIMS + 1} dims")
-    out = new_empty(x.shape, torch.int64, x)
     if x.numel() == 0:
-        return out
+        return new_empty(x.shape, torch.int64, x)
     rows = x.numel() // n
     padded = 1 << (n - 1).bit_length()
     slots = rows * padded
@@ -200,8 +186,5 @@ def sort_permutation(x: torch.Tensor, descending: bool) -> torch.Tensor:
             j //= 2
         local_pass(k, k, BLOCK // 2)
         k *= 2
-    total = x.numel()
-    rt.dispatch(rt.kernel(_INDICES, label="sort_indices"),
-                [rt.constant(pack_u32([total, n, padded])), buffer_id(index), buffer_id(out)],
-                grid(total, 64), label="sort_indices")
-    return out
+    # the first n slots of each padded row, widened to int64
+    return index.reshape(rows, padded)[:, :n].to(torch.int64).reshape(x.shape)
