@@ -16,7 +16,13 @@ from typing import Any
 
 import numpy as np
 
+from . import host_expr
+
 _BOOLS = {"true": 1, "false": 0}
+# arith.cmpi's predicate attribute (an i64 enum) in MLIR's order.
+_CMPI_PREDICATES = ("eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")
+_EXPR_HEADS = frozenset({"dim", "select", *host_expr.BINARY, *host_expr.UNARY,
+                         *(f"cmp.{p}" for p in host_expr.COMPARE)})
 _MAX_BLOCKS = 10000   # blocks one host function may run through (IREE's host programs have no loops here)
 # Ops that only set up devices, fences, executables or check invariants: nothing to do on WebGPU.
 _IGNORED = frozenset({
@@ -148,6 +154,15 @@ def _split_top_level(text: str) -> list[str]:
     return [p for p in parts if p]
 
 
+def _is_integer(mlir_type: Any) -> bool:
+    text = str(mlir_type)
+    return text == "index" or re.fullmatch(r"i\d+", text) is not None
+
+
+def _add(a: Any, b: Any) -> Any:
+    return host_expr.fold("addi", a, b)
+
+
 class _Extractor:
     def __init__(self) -> None:
         self.program = HostProgram()
@@ -155,11 +170,19 @@ class _Extractor:
         self.next_id = 0
 
     # -- values --
-    def _int(self, env: dict, value: Any) -> int:
+    def _int(self, env: dict, value: Any) -> Any:
+        """An index value: an int, or an expression of the inputs' dimensions (host_expr)."""
         v = env.get(value)
+        if not (isinstance(v, int) or (isinstance(v, list) and v and v[0] in _EXPR_HEADS)):
+            raise UnsupportedHostOp(f"host value {value.get_name()} is neither an integer nor an expression "
+                                    "of the inputs' dimensions")
+        return v
+
+    def _static_int(self, env: dict, value: Any, what: str) -> int:
+        v = self._int(env, value)
         if not isinstance(v, int):
-            raise UnsupportedHostOp(f"host value {value.get_name()} is not a compile-time integer "
-                                    "(dynamic shapes are not supported yet; compile with dynamic=False)")
+            raise UnsupportedHostOp(f"{what} depends on the inputs' dimensions (not supported with dynamic "
+                                    "shapes; compile with dynamic=False)")
         return v
 
     def _buffer(self, env: dict, value: Any) -> tuple[BufferRef, int]:
@@ -206,8 +229,8 @@ class _Extractor:
             return successors[0], operands
         cond = env.get(operands[0])
         if not isinstance(cond, int):
-            raise UnsupportedHostOp("host control flow on a value known only at run time "
-                                    "(dynamic shapes are not supported yet; compile with dynamic=False)")
+            raise UnsupportedHostOp("host control flow on the inputs' dimensions (a dynamic-shape pattern "
+                                    "the WebGPU plan cannot express; compile with dynamic=False)")
         seg = [int(x) for x in str(op.operation.attributes["operandSegmentSizes"])
                .split(":")[1].rstrip(">").split(",")]
         true_args = operands[seg[0]:seg[0] + seg[1]]
@@ -245,6 +268,20 @@ class _Extractor:
             commands.append(Command("upload", buffer=ref, size=length, constant=source[1]))
             env[op.results[0]] = 1           # "imported": the branch that reads a file is never taken
             env[op.results[1]] = (ref, 0)
+        elif name == "hal.buffer_view.dim":
+            src = env.get(op.operands[0])
+            if not (isinstance(src, tuple) and src[0] == "arg"):
+                raise UnsupportedHostOp("hal.buffer_view.dim of something other than an argument")
+            env[op.result] = host_expr.dim(src[1], int(str(attrs["index"]).split(":")[0]))
+        elif name == "util.align":
+            env[op.result] = host_expr.fold("align", self._int(env, op.operands[0]),
+                                            self._int(env, op.operands[1]))
+        elif name == "arith.cmpi":
+            predicate = _CMPI_PREDICATES[int(str(attrs["predicate"]).split(":")[0])]
+            env[op.result] = host_expr.fold(f"cmp.{predicate}", self._int(env, op.operands[0]),
+                                            self._int(env, op.operands[1]))
+        elif name.startswith("arith.") and host_expr.supported(name[6:]) and _is_integer(op.result.type):
+            env[op.result] = host_expr.fold(name[6:], *(self._int(env, v) for v in op.operands))
         elif name == "hal.element_type":
             env[op.result] = str(attrs["type"])
         elif name == "util.global.load":
@@ -283,7 +320,7 @@ class _Extractor:
             commands.append(Command("dealloca", buffer=ref))
         elif name == "hal.buffer.subspan":
             ref, base = self._buffer(env, op.operands[0])
-            env[op.result] = (ref, base + self._int(env, op.operands[1]))
+            env[op.result] = (ref, _add(base, self._int(env, op.operands[1])))
         elif name == "hal.executable.lookup.function":
             ref = str(attrs["entry_point"])
             parts = [p.lstrip("@") for p in ref.split("::")]
@@ -295,27 +332,28 @@ class _Extractor:
         elif name == "hal.command_buffer.fill_buffer":
             ref, base = self._buffer(env, op.operands[1])
             width = int(str(op.operands[4].type).lstrip("i")) // 8
-            pattern = self._int(env, op.operands[4]) & ((1 << (8 * width)) - 1)
+            pattern = self._static_int(env, op.operands[4], "a fill pattern") & ((1 << (8 * width)) - 1)
             pattern32 = int.from_bytes(pattern.to_bytes(width, "little") * (4 // width), "little")
-            commands.append(Command("fill", buffer=ref, offset=base + self._int(env, op.operands[2]),
+            commands.append(Command("fill", buffer=ref, offset=_add(base, self._int(env, op.operands[2])),
                                     size=self._int(env, op.operands[3]), pattern=pattern32))
         elif name == "hal.command_buffer.copy_buffer":
             src, sbase = self._buffer(env, op.operands[1])
             dst, dbase = self._buffer(env, op.operands[3])
-            commands.append(Command("copy", source=src, source_offset=sbase + self._int(env, op.operands[2]),
-                                    buffer=dst, offset=dbase + self._int(env, op.operands[4]),
+            commands.append(Command("copy", source=src,
+                                    source_offset=_add(sbase, self._int(env, op.operands[2])),
+                                    buffer=dst, offset=_add(dbase, self._int(env, op.operands[4])),
                                     size=self._int(env, op.operands[5])))
         elif name == "hal.buffer_view.create":
             ref, base = self._buffer(env, op.operands[0])
             shape = tuple(self._int(env, v) for v in list(op.operands)[5:])
-            env[op.result] = OutputView(ref, base + self._int(env, op.operands[1]),
+            env[op.result] = OutputView(ref, _add(base, self._int(env, op.operands[1])),
                                         self._int(env, op.operands[2]), shape, env.get(op.operands[3], "?"))
         elif name == "util.return":
             if in_initializer:
                 return []
             return [self._output(env, v) for v in op.operands]
         elif name.startswith("arith."):
-            raise UnsupportedHostOp(f"host arithmetic `{name}` (dynamic shapes are not supported yet)")
+            raise UnsupportedHostOp(f"host arithmetic `{name}` is not supported by the WebGPU plan extractor")
         else:
             raise UnsupportedHostOp(f"IREE host op `{name}` is not supported by the WebGPU plan extractor")
         return None
@@ -347,10 +385,11 @@ class _Extractor:
         bindings = []
         for b, o, n in zip(buffers, offsets, lengths, strict=False):
             ref, base = self._buffer(env, b)
-            bindings.append(Binding(ref, base + self._int(env, o), self._int(env, n)))
+            bindings.append(Binding(ref, _add(base, self._int(env, o)), self._int(env, n)))
         return Command("dispatch", executable=fn[1], entry_point=fn[2],
                        workgroups=(self._int(env, wx[0]), self._int(env, wy[0]), self._int(env, wz[0])),
-                       constants=[self._int(env, c) & 0xFFFFFFFF for c in consts], bindings=bindings)
+                       constants=[host_expr.fold("trunci", self._int(env, c)) for c in consts],
+                       bindings=bindings)
 
     def _output(self, env: dict, value: Any) -> OutputView:
         v = env.get(value)

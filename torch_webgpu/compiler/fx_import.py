@@ -42,6 +42,8 @@ def prepare_graph(gm: torch.fx.GraphModule, example_inputs: list | None = None) 
             if isinstance(value, (int, float, bool)) and not isinstance(value, torch.Tensor):
                 node.replace_all_uses_with(value)
                 graph.erase_node(node)
+            elif isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+                _symbol_from_tensor_dims(graph, node, value, placeholders, example_inputs)
             else:
                 kept_inputs.append(k)
         placeholders = [n for n in graph.nodes if n.op == "placeholder"]
@@ -84,6 +86,34 @@ def prepare_graph(gm: torch.fx.GraphModule, example_inputs: list | None = None) 
     graph.lint()
     gm.recompile()
     return PreparedGraph(gm, constants, output_map, len(placeholders), kept_inputs, output_vals)
+
+
+def _symbol_from_tensor_dims(graph: torch.fx.Graph, node: torch.fx.Node, value: object,
+                             placeholders: list, example_inputs: list) -> None:
+    """A symbolic-size input (dynamic=True) is read from a tensor input's dimension instead, so the
+    plan takes tensors only (IREE then reads the dimension from the tensor's buffer view)."""
+    if node.users:
+        source = None
+        if isinstance(value, torch.SymInt):
+            for ph, tensor in zip(placeholders, example_inputs, strict=True):
+                if isinstance(tensor, torch.Tensor):
+                    for axis, size in enumerate(tensor.shape):
+                        if isinstance(size, torch.SymInt) and size.node.expr == value.node.expr:
+                            source = (ph, axis)
+                            break
+                if source:
+                    break
+        if source is None:
+            raise NotImplementedError(
+                f"dynamic=True: graph input {node.name} = {value} is a symbolic {type(value).__name__} that "
+                "is not a dimension of a tensor input; the WebGPU plan reads dynamic sizes from tensor "
+                "shapes only (compile with dynamic=False)")
+        first_op = next(n for n in graph.nodes if n.op != "placeholder")
+        with graph.inserting_before(first_op):
+            size = graph.call_function(torch.ops.aten.sym_size.int, source)
+        size.meta["val"] = value
+        node.replace_all_uses_with(size)
+    graph.erase_node(node)
 
 
 def _bool_boundaries_as_int32(graph: torch.fx.Graph, outputs: list) -> list:

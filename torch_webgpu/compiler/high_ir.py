@@ -149,6 +149,13 @@ class HighIROp(enum.Enum):
     TRIU = "torch.aten.triu"
     TRIL = "torch.aten.tril"
     LITERAL = "torch.vtensor.literal"
+    # symbolic sizes (dynamic=True): IREE reads them from buffer views and passes them as push constants
+    SIZE_INT = "torch.aten.size.int"
+    MUL_INT = "torch.aten.mul.int"
+    ADD_INT = "torch.aten.add.int"
+    SUB_INT = "torch.aten.sub.int"
+    FLOORDIV_INT = "torch.aten.floordiv.int"
+    NUM_TO_TENSOR = "torch.prim.NumToTensor.Scalar"
 
 
 # Ops that carry Python values (folded into the operands of the ops using them) or end the function.

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from mlir_passes import host_expr
 from torch_webgpu.runtime import BufferSlice, get_runtime
 
 from .low_ir import LowIRNode, LowIROp, Plan, TensorSpec
@@ -50,8 +51,12 @@ def device_dtype(dtype: Any) -> str:
     return {"int64": "int32", "float64": "float32", "bool": "int32"}.get(name, name)
 
 
+def _shape_nbytes(shape: Sequence[int], device_dtype_name: str) -> int:
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(_NP[device_dtype_name]).itemsize
+
+
 def _nbytes(spec: TensorSpec) -> int:
-    return int(np.prod(spec.shape, dtype=np.int64)) * np.dtype(_NP[spec.device_dtype]).itemsize
+    return _shape_nbytes(spec.shape, spec.device_dtype)
 
 
 def _is_webgpu(t: Any) -> bool:
@@ -66,12 +71,14 @@ def _numpy_mode(args: Sequence[Any]) -> bool:
 
 
 class _State:
-    """Per-call view of the plan's buffers: name -> (buffer id, base offset)."""
+    """Per-call view of the plan's buffers (name -> (buffer id, base offset)) and prepared dispatches."""
 
-    def __init__(self, compiled: CompiledPlan, buffers: dict[str, tuple[int, int]]):
+    def __init__(self, compiled: CompiledPlan, buffers: dict[str, tuple[int, int]],
+                 dispatches: dict[int, tuple]):
         self.compiled = compiled
         self.rt = compiled.rt
         self.buffers = buffers
+        self.dispatches = dispatches
 
     def slice(self, name: str, offset: int, size: int) -> BufferSlice:
         buf_id, base = self.buffers[name]
@@ -79,7 +86,7 @@ class _State:
 
 
 def _run_dispatch(state: _State, node: LowIRNode) -> None:
-    kernel, slots, uniform, read_only = state.compiled.dispatches[id(node)]
+    kernel, slots, uniform, read_only = state.dispatches[id(node)]
     bindings: list[Any] = [uniform if slot is None else state.slice(*slot) for slot in slots]
     writable = {b.buffer_id for i, b in enumerate(bindings)
                 if isinstance(b, BufferSlice) and i not in read_only}
@@ -139,8 +146,46 @@ SHADER_TO_FUNC: dict[LowIROp, Callable[[_State, LowIRNode], None]] = {
 }
 
 
+class _Layout:
+    """Everything of a plan that depends on the input shapes: resolved per-call nodes and outputs,
+    buffers sized for them, dispatch bindings and uniforms, and the readback offsets. A static plan has
+    one; a dynamic plan (dynamic=True) has one per input-shape signature."""
+
+    def __init__(self, compiled: CompiledPlan, shapes: list[tuple[int, ...]]):
+        plan = compiled.plan
+        self.shapes = shapes
+        self.main = [LowIRNode(n.op, host_expr.evaluate_all(n.args, shapes)) for n in plan.main]
+        self.outputs = [TensorSpec([host_expr.evaluate(d, shapes) for d in o.shape], o.dtype, o.device_dtype)
+                        for o in plan.outputs]
+        self.owned: list[int] = []
+        self.buffers: dict[str, tuple[int, int]] = {}
+        for name, size in plan.buffers.items():
+            if not host_expr.is_static(size):
+                self.buffers[name] = (self._allocate(compiled, host_expr.evaluate(size, shapes)), 0)
+        self.host_inputs: dict[str, tuple[int, int]] = {}
+        for k, spec in enumerate(plan.inputs):
+            nbytes = _shape_nbytes(shapes[k], spec.device_dtype)
+            self.host_inputs[f"in{k}"] = (self._allocate(compiled, max(nbytes, 4)), 0)
+        self.dispatches = {id(n): compiled.prepare_dispatch(n) for n in self.main if n.op is LowIROp.DISPATCH}
+        # One readback buffer holds every host-bound output of a call (one submit per call).
+        self.readback_offsets: dict[int, int] = {}
+        total = 0
+        for node in self.main:
+            if node.op is LowIROp.OUTPUT and "buffer" in node.args:
+                self.readback_offsets[node.args["index"]] = total
+                total += -(-node.args["size"] // ALIGN) * ALIGN
+        self.readback = self._allocate(compiled, max(total, 4))
+
+    def _allocate(self, compiled: CompiledPlan, size: int) -> int:
+        buf = compiled.rt.allocate(max(int(size), 4))
+        self.owned.append(buf)
+        return buf
+
+
 class CompiledPlan:
     """A plan bound to the runtime: call it with the graph's inputs, get its outputs."""
+
+    MAX_LAYOUTS = 8   # input-shape signatures a dynamic plan keeps buffers for
 
     def __init__(self, plan: Plan, rt: Any = None, shader_source: str = "wgsl"):
         self.plan = plan
@@ -152,32 +197,27 @@ class CompiledPlan:
         self._scratch: dict[tuple[int, int], int] = {}
         self._static: dict[str, tuple[int, int]] = {}
         for name, size in plan.buffers.items():
-            self._static[name] = (self._allocate(size), 0)
+            if host_expr.is_static(size):
+                self._static[name] = (self._allocate(size), 0)
         n_user = len(plan.inputs)
-        self._host_inputs: dict[str, tuple[int, int]] = {}
-        for k, spec in enumerate(plan.inputs):
-            self._host_inputs[f"in{k}"] = (self._allocate(max(_nbytes(spec), 4)), 0)
         uploaded = {n.args["constant"] for n in plan.init if n.op is LowIROp.UPLOAD_CONSTANT}
         lifted = list(plan.constants.items())[:plan.num_constant_inputs]   # the rest: IREE's inlined ones
+        self._constant_shapes = [tuple(v.shape) for _, v in lifted]
         for j, (name, value) in enumerate(lifted):
             # Filled by the plan's UPLOAD_CONSTANT init nodes (plans saved before those existed: here).
             buf = self._allocate(max(value.nbytes, 4))
             if name not in uploaded:
                 self.rt.upload(buf, np.ascontiguousarray(value))
             self._static[f"in{n_user + j}"] = (buf, 0)
-        self.dispatches: dict[int, tuple] = {}
-        for node in [*plan.init, *plan.main]:
-            if node.op is LowIROp.DISPATCH:
-                self.dispatches[id(node)] = self._prepare_dispatch(node)
-        # One readback buffer holds every host-bound output of a call (one submit per call).
-        self._readback_offsets: dict[int, int] = {}
-        total = 0
-        for node in plan.main:
-            if node.op is LowIROp.OUTPUT and "buffer" in node.args:
-                self._readback_offsets[node.args["index"]] = total
-                total += -(-node.args["size"] // ALIGN) * ALIGN
-        self._readback = self._allocate(max(total, 4))
-        self._run(plan.init, dict(self._static))
+        self.dynamic = any(d is None for spec in plan.inputs for d in spec.shape)
+        if host_expr.contains_expression([n.args for n in plan.init]):
+            raise ValueError("a plan's init nodes cannot depend on the input shapes")
+        self._init_dispatches = {id(n): self.prepare_dispatch(n) for n in plan.init
+                                 if n.op is LowIROp.DISPATCH}
+        self._layouts: dict[tuple, _Layout] = {}
+        if not self.dynamic:
+            self._layout([tuple(spec.shape) for spec in plan.inputs])
+        self._run(plan.init, dict(self._static), self._init_dispatches)
         # Buffers go back to the pool when the compiled graph is dropped (torch._dynamo.reset, GC).
         weakref.finalize(self, _free_all, self.rt, self._owned)
 
@@ -186,6 +226,22 @@ class CompiledPlan:
         buf = self.rt.allocate(max(int(size), 4))
         self._owned.append(buf)
         return buf
+
+    def _layout(self, user_shapes: list[tuple[int, ...]]) -> _Layout:
+        """The layout of one input-shape signature (built on first use, kept for the next calls)."""
+        key = tuple(user_shapes)
+        layout = self._layouts.get(key)
+        if layout is None:
+            if len(self._layouts) >= self.MAX_LAYOUTS:
+                old = self._layouts.pop(next(iter(self._layouts)))
+                self.rt.synchronize()   # its buffers may still be read by submitted work
+                _free_all(self.rt, old.owned)
+                for buf in old.owned:
+                    self._owned.remove(buf)
+            layout = _Layout(self, [*user_shapes, *self._constant_shapes])
+            self._owned.extend(layout.owned)
+            self._layouts[key] = layout
+        return layout
 
     def _kernel(self, entry: str) -> Any:
         spec = self.plan.executables[entry]
@@ -199,7 +255,8 @@ class CompiledPlan:
             return self.rt.kernel_from_spirv(spirv, safe, label=entry)
         return self.rt.kernel(self.plan.wgsl[spec.wgsl_file], spec.entry_point, label=entry)
 
-    def _prepare_dispatch(self, node: LowIRNode) -> tuple:
+    def prepare_dispatch(self, node: LowIRNode) -> tuple:
+        """Kernel, binding slots, push-constant uniform and read-only slots of a resolved dispatch node."""
         spec = self.plan.executables[node.args["entry_point"]]
         host = node.args["bindings"]
         kernel = self._kernels[node.args["entry_point"]]
@@ -212,6 +269,7 @@ class CompiledPlan:
         uniform = None
         consts = node.args["constants"]
         if spec.push_constant_binding is not None:
+            # Push constants (dynamic dims among them) reach the shader through a uniform buffer.
             words = list(consts) + [0] * (-len(consts) % 4 or (4 if not consts else 0))
             uniform = self.rt.constant(struct.pack(f"<{len(words)}I", *words))
         elif consts:
@@ -229,22 +287,33 @@ class CompiledPlan:
         return self._scratch[key]
 
     # -- calls --
-    def _run(self, nodes: Sequence[LowIRNode], buffers: dict[str, tuple[int, int]]) -> _State:
-        state = _State(self, buffers)
+    def _run(self, nodes: Sequence[LowIRNode], buffers: dict[str, tuple[int, int]],
+             dispatches: dict[int, tuple]) -> _State:
+        state = _State(self, buffers, dispatches)
         for node in nodes:
             SHADER_TO_FUNC[node.op](state, node)
         return state
 
-    def _bind_inputs(self, args: Sequence[Any]) -> dict[str, tuple[int, int]]:
-        buffers = dict(self._static)
+    def _check_shapes(self, args: Sequence[Any]) -> list[tuple[int, ...]]:
         if len(args) != len(self.plan.inputs):
             raise TypeError(f"compiled graph takes {len(self.plan.inputs)} inputs, got {len(args)}")
+        shapes = []
+        for k, (t, spec) in enumerate(zip(args, self.plan.inputs, strict=False)):
+            shape = tuple(int(d) for d in t.shape)
+            if len(shape) != len(spec.shape) or any(
+                    s is not None and s != d for s, d in zip(spec.shape, shape, strict=False)):
+                raise ValueError(f"input {k}: shape {list(shape)} differs from the compiled {spec.shape} "
+                                 "(None: dynamic; recompile, or use dynamic=False shapes that match)")
+            shapes.append(shape)
+        return shapes
+
+    def _bind_inputs(self, args: Sequence[Any], layout: _Layout) -> dict[str, tuple[int, int]]:
+        buffers = dict(self._static)
+        buffers.update(layout.buffers)
         align = int(self.rt.info.limits.get("min-storage-buffer-offset-alignment", ALIGN))
         for k, (t, spec) in enumerate(zip(args, self.plan.inputs, strict=False)):
-            if list(t.shape) != list(spec.shape):
-                raise ValueError(f"input {k}: shape {list(t.shape)} differs from the compiled {spec.shape} "
-                                 "(recompile, or use dynamic=False shapes that match)")
             name = f"in{k}"
+            nbytes = _shape_nbytes(layout.shapes[k], spec.device_dtype)
             if _is_webgpu(t) and not t.is_contiguous():
                 t = t.contiguous()   # on the device; bound zero-copy below
             if _is_webgpu(t) and device_dtype(t.dtype) == str(t.dtype).removeprefix("torch."):
@@ -253,11 +322,11 @@ class CompiledPlan:
                 if offset % align == 0:
                     buffers[name] = (buf_id, offset)   # zero-copy
                     continue
-                size = -(-_nbytes(spec) // 4) * 4
+                size = -(-nbytes // 4) * 4
                 if offset % 4 == 0 and offset + size <= self.rt.buffer(buf_id).nbytes:
                     # A view at an offset the device cannot bind: one on-device copy.
-                    self.rt.copy(buf_id, self._host_inputs[name][0], size, offset, 0)
-                    buffers[name] = self._host_inputs[name]
+                    self.rt.copy(buf_id, layout.host_inputs[name][0], size, offset, 0)
+                    buffers[name] = layout.host_inputs[name]
                     continue
                 # Sub-word offsets (views of 1-2 byte dtypes): through the host below.
             if isinstance(t, np.ndarray):
@@ -272,8 +341,8 @@ class CompiledPlan:
                 raise OverflowError(f"input {k}: int64 values outside int32 range cannot reach WebGPU "
                                     "shaders (they have no 64-bit integers)")
             array = array.astype(_NP[spec.device_dtype], copy=False)
-            self.rt.upload(self._host_inputs[name][0], array)
-            buffers[name] = self._host_inputs[name]
+            self.rt.upload(layout.host_inputs[name][0], array)
+            buffers[name] = layout.host_inputs[name]
         return buffers
 
     def collect_output(self, state: _State, node: LowIRNode) -> None:
@@ -282,7 +351,8 @@ class CompiledPlan:
         if "input" in a:
             state.results[a["index"]] = ("input", a["input"])
             return
-        spec = self.plan.outputs[a["index"]]
+        layout = state.layout
+        spec = layout.outputs[a["index"]]
         if _nbytes(spec) != a["size"] and not (_nbytes(spec) == 0 and a["size"] <= 4):
             raise ValueError(f"output {a['index']}: {a['size']} bytes on device, expected {_nbytes(spec)} "
                              f"for {spec.device_dtype}{spec.shape}")
@@ -300,8 +370,8 @@ class CompiledPlan:
                 self.rt.copy(src, ptr >> 32, size, base + a["offset"], ptr & 0xFFFFFFFF)
             state.results[a["index"]] = ("device", out)
         else:
-            off = self._readback_offsets[a["index"]]
-            self.rt.copy(src, self._readback, size, base + a["offset"], off)
+            off = layout.readback_offsets[a["index"]]
+            self.rt.copy(src, layout.readback, size, base + a["offset"], off)
             state.results[a["index"]] = ("host", off)
 
     def _widen_int32(self, src: int, src_offset: int, dst: int, dst_offset: int, count: int) -> None:
@@ -317,26 +387,29 @@ class CompiledPlan:
     def __call__(self, *args: Any) -> list[Any]:
         """Run the graph once; outputs on the inputs' device (numpy arrays for numpy inputs)."""
         with self.rt.lock:
-            buffers = self._bind_inputs(args)
-            state = _State(self, buffers)
+            layout = self._layout(self._check_shapes(args))
+            buffers = self._bind_inputs(args, layout)
+            state = _State(self, buffers, layout.dispatches)
+            state.layout = layout
             state.results = {}
             state.to_device = next((t.device for t in args if _is_webgpu(t)), None)
-            for node in self.plan.main:
+            for node in layout.main:
                 SHADER_TO_FUNC[node.op](state, node)
             outputs = self._finish(state, args, _numpy_mode(args))
         self.calls += 1
         return [None if i is None else outputs[i] for i in self.plan.output_map]
 
     def _finish(self, state: Any, args: Sequence[Any], numpy_mode: bool = False) -> list[Any]:
+        layout = state.layout
         host_outputs = [i for i, r in state.results.items() if r[0] == "host"]
         raw = b""
         if host_outputs:
-            end = max(self._readback_offsets[i] + _nbytes(self.plan.outputs[i]) for i in host_outputs)
-            raw = self.rt.download(self._readback, 0, -(-end // 4) * 4)   # the call's only submit
+            end = max(layout.readback_offsets[i] + _nbytes(layout.outputs[i]) for i in host_outputs)
+            raw = self.rt.download(layout.readback, 0, -(-end // 4) * 4)   # the call's only submit
         else:
             self.rt.flush()
         outputs = []
-        for i, spec in enumerate(self.plan.outputs):
+        for i, spec in enumerate(layout.outputs):
             kind, where = state.results[i]
             if kind == "input":
                 outputs.append(args[where])

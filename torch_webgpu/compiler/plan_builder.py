@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from mlir_passes import host_expr
 from mlir_passes.host_program import BufferRef, HostProgram
 
 from .low_ir import ExecutableSpec, LowIRNode, LowIROp, Plan, TensorSpec
@@ -58,7 +59,16 @@ def build_plan(host: HostProgram, executables: dict[str, ExecutableSpec], wgsl: 
     buffers = {buffer_name(BufferRef("global", k)): v for k, v in host.globals.items()}
     buffers.update({buffer_name(BufferRef("transient", k)): v for k, v in host.transients.items()})
     main = _nodes(host.main, executables)
-    for i, (view, _spec) in enumerate(zip(host.outputs, outputs, strict=False)):
+    for i, (view, spec) in enumerate(zip(host.outputs, outputs, strict=False)):
+        if None in spec.shape:
+            # dynamic=True: the host program's view shape holds the expressions of the symbolic dims.
+            if view.input_index is not None:
+                spec.shape = [host_expr.dim(view.input_index, a) for a in range(len(spec.shape))]
+            elif len(view.shape) != len(spec.shape):
+                raise ValueError(f"output {i}: host view rank {len(view.shape)}, "
+                                 f"graph rank {len(spec.shape)}")
+            else:
+                spec.shape = [d if s is None else s for s, d in zip(spec.shape, view.shape, strict=True)]
         if view.input_index is not None:
             main.append(LowIRNode(LowIROp.OUTPUT, {"index": i, "input": view.input_index}))
             continue

@@ -103,10 +103,12 @@ def translate_executables(spirv_mlir: dict[str, str]) -> tuple[dict[str, Executa
 
 
 def _spec(value: Any) -> TensorSpec:
+    """Shape (None for a symbolic dim, dynamic=True) and dtypes of a graph input or output."""
     if not isinstance(value, torch.Tensor):
-        raise NotImplementedError(f"graph value {value!r} is not a tensor (symbolic shapes: dynamic=True)")
-    return TensorSpec([int(d) for d in value.shape], str(value.dtype).removeprefix("torch."),
-                      device_dtype(value.dtype))
+        raise NotImplementedError(f"graph value {value!r} is not a tensor; the WebGPU backend returns "
+                                  "tensors only (return sizes as tensors, or compute them outside)")
+    shape = [int(d) if isinstance(d, int) else None for d in value.shape]
+    return TensorSpec(shape, str(value.dtype).removeprefix("torch."), device_dtype(value.dtype))
 
 
 def _constant_array(t: torch.Tensor, name: str) -> np.ndarray:
@@ -236,12 +238,10 @@ def webgpu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs
                            decompositions=get_decomposition_table())
     symbolic = any(isinstance(v, torch.SymInt) for x in example_inputs if isinstance(x, torch.Tensor)
                    for v in x.shape) or any(isinstance(x, torch.SymInt) for x in example_inputs)
-    if not symbolic:
+    if not symbolic or not torch._dynamo.config.assume_static_by_default:
+        # dynamic=True: one plan whose sizes, workgroup counts and push constants are expressions of the
+        # inputs' dimensions, evaluated per input-shape signature; the dims reach shaders as uniforms.
         return backend(gm, example_inputs, **kwargs)
-    if not torch._dynamo.config.assume_static_by_default:
-        raise NotImplementedError(
-            "torch.compile(backend='webgpu', dynamic=True) is not supported yet (dims through a uniform "
-            "buffer): compile with dynamic=False or leave `dynamic` unset (each shape gets its own plan)")
     return _specialize_per_shape(gm, backend)
 
 

@@ -1,0 +1,67 @@
+"""torch.compile(dynamic=True): one plan for every input size; dims reach the shaders as uniforms."""
+
+import pytest
+import torch
+
+from torch_webgpu.compiler.webgpu_compiler import STATS
+
+from .models import MLP, TransformerBlock
+
+
+def test_dynamic_mlp_compiles_once_for_batches_2_5_17(rt):
+    torch.manual_seed(0)
+    model = MLP()
+    compiled = torch.compile(model, backend="webgpu", dynamic=True)
+    graphs, iree_calls = STATS.graphs, STATS.iree_calls
+    with torch.no_grad():
+        for batch in (2, 5, 17, 5):
+            x = torch.randn(batch, 16)
+            torch.testing.assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+        assert (STATS.graphs - graphs, STATS.iree_calls - iree_calls) == (1, 1)
+        # The dynamic plan from the disk cache works for new sizes too.
+        torch._dynamo.reset()
+        compiled = torch.compile(model, backend="webgpu", dynamic=True)
+        x = torch.randn(3, 16)
+        torch.testing.assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+    assert STATS.iree_calls - iree_calls == 1 and STATS.cache_hits >= 1
+
+
+def test_dynamic_dims_in_reductions_scans_and_concatenation():
+    def fn(x):
+        return torch.cat([torch.softmax(x, -1), torch.cumsum(x, 0)], 0) + torch.arange(x.shape[0]).sum()
+
+    compiled = torch.compile(fn, backend="webgpu", dynamic=True)
+    graphs = STATS.graphs
+    for shape in ((3, 7), (9, 40)):
+        x = torch.randn(*shape)
+        torch.testing.assert_close(compiled(x), fn(x), atol=1e-4, rtol=1e-4)
+    assert STATS.graphs - graphs == 1
+
+
+def test_dynamic_plan_with_webgpu_inputs_and_outputs():
+    compiled = torch.compile(lambda x: torch.relu(x) * 3, backend="webgpu", dynamic=True)
+    for shape in ((6, 7), (11, 7)):
+        x = torch.randn(*shape)
+        y = compiled(x.to("webgpu"))
+        assert y.device.type == "webgpu" and y.shape == shape
+        torch.testing.assert_close(y.cpu(), torch.relu(x) * 3)
+
+
+@pytest.mark.slow
+def test_dynamic_sequence_length_transformer_block():
+    torch.manual_seed(0)
+    model = TransformerBlock().eval()
+    compiled = torch.compile(model, backend="webgpu", dynamic=True)
+    graphs = STATS.graphs
+    with torch.no_grad():
+        for t in (8, 5, 13):
+            x = torch.randn(2, t, 32)
+            torch.testing.assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+    assert STATS.graphs - graphs == 1
+
+
+def test_dynamic_scalar_input_is_refused_with_a_clear_error():
+    # A symbolic int that is not a tensor's dimension would be a host scalar argument: not supported.
+    compiled = torch.compile(lambda x, n: x * n, backend="webgpu", dynamic=True)
+    with pytest.raises(Exception, match="not a dimension of a tensor input"):
+        compiled(torch.randn(3, 4), 5)
