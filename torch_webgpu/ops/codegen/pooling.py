@@ -27,6 +27,18 @@ fn avg_div(oh: u32, ow: u32) -> f32 {
 }
 fn a_start(o: u32, osz: u32, isz: u32) -> u32 { return (o * isz) / osz; }
 fn a_end(o: u32, osz: u32, isz: u32) -> u32 { return ((o + 1u) * isz + osz - 1u) / osz; }
+// does output o's window (along axis a: 0 = h, 1 = w) span input position i?
+fn in_window(i: u32, o: u32, a: u32) -> bool {
+  let start = i32(o * P[8u + a]) - i32(P[10u + a]);
+  return i32(i) >= start && i32(i) <= start + i32((P[6u + a] - 1u) * P[12u + a]);
+}
+fn in_adaptive(i: u32, o: u32, a: u32) -> bool {
+  return i >= a_start(o, P[4u + a], P[2u + a]) && i < a_end(o, P[4u + a], P[2u + a]);
+}
+fn adaptive_count(oh: u32, ow: u32) -> f32 {
+  let h = a_end(oh, P[4], P[2]) - a_start(oh, P[4], P[2]);
+  return f32(h * (a_end(ow, P[5], P[3]) - a_start(ow, P[5], P[3])));
+}
 """
 
 _BODIES = {
@@ -83,66 +95,32 @@ _BODIES = {
   }
   O[t] = best; I[2u * t] = bi; I[2u * t + 1u] = 0u;
 """,
-    "adaptive_max_bwd": """
-  let c = plane_h_w(t, P[2], P[3]);
-  let me = c.y * P[3] + c.z;
-  var s = 0.0;
-  for (var oh = 0u; oh < P[4]; oh++) {
-    let hs = a_start(oh, P[4], P[2]); let he = a_end(oh, P[4], P[2]);
-    if (c.y < hs || c.y >= he) { continue; }
-    for (var ow = 0u; ow < P[5]; ow++) {
-      let o = (c.x * P[4] + oh) * P[5] + ow;
-      if (Ix[2u * o] == me) { s += lg(o); }
-    }
-  }
-  O[t] = s;
-""",
-    # backward: t indexes the INPUT; G (grad_output) is contiguous [P, OH, OW]; Ix holds max indices
-    "max_bwd": """
-  let c = plane_h_w(t, P[2], P[3]);
-  var s = 0.0;
-  let me = c.y * P[3] + c.z;
-  for (var oh = 0u; oh < P[4]; oh++) {
-    let h0 = i32(oh * P[8]) - i32(P[10]);
-    if (i32(c.y) < h0 || i32(c.y) > h0 + i32((P[6] - 1u) * P[12])) { continue; }
-    for (var ow = 0u; ow < P[5]; ow++) {
-      let w0 = i32(ow * P[9]) - i32(P[11]);
-      if (i32(c.z) < w0 || i32(c.z) > w0 + i32((P[7] - 1u) * P[13])) { continue; }
-      let o = (c.x * P[4] + oh) * P[5] + ow;
-      if (Ix[2u * o] == me) { s += lg(o); }
-    }
-  }
-  O[t] = s;
-""",
-    "avg_bwd": """
-  let c = plane_h_w(t, P[2], P[3]);
-  var s = 0.0;
-  for (var oh = 0u; oh < P[4]; oh++) {
-    let h0 = i32(oh * P[8]) - i32(P[10]);
-    if (i32(c.y) < h0 || i32(c.y) >= h0 + i32(P[6])) { continue; }
-    for (var ow = 0u; ow < P[5]; ow++) {
-      let w0 = i32(ow * P[9]) - i32(P[11]);
-      if (i32(c.z) < w0 || i32(c.z) >= w0 + i32(P[7])) { continue; }
-      s += lg((c.x * P[4] + oh) * P[5] + ow) / avg_div(oh, ow);
-    }
-  }
-  O[t] = s;
-""",
-    "adaptive_avg_bwd": """
-  let c = plane_h_w(t, P[2], P[3]);
-  var s = 0.0;
-  for (var oh = 0u; oh < P[4]; oh++) {
-    let hs = a_start(oh, P[4], P[2]); let he = a_end(oh, P[4], P[2]);
-    if (c.y < hs || c.y >= he) { continue; }
-    for (var ow = 0u; ow < P[5]; ow++) {
-      let ws = a_start(ow, P[5], P[3]); let we = a_end(ow, P[5], P[3]);
-      if (c.z < ws || c.z >= we) { continue; }
-      s += lg((c.x * P[4] + oh) * P[5] + ow) / f32((he - hs) * (we - ws));
-    }
-  }
-  O[t] = s;
-""",
 }
+
+# backwards: t indexes the INPUT and sums the gradient G (contiguous [P, OH, OW]) of every output window
+# holding it: `win` is the window test (fixed or adaptive), `take` what one window contributes
+# (max: its gradient if the window's max index Ix is this element; avg: its gradient over its divisor)
+_BACKWARD = """
+  let c = plane_h_w(t, P[2], P[3]);
+  let me = c.y * P[3] + c.z;
+  var s = 0.0;
+  for (var oh = 0u; oh < P[4]; oh++) {{
+    if (!{win}(c.y, oh, 0u)) {{ continue; }}
+    for (var ow = 0u; ow < P[5]; ow++) {{
+      if (!{win}(c.z, ow, 1u)) {{ continue; }}
+      let o = (c.x * P[4] + oh) * P[5] + ow;
+      {take}
+    }}
+  }}
+  O[t] = s;
+"""
+_MAX_TAKE = "if (Ix[2u * o] == me) { s += lg(o); }"
+_BODIES.update({
+    "max_bwd": _BACKWARD.format(win="in_window", take=_MAX_TAKE),
+    "adaptive_max_bwd": _BACKWARD.format(win="in_adaptive", take=_MAX_TAKE),
+    "avg_bwd": _BACKWARD.format(win="in_window", take="s += lg(o) / avg_div(oh, ow);"),
+    "adaptive_avg_bwd": _BACKWARD.format(win="in_adaptive", take="s += lg(o) / adaptive_count(oh, ow);"),
+})
 
 
 def _source(kind: str, x_dtype: torch.dtype, g_dtype: torch.dtype | None) -> str:
