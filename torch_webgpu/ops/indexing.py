@@ -10,6 +10,7 @@ from .codegen.dtypes import dtype_info
 from .codegen.indexing import launch_gather, launch_scatter
 from .codegen.operand import Operand
 from .elementwise import broadcast_shapes, operand, run_formula
+from .out_args import write_out
 from .reductions import cast_into
 from .registry import register
 from .tensor_buffers import new_empty
@@ -64,8 +65,7 @@ def index_select(self, dim, index):
 def index_select_out(self, dim, index, *, out):
     """torch.index_select(out=)."""
     r = index_select(self, dim, index)
-    out.resize_(r.shape)
-    return out.copy_(r)
+    return write_out(out, r)
 
 
 @register("gather")
@@ -85,8 +85,7 @@ def gather(self, dim, index, *, sparse_grad=False):
 def gather_out(self, dim, index, *, sparse_grad=False, out):
     """torch.gather(out=)."""
     r = gather(self, dim, index)
-    out.resize_(r.shape)
-    return out.copy_(r)
+    return write_out(out, r)
 
 
 def _scatter(mode: str, self, dim, index, src, alpha=1, include_self=True) -> torch.Tensor:
@@ -122,8 +121,7 @@ def scatter(self, dim, index, src):
 def scatter_out(self, dim, index, src, *, out):
     """torch.scatter(out=)."""
     r = _scatter("set", self, dim, index, src)
-    out.resize_(r.shape)
-    return out.copy_(r)
+    return write_out(out, r)
 
 
 @register("scatter_.src", "scatter_.value")
@@ -146,8 +144,7 @@ def scatter_reduce_legacy(self, dim, index, src, *, reduce):
 def scatter_reduce_legacy_out(self, dim, index, src, *, reduce, out):
     """torch.scatter(reduce=..., out=)."""
     r = _scatter(_REDUCE[reduce], self, dim, index, src)
-    out.resize_(r.shape)
-    return out.copy_(r)
+    return write_out(out, r)
 
 
 @register("scatter_.reduce", "scatter_.value_reduce")
@@ -166,8 +163,7 @@ def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
 def scatter_reduce_out(self, dim, index, src, reduce, *, include_self=True, out):
     """torch.scatter_reduce(out=)."""
     r = _scatter(_REDUCE[reduce], self, dim, index, src, include_self=include_self)
-    out.resize_(r.shape)
-    return out.copy_(r)
+    return write_out(out, r)
 
 
 @register("scatter_reduce_.two")
@@ -186,8 +182,7 @@ def scatter_add(self, dim, index, src):
 def scatter_add_out(self, dim, index, src, *, out):
     """torch.scatter_add(out=)."""
     r = _scatter("add", self, dim, index, src)
-    out.resize_(r.shape)
-    return out.copy_(r)
+    return write_out(out, r)
 
 
 @register("scatter_add_")
@@ -224,8 +219,7 @@ def index_add(self, dim, index, source, *, alpha=1):
 def index_add_out(self, dim, index, source, *, alpha=1, out):
     """torch.index_add(out=)."""
     r = _index_add(self, dim, index, source, alpha)
-    out.resize_(r.shape)
-    return out.copy_(r)
+    return write_out(out, r)
 
 
 @register("index_add_")
@@ -540,8 +534,7 @@ def masked_select(self, mask):
 def masked_select_out(self, mask, *, out):
     """torch.masked_select(out=)."""
     r = masked_select(self, mask)
-    out.resize_(r.shape)
-    return out.copy_(r)
+    return write_out(out, r)
 
 
 @register("take")

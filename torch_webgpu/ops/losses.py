@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from .out_args import write_out
 from .registry import register
 
 
@@ -19,8 +20,7 @@ def _reduce(x: torch.Tensor, reduction: int) -> torch.Tensor:
 def _out(fn):
     def out_variant(*args, out, **kwargs):
         r = fn(*args, **kwargs)
-        out.resize_(r.shape)
-        return out.copy_(r)
+        return write_out(out, r)
 
     out_variant.__doc__ = f"{fn.__doc__} (out=)"
     return out_variant

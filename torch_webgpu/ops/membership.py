@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from .out_args import write_out
 from .registry import register
 
 _MAX_PAIRS = 1 << 24  # elements x test elements compared per chunk
@@ -20,21 +21,16 @@ def _isin(elements: torch.Tensor, tests: torch.Tensor, invert: bool) -> torch.Te
     return (~found if invert else found).reshape(elements.shape)
 
 
-def _write(out: torch.Tensor, result: torch.Tensor) -> torch.Tensor:
-    out.resize_(result.shape)
-    return out.copy_(result)
-
-
 @register("isin.Tensor_Tensor_out")
 def isin_out(elements, test_elements, *, assume_unique=False, invert=False, out):
     """torch.isin(elements, test_elements, out=)."""
-    return _write(out, _isin(elements, test_elements, invert))
+    return write_out(out, _isin(elements, test_elements, invert))
 
 
 @register("isin.Tensor_Scalar_out")
 def isin_scalar_out(elements, test_element, *, assume_unique=False, invert=False, out):
     """torch.isin(elements, number, out=)."""
-    return _write(out, (elements != test_element) if invert else (elements == test_element))
+    return write_out(out, (elements != test_element) if invert else (elements == test_element))
 
 
 @register("isin.Scalar_Tensor_out")
@@ -42,4 +38,4 @@ def isin_of_scalar_out(element, test_elements, *, assume_unique=False, invert=Fa
     """torch.isin(number, test_elements, out=)."""
     found = (test_elements == element).any() if test_elements.numel() else \
         torch.zeros((), dtype=torch.bool, device=test_elements.device)
-    return _write(out, ~found if invert else found)
+    return write_out(out, ~found if invert else found)

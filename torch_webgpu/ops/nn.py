@@ -12,6 +12,7 @@ from .codegen.elementwise import grid
 from .codegen.operand import pack_u32
 from .codegen.rowwise import launch_rows
 from .elementwise import operand
+from .out_args import write_out
 from .reductions import cast_into
 from .registry import register
 from .tensor_buffers import buffer_id, new_empty
@@ -153,8 +154,7 @@ def mse_loss(self, target, reduction=1):
 def mse_loss_out(self, target, reduction=1, *, out):
     """aten.mse_loss.out."""
     r = mse_loss(self, target, reduction)
-    out.resize_(r.shape)
-    return out.copy_(r)
+    return write_out(out, r)
 
 
 @register("mse_loss_backward")
@@ -169,8 +169,7 @@ def mse_loss_backward(grad_output, self, target, reduction):
 def mse_loss_backward_out(grad_output, self, target, reduction, *, grad_input):
     """aten.mse_loss_backward.grad_input."""
     r = mse_loss_backward(grad_output, self, target, reduction)
-    grad_input.resize_(r.shape)
-    return grad_input.copy_(r)
+    return write_out(grad_input, r)
 
 
 _NLL = """
@@ -328,8 +327,7 @@ def glu(self, dim=-1):
 def glu_out(self, dim=-1, *, out):
     """glu(out=)."""
     r = glu(self, dim)
-    out.resize_(r.shape)
-    return out.copy_(r)
+    return write_out(out, r)
 
 
 @register("glu_backward")
@@ -389,5 +387,4 @@ def linalg_cross(self, other, *, dim=-1):
 def linalg_cross_out(self, other, *, dim=-1, out):
     """torch.linalg.cross(out=)."""
     r = linalg_cross(self, other, dim=dim)
-    out.resize_(r.shape)
-    return out.copy_(r)
+    return write_out(out, r)

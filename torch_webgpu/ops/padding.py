@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from .indexing import _index_add, index_select
+from .out_args import write_out
 from .registry import register
 
 
@@ -54,8 +55,7 @@ def _register(name: str, mode: str) -> None:
     def forward_out(self, padding, *, out):
         """aten reflection/replication padding (out=)."""
         r = _pad(self, list(padding), mode)
-        out.resize_(r.shape)
-        return out.copy_(r)
+        return write_out(out, r)
 
     def backward(grad_output, self, padding):
         """aten reflection/replication padding backward."""

@@ -7,6 +7,7 @@ import torch
 
 from .codegen.pooling import launch_pool
 from .elementwise import operand
+from .out_args import write_out
 from .reductions import cast_into
 from .registry import register
 from .tensor_buffers import buffer_id, new_empty
@@ -75,9 +76,7 @@ def max_pool2d_with_indices_out(self, kernel_size, stride=(), padding=0, dilatio
                                 indices):
     """aten.max_pool2d_with_indices.out."""
     v, i = max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode)
-    out.resize_(v.shape)
-    indices.resize_(i.shape)
-    return out.copy_(v), indices.copy_(i)
+    return write_out(out, v), write_out(indices, i)
 
 
 @register("max_pool2d_with_indices_backward")
@@ -120,8 +119,7 @@ def avg_pool2d_out(self, kernel_size, stride=(), padding=0, ceil_mode=False, cou
                    divisor_override=None, *, out):
     """aten.avg_pool2d.out."""
     r = avg_pool2d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
-    out.resize_(r.shape)
-    return out.copy_(r)
+    return write_out(out, r)
 
 
 @register("avg_pool2d_backward")
@@ -179,9 +177,7 @@ def adaptive_max_pool2d(self, output_size):
 def adaptive_max_pool2d_out(self, output_size, *, out, indices):
     """aten.adaptive_max_pool2d.out."""
     v, i = adaptive_max_pool2d(self, output_size)
-    out.resize_(v.shape)
-    indices.resize_(i.shape)
-    return out.copy_(v), indices.copy_(i)
+    return write_out(out, v), write_out(indices, i)
 
 
 @register("adaptive_max_pool2d_backward")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from .out_args import write_out
 from .registry import register
 
 aten = torch.ops.aten
@@ -71,11 +72,6 @@ def _scatter_grad(grad_output: torch.Tensor, x: torch.Tensor, indices: torch.Ten
     return g.reshape(x.shape)
 
 
-def _write(out: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
-    out.resize_(value.shape)
-    return out.copy_(value)
-
-
 @register("max_pool3d_with_indices")
 def max_pool3d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     """aten.max_pool3d_with_indices -> (values, int64 D*H*W-flat indices)."""
@@ -91,7 +87,7 @@ def max_pool3d_with_indices_out(self, kernel_size, stride=(), padding=0, dilatio
                                 indices):
     """aten.max_pool3d_with_indices.out."""
     v, i = max_pool3d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode)
-    return _write(out, v), _write(indices, i)
+    return write_out(out, v), write_out(indices, i)
 
 
 @register("max_pool3d_with_indices_backward")
@@ -105,7 +101,7 @@ def max_pool3d_with_indices_backward(grad_output, self, kernel_size, stride, pad
 def max_pool3d_with_indices_backward_out(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode,
                                          indices, *, grad_input):
     """aten.max_pool3d_with_indices_backward.grad_input."""
-    return _write(grad_input, _scatter_grad(grad_output, self, indices))
+    return write_out(grad_input, _scatter_grad(grad_output, self, indices))
 
 
 @register("adaptive_max_pool3d")
@@ -121,7 +117,7 @@ def adaptive_max_pool3d(self, output_size):
 def adaptive_max_pool3d_out(self, output_size, *, out, indices):
     """aten.adaptive_max_pool3d.out."""
     v, i = adaptive_max_pool3d(self, output_size)
-    return _write(out, v), _write(indices, i)
+    return write_out(out, v), write_out(indices, i)
 
 
 @register("adaptive_max_pool3d_backward")
@@ -133,7 +129,7 @@ def adaptive_max_pool3d_backward(grad_output, self, indices):
 @register("adaptive_max_pool3d_backward.grad_input")
 def adaptive_max_pool3d_backward_out(grad_output, self, indices, *, grad_input):
     """aten.adaptive_max_pool3d_backward.grad_input."""
-    return _write(grad_input, _scatter_grad(grad_output, self, indices))
+    return write_out(grad_input, _scatter_grad(grad_output, self, indices))
 
 
 def _avg_passes(kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
@@ -164,8 +160,8 @@ def avg_pool3d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_i
 def avg_pool3d_out(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
                    divisor_override=None, *, out):
     """aten.avg_pool3d.out."""
-    return _write(out, avg_pool3d(self, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                                  divisor_override))
+    return write_out(out, avg_pool3d(self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                                     divisor_override))
 
 
 def _avg_backward(grad_output, self, first, second, scale) -> torch.Tensor:
@@ -193,8 +189,9 @@ def avg_pool3d_backward(grad_output, self, kernel_size, stride, padding, ceil_mo
 def avg_pool3d_backward_out(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
                             divisor_override, *, grad_input):
     """aten.avg_pool3d_backward.grad_input."""
-    return _write(grad_input, avg_pool3d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode,
-                                                  count_include_pad, divisor_override))
+    grad = avg_pool3d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                               divisor_override)
+    return write_out(grad_input, grad)
 
 
 @register("_adaptive_avg_pool3d")
@@ -211,7 +208,7 @@ def adaptive_avg_pool3d(self, output_size):
 @register("_adaptive_avg_pool3d.out")
 def adaptive_avg_pool3d_out(self, output_size, *, out):
     """aten._adaptive_avg_pool3d.out."""
-    return _write(out, adaptive_avg_pool3d(self, output_size))
+    return write_out(out, adaptive_avg_pool3d(self, output_size))
 
 
 @register("_adaptive_avg_pool3d_backward")
@@ -224,4 +221,4 @@ def adaptive_avg_pool3d_backward(grad_output, self):
 @register("_adaptive_avg_pool3d_backward.out")
 def adaptive_avg_pool3d_backward_out(grad_output, self, *, out):
     """aten._adaptive_avg_pool3d_backward.out."""
-    return _write(out, adaptive_avg_pool3d_backward(grad_output, self))
+    return write_out(out, adaptive_avg_pool3d_backward(grad_output, self))

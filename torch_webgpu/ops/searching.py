@@ -9,6 +9,7 @@ from .codegen.dtypes import convert, dtype_info
 from .codegen.elementwise import grid
 from .codegen.operand import pack_u32
 from .codegen.wgsl_math import PRELUDE
+from .out_args import write_out
 from .registry import register
 from .tensor_buffers import buffer_id, new_empty
 
@@ -79,8 +80,7 @@ def _search(sorted_sequence, values, out_int32, right, side, sorter, out=None):
                     [rt.constant(pack_u32(params)), buffer_id(seq), buffer_id(vals), buffer_id(res)],
                     grid(n, 64), label="searchsorted")
     if out is not None:
-        out.resize_(res.shape)
-        return out.copy_(res)
+        return write_out(out, res)
     return res
 
 
@@ -109,8 +109,7 @@ def bucketize(self, boundaries, *, out_int32=False, right=False):
 def bucketize_out(self, boundaries, *, out_int32=False, right=False, out):
     """torch.bucketize(out=)."""
     r = bucketize(self, boundaries, out_int32=out_int32, right=right)
-    out.resize_(r.shape)
-    return out.copy_(r)
+    return write_out(out, r)
 
 
 @register("repeat_interleave.Tensor")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from .bitonic import sort_permutation
+from .out_args import write_out
 from .registry import register
 
 
@@ -37,9 +38,7 @@ def sort_stable(self, *, stable=None, dim=-1, descending=False):
 def sort_values_stable(self, *, stable=None, dim=-1, descending=False, values, indices):
     """torch.sort(out=(values, indices))."""
     v, i = _sort(self, dim, descending)
-    values.resize_(v.shape)
-    indices.resize_(i.shape)
-    return values.copy_(v), indices.copy_(i)
+    return write_out(values, v), write_out(indices, i)
 
 
 @register("sort.values")
@@ -65,9 +64,7 @@ def topk(self, k, dim=-1, largest=True, sorted=True):  # noqa: A002
 def topk_values(self, k, dim=-1, largest=True, sorted=True, *, values, indices):  # noqa: A002
     """torch.topk(out=(values, indices))."""
     v, i = topk(self, k, dim, largest, sorted)
-    values.resize_(v.shape)
-    indices.resize_(i.shape)
-    return values.copy_(v), indices.copy_(i)
+    return write_out(values, v), write_out(indices, i)
 
 
 def _pick(self, dim: int, keepdim: bool, position) -> tuple[torch.Tensor, torch.Tensor]:
@@ -114,9 +111,7 @@ def median_dim(self, dim, keepdim=False):
 def median_dim_values(self, dim, keepdim=False, *, values, indices):
     """torch.median(dim=, out=)."""
     v, i = _median(self, dim, keepdim)
-    values.resize_(v.shape)
-    indices.resize_(i.shape)
-    return values.copy_(v), indices.copy_(i)
+    return write_out(values, v), write_out(indices, i)
 
 
 @register("median")
@@ -137,9 +132,7 @@ def nanmedian_dim(self, dim, keepdim=False):
 def nanmedian_dim_values(self, dim, keepdim=False, *, values, indices):
     """torch.nanmedian(dim=, out=)."""
     v, i = _median(self, dim, keepdim, skip_nan=True)
-    values.resize_(v.shape)
-    indices.resize_(i.shape)
-    return values.copy_(v), indices.copy_(i)
+    return write_out(values, v), write_out(indices, i)
 
 
 @register("nanmedian")
@@ -163,6 +156,4 @@ def kthvalue(self, k, dim=-1, keepdim=False):
 def kthvalue_values(self, k, dim=-1, keepdim=False, *, values, indices):
     """torch.kthvalue(out=)."""
     v, i = kthvalue(self, k, dim, keepdim)
-    values.resize_(v.shape)
-    indices.resize_(i.shape)
-    return values.copy_(v), indices.copy_(i)
+    return write_out(values, v), write_out(indices, i)

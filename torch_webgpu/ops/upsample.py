@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from .indexing import _index_add, index_select
+from .out_args import write_out
 from .registry import register
 
 
@@ -109,8 +110,7 @@ def _register_nearest(name: str, k: int, exact: bool) -> None:
     def forward_out(self, output_size, *scales, out):
         """aten upsample_nearest forward (out=)."""
         r = forward(self, output_size, *scales)
-        out.resize_(r.shape)
-        return out.copy_(r)
+        return write_out(out, r)
 
     register(name)(forward)
     register(name + ".out")(forward_out)
@@ -130,8 +130,7 @@ def _register_linear(name: str, k: int) -> None:
     def forward_out(self, output_size, align_corners, *scales, out):
         """aten upsample (bi)linear forward (out=)."""
         r = forward(self, output_size, align_corners, *scales)
-        out.resize_(r.shape)
-        return out.copy_(r)
+        return write_out(out, r)
 
     register(name)(forward)
     register(name + ".out")(forward_out)
