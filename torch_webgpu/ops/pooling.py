@@ -7,7 +7,7 @@ import torch
 
 from .codegen.pooling import launch_pool
 from .elementwise import operand
-from .out_args import write_out
+from .out_args import out_variant
 from .reductions import cast_into
 from .registry import register
 from .tensor_buffers import buffer_id, new_empty
@@ -71,14 +71,6 @@ def max_pool2d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1,
     return _finish(out, shape, self.dtype), idx.reshape(shape)
 
 
-@register("max_pool2d_with_indices.out")
-def max_pool2d_with_indices_out(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False, *, out,
-                                indices):
-    """aten.max_pool2d_with_indices.out."""
-    v, i = max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode)
-    return write_out(out, v), write_out(indices, i)
-
-
 @register("max_pool2d_with_indices_backward")
 def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode,
                                      indices):
@@ -112,14 +104,6 @@ def avg_pool2d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_i
     out = new_empty((x.shape[0], oh, ow), torch.float32, self)
     launch_pool("avg", operand(x), buffer_id(out), geometry, out.numel())
     return _finish(out, (*self.shape[:-2], oh, ow), self.dtype)
-
-
-@register("avg_pool2d.out")
-def avg_pool2d_out(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
-                   divisor_override=None, *, out):
-    """aten.avg_pool2d.out."""
-    r = avg_pool2d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
-    return write_out(out, r)
 
 
 @register("avg_pool2d_backward")
@@ -173,13 +157,6 @@ def adaptive_max_pool2d(self, output_size):
     return _finish(out, shape, self.dtype), idx.reshape(shape)
 
 
-@register("adaptive_max_pool2d.out")
-def adaptive_max_pool2d_out(self, output_size, *, out, indices):
-    """aten.adaptive_max_pool2d.out."""
-    v, i = adaptive_max_pool2d(self, output_size)
-    return write_out(out, v), write_out(indices, i)
-
-
 @register("adaptive_max_pool2d_backward")
 def adaptive_max_pool2d_backward(grad_output, self, indices):
     """aten.adaptive_max_pool2d_backward."""
@@ -191,3 +168,9 @@ def adaptive_max_pool2d_backward(grad_output, self, indices):
     launch_pool("adaptive_max_bwd", operand(x), buffer_id(gi), geometry, gi.numel(),
                 (buffer_id(g), buffer_id(idx)), g.dtype)
     return _finish(gi, self.shape, self.dtype)
+
+
+# out= overloads: the functional kernel's results written into the given tensors
+register("max_pool2d_with_indices.out")(out_variant(max_pool2d_with_indices, "out", "indices"))
+register("avg_pool2d.out")(out_variant(avg_pool2d, "out"))
+register("adaptive_max_pool2d.out")(out_variant(adaptive_max_pool2d, "out", "indices"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from .out_args import write_out
+from .out_args import out_variant
 from .registry import register
 
 aten = torch.ops.aten
@@ -82,26 +82,11 @@ def max_pool3d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1,
                 lambda t: aten.max_pool2d_with_indices(t, *depth, ceil_mode))
 
 
-@register("max_pool3d_with_indices.out")
-def max_pool3d_with_indices_out(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False, *, out,
-                                indices):
-    """aten.max_pool3d_with_indices.out."""
-    v, i = max_pool3d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode)
-    return write_out(out, v), write_out(indices, i)
-
-
 @register("max_pool3d_with_indices_backward")
 def max_pool3d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode,
                                      indices):
     """aten.max_pool3d_with_indices_backward: the gradient scatter-added at the max indices."""
     return _scatter_grad(grad_output, self, indices)
-
-
-@register("max_pool3d_with_indices_backward.grad_input")
-def max_pool3d_with_indices_backward_out(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode,
-                                         indices, *, grad_input):
-    """aten.max_pool3d_with_indices_backward.grad_input."""
-    return write_out(grad_input, _scatter_grad(grad_output, self, indices))
 
 
 @register("adaptive_max_pool3d")
@@ -113,23 +98,10 @@ def adaptive_max_pool3d(self, output_size):
                 lambda t: aten.adaptive_max_pool2d(t, (od, t.shape[-1])))
 
 
-@register("adaptive_max_pool3d.out")
-def adaptive_max_pool3d_out(self, output_size, *, out, indices):
-    """aten.adaptive_max_pool3d.out."""
-    v, i = adaptive_max_pool3d(self, output_size)
-    return write_out(out, v), write_out(indices, i)
-
-
 @register("adaptive_max_pool3d_backward")
 def adaptive_max_pool3d_backward(grad_output, self, indices):
     """aten.adaptive_max_pool3d_backward."""
     return _scatter_grad(grad_output, self, indices)
-
-
-@register("adaptive_max_pool3d_backward.grad_input")
-def adaptive_max_pool3d_backward_out(grad_output, self, indices, *, grad_input):
-    """aten.adaptive_max_pool3d_backward.grad_input."""
-    return write_out(grad_input, _scatter_grad(grad_output, self, indices))
 
 
 def _avg_passes(kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
@@ -156,14 +128,6 @@ def avg_pool3d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_i
     return (out / divisor_override if divisor_override else out).to(self.dtype)
 
 
-@register("avg_pool3d.out")
-def avg_pool3d_out(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
-                   divisor_override=None, *, out):
-    """aten.avg_pool3d.out."""
-    return write_out(out, avg_pool3d(self, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                                     divisor_override))
-
-
 def _avg_backward(grad_output, self, first, second, scale) -> torch.Tensor:
     """The two 2-d backwards in reverse order (`first`/`second`: extra args of each 2-d backward)."""
     p, d, h, w = _split(self)
@@ -185,15 +149,6 @@ def avg_pool3d_backward(grad_output, self, kernel_size, stride, padding, ceil_mo
                          lambda g, x: aten.avg_pool2d_backward(g, x, *second), divisor_override)
 
 
-@register("avg_pool3d_backward.grad_input")
-def avg_pool3d_backward_out(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                            divisor_override, *, grad_input):
-    """aten.avg_pool3d_backward.grad_input."""
-    grad = avg_pool3d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                               divisor_override)
-    return write_out(grad_input, grad)
-
-
 @register("_adaptive_avg_pool3d")
 def adaptive_avg_pool3d(self, output_size):
     """aten._adaptive_avg_pool3d."""
@@ -205,12 +160,6 @@ def adaptive_avg_pool3d(self, output_size):
     return v2.reshape(*self.shape[:-3], od, oh, ow).to(self.dtype)
 
 
-@register("_adaptive_avg_pool3d.out")
-def adaptive_avg_pool3d_out(self, output_size, *, out):
-    """aten._adaptive_avg_pool3d.out."""
-    return write_out(out, adaptive_avg_pool3d(self, output_size))
-
-
 @register("_adaptive_avg_pool3d_backward")
 def adaptive_avg_pool3d_backward(grad_output, self):
     """aten._adaptive_avg_pool3d_backward."""
@@ -218,7 +167,13 @@ def adaptive_avg_pool3d_backward(grad_output, self):
                          aten._adaptive_avg_pool2d_backward, None)
 
 
-@register("_adaptive_avg_pool3d_backward.out")
-def adaptive_avg_pool3d_backward_out(grad_output, self, *, out):
-    """aten._adaptive_avg_pool3d_backward.out."""
-    return write_out(out, adaptive_avg_pool3d_backward(grad_output, self))
+# out= overloads: the functional kernel's results written into the given tensors
+register("max_pool3d_with_indices.out")(out_variant(max_pool3d_with_indices, "out", "indices"))
+register("max_pool3d_with_indices_backward.grad_input")(
+    out_variant(max_pool3d_with_indices_backward, "grad_input"))
+register("adaptive_max_pool3d.out")(out_variant(adaptive_max_pool3d, "out", "indices"))
+register("adaptive_max_pool3d_backward.grad_input")(out_variant(adaptive_max_pool3d_backward, "grad_input"))
+register("avg_pool3d.out")(out_variant(avg_pool3d, "out"))
+register("avg_pool3d_backward.grad_input")(out_variant(avg_pool3d_backward, "grad_input"))
+register("_adaptive_avg_pool3d.out")(out_variant(adaptive_avg_pool3d, "out"))
+register("_adaptive_avg_pool3d_backward.out")(out_variant(adaptive_avg_pool3d_backward, "out"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from .bitonic import sort_permutation
-from .out_args import write_out
+from .out_args import out_variant
 from .registry import register
 
 
@@ -34,19 +34,6 @@ def sort_stable(self, *, stable=None, dim=-1, descending=False):
     return _sort(self, dim, descending)
 
 
-@register("sort.values_stable")
-def sort_values_stable(self, *, stable=None, dim=-1, descending=False, values, indices):
-    """torch.sort(out=(values, indices))."""
-    v, i = _sort(self, dim, descending)
-    return write_out(values, v), write_out(indices, i)
-
-
-@register("sort.values")
-def sort_values(self, dim=-1, descending=False, *, values, indices):
-    """torch.sort(out=(values, indices))."""
-    return sort_values_stable(self, dim=dim, descending=descending, values=values, indices=indices)
-
-
 @register("topk")
 def topk(self, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     """torch.topk (the first k of a stable sort)."""
@@ -58,13 +45,6 @@ def topk(self, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     if self.dim() == 0:
         return v, i
     return v.narrow(d, 0, k).contiguous(), i.narrow(d, 0, k).contiguous()
-
-
-@register("topk.values")
-def topk_values(self, k, dim=-1, largest=True, sorted=True, *, values, indices):  # noqa: A002
-    """torch.topk(out=(values, indices))."""
-    v, i = topk(self, k, dim, largest, sorted)
-    return write_out(values, v), write_out(indices, i)
 
 
 def _pick(self, dim: int, keepdim: bool, position) -> tuple[torch.Tensor, torch.Tensor]:
@@ -107,13 +87,6 @@ def median_dim(self, dim, keepdim=False):
     return _median(self, dim, keepdim)
 
 
-@register("median.dim_values")
-def median_dim_values(self, dim, keepdim=False, *, values, indices):
-    """torch.median(dim=, out=)."""
-    v, i = _median(self, dim, keepdim)
-    return write_out(values, v), write_out(indices, i)
-
-
 @register("median")
 def median(self):
     """torch.median() of all elements."""
@@ -126,13 +99,6 @@ def median(self):
 def nanmedian_dim(self, dim, keepdim=False):
     """torch.nanmedian(dim=) -> (values, indices)."""
     return _median(self, dim, keepdim, skip_nan=True)
-
-
-@register("nanmedian.dim_values")
-def nanmedian_dim_values(self, dim, keepdim=False, *, values, indices):
-    """torch.nanmedian(dim=, out=)."""
-    v, i = _median(self, dim, keepdim, skip_nan=True)
-    return write_out(values, v), write_out(indices, i)
 
 
 @register("nanmedian")
@@ -152,8 +118,10 @@ def kthvalue(self, k, dim=-1, keepdim=False):
     return _pick(self, dim, keepdim, k - 1)
 
 
-@register("kthvalue.values")
-def kthvalue_values(self, k, dim=-1, keepdim=False, *, values, indices):
-    """torch.kthvalue(out=)."""
-    v, i = kthvalue(self, k, dim, keepdim)
-    return write_out(values, v), write_out(indices, i)
+# out= overloads: the functional kernel's results written into the given tensors
+register("sort.values_stable")(out_variant(sort_stable, "values", "indices"))
+register("sort.values")(out_variant(sort, "values", "indices"))
+register("topk.values")(out_variant(topk, "values", "indices"))
+register("median.dim_values")(out_variant(median_dim, "values", "indices"))
+register("nanmedian.dim_values")(out_variant(nanmedian_dim, "values", "indices"))
+register("kthvalue.values")(out_variant(kthvalue, "values", "indices"))
