@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 RUNTIME_BACKENDS = ("dawn", "wgpu")  # raw runtime (no torch): tiny-dispatch cost
-TORCH_BACKENDS = ("webgpu-compiled", "webgpu-eager", "torch-cpu", "torch-cuda", "inductor-cuda")
+TORCH_BACKENDS = ("webgpu-compiled", "webgpu-eager", "iree-vulkan", "torch-cpu", "torch-cuda",
+                  "inductor-cuda")
 ALL_BACKENDS = RUNTIME_BACKENDS + TORCH_BACKENDS
 
 
@@ -29,17 +30,67 @@ def _identity(fn: Callable, key: str = "") -> Callable:
     return fn
 
 
+def _prepared(bundle_dir: Path, key: str, suffix: str = "") -> Path:
+    from .bundled import bundle_key
+
+    path = bundle_dir / (bundle_key(key) + suffix)
+    if not path.exists():
+        raise FileNotFoundError(f"no prepared bundle {path}; run `python -m benchmarks prepare`")
+    return path
+
+
 def _bundle_wrapper(bundle_dir: Path) -> Callable[[Callable, str], Callable]:
-    """Run each figure from its prepared bundle (GPU machines carry bundles, not the compiler)."""
+    """Run each figure from its prepared bundle (GPU machines carry bundles, not the compiler); a model's
+    weights come from the module built here (bundles are prepared with external weights)."""
     from torch_webgpu import load
 
+    from .bundled import model_weights
+
     def wrap(fn: Callable, key: str = "") -> Callable:
-        path = bundle_dir / key
-        if not path.exists():
-            raise FileNotFoundError(f"no prepared bundle {path}; run `python -m benchmarks prepare`")
-        return load(path)
+        return load(_prepared(bundle_dir, key), weights=model_weights(fn))
 
     return wrap
+
+
+def _iree_vulkan_wrapper(bundle_dir: Path | None) -> Callable[[Callable, str], Callable]:
+    """Run each figure's IREE output on IREE's Vulkan runtime: a prepared .vmfb (weights as for bundles),
+    or, where the compiler is installed, one compiled on first call."""
+    from .bundled import IREE_DIR, bundle_key, model_weights, vmfb_constants
+    from .iree_vulkan import IREEVulkanFunction
+
+    def wrap(fn: Callable, key: str = "") -> Callable:
+        if bundle_dir is not None:
+            from torch_webgpu.bundle.loader import load_plan
+
+            _, plan = load_plan(_prepared(bundle_dir, key), weights=model_weights(fn))
+            vmfb = _prepared(bundle_dir / IREE_DIR, key, ".vmfb")
+            constants = vmfb_constants(bundle_dir, bundle_key(key), list(plan.constants.values()))
+            return IREEVulkanFunction(vmfb, constants)
+        return _CompileOnFirstCall(fn, key, IREEVulkanFunction)
+
+    return wrap
+
+
+class _CompileOnFirstCall:
+    """Trace `fn` with the first call's inputs, compile it to a .vmfb, then run that (no bundles here)."""
+
+    def __init__(self, fn: Callable, key: str, runner: type):
+        self.fn, self.key, self.runner, self.compiled = fn, key, runner, None
+
+    def __call__(self, *args):
+        if self.compiled is None:
+            import tempfile
+
+            from torch_webgpu.bundle import exporter as ex
+
+            from .iree_vulkan import compile_vmfb
+
+            target = ex.make_target("auto")
+            traced = ex.trace(self.fn, list(args))
+            path = Path(tempfile.mkdtemp(prefix="torch-webgpu-iree-")) / "main.vmfb"
+            path.write_bytes(compile_vmfb(ex.iree_input_text(traced, target), target.iree))
+            self.compiled = self.runner(path, ex.prepared_constants(traced))
+        return self.compiled(*args)
 
 
 def compiler_available() -> bool:
@@ -77,6 +128,12 @@ def available_torch_backends(requested: list[str], bundle_dir: Path | None = Non
             else:
                 wrap = _identity
             out.append(TorchBackend(name, "webgpu", wrap, torch.webgpu.synchronize))
+        elif name == "iree-vulkan":
+            if not (compiler_available() or (bundle_dir is not None and (bundle_dir / "iree").is_dir())):
+                continue
+            # IREE's `main` returns once the GPU is done: nothing to synchronise.
+            out.append(TorchBackend(name, "cpu", _iree_vulkan_wrapper(
+                None if compiler_available() else bundle_dir), lambda: None))
         elif name == "torch-cpu":
             out.append(TorchBackend(name, "cpu", _identity, lambda: None))
         elif name in ("torch-cuda", "inductor-cuda") and torch.cuda.is_available():

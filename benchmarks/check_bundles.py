@@ -1,42 +1,72 @@
-"""Correctness of prepared benchmark bundles on this machine's adapter, against torch CPU (f64 reference).
+"""Correctness of prepared benchmark bundles (and their IREE .vmfb) on this machine, against torch CPU.
 
-`python -m benchmarks.check_bundles .bundles` — run on the GPU machine before trusting its timings.
+`python -m benchmarks.check_bundles .bundles [--smoke]` — run on the GPU machine before trusting its
+timings. Every prepared figure's module is rebuilt here (same seed), run on torch CPU, and compared with
+its bundle on the WebGPU adapter and its .vmfb on IREE's Vulkan runtime, given the same weights.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 import torch
 
-from torch_webgpu import load
-
-REFERENCES = {
-    "matmul": lambda a, b: a @ b,
-    "add": lambda a, b: a + b,
-    "sum": lambda a, b: a.sum() + 0 * b[0],
-}
+from .bundled import IREE_DIR, bundle_cases, model_weights, vmfb_constants
+from .harness import Settings
 
 
-def check(bundle_dir: Path) -> int:
-    """Run every bundle in `bundle_dir` on webgpu tensors and compare with torch; returns failures."""
+def _first(result):
+    return result[0] if isinstance(result, (list, tuple)) else result
+
+
+def _compare(label: str, got, want) -> bool:
+    try:
+        torch.testing.assert_close(torch.as_tensor(got).float(), want.float(), rtol=2e-3, atol=2e-2)
+        print(f"{label}: matches torch CPU")
+        return True
+    except AssertionError as exc:
+        print(f"{label}: MISMATCH {' '.join(str(exc).splitlines()[:3])}")
+        return False
+
+
+def check(bundle_dir: Path, settings: Settings) -> int:
+    """Compare every prepared bundle and .vmfb in `bundle_dir` with torch CPU; returns the failures."""
+    import numpy as np
+
+    from torch_webgpu import load
+
     failures = 0
-    for path in sorted(p for p in bundle_dir.iterdir() if p.is_dir()):
-        reference = REFERENCES[path.name.split("-")[0]]
-        bundle = load(path)
-        a, b = (torch.randn(*spec["shape"]) for spec in bundle.inputs)
-        got = bundle(a.to("webgpu"), b.to("webgpu"))
-        got = (got[0] if isinstance(got, (list, tuple)) else got).to("cpu")
-        want = reference(a.double(), b.double()).float()
-        try:
-            torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-2)
-            print(f"{path.name}: matches torch CPU")
-        except AssertionError as exc:
-            failures += 1
-            print(f"{path.name}: MISMATCH {str(exc).splitlines()[0:3]}")
+    for key, module, inputs in bundle_cases(settings, max_binding_bytes=1 << 62):
+        path = bundle_dir / key
+        if not path.is_dir():
+            continue
+        with torch.no_grad():
+            want = _first(module(*inputs))
+        weights = model_weights(module)
+        bundle = load(path, weights=weights)
+        got = _first(bundle(*[x.numpy() for x in inputs]))
+        failures += not _compare(f"{key} (bundle on WebGPU)", np.asarray(got), want)
+        vmfb = bundle_dir / IREE_DIR / f"{key}.vmfb"
+        if vmfb.exists():
+            from .iree_vulkan import IREEVulkanFunction
+
+            constants = vmfb_constants(bundle_dir, key, list(bundle.plan.constants.values()))
+            fn = IREEVulkanFunction(vmfb, constants)
+            failures += not _compare(f"{key} (IREE Vulkan)", fn.to_numpy(_first(fn(*inputs))), want)
+        bundle.release()
     return failures
 
 
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments and check."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.check_bundles", description=__doc__)
+    parser.add_argument("bundles", type=Path, nargs="?", default=Path(".bundles"))
+    parser.add_argument("--smoke", action="store_true", help="the bundles were prepared with --smoke")
+    args = parser.parse_args(argv)
+    return 1 if check(args.bundles, Settings(smoke=args.smoke)) else 0
+
+
 if __name__ == "__main__":
-    sys.exit(1 if check(Path(sys.argv[1] if len(sys.argv) > 1 else ".bundles")) else 0)
+    sys.exit(main())

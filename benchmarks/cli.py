@@ -10,30 +10,9 @@ from tqdm import tqdm
 
 from .backends import ALL_BACKENDS
 from .harness import Settings
-from .report import failure_table, markdown_table, plot, run_metadata, write_json
+from .report import failure_table, markdown_table, plot, profile_table, run_metadata, write_json
 
 SUITES = {"micro": ["tiny_dispatch", "eager_per_op", "matmul", "bandwidth"], "models": ["models"]}
-
-
-BUNDLED_SUITES = ["matmul", "bandwidth"]
-
-
-def prepare_bundles(out: Path, settings: Settings, target: str) -> None:
-    """Export every bundled figure's module with its example inputs into `out/<key>`."""
-    from torch_webgpu import export
-
-    cases = []
-    for name in BUNDLED_SUITES:
-        cases += importlib.import_module(f"benchmarks.suites.{name}").bundle_cases(settings)
-    out.mkdir(parents=True, exist_ok=True)
-    failed = []
-    for key, module, inputs in tqdm(cases, desc="bundles", unit="bundle"):
-        try:
-            export(module.eval(), list(inputs), out / key, target=target)
-        except Exception as exc:  # the run reports the missing bundle as a failed figure
-            failed.append(f"{key}: {type(exc).__name__}: {exc}")
-            tqdm.write(f"bundle {key} not prepared: {failed[-1]}")
-    print(f"prepared {len(cases) - len(failed)} of {len(cases)} bundles in {out}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -53,10 +32,15 @@ def main(argv: list[str] | None = None) -> None:
     prep = sub.add_parser("prepare", help="compile the webgpu-compiled figures into bundles (GPU machines)")
     prep.add_argument("--out", type=Path, required=True)
     prep.add_argument("--smoke", action="store_true")
-    prep.add_argument("--target", default="webgpu-core", help="bundle target profile (auto|webgpu-core)")
+    prep.add_argument("--target", default="webgpu-core",
+                      help="bundle target: auto, webgpu-core, or the GPU machine's adapter FILE.json "
+                           "(`torch-webgpu adapter --json` there)")
+    prep.add_argument("--no-iree", action="store_true", help="skip the .vmfb files for IREE's Vulkan runtime")
     args = parser.parse_args(argv)
     if args.command == "prepare":
-        prepare_bundles(args.out, Settings(smoke=args.smoke), args.target)
+        from .bundled import prepare
+
+        prepare(args.out, Settings(smoke=args.smoke), args.target, iree=not args.no_iree)
         return
 
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
@@ -79,8 +63,8 @@ def main(argv: list[str] | None = None) -> None:
 
     args.out.mkdir(parents=True, exist_ok=True)
     write_json(results, run_metadata(get_runtime().info.describe()), args.out / "results.json",
-               settings.failures)
-    table = markdown_table(results) + failure_table(settings.failures)
+               settings.failures, settings.profiles)
+    table = markdown_table(results) + profile_table(settings.profiles) + failure_table(settings.failures)
     (args.out / "results.md").write_text(table)
     plot(results, args.out / "results.png")
     print(table)

@@ -39,6 +39,19 @@ class Failure:
 
 
 @dataclass
+class DispatchProfile:
+    """Where one call of a compiled figure spends GPU time: dispatch count and the costliest kernels."""
+
+    name: str
+    backend: str
+    dispatches: int
+    gpu_ms: float           # sum of per-dispatch GPU times
+    wall_ms: float          # the same call's wall-clock time (the rest is host and submission overhead)
+    source: str             # "timestamp" (GPU timestamp queries) or "wall-clock"
+    top: list[tuple[str, int, float]] = field(default_factory=list)   # (kernel, dispatches, ms)
+
+
+@dataclass
 class Settings:
     """How hard to measure: `smoke` shrinks sizes and repeats to a CI-sized run."""
 
@@ -46,6 +59,7 @@ class Settings:
     repeats: int = 5
     warmup: int = 2
     failures: list[Failure] = field(default_factory=list)
+    profiles: list[DispatchProfile] = field(default_factory=list)
     bundle_dir: Path | None = None  # prepared bundles for webgpu-compiled where the compiler is absent
 
     def record_failure(self, suite: str, name: str, backend: str, exc: BaseException) -> None:
@@ -82,9 +96,31 @@ def summarize(suite: str, name: str, backend: str, unit: str, values: list[float
                        len(values), params or {})
 
 
+def profile_dispatches(call: Callable[[], object], name: str, backend: str, top: int = 5) -> DispatchProfile:
+    """Run `call` once under the runtime's per-dispatch GPU timer and summarise it by kernel."""
+    from collections import Counter
+
+    from torch_webgpu.runtime import get_runtime
+
+    rt = get_runtime()
+    start = time.perf_counter()
+    with rt.profile() as timings:
+        call()
+    wall = time.perf_counter() - start
+    counts, seconds = Counter(), Counter()
+    for t in timings:
+        counts[t.label] += 1
+        seconds[t.label] += t.seconds
+    ranked = [(label, counts[label], s * 1e3) for label, s in seconds.most_common(top)]
+    source = timings[0].source if timings else "none"
+    return DispatchProfile(name, backend, len(timings), sum(seconds.values()) * 1e3, wall * 1e3, source,
+                           ranked)
+
+
 def time_figure(settings: Settings, backend, suite: str, name: str, module, key: str,
-                args: tuple) -> list[float] | None:
-    """Seconds per call of `module(*args)` wrapped for `backend` (and synchronised), per repeat.
+                args: tuple, profile: bool = False) -> list[float] | None:
+    """Seconds per call of `module(*args)` wrapped for `backend` (and synchronised), per repeat; with
+    `profile`, a webgpu figure is also run once under the per-dispatch GPU timer (`settings.profiles`).
 
     None when the figure cannot be measured; the failure is recorded in `settings` with its cause.
     """
@@ -95,7 +131,10 @@ def time_figure(settings: Settings, backend, suite: str, name: str, module, key:
             fn(*args)
             backend.synchronize()
 
-        return time_repeats(call, settings)
+        times = time_repeats(call, settings)
+        if profile and backend.device == "webgpu":
+            settings.profiles.append(profile_dispatches(call, name, backend.name))
+        return times
     except Exception as exc:  # e.g. an op the compiler cannot lower yet, or no prepared bundle
         settings.record_failure(suite, name, backend.name, exc)
         return None

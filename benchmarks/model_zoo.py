@@ -92,6 +92,23 @@ def _gpt2(tiny: bool) -> ModelCase:
                      lambda: (torch.randint(0, cfg.vocab_size, (1, seq)),), seq, "tokens/s")
 
 
+def _gpt2_decode(tiny: bool) -> ModelCase:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from .gpt2_decode import GPT2StaticDecode, decode_inputs
+
+    cfg = (GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=128, n_positions=64) if tiny
+           else GPT2Config())
+    max_len = 16 if tiny else 256
+
+    def build():
+        return GPT2StaticDecode(GPT2LMHeadModel(cfg), max_len)
+
+    # One token per call at position max_len/2 of a static cache: tokens/s is decode speed.
+    return ModelCase(f"GPT-2{' tiny' if tiny else ' small'} decode (KV cache {max_len})", build,
+                     lambda: decode_inputs(cfg, max_len, max_len // 2), 1, "tokens/s")
+
+
 def _bert(tiny: bool) -> ModelCase:
     from transformers import BertConfig, BertModel
 
@@ -126,4 +143,4 @@ class _LogitsOnly(nn.Module):
 
 def model_cases(tiny: bool) -> list[ModelCase]:
     """Every benchmark model, tiny (smoke) or full size."""
-    return [_mlp(tiny), _resnet(tiny), _gpt2(tiny), _bert(tiny), _vit(tiny)]
+    return [_mlp(tiny), _resnet(tiny), _gpt2(tiny), _gpt2_decode(tiny), _bert(tiny), _vit(tiny)]

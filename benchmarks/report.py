@@ -8,13 +8,30 @@ from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
 
-from .harness import Failure, Measurement
+from .harness import DispatchProfile, Failure, Measurement
 
 
-def write_json(results: list[Measurement], meta: dict, path: Path, failures: list[Failure]) -> None:
-    """All measurements, the figures that failed, and run metadata."""
+def write_json(results: list[Measurement], meta: dict, path: Path, failures: list[Failure],
+               profiles: list[DispatchProfile] = ()) -> None:
+    """All measurements, the figures that failed, per-dispatch profiles, and run metadata."""
     path.write_text(json.dumps({"meta": meta, "results": [r.as_dict() for r in results],
-                                "failures": [asdict(f) for f in failures]}, indent=1))
+                                "failures": [asdict(f) for f in failures],
+                                "profiles": [asdict(p) for p in profiles]}, indent=1))
+
+
+def profile_table(profiles: list[DispatchProfile]) -> str:
+    """Markdown: per profiled call, dispatch count, GPU time vs wall time, and the costliest kernels."""
+    if not profiles:
+        return ""
+    rows = ["", "Where the time goes (one call, per-dispatch GPU times):", "",
+            "| benchmark | backend | dispatches | GPU ms (sum) | wall ms | timer "
+            "| costliest kernels (count, ms) |",
+            "| --- | --- | --- | --- | --- | --- | --- |"]
+    for p in profiles:
+        top = "; ".join(f"{label} ({n}, {ms:.3f})" for label, n, ms in p.top)
+        rows.append(f"| {p.name} | {p.backend} | {p.dispatches} | {p.gpu_ms:.3f} | {p.wall_ms:.3f} | "
+                    f"{p.source} | {top} |")
+    return "\n".join(rows) + "\n"
 
 
 def failure_table(failures: list[Failure]) -> str:

@@ -34,15 +34,13 @@ class Sum(torch.nn.Module):
 
 
 OPS = {"add": (Add, 3), "sum": (Sum, 1)}
-# Bundles target the portable webgpu-core profile, whose storage bindings stop at 128 MiB.
-BUNDLE_MAX_MIB = 64
 
 
-def bundle_cases(settings: Settings) -> list[tuple[str, torch.nn.Module, tuple]]:
-    """(key, module, example inputs) for every compiled figure, to prepare as bundles."""
+def bundle_cases(settings: Settings, max_binding_bytes: int) -> list[tuple[str, torch.nn.Module, tuple]]:
+    """(key, module, example inputs) for every compiled figure that fits the target's storage bindings."""
     cases = []
     for size in sizes_mb(settings, "gpu", False):
-        if size <= BUNDLE_MAX_MIB:
+        if size * MB <= max_binding_bytes:
             numel = size * MB // 4
             for name, (module, _) in OPS.items():
                 cases.append((f"{name}-{size}mib", module(), (torch.randn(numel), torch.randn(numel))))
@@ -59,7 +57,8 @@ def run(settings: Settings, backends: list[str]) -> list[Measurement]:
             args = (torch.randn(numel).to(backend.device), torch.randn(numel).to(backend.device))
             for op, (module, passes) in OPS.items():
                 name = f"{op} f32 {size} MiB"
-                times = time_figure(settings, backend, "micro", name, module(), f"{op}-{size}mib", args)
+                times = time_figure(settings, backend, "micro", name, module(), f"{op}-{size}mib", args,
+                                    profile=backend.name == "webgpu-compiled")
                 if times is not None:
                     moved = passes * numel * 4
                     results.append(summarize("micro", name, backend.name, "GB/s",

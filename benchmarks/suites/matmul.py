@@ -24,7 +24,7 @@ class MatMul(torch.nn.Module):
         return a @ b
 
 
-def bundle_cases(settings: Settings) -> list[tuple[str, torch.nn.Module, tuple]]:
+def bundle_cases(settings: Settings, max_binding_bytes: int) -> list[tuple[str, torch.nn.Module, tuple]]:
     """(key, module, example inputs) for every compiled figure, to prepare as bundles."""
     return [(f"matmul-{n}", MatMul(), (torch.randn(n, n), torch.randn(n, n)))
             for n in sizes(settings, "gpu", False)]
@@ -40,7 +40,8 @@ def run(settings: Settings, backends: list[str]) -> list[Measurement]:
             args = (torch.randn(n, n, generator=gen).to(backend.device),
                     torch.randn(n, n, generator=gen).to(backend.device))
             name = f"matmul f32 {n}^3"
-            times = time_figure(settings, backend, "micro", name, MatMul(), f"matmul-{n}", args)
+            times = time_figure(settings, backend, "micro", name, MatMul(), f"matmul-{n}", args,
+                                profile=backend.name == "webgpu-compiled")
             if times is not None:
                 flops = 2.0 * n ** 3
                 results.append(summarize("micro", name, backend.name, "TFLOP/s",

@@ -9,6 +9,17 @@ from ..harness import Measurement, Settings, summarize, time_figure
 from ..model_zoo import model_cases
 
 
+def bundle_cases(settings: Settings, max_binding_bytes: int) -> list[tuple[str, torch.nn.Module, tuple]]:
+    """(key, module, example inputs) of every model at the size a GPU run measures (seeded like `run`)."""
+    from ..bundled import bundle_key
+
+    cases = []
+    for case in model_cases(settings.smoke):
+        torch.manual_seed(0)
+        cases.append((bundle_key(f"model-{case.name}"), case.build().eval(), case.inputs()))
+    return cases
+
+
 def run(settings: Settings, backends: list[str]) -> list[Measurement]:
     """ms per call and items/s for each model on each backend (eval mode, no grad)."""
     # Full-size models on a software rasteriser take minutes per call.
@@ -23,7 +34,7 @@ def run(settings: Settings, backends: list[str]) -> list[Measurement]:
             args = tuple(t.to(backend.device) for t in inputs)
             with torch.no_grad():
                 times = time_figure(settings, backend, "models", case.name, placed, f"model-{case.name}",
-                                    args)
+                                    args, profile=backend.name == "webgpu-compiled")
             if times is None:
                 continue
             params = {"items": case.items, "tiny": tiny}

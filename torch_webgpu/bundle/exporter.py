@@ -105,7 +105,8 @@ def trace(model: Any, example_inputs: Sequence[Any], f16: bool = False) -> Trace
             value = operator.attrgetter(node.target)(gm)
             name = "_w_" + node.target.replace(".", "_")
             setattr(gm, name, value.detach() if isinstance(value, torch.Tensor) else value)
-            weight_names[name] = node.target
+            if node.target in program.state_dict:   # non-persistent buffers stay in the bundle
+                weight_names[name] = node.target
             node.target = name
     gm.graph.lint()
     gm.recompile()
@@ -127,6 +128,11 @@ def _prepare(traced: TracedModel) -> Any:
     if prepared.kept_inputs != list(range(len(traced.example_inputs))):
         raise NotImplementedError("a bundle's inputs must all reach the compiled graph")
     return prepared
+
+
+def prepared_constants(traced: TracedModel) -> list[Any]:
+    """The constants the compiled graph takes after the model's inputs, in order (as numpy arrays)."""
+    return [t.detach().cpu().numpy() for t in _prepare(traced).constants]
 
 
 def high_ir_text(traced: TracedModel) -> str:
@@ -201,16 +207,17 @@ def _split_external_weights(plan: Any, traced: TracedModel) -> tuple[Any, dict[s
     the loader takes those weights from the caller (`load(path, weights=model.state_dict())`)."""
     import copy
 
-    names = _constant_weight_names(traced)
-    if len(names) != len(plan.constants):
-        raise RuntimeError(f"the plan has {len(plan.constants)} constants but the model {len(names)} "
-                           "weights; export without external weights")
+    # The compiler names the graph's constants `_const_<k>`; any other plan constant (IREE's own) stays.
+    names = {f"_const_{k}": name for k, name in enumerate(_constant_weight_names(traced))}
+    if not set(names) <= set(plan.constants):
+        raise RuntimeError("the plan's constants do not match the model's weights; export without external "
+                           "weights")
     external, kept = {}, {}
-    for (const, value), name in zip(plan.constants.items(), names, strict=True):
-        if name is None:
+    for const, value in plan.constants.items():
+        if names.get(const) is None:
             kept[const] = value
         else:
-            external[const] = {"name": name, "shape": list(value.shape), "dtype": str(value.dtype)}
+            external[const] = {"name": names[const], "shape": list(value.shape), "dtype": str(value.dtype)}
     stripped = copy.copy(plan)
     stripped.constants = kept
     return stripped, {"order": list(plan.constants), "weights": external}

@@ -114,10 +114,8 @@ def _bind_external_weights(path: Path, plan: Plan, external: dict[str, Any], wei
     plan.constants = {name: bound.get(name, plan.constants.get(name)) for name in external["order"]}
 
 
-def load(path: str | Path, rt: Any = None, weights: Mapping | None = None) -> Bundle:
-    """Load a bundle (directory or .zip): verify format and hashes, check the adapter, bind the plan.
-
-    `weights` (name -> array or tensor) supplies the weights of a bundle exported with external weights."""
+def load_plan(path: str | Path, weights: Mapping | None = None) -> tuple[dict[str, Any], Plan]:
+    """The verified manifest and plan of a bundle, with its weights bound (no device needed)."""
     path = Path(path)
     manifest, files = read_bundle(path)
     for key in ("inputs", "outputs", "requires", "plan"):
@@ -127,4 +125,12 @@ def load(path: str | Path, rt: Any = None, weights: Mapping | None = None) -> Bu
         plan = Plan.from_doc(copy.deepcopy(manifest["plan"]), directory)
     if "external_weights" in manifest:
         _bind_external_weights(path, plan, manifest["external_weights"], weights)
-    return Bundle(path, manifest, plan, rt)
+    return manifest, plan
+
+
+def load(path: str | Path, rt: Any = None, weights: Mapping | None = None) -> Bundle:
+    """Load a bundle (directory or .zip): verify format and hashes, check the adapter, bind the plan.
+
+    `weights` (name -> array or tensor) supplies the weights of a bundle exported with external weights."""
+    manifest, plan = load_plan(path, weights)
+    return Bundle(Path(path), manifest, plan, rt)

@@ -1,0 +1,82 @@
+"""Figures that GPU machines run from prepared bundles (they carry no compiler): preparing them here,
+finding them there, and the weights a bundle with external weights is given."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from .harness import Settings
+
+BUNDLED_SUITES = ["matmul", "bandwidth", "models"]
+# <bundles>/iree/<key>.vmfb (+ .json: the dtypes of its trailing constants): the same IREE output, for
+# IREE's own Vulkan runtime.
+IREE_DIR = "iree"
+
+
+def bundle_key(name: str) -> str:
+    """A figure's key as a file name (letters, digits, '.', '_', '-')."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-")
+
+
+def bundle_cases(settings: Settings, max_binding_bytes: int) -> list[tuple[str, Any, tuple]]:
+    """(key, module, example inputs) of every bundled figure, at the sizes a GPU run measures."""
+    cases = []
+    for name in BUNDLED_SUITES:
+        module = importlib.import_module(f"benchmarks.suites.{name}")
+        cases += module.bundle_cases(settings, max_binding_bytes)
+    return cases
+
+
+def model_weights(module: Any) -> dict[str, Any]:
+    """Every parameter and buffer of `module` by its state-dict name (tied weights under each name)."""
+    weights = dict(module.named_buffers(remove_duplicate=False))
+    weights.update(module.named_parameters(remove_duplicate=False))
+    return weights
+
+
+def prepare(out: Path, settings: Settings, target_name: str, iree: bool = True) -> list[str]:
+    """Export every bundled figure into `out/<key>` (weights left out: the GPU machine builds the same
+    model and passes them) and, with `iree`, its Vulkan .vmfb into `out/iree/<key>.vmfb`.
+
+    Returns the failures (key: error); the run reports those figures as not measured."""
+    import torch
+
+    from torch_webgpu.bundle import exporter as ex
+
+    target = ex.make_target(target_name)
+    cases = bundle_cases(settings, target.iree.max_binding_bytes)
+    (out / IREE_DIR).mkdir(parents=True, exist_ok=True)
+    failed = []
+    for key, module, inputs in tqdm(cases, desc="bundles", unit="bundle"):
+        try:
+            traced = ex.trace(module.eval(), list(inputs))
+            plan = ex.compile_traced(traced, target)
+            ex.write_plan_bundle(plan, traced, target, out / key, source=f"benchmarks:{key}",
+                                 external_weights=True)
+            if iree:
+                from .iree_vulkan import compile_vmfb
+
+                vmfb = compile_vmfb(ex.iree_input_text(traced, target), target.iree)
+                (out / IREE_DIR / f"{key}.vmfb").write_bytes(vmfb)
+                # The plan keeps 64-bit constants as int32; IREE's `main` takes them in their own dtype.
+                dtypes = [str(c.dtype) for c in ex.prepared_constants(traced)]
+                (out / IREE_DIR / f"{key}.json").write_text(json.dumps({"constant_dtypes": dtypes}))
+        except Exception as exc:  # the run reports the missing bundle as a failed figure
+            failed.append(f"{key}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+            tqdm.write(f"bundle {key} not prepared: {failed[-1]}")
+        finally:
+            torch.compiler.reset()
+    print(f"prepared {len(cases) - len(failed)} of {len(cases)} bundles in {out} for target {target.name}")
+    return failed
+
+
+def vmfb_constants(bundle_dir: Path, key: str, plan_constants: list[Any]) -> list[Any]:
+    """The plan's constants in the dtypes the prepared .vmfb of `key` takes."""
+    doc = json.loads((bundle_dir / IREE_DIR / f"{key}.json").read_text())
+    return [c.astype(d) for c, d in zip(plan_constants, doc["constant_dtypes"], strict=True)]
