@@ -113,3 +113,22 @@ def test_out_resized_by_the_call_is_not_planned(webgpu):
     torch.neg(a, out=out)  # resizes `out`: replaying would skip the resize
     assert _builds() == builds
     torch.testing.assert_close(out.cpu(), -a_cpu)
+
+
+def test_random_kernels_are_not_planned(webgpu):
+    x = torch.empty(64, device=webgpu)
+    builds = _builds()
+    first = x.uniform_().cpu().clone()
+    second = x.uniform_().cpu()
+    assert not torch.equal(first, second)  # a replayed plan would repeat the generator's offset
+    assert _builds() == builds
+
+
+def test_uploads_are_not_planned(webgpu):
+    builds = _builds()
+    for value in (1.5, 1.5, -2.0):
+        t = torch.full((3,), value).to(webgpu)
+        torch.testing.assert_close(t.cpu(), torch.full((3,), value))
+        scalar = torch.tensor(value).to(webgpu)
+        assert scalar.item() == value
+    assert _builds() == builds

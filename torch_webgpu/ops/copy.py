@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from . import strided
+from .codegen.recording import dispatch, unreplayable
 from .dtypes import check_supported
 from .registry import register
 from .tensor_buffers import (
@@ -92,7 +93,7 @@ def copy_on_device(src: torch.Tensor, dst: torch.Tensor) -> None:
     lay = strided.layout(dst.shape, src.stride(), dst.stride(), op="copy_")
     kernel = rt.kernel(_copy_wgsl(src.dtype, dst.dtype), label=f"copy_{src.dtype}_{dst.dtype}")
     params = rt.constant(pack_u32(lay.words([src_offset, dst_offset])))
-    rt.dispatch(kernel, [params, src_binding, dst_binding], strided.grid(lay.numel))
+    dispatch(kernel, [params, src_binding, dst_binding], strided.grid(lay.numel))
 
 
 def _raw_bytes(t: torch.Tensor) -> memoryview:
@@ -109,6 +110,7 @@ def upload(src: torch.Tensor, dst: torch.Tensor) -> None:
     """
     if dst.numel() == 0:
         return
+    unreplayable()  # the host values are no part of a launch plan's signature
     check_supported(dst.dtype, "copy to webgpu")
     host = src.to(dst.dtype).expand(dst.shape).contiguous()
     nbytes = dst.numel() * dst.element_size()

@@ -235,7 +235,7 @@ def register_table(ops: Sequence[EltOp] = OPS) -> list[str]:
                     schema = _schema(qualified)
                     if not _schema_matches(spec, schema):
                         continue
-                    register(qualified, planned=True)(_make_kernel(spec, schema, inplace))
+                    register(qualified)(_make_kernel(spec, schema, inplace))
                     done.append(qualified)
     return done
 
@@ -274,19 +274,19 @@ def clamp(self, min=None, max=None, *, out=None, inplace=False):  # noqa: A002 (
     return run_formula("clamp", expr, kind, shape, values, names, [], dst)
 
 
-@register("clamp", "clamp.Tensor", planned=True)
+@register("clamp", "clamp.Tensor")
 def clamp_functional(self, min=None, max=None):  # noqa: A002
     """torch.clamp."""
     return clamp(self, min, max)
 
 
-@register("clamp.out", "clamp.Tensor_out", planned=True)
+@register("clamp.out", "clamp.Tensor_out")
 def clamp_out(self, min=None, max=None, *, out):  # noqa: A002
     """torch.clamp(out=)."""
     return clamp(self, min, max, out=out)
 
 
-@register("clamp_", "clamp_.Tensor", planned=True)
+@register("clamp_", "clamp_.Tensor")
 def clamp_inplace(self, min=None, max=None):  # noqa: A002
     """Tensor.clamp_."""
     return clamp(self, min, max, inplace=True)
@@ -310,13 +310,13 @@ def where(condition, self, other, out=None):
     return run_formula("where", _WHERE[kind], kind, shape, (condition, self, other), "abc", [], dst)
 
 
-@register("where.self", planned=True)
+@register("where.self")
 def where_functional(condition, self, other):
     """torch.where."""
     return where(condition, self, other)
 
 
-@register("where.self_out", planned=True)
+@register("where.self_out")
 def where_out(condition, self, other, *, out):
     """torch.where(out=)."""
     return where(condition, self, other, out)

@@ -1,16 +1,16 @@
 """Launch plans: a repeated eager call replays the dispatches of its first call instead of re-running Python.
 
-A planned kernel (`register(..., planned=True)`) looks up its call signature: every argument's value, and
-for each webgpu tensor its dtype, shape, strides, storage offset, storage size and which other arguments
-share its buffer (plus the default dtype). On a miss the kernel runs normally while
+Every registered kernel (ops/registry.py; `planned=False` opts out) looks up its call signature: every
+argument's value, and for each webgpu tensor its dtype, shape, strides, storage offset, storage size and
+which other arguments share its buffer (plus the default dtype). On a miss the kernel runs normally while
 codegen/recording.py captures its dispatches; the capture becomes a plan when everything the call did can
 be re-expressed through its arguments and the fresh tensors it returned: no temporaries, no copies,
-fills, downloads or dispatches made outside `recording.dispatch`, no argument resized, no view returned.
-On a hit the plan allocates the outputs and re-records the same kernels with the same parameter blocks
-and workgroup counts on the new buffer ids: the type promotion, broadcasting, stride coalescing,
-parameter packing and WGSL lookup of the kernel are skipped. A call that raises is never planned, so
-errors stay those of the kernel. Only kernels whose launches depend on nothing but the signature opt in
-(not the random ones, whose parameter blocks change per call).
+fills, uploads, downloads or dispatches made outside `recording.dispatch`, no argument resized, no view
+returned, no random numbers drawn (the generator's offset moved). Otherwise the signature is remembered
+as unplannable and always runs the kernel. On a hit the plan allocates the outputs and re-records the
+same kernels with the same parameter blocks and workgroup counts on the new buffer ids: the type
+promotion, broadcasting, stride coalescing, parameter packing and WGSL lookup of the kernel are
+skipped. A call that raises is never planned, so errors stay those of the kernel.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ MAX_PLANS = 4096  # per kernel; the table starts over when full
 _counts = {"builds": 0, "hits": 0}
 _PLAIN = (str, torch.dtype, torch.memory_format, torch.layout, torch.device)
 _WEBGPU = torch.device("webgpu", 0)
+_UNSEEN = object()
 
 
 def stats() -> dict[str, int]:
@@ -83,9 +84,9 @@ class Plan:
         self.dispatches = dispatches  # (kernel, binding templates, workgroups, label)
 
     def replay(self, tensors: list, ids: list) -> Any:
-        """Allocate the outputs and record the planned dispatches on this call's buffers."""
+        """Allocate the outputs and record the planned dispatches on this call's buffers (extends `ids`)."""
         results = []
-        slots = list(ids)
+        slots = ids  # argument buffers, then the new outputs' buffers
         for out in self.outputs:
             if type(out) is int:
                 results.append(tensors[out])
@@ -114,6 +115,8 @@ def _build(rt: Any, key: tuple, args: tuple, kwargs: dict, tensors: list, ids: l
            capture: list, dispatches_before: int, commands_before: int) -> Plan | None:
     """A plan reproducing this call, or None if the call did anything a plan cannot replay."""
     recorded = len(capture)
+    if None in capture:
+        return None  # uploads (see recording.unreplayable)
     if rt.dispatches - dispatches_before != recorded or rt.recorder.commands - commands_before != recorded:
         return None  # copies, fills, downloads or dispatches outside recording.dispatch
     if _signature(args, kwargs, [], []) != key or rt is not get_runtime():
@@ -160,9 +163,16 @@ def _build(rt: Any, key: tuple, args: tuple, kwargs: dict, tensors: list, ids: l
     return Plan(rt, outputs, result_type, planned)
 
 
+def _philox_offset() -> int:
+    """The webgpu generator's offset: random kernels advance it, and their plans would repeat numbers."""
+    from ..device import default_generators
+
+    return default_generators[0].get_offset()
+
+
 def planned(fn: F) -> F:
     """Wrap an eager kernel so that repeated call signatures replay its launch plan."""
-    plans: dict[tuple, Plan] = {}
+    plans: dict[tuple, Plan | None] = {}  # None: this signature did something a plan cannot replay
 
     @functools.wraps(fn)
     def kernel(*args, **kwargs):
@@ -171,20 +181,25 @@ def planned(fn: F) -> F:
         key = _signature(args, kwargs, tensors, ids)
         if key is None:
             return fn(*args, **kwargs)
-        plan = plans.get(key)
-        if plan is not None and plan.rt is get_runtime():
+        plan = plans.get(key, _UNSEEN)
+        if plan is None:
+            return fn(*args, **kwargs)
+        rt = get_runtime()
+        if plan is not _UNSEEN and plan.rt is rt:
             _counts["hits"] += 1
             return plan.replay(tensors, ids)
-        rt = get_runtime()
         dispatches_before, commands_before = rt.dispatches, rt.recorder.commands
+        offset_before = _philox_offset()
         with recording() as capture:
             result = fn(*args, **kwargs)
-        plan = _build(rt, key, args, kwargs, tensors, ids, result, capture, dispatches_before,
-                      commands_before)
+        plan = None
+        if _philox_offset() == offset_before:
+            plan = _build(rt, key, args, kwargs, tensors, ids, result, capture, dispatches_before,
+                          commands_before)
+        if len(plans) >= MAX_PLANS:
+            plans.clear()
+        plans[key] = plan
         if plan is not None:
-            if len(plans) >= MAX_PLANS:
-                plans.clear()
-            plans[key] = plan
             _counts["builds"] += 1
         return result
 

@@ -71,7 +71,7 @@ def _mm_shapes(op: str, a: torch.Tensor, b: torch.Tensor) -> None:
                            f"{b.shape[0]}x{b.shape[1]})")
 
 
-@register("mm", planned=True)
+@register("mm")
 def mm(self, mat2):
     """torch.mm."""
     dtype = _check_float("mm", self, mat2)
@@ -79,7 +79,7 @@ def mm(self, mat2):
     return _product("mm", self, mat2, new_empty((self.shape[0], mat2.shape[1]), dtype, self))
 
 
-@register("mm.out", planned=True)
+@register("mm.out")
 def mm_out(self, mat2, *, out):
     """torch.mm(out=)."""
     _check_float("mm", self, mat2)
@@ -96,7 +96,7 @@ def _bmm_shapes(a: torch.Tensor, b: torch.Tensor) -> None:
                            f"[{a.shape[0]}, {a.shape[2]}] but got: [{b.shape[0]}, {b.shape[1]}].")
 
 
-@register("bmm", planned=True)
+@register("bmm")
 def bmm(self, mat2):
     """torch.bmm."""
     dtype = _check_float("bmm", self, mat2)
@@ -104,7 +104,7 @@ def bmm(self, mat2):
     return _product("bmm", self, mat2, new_empty((self.shape[0], self.shape[1], mat2.shape[2]), dtype, self))
 
 
-@register("bmm.out", planned=True)
+@register("bmm.out")
 def bmm_out(self, mat2, *, out):
     """torch.bmm(out=)."""
     _check_float("bmm", self, mat2)
@@ -125,13 +125,13 @@ def _addmm(self, mat1, mat2, beta, alpha, out=None, inplace=False):
     return _product("addmm", mat1, mat2, dst, bias, alpha, beta)
 
 
-@register("addmm", planned=True)
+@register("addmm")
 def addmm(self, mat1, mat2, *, beta=1, alpha=1):
     """torch.addmm."""
     return _addmm(self, mat1, mat2, beta, alpha)
 
 
-@register("addmm.out", planned=True)
+@register("addmm.out")
 def addmm_out(self, mat1, mat2, *, beta=1, alpha=1, out):
     """torch.addmm(out=)."""
     if out is self or (out.data_ptr() == self.data_ptr() and out.numel()):
@@ -139,7 +139,7 @@ def addmm_out(self, mat1, mat2, *, beta=1, alpha=1, out):
     return _addmm(self, mat1, mat2, beta, alpha, out)
 
 
-@register("addmm_", planned=True)
+@register("addmm_")
 def addmm_inplace(self, mat1, mat2, *, beta=1, alpha=1):
     """Tensor.addmm_."""
     return _addmm(self, mat1, mat2, beta, alpha, inplace=True)
@@ -155,19 +155,19 @@ def _baddbmm(self, batch1, batch2, beta, alpha, out=None, inplace=False):
     return _product("baddbmm", batch1, batch2, dst, bias, alpha, beta)
 
 
-@register("baddbmm", planned=True)
+@register("baddbmm")
 def baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
     """torch.baddbmm."""
     return _baddbmm(self, batch1, batch2, beta, alpha)
 
 
-@register("baddbmm.out", planned=True)
+@register("baddbmm.out")
 def baddbmm_out(self, batch1, batch2, *, beta=1, alpha=1, out):
     """torch.baddbmm(out=)."""
     return _baddbmm(self, batch1, batch2, beta, alpha, out)
 
 
-@register("baddbmm_", planned=True)
+@register("baddbmm_")
 def baddbmm_inplace(self, batch1, batch2, *, beta=1, alpha=1):
     """Tensor.baddbmm_."""
     return _baddbmm(self, batch1, batch2, beta, alpha, inplace=True)
@@ -184,31 +184,31 @@ def _mv(op, self, vec, bias=None, beta=0.0, alpha=1.0, out=None):
     return dst
 
 
-@register("mv", planned=True)
+@register("mv")
 def mv(self, vec):
     """torch.mv."""
     return _mv("mv", self, vec)
 
 
-@register("mv.out", planned=True)
+@register("mv.out")
 def mv_out(self, vec, *, out):
     """torch.mv(out=)."""
     return _mv("mv", self, vec, out=out)
 
 
-@register("addmv", planned=True)
+@register("addmv")
 def addmv(self, mat, vec, *, beta=1, alpha=1):
     """torch.addmv."""
     return _mv("addmv", mat, vec, self, beta, alpha)
 
 
-@register("addmv.out", planned=True)
+@register("addmv.out")
 def addmv_out(self, mat, vec, *, beta=1, alpha=1, out):
     """torch.addmv(out=)."""
     return _mv("addmv", mat, vec, self, beta, alpha, out)
 
 
-@register("dot", planned=True)
+@register("dot")
 def dot(self, tensor):
     """torch.dot."""
     _check_float("dot", self, tensor)

@@ -11,6 +11,7 @@ from ..runtime import get_runtime
 from .codegen.dtypes import convert, dtype_info
 from .codegen.elementwise import grid, launch
 from .codegen.operand import pack_u32
+from .codegen.recording import dispatch
 from .codegen.reduction import launch_reduce
 from .codegen.wgsl_math import PRELUDE
 from .elementwise import operand
@@ -142,61 +143,61 @@ def _sum_dtype(op: str, x: torch.Tensor, dtype) -> torch.dtype:
 # ---- sum / mean / prod / nansum ------------------------------------------------------------------------
 
 
-@register("sum.dim_IntList", planned=True)
+@register("sum.dim_IntList")
 def sum_dim(self, dim, keepdim=False, *, dtype=None):
     """torch.sum(dim=...)."""
     return reduce("sum", "sum", self, dim, keepdim, _sum_dtype("sum", self, dtype))
 
 
-@register("sum.IntList_out", planned=True)
+@register("sum.IntList_out")
 def sum_out(self, dim, keepdim=False, *, dtype=None, out):
     """torch.sum(dim=..., out=)."""
     return reduce("sum", "sum", self, dim, keepdim, _sum_dtype("sum", self, dtype), out)
 
 
-@register("sum", planned=True)
+@register("sum")
 def sum_all(self, *, dtype=None):
     """torch.sum()."""
     return reduce("sum", "sum", self, None, False, _sum_dtype("sum", self, dtype))
 
 
-@register("nansum", planned=True)
+@register("nansum")
 def nansum(self, dim=None, keepdim=False, *, dtype=None):
     """torch.nansum."""
     return reduce("nansum", "nansum", self, dim, keepdim, _sum_dtype("nansum", self, dtype))
 
 
-@register("mean.dim", planned=True)
+@register("mean.dim")
 def mean_dim(self, dim, keepdim=False, *, dtype=None):
     """torch.mean(dim=...)."""
     return reduce("mean", "mean", self, dim, keepdim, _float_result("mean", self, dtype))
 
 
-@register("mean.out", planned=True)
+@register("mean.out")
 def mean_out(self, dim, keepdim=False, *, dtype=None, out):
     """torch.mean(dim=..., out=)."""
     return reduce("mean", "mean", self, dim, keepdim, _float_result("mean", self, dtype), out)
 
 
-@register("mean", planned=True)
+@register("mean")
 def mean_all(self, *, dtype=None):
     """torch.mean()."""
     return reduce("mean", "mean", self, None, False, _float_result("mean", self, dtype))
 
 
-@register("prod.dim_int", planned=True)
+@register("prod.dim_int")
 def prod_dim(self, dim, keepdim=False, *, dtype=None):
     """torch.prod(dim=...)."""
     return reduce("prod", "prod", self, dim, keepdim, _sum_dtype("prod", self, dtype))
 
 
-@register("prod.int_out", planned=True)
+@register("prod.int_out")
 def prod_out(self, dim, keepdim=False, *, dtype=None, out):
     """torch.prod(dim=..., out=)."""
     return reduce("prod", "prod", self, dim, keepdim, _sum_dtype("prod", self, dtype), out)
 
 
-@register("prod", planned=True)
+@register("prod")
 def prod_all(self, *, dtype=None):
     """torch.prod()."""
     return reduce("prod", "prod", self, None, False, _sum_dtype("prod", self, dtype))
@@ -211,31 +212,31 @@ def _minmax(op: str, spec: str, self, dim, keepdim, out=None):
     return reduce(op, spec, self, dim, keepdim, self.dtype, out)
 
 
-@register("amax", planned=True)
+@register("amax")
 def amax(self, dim=(), keepdim=False):
     """torch.amax."""
     return _minmax("amax", "amax", self, dim, keepdim)
 
 
-@register("amax.out", planned=True)
+@register("amax.out")
 def amax_out(self, dim=(), keepdim=False, *, out):
     """torch.amax(out=)."""
     return _minmax("amax", "amax", self, dim, keepdim, out)
 
 
-@register("amin", planned=True)
+@register("amin")
 def amin(self, dim=(), keepdim=False):
     """torch.amin."""
     return _minmax("amin", "amin", self, dim, keepdim)
 
 
-@register("amin.out", planned=True)
+@register("amin.out")
 def amin_out(self, dim=(), keepdim=False, *, out):
     """torch.amin(out=)."""
     return _minmax("amin", "amin", self, dim, keepdim, out)
 
 
-@register("max", planned=True)
+@register("max")
 def max_all(self):
     """torch.max() of all elements."""
     if self.numel() == 0:
@@ -244,7 +245,7 @@ def max_all(self):
     return reduce("max", "amax", self, None, False, self.dtype)
 
 
-@register("min", planned=True)
+@register("min")
 def min_all(self):
     """torch.min() of all elements."""
     if self.numel() == 0:
@@ -263,26 +264,26 @@ def _with_indices(op: str, self, dim, keepdim):
     return values, indices
 
 
-@register("max.dim", planned=True)
+@register("max.dim")
 def max_dim(self, dim, keepdim=False):
     """torch.max(dim=) -> (values, indices)."""
     return _with_indices("max", self, dim, keepdim)
 
 
-@register("min.dim", planned=True)
+@register("min.dim")
 def min_dim(self, dim, keepdim=False):
     """torch.min(dim=) -> (values, indices)."""
     return _with_indices("min", self, dim, keepdim)
 
 
-@register("max.dim_max", planned=True)
+@register("max.dim_max")
 def max_dim_out(self, dim, keepdim=False, *, max, max_values):  # noqa: A002
     """torch.max(dim=, out=(values, indices))."""
     v, i = _with_indices("max", self, dim, keepdim)
     return _finish("max", v, self.dtype, max), _finish("max", i, torch.int64, max_values)
 
 
-@register("min.dim_min", planned=True)
+@register("min.dim_min")
 def min_dim_out(self, dim, keepdim=False, *, min, min_indices):  # noqa: A002
     """torch.min(dim=, out=(values, indices))."""
     v, i = _with_indices("min", self, dim, keepdim)
@@ -302,25 +303,25 @@ def _arg(op: str, self, dim, keepdim, out=None):
     return _finish(op, idx, torch.int64, out)
 
 
-@register("argmax", planned=True)
+@register("argmax")
 def argmax(self, dim=None, keepdim=False):
     """torch.argmax."""
     return _arg("argmax", self, dim, keepdim)
 
 
-@register("argmax.out", planned=True)
+@register("argmax.out")
 def argmax_out(self, dim=None, keepdim=False, *, out):
     """torch.argmax(out=)."""
     return _arg("argmax", self, dim, keepdim, out)
 
 
-@register("argmin", planned=True)
+@register("argmin")
 def argmin(self, dim=None, keepdim=False):
     """torch.argmin."""
     return _arg("argmin", self, dim, keepdim)
 
 
-@register("argmin.out", planned=True)
+@register("argmin.out")
 def argmin_out(self, dim=None, keepdim=False, *, out):
     """torch.argmin(out=)."""
     return _arg("argmin", self, dim, keepdim, out)
@@ -333,42 +334,42 @@ def _correction(correction) -> float:
     return 1.0 if correction is None else float(correction)
 
 
-@register("var.correction", planned=True)
+@register("var.correction")
 def var(self, dim=None, *, correction=None, keepdim=False):
     """torch.var."""
     return reduce("var", "var", self, dim, keepdim, _float_result("var", self, None),
                   scalars={"correction": _correction(correction)})
 
 
-@register("var.correction_out", planned=True)
+@register("var.correction_out")
 def var_out(self, dim=None, *, correction=None, keepdim=False, out):
     """torch.var(out=)."""
     return reduce("var", "var", self, dim, keepdim, _float_result("var", self, None), out,
                   scalars={"correction": _correction(correction)})
 
 
-@register("std.correction", planned=True)
+@register("std.correction")
 def std(self, dim=None, *, correction=None, keepdim=False):
     """torch.std."""
     return reduce("std", "std", self, dim, keepdim, _float_result("std", self, None),
                   scalars={"correction": _correction(correction)})
 
 
-@register("std.correction_out", planned=True)
+@register("std.correction_out")
 def std_out(self, dim=None, *, correction=None, keepdim=False, out):
     """torch.std(out=)."""
     return reduce("std", "std", self, dim, keepdim, _float_result("std", self, None), out,
                   scalars={"correction": _correction(correction)})
 
 
-@register("var_mean.correction", planned=True)
+@register("var_mean.correction")
 def var_mean(self, dim=None, *, correction=None, keepdim=False):
     """torch.var_mean."""
     return var(self, dim, correction=correction, keepdim=keepdim), mean_dim(self, dim, keepdim) \
         if dim is not None else mean_dim(self, [], keepdim)
 
 
-@register("std_mean.correction", planned=True)
+@register("std_mean.correction")
 def std_mean(self, dim=None, *, correction=None, keepdim=False):
     """torch.std_mean."""
     return std(self, dim, correction=correction, keepdim=keepdim), mean_dim(self, dim if dim is not None
@@ -394,26 +395,25 @@ def _norm(self, ord, dim, keepdim, dtype, out=None):  # noqa: A002
     return reduce("linalg.vector_norm", "normp", self, dim, keepdim, result, out, scalars={"p": p})
 
 
-@register("linalg_vector_norm", planned=True)
+@register("linalg_vector_norm")
 def vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     """torch.linalg.vector_norm (torch.norm routes here)."""
     return _norm(self, ord, dim, keepdim, dtype)
 
 
-@register("norm.ScalarOpt_dim", "norm.Scalar", "norm.ScalarOpt_dim_dtype", "norm.ScalarOpt_dtype",
-          planned=True)
+@register("norm.ScalarOpt_dim", "norm.Scalar", "norm.ScalarOpt_dim_dtype", "norm.ScalarOpt_dtype")
 def norm(self, p=2, dim=None, keepdim=False, *, dtype=None):
     """torch.norm (vector norms)."""
     return _norm(self, 2 if p is None else p, dim, keepdim, dtype)
 
 
-@register("norm.out", "norm.dtype_out", "norm.Scalar_out", "norm.ScalarOpt_dtype_out", planned=True)
+@register("norm.out", "norm.dtype_out", "norm.Scalar_out", "norm.ScalarOpt_dtype_out")
 def norm_out(self, p=2, dim=None, keepdim=False, *, dtype=None, out):
     """torch.norm(out=)."""
     return _norm(self, 2 if p is None else p, dim, keepdim, dtype, out)
 
 
-@register("linalg_vector_norm.out", planned=True)
+@register("linalg_vector_norm.out")
 def vector_norm_out(self, ord=2, dim=None, keepdim=False, *, dtype=None, out):  # noqa: A002
     """torch.linalg.vector_norm(out=)."""
     return _norm(self, ord, dim, keepdim, dtype, out)
@@ -425,39 +425,39 @@ def _bool_reduce(op: str, self, dim, keepdim, out=None):
 
 
 # One kernel per variant family: the overloads differ only in which arguments they may omit.
-@register("all", "all.dims", "all.dim", planned=True)
+@register("all", "all.dims", "all.dim")
 def all_(self, dim=None, keepdim=False):
     """torch.all (whole tensor, one dim or several)."""
     return _bool_reduce("all", self, dim, keepdim)
 
 
-@register("all.out", "all.dims_out", "all.all_out", planned=True)
+@register("all.out", "all.dims_out", "all.all_out")
 def all_out(self, dim=None, keepdim=False, *, out):
     """torch.all(..., out=)."""
     return _bool_reduce("all", self, dim, keepdim, out)
 
 
 # One kernel per variant family: the overloads differ only in which arguments they may omit.
-@register("any", "any.dims", "any.dim", planned=True)
+@register("any", "any.dims", "any.dim")
 def any_(self, dim=None, keepdim=False):
     """torch.any (whole tensor, one dim or several)."""
     return _bool_reduce("any", self, dim, keepdim)
 
 
-@register("any.out", "any.dims_out", "any.all_out", planned=True)
+@register("any.out", "any.dims_out", "any.all_out")
 def any_out(self, dim=None, keepdim=False, *, out):
     """torch.any(..., out=)."""
     return _bool_reduce("any", self, dim, keepdim, out)
 
 
-@register("logsumexp", planned=True)
+@register("logsumexp")
 def logsumexp(self, dim, keepdim=False):
     """torch.logsumexp."""
     result = self.dtype if self.dtype.is_floating_point else torch.get_default_dtype()
     return reduce("logsumexp", "logsumexp", self, dim, keepdim, result)
 
 
-@register("logsumexp.out", planned=True)
+@register("logsumexp.out")
 def logsumexp_out(self, dim, keepdim=False, *, out):
     """torch.logsumexp(out=)."""
     result = self.dtype if self.dtype.is_floating_point else torch.get_default_dtype()
@@ -521,7 +521,7 @@ def _scan(op: str, self, dim: int, dtype, out=None):
         o = operand(moved)
         params = [rows, length, len(outer), o.offset, o.strides[-1], *pad(outer), *pad(o.strides[:-1])]
         rt = get_runtime()
-        rt.dispatch(rt.kernel(src, label=op), [rt.constant(pack_u32(params)), buffer_id(moved), buffer_id(y)],
+        dispatch(rt.kernel(src, label=op), [rt.constant(pack_u32(params)), buffer_id(moved), buffer_id(y)],
                     grid(rows, 64), label=op)
     y = y.movedim(-1, dim).reshape(self.shape)
     if out is None:
@@ -532,49 +532,49 @@ def _scan(op: str, self, dim: int, dtype, out=None):
     return cast_into(y, out)
 
 
-@register("cumsum", planned=True)
+@register("cumsum")
 def cumsum(self, dim, *, dtype=None):
     """torch.cumsum."""
     return _scan("cumsum", self, dim, dtype)
 
 
-@register("cumsum.out", planned=True)
+@register("cumsum.out")
 def cumsum_out(self, dim, *, dtype=None, out):
     """torch.cumsum(out=)."""
     return _scan("cumsum", self, dim, dtype, out)
 
 
-@register("cumsum_", planned=True)
+@register("cumsum_")
 def cumsum_inplace(self, dim, *, dtype=None):
     """Tensor.cumsum_."""
     return _scan("cumsum", self, dim, dtype, self)
 
 
-@register("cumprod", planned=True)
+@register("cumprod")
 def cumprod(self, dim, *, dtype=None):
     """torch.cumprod."""
     return _scan("cumprod", self, dim, dtype)
 
 
-@register("cumprod.out", planned=True)
+@register("cumprod.out")
 def cumprod_out(self, dim, *, dtype=None, out):
     """torch.cumprod(out=)."""
     return _scan("cumprod", self, dim, dtype, out)
 
 
-@register("cumprod_", planned=True)
+@register("cumprod_")
 def cumprod_inplace(self, dim, *, dtype=None):
     """Tensor.cumprod_."""
     return _scan("cumprod", self, dim, dtype, self)
 
 
-@register("_logcumsumexp", planned=True)
+@register("_logcumsumexp")
 def logcumsumexp(self, dim):
     """torch.logcumsumexp."""
     return _scan("logcumsumexp", self, dim, None)
 
 
-@register("_logcumsumexp.out", planned=True)
+@register("_logcumsumexp.out")
 def logcumsumexp_out(self, dim, *, out):
     """torch.logcumsumexp(out=)."""
     return _scan("logcumsumexp", self, dim, None, out)
@@ -583,7 +583,7 @@ def logcumsumexp_out(self, dim, *, out):
 # ---- small composites ------------------------------------------------------------------------------
 
 
-@register("trace", planned=True)
+@register("trace")
 def trace(self):
     """torch.trace (sum of the diagonal view)."""
     if self.dim() != 2:
@@ -591,19 +591,19 @@ def trace(self):
     return self.diagonal().sum()
 
 
-@register("count_nonzero.dim_IntList", planned=True)
+@register("count_nonzero.dim_IntList")
 def count_nonzero_dims(self, dim):
     """torch.count_nonzero(dim=[...]) -> int64."""
     return (self != 0).sum(list(dim))
 
 
-@register("count_nonzero", planned=True)
+@register("count_nonzero")
 def count_nonzero(self, dim=None):
     """torch.count_nonzero(dim=int|None) -> int64."""
     return (self != 0).sum() if dim is None else (self != 0).sum(dim)
 
 
-@register("aminmax", planned=True)
+@register("aminmax")
 def aminmax(self, *, dim=None, keepdim=False):
     """torch.aminmax -> (min, max)."""
     if dim is None:
@@ -615,7 +615,7 @@ def aminmax(self, *, dim=None, keepdim=False):
     return self.amin(dim, keepdim), self.amax(dim, keepdim)
 
 
-@register("aminmax.out", planned=True)
+@register("aminmax.out")
 def aminmax_out(self, *, dim=None, keepdim=False, min, max):  # noqa: A002
     """torch.aminmax(out=(min, max))."""
     lo, hi = aminmax(self, dim=dim, keepdim=keepdim)
@@ -673,7 +673,7 @@ def _cum_extreme(op: str, self, values, indices, dim):
         o = operand(moved)
         params = [rows, length, len(outer), o.offset, o.strides[-1], *outer, *pad, *o.strides[:-1], *pad]
         rt = get_runtime()
-        rt.dispatch(rt.kernel(src, label=op), [rt.constant(pack_u32(params)), buffer_id(moved), buffer_id(y),
+        dispatch(rt.kernel(src, label=op), [rt.constant(pack_u32(params)), buffer_id(moved), buffer_id(y),
                                                 buffer_id(idx)], grid(rows, 64), label=op)
     y = y.movedim(-1, dim).reshape(self.shape)
     idx = idx.movedim(-1, dim).reshape(self.shape)
@@ -683,13 +683,13 @@ def _cum_extreme(op: str, self, values, indices, dim):
     indices.copy_(idx)
 
 
-@register("_cummax_helper", planned=True)
+@register("_cummax_helper")
 def cummax_helper(self, values, indices, dim):
     """aten._cummax_helper (torch.cummax writes through it)."""
     _cum_extreme("cummax", self, values, indices, dim)
 
 
-@register("_cummin_helper", planned=True)
+@register("_cummin_helper")
 def cummin_helper(self, values, indices, dim):
     """aten._cummin_helper (torch.cummin writes through it)."""
     _cum_extreme("cummin", self, values, indices, dim)

@@ -35,11 +35,11 @@ _LIB = torch.library.Library("aten", "IMPL", DISPATCH_KEY)  # noqa: TOR901 (kept
 _REGISTERED: dict[str, Callable] = {}
 
 
-def register(*op_names: str, planned: bool = False) -> Callable[[F], F]:
+def register(*op_names: str, planned: bool = True) -> Callable[[F], F]:
     """Decorator: register the function as the webgpu kernel of each named aten overload.
 
-    `planned=True` replays a launch plan for repeated call signatures (ops/launch_cache.py): only for
-    kernels whose dispatches depend on nothing but their arguments' metadata and scalar values.
+    Repeated call signatures replay a launch plan (ops/launch_cache.py), which checks that a call's
+    work can be replayed; `planned=False` opts a kernel out.
     """
     if not op_names:
         raise ValueError("register() needs at least one aten op name, e.g. register('abs.out')")

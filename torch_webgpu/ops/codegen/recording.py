@@ -1,7 +1,8 @@
 """The one place op kernels record dispatches, so an op's launches can be captured and replayed.
 
 `dispatch` forwards to the runtime and, while `recording()` blocks are open on this thread, appends what
-it recorded to each of them. ops/launch_cache.py turns such a capture into a launch plan.
+it recorded to each of them; `unreplayable()` marks them as holding work a replay would miss (uploads).
+ops/launch_cache.py turns such a capture into a launch plan.
 """
 
 from __future__ import annotations
@@ -32,9 +33,16 @@ def dispatch(kernel: Kernel, bindings: Sequence[Binding], workgroups: Sequence[i
             capture.append(entry)
 
 
+def unreplayable() -> None:
+    """Mark every open capture of this thread as not replayable (the caller does work besides dispatches)."""
+    for capture in getattr(_local, "captures", None) or ():
+        capture.append(None)
+
+
 @contextlib.contextmanager
 def recording() -> Iterator[list[tuple]]:
-    """Collect (kernel, bindings, workgroups, label) of every dispatch made through `dispatch` inside."""
+    """Collect (kernel, bindings, workgroups, label) of every dispatch made through `dispatch` inside
+    (a None entry: something a replay would miss happened)."""
     captures = getattr(_local, "captures", None)
     if captures is None:
         captures = _local.captures = []
