@@ -40,3 +40,11 @@ def test_unique_empty(webgpu):
     x = torch.empty(0)
     _same(torch.unique(x.to(webgpu), return_inverse=True, return_counts=True),
           torch.unique(x, return_inverse=True, return_counts=True))
+
+
+def test_repeated_shape_new_data(webgpu):
+    # the group count is data-dependent: a second call with the same shape must not reuse the first's
+    for seed in range(3):
+        x = torch.randint(0, 3 + seed, (4, 6), generator=torch.Generator().manual_seed(seed))
+        _same(torch.unique(x.to(webgpu), return_inverse=True, return_counts=True),
+              torch.unique(x, return_inverse=True, return_counts=True))
