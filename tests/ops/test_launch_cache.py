@@ -132,3 +132,22 @@ def test_uploads_are_not_planned(webgpu):
         scalar = torch.tensor(value).to(webgpu)
         assert scalar.item() == value
     assert _builds() == builds
+
+
+def test_foreach_ops_replay_over_tensor_lists(webgpu):
+    params_cpu = [torch.randn(4, 3), torch.randn(5)]
+    grads_cpu = [torch.randn(4, 3), torch.randn(5)]
+    params = [p.to(webgpu) for p in params_cpu]
+    grads = [g.to(webgpu) for g in grads_cpu]
+    builds = None
+    for step in range(3):
+        torch._foreach_add_(params, grads, alpha=-0.1)  # in place: returns None
+        torch._foreach_add_(params_cpu, grads_cpu, alpha=-0.1)
+        roots = torch._foreach_sqrt([p.abs() for p in params])
+        for root, p_cpu in zip(roots, params_cpu, strict=True):
+            torch.testing.assert_close(root.cpu(), p_cpu.abs().sqrt())
+        if step == 0:
+            builds = _builds()
+    assert _builds() == builds
+    for p, p_cpu in zip(params, params_cpu, strict=True):
+        torch.testing.assert_close(p.cpu(), p_cpu)

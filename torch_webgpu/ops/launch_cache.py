@@ -27,11 +27,12 @@ from .codegen.recording import dispatch, recording
 
 F = TypeVar("F", bound=Callable)
 
-MAX_PLANS = 4096  # per kernel; the table starts over when full
+MAX_PLANS = 1024  # per kernel; the table starts over when full (plans hold their parameter buffers)
 _counts = {"builds": 0, "hits": 0}
 _PLAIN = (str, torch.dtype, torch.memory_format, torch.layout, torch.device)
 _WEBGPU = torch.device("webgpu", 0)
 _UNSEEN = object()
+_NONE = type(None)  # result type of the in-place _foreach_* ops
 
 
 def stats() -> dict[str, int]:
@@ -66,12 +67,28 @@ def _signature(args: tuple, kwargs: dict, tensors: list, ids: list) -> tuple | N
         elif v is None or isinstance(v, _PLAIN):
             key.append(v)
         elif t is list or t is tuple:
-            if not all(type(x) is int or type(x) is bool for x in v):
+            if all(type(x) is int or type(x) is bool for x in v):
+                key.append((t, tuple(v), tuple(map(type, v))))
+            elif not _add_tensor_list(key, v, tensors, ids):
                 return None
-            key.append((t, tuple(v), tuple(map(type, v))))
         else:
             return None
     return tuple(key)
+
+
+def _add_tensor_list(key: list, values: list | tuple, tensors: list, ids: list) -> bool:
+    """Key a list of webgpu tensors (the _foreach_* ops' operands); False for anything else in it."""
+    key.append(len(values))
+    for v in values:
+        if not isinstance(v, torch.Tensor) or v.is_cpu or v.is_meta:
+            return False
+        storage = v.untyped_storage()
+        bid = storage.data_ptr() >> 32
+        key.append((v.dtype, v.shape, v.stride(), v.storage_offset(), storage.nbytes(),
+                    ids.index(bid) if bid in ids else -1))
+        ids.append(bid)
+        tensors.append(v)
+    return True
 
 
 class Plan:
@@ -79,8 +96,8 @@ class Plan:
 
     def __init__(self, rt: Any, outputs: list, result_type: type | None, dispatches: list):
         self.rt = rt
-        self.outputs = outputs  # per returned tensor: argument slot (int) or (shape, strides, dtype)
-        self.result_type = result_type  # tuple / list, or None for a single tensor
+        self.outputs = outputs  # per returned item: argument slot (int), (shape, strides, dtype) or None
+        self.result_type = result_type  # tuple / list / NoneType, or None for a single tensor
         self.dispatches = dispatches  # (kernel, binding templates, workgroups, label)
 
     def replay(self, tensors: list, ids: list) -> Any:
@@ -90,6 +107,9 @@ class Plan:
         for out in self.outputs:
             if type(out) is int:
                 results.append(tensors[out])
+                continue
+            if out is None:
+                results.append(None)
                 continue
             shape, strides, dtype = out
             t = torch.empty_strided(shape, strides, dtype=dtype, device=_WEBGPU)
@@ -101,6 +121,8 @@ class Plan:
             dispatch(kernel, binds, counts, label)
         if self.result_type is None:
             return results[0]
+        if self.result_type is _NONE:
+            return None
         return self.result_type(results)
 
 
@@ -122,13 +144,16 @@ def _build(rt: Any, key: tuple, args: tuple, kwargs: dict, tensors: list, ids: l
     if _signature(args, kwargs, [], []) != key or rt is not get_runtime():
         return None  # an argument was resized or swapped its storage
     result_type = None if isinstance(result, torch.Tensor) else type(result)
-    if result_type not in (None, tuple, list):
+    if result_type not in (None, tuple, list, _NONE):
         return None
     slot_of = {}
     for i, bid in enumerate(ids):
         slot_of.setdefault(bid, i)
     outputs: list = []
-    for r in ((result,) if result_type is None else result):
+    for r in ((result,) if result_type is None else () if result_type is _NONE else result):
+        if r is None and result_type is not None:
+            outputs.append(None)  # an output the caller did not ask for (output_mask)
+            continue
         if not isinstance(r, torch.Tensor):
             return None
         arg = next((i for i, t in enumerate(tensors) if t is r), None)
@@ -143,7 +168,7 @@ def _build(rt: Any, key: tuple, args: tuple, kwargs: dict, tensors: list, ids: l
         if bid in slot_of and bid != 0:
             return None  # a view of an argument or of another output
         if bid != 0:
-            slot_of[bid] = len(ids) + sum(1 for o in outputs if type(o) is not int)
+            slot_of[bid] = len(ids) + sum(1 for o in outputs if type(o) is tuple)
         outputs.append((tuple(r.shape), tuple(r.stride()), r.dtype))
     planned = []
     for kernel, bindings, counts, label in capture:
