@@ -5,7 +5,7 @@ import torch
 
 from torch_webgpu.compiler.webgpu_compiler import STATS
 
-from .models import MLP, TransformerBlock
+from .models import MLP, GPT2Logits, TransformerBlock
 
 
 def test_dynamic_mlp_compiles_once_for_batches_2_5_17(rt):
@@ -65,3 +65,17 @@ def test_dynamic_scalar_input_is_refused_with_a_clear_error():
     compiled = torch.compile(lambda x, n: x * n, backend="webgpu", dynamic=True)
     with pytest.raises(Exception, match="not a dimension of a tensor input"):
         compiled(torch.randn(3, 4), 5)
+
+
+@pytest.mark.slow
+def test_dynamic_sequence_length_gpt2():
+    # GPT-2 passes an attention mask and, with dynamic=True, symbolic float attributes (its SDPA scale).
+    torch.manual_seed(0)
+    model = GPT2Logits().eval()
+    compiled = torch.compile(model, backend="webgpu", dynamic=True)
+    graphs = STATS.graphs
+    with torch.no_grad():
+        for t in (8, 5, 13):
+            x = torch.randint(0, 100, (1, t))
+            torch.testing.assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+    assert STATS.graphs - graphs == 1

@@ -16,11 +16,6 @@ def test_unsupported_op_names_op_and_node(fn, op):
     assert op in message and "used by" in message and "f32[8]" in message
 
 
-def test_dynamic_true_is_a_clear_error():
-    with pytest.raises(BackendCompilerFailed, match="dynamic=True"):
-        torch.compile(lambda x: x * 2, backend="webgpu", dynamic=True)(torch.rand(8))
-
-
 def test_int64_input_out_of_int32_range_raises_instead_of_wrapping():
     compiled = torch.compile(lambda x: x + 1, backend="webgpu")
     torch.testing.assert_close(compiled(torch.tensor([1, 2, 3])), torch.tensor([2, 3, 4]))

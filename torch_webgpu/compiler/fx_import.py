@@ -68,6 +68,7 @@ def prepare_graph(gm: torch.fx.GraphModule, example_inputs: list | None = None) 
         constants.append(value.detach())
         last = ph
     _drop_device_transfers(graph)
+    _aliases_torch_mlir_knows(graph)
     _bool_reductions_as_int(graph)
     crop_conv_padding(graph)
     output = next(n for n in graph.nodes if n.op == "output")
@@ -166,6 +167,17 @@ def _drop_device_transfers(graph: torch.fx.Graph) -> None:
                 graph.erase_node(node)
         elif isinstance(node.kwargs.get("device"), torch.device) and node.kwargs["device"].type != "cpu":
             node.kwargs = {**node.kwargs, "device": torch.device("cpu")}
+
+
+_ALIASES = {torch.ops.aten.true_divide.Tensor: torch.ops.aten.div.Tensor}
+
+
+def _aliases_torch_mlir_knows(graph: torch.fx.Graph) -> None:
+    """Ops torch-mlir does not import under their alias name (dynamic=True turns Python float constants
+    into 0-d tensor inputs, and decompositions then divide them with `true_divide`)."""
+    for node in graph.nodes:
+        if node.op == "call_function" and node.target in _ALIASES:
+            node.target = _ALIASES[node.target]
 
 
 def _bool_reductions_as_int(graph: torch.fx.Graph) -> None:

@@ -4,6 +4,12 @@ A plan is self-contained: buffers with sizes, one-time init nodes (constant uplo
 constant computations), per-call nodes (dispatches, fills, copies, barriers), the WGSL of every entry point
 and the constant tensors. It serialises to a directory (plan.json, one .wgsl per entry point,
 constants.safetensors) and loads back without torch-mlir or IREE (issue 6 builds bundles on it).
+
+Dynamic plans (torch.compile(dynamic=True)): input dims unknown at compile time are None in the input
+TensorSpecs, and every number a call needs (buffer sizes, binding offsets and lengths, workgroup counts,
+push constants, output shapes) may be an index expression of the inputs' dims instead of an int: the
+small JSON expression IR of `mlir_passes.host_expr` (`["dim", input, axis]`, `["muli", a, b]`, ...). The
+lowering evaluates them once per input-shape signature.
 """
 
 from __future__ import annotations
@@ -56,9 +62,10 @@ class LowIRNode:
 
 @dataclass
 class TensorSpec:
-    """Shape and dtypes of a graph input/output: `dtype` as torch names it, `device_dtype` as stored."""
+    """Shape and dtypes of a graph input/output: `dtype` as torch names it, `device_dtype` as stored.
+    Dynamic plans: None for an input's symbolic dim, a host_expr expression for an output's."""
 
-    shape: list[int]
+    shape: list
     dtype: str
     device_dtype: str
 
@@ -84,7 +91,8 @@ class Plan:
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
     output_map: list[int | None]          # original outputs -> index in `outputs` (None: a None output)
-    buffers: dict[str, int]               # buffer name -> size in bytes ("g*" global, "t*" transient)
+    buffers: dict[str, Any]               # buffer name -> size in bytes (int or expression; "g*" global,
+                                          # "t*" transient)
     init: list[LowIRNode]
     main: list[LowIRNode]
     executables: dict[str, ExecutableSpec]

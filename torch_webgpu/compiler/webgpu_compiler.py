@@ -166,13 +166,19 @@ def compile_plan(prepared: PreparedGraph, example_inputs: list[Any], target: Any
 def _compile_uncached(prepared: PreparedGraph, example_inputs: list[Any], torch_text: str, target: Any,
                       constants: dict[str, np.ndarray], dumper: _Dumper) -> Plan:
     from mlir_passes.host_program import extract_host_program
-    from mlir_passes.iree_driver import compile_to_hal, with_target
+    from mlir_passes.iree_driver import IREECompileError, compile_to_hal, with_target
 
     from .plan_builder import build_plan
 
     dumper.write("iree_input.mlir", with_target(torch_text, target))
     STATS.iree_calls += 1
-    artifacts = compile_to_hal(torch_text, target)
+    try:
+        artifacts = compile_to_hal(torch_text, target)
+    except IREECompileError as exc:
+        if "[?" in torch_text or ",?" in torch_text:
+            raise IREECompileError(f"{exc}\n(the graph has dynamic dims from torch.compile(dynamic=True); "
+                                   "IREE may compile it with static shapes: use dynamic=False)") from exc
+        raise
     dumper.write("iree_hal.mlir", artifacts.hal_text)
     for entry, text in artifacts.spirv_mlir.items():
         dumper.write(f"{entry.replace('$', '_')}.spirv.mlir", text)
@@ -215,14 +221,33 @@ def _sdpa_math(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False
         query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)[0]
 
 
-def _decompose_attention(gm: torch.fx.GraphModule) -> None:
-    """Route scaled_dot_product_attention through its math form (before AOTAutograd sees it)."""
+def _sdpa_explicit(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                         enable_gqa=False):
+    """SDPA in explicit ops, for dynamic shapes: ATen's math kernel traced with symbolic sizes gave wrong
+    results (GPT-2 with dynamic=True, whose float attributes also become symbolic)."""
+    if enable_gqa and key.shape[-3] != query.shape[-3]:
+        repeat = query.shape[-3] // key.shape[-3]
+        key, value = key.repeat_interleave(repeat, -3), value.repeat_interleave(repeat, -3)
+    scores = (query @ key.transpose(-2, -1)) * (query.shape[-1] ** -0.5 if scale is None else scale)
+    if is_causal:
+        n, m = query.shape[-2], key.shape[-2]
+        causal = torch.ones(n, m, dtype=torch.bool, device=query.device).tril()
+        scores = scores.masked_fill(~causal, float("-inf"))
+    if attn_mask is not None:
+        scores = (scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool
+                  else scores + attn_mask)
+    return torch.softmax(scores, -1) @ value
+
+
+def _decompose_attention(gm: torch.fx.GraphModule, symbolic: bool = False) -> None:
+    """Route scaled_dot_product_attention through its math form (before AOTAutograd sees it);
+    `symbolic`: the graph has symbolic sizes."""
     changed = False
     for node in gm.graph.nodes:
         if node.op == "call_function" and node.target is torch._C._nn.scaled_dot_product_attention:
             dropout = node.args[4] if len(node.args) > 4 else node.kwargs.get("dropout_p", 0.0)
             if dropout == 0.0:
-                node.target = _sdpa_math
+                node.target = _sdpa_explicit if symbolic else _sdpa_math
                 changed = True
     if changed:
         gm.recompile()
@@ -233,11 +258,11 @@ def webgpu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs
     from torch._dynamo.backends.common import aot_autograd
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
-    _decompose_attention(gm)
-    backend = aot_autograd(fw_compiler=_compile_graph, bw_compiler=_compile_graph,
-                           decompositions=get_decomposition_table())
     symbolic = any(isinstance(v, torch.SymInt) for x in example_inputs if isinstance(x, torch.Tensor)
                    for v in x.shape) or any(isinstance(x, torch.SymInt) for x in example_inputs)
+    _decompose_attention(gm, symbolic)
+    backend = aot_autograd(fw_compiler=_compile_graph, bw_compiler=_compile_graph,
+                           decompositions=get_decomposition_table())
     if not symbolic or not torch._dynamo.config.assume_static_by_default:
         # dynamic=True: one plan whose sizes, workgroup counts and push constants are expressions of the
         # inputs' dimensions, evaluated per input-shape signature; the dims reach shaders as uniforms.
