@@ -12,7 +12,8 @@ PORTABLE_OFFSET_ALIGNMENT = 256
 
 @dataclass(frozen=True)
 class WebGPUTarget:
-    """What the shaders IREE generates may assume about the device (no subgroups, no 64-bit types)."""
+    """What the shaders IREE generates may assume about the device (no 64-bit types; subgroups only of
+    one known size)."""
 
     max_threads: int = 256
     max_workgroup_sizes: tuple[int, int, int] = (256, 256, 64)
@@ -22,6 +23,9 @@ class WebGPUTarget:
     max_binding_bytes: int = 128 << 20
     offset_alignment: int = PORTABLE_OFFSET_ALIGNMENT
     shader_f16: bool = False
+    # The device's one subgroup size, or None: IREE's warp reductions (parallel sum/softmax/layernorm rows)
+    # split work by subgroup size, so subgroup ops are only enabled when every pipeline has the same one.
+    subgroup_size: int | None = None
 
     @classmethod
     def from_limits(cls, limits: Mapping[str, int], features: frozenset[str] | set[str] = frozenset()
@@ -44,6 +48,7 @@ class WebGPUTarget:
             offset_alignment=max(PORTABLE_OFFSET_ALIGNMENT,
                                  int(limits.get("min-storage-buffer-offset-alignment", 0))),
             shader_f16="shader-f16" in features,
+            subgroup_size=_fixed_subgroup_size(limits, features),
         )
 
     @property
@@ -52,17 +57,30 @@ class WebGPUTarget:
         feats = "spirv:v1.3,cap:Shader"
         if self.shader_f16:
             feats += ",cap:Float16,cap:StorageBuffer16BitAccess,ext:SPV_KHR_16bit_storage"
+        if self.subgroup_size:
+            # The SPIR-V subgroup ops the WGSL translator maps onto WGSL's subgroup builtins.
+            feats += ",cap:GroupNonUniform,cap:GroupNonUniformShuffle,cap:GroupNonUniformArithmetic"
         return feats
+
+    @property
+    def thread_limit(self) -> int:
+        """Threads per workgroup IREE may use. With subgroups, at most subgroup_size²: IREE's warp reduction
+        reduces the per-subgroup partials with one more subgroup, and gives up (one thread per row) when
+        the workgroup it would pick has more subgroups than that (a 1000-wide row on 8-wide subgroups)."""
+        if self.subgroup_size:
+            return min(self.max_threads, self.subgroup_size ** 2)
+        return self.max_threads
 
     def executable_target(self) -> str:
         """The `#hal.executable.target` attribute: arch "webgpu" with a `wgp` table of the real limits."""
         sizes = ", ".join(str(s) for s in self.max_workgroup_sizes)
         count = self.max_workgroup_count
+        # Without a known subgroup size the size choice is unused (subgroup = none: serial reductions).
+        subgroup, choice = ("shuffle|arithmetic", self.subgroup_size) if self.subgroup_size else ("none", 64)
         wgp = (f"compute = {'fp32|fp16' if self.shader_f16 else 'fp32'}, "
-               f"storage = {'b32|b16' if self.shader_f16 else 'b32'}, subgroup = none, dot = none, mma = [], "
-               # Subgroup size is unknown to WebGPU at compile time; with subgroup = none it is unused.
-               f"subgroup_size_choices = [64], max_workgroup_sizes = [{sizes}], "
-               f"max_thread_count_per_workgroup = {self.max_threads}, "
+               f"storage = {'b32|b16' if self.shader_f16 else 'b32'}, subgroup = {subgroup}, dot = none, "
+               f"mma = [], subgroup_size_choices = [{choice}], max_workgroup_sizes = [{sizes}], "
+               f"max_thread_count_per_workgroup = {self.thread_limit}, "
                f"max_workgroup_memory_bytes = {self.workgroup_memory_bytes}, "
                f"max_workgroup_counts = [{count}, {count}, {count}]")
         info = f'#iree_gpu.target<arch = "webgpu", features = "{self.spirv_features}", wgp = <{wgp}>>'
@@ -82,4 +100,15 @@ class WebGPUTarget:
 
     def key(self) -> str:
         """A stable hash of everything that changes generated code (for compile caches)."""
-        return hashlib.sha256(repr(sorted(asdict(self).items())).encode()).hexdigest()[:16]
+        fields = asdict(self)
+        if fields["subgroup_size"] is None:
+            del fields["subgroup_size"]  # keys of targets without subgroups stay what they were
+        return hashlib.sha256(repr(sorted(fields.items())).encode()).hexdigest()[:16]
+
+
+def _fixed_subgroup_size(limits: Mapping[str, int], features: frozenset[str] | set[str]) -> int | None:
+    """The subgroup size when the device has the `subgroups` feature and reports one size, else None."""
+    low, high = limits.get("subgroup-min-size"), limits.get("subgroup-max-size")
+    if "subgroups" not in features or low is None or low != high or int(low) < 1:
+        return None
+    return int(low)

@@ -65,6 +65,18 @@ def _info_dict(adapter: Any) -> dict[str, Any]:
     return {k: info[k] for k in info} if hasattr(info, "keys") else dict(info)
 
 
+def _subgroup_sizes(info: dict[str, Any]) -> dict[str, int]:
+    """The adapter's subgroup size range as limits "subgroup-min-size"/"subgroup-max-size" (when known)."""
+    sizes = {}
+    # wgpudawn 0.32 spells the adapter-info fields "stackgroup_*"; wgpu-native "subgroup_*".
+    for prefix in ("subgroup", "stackgroup"):
+        for bound in ("min", "max"):
+            value = info.get(f"{prefix}_{bound}_size")
+            if isinstance(value, int) and value > 0:
+                sizes.setdefault(f"subgroup-{bound}-size", value)
+    return sizes
+
+
 def _adapter_name(adapter: Any) -> str:
     info = _info_dict(adapter)
     return str(info.get("device") or info.get("description") or info.get("vendor") or "unknown")
@@ -105,7 +117,7 @@ def open_device(adapter: Any, backend: str) -> tuple[Any, DeviceInfo]:
         label="torch-webgpu", required_features=features, required_limits=limits
     )
     info = _info_dict(adapter)
-    granted = dict(device.limits)
+    granted = dict(device.limits) | _subgroup_sizes(info)
     return device, DeviceInfo(
         backend=backend,
         name=_adapter_name(adapter),
