@@ -19,8 +19,8 @@ import torch
 from ..runtime import get_runtime
 from .codegen.dtypes import dtype_info
 from .codegen.elementwise import grid
-from .codegen.operand import MAX_DIMS, pack_u32
-from .elementwise import operand
+from .codegen.operand import pack_u32
+from .rows import row_wgsl, row_words
 from .tensor_buffers import buffer_id, new_empty
 
 BLOCK = 512  # slots sorted in workgroup memory by one workgroup of BLOCK / 2 invocations
@@ -48,20 +48,17 @@ _KEYS = """
 fn load(i: u32) -> {vtype} {{ return {load}; }}
 fn key(v: {vtype}) -> vec2<u32> {{{key}
 }}
+{rows}
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
-  // P = [slots, n, N, n_row_dims, x_offset, x_dim_stride, descending, row_sizes[8], row_strides[8]]
+  // P = [slots, n, N, descending, row words (ops/rows.py)]
   let t = gid.x + gid.y * nwg.x * 64u;
   if (t >= P[0]) {{ return; }}
   let row = t / P[2]; let q = t % P[2];
   var k = vec2<u32>(0xffffffffu, 0xffffffffu);  // padding: after every real element
   if (q < P[1]) {{
-    var base = P[4]; var rem = row;
-    for (var d = i32(P[3]) - 1; d >= 0; d--) {{
-      let s = P[7u + u32(d)]; base += (rem % s) * P[{rs}u + u32(d)]; rem = rem / s;
-    }}
-    k = key(load(base + q * P[5]));
-    if (P[6] != 0u) {{ k = ~k; }}
+    k = key(load(row_start(row) + q * row_step()));
+    if (P[3] != 0u) {{ k = ~k; }}
   }}
   K[2u * t] = k.x; K[2u * t + 1u] = k.y; I[t] = q;
 }}
@@ -141,15 +138,13 @@ _MAX_SLOTS = 1 << 24
 def _keys_source(dtype: torch.dtype) -> str:
     info = dtype_info(dtype, "sort")
     return _KEYS.format(vtype=KEY_INPUT_TYPE[info.kind], load=info.load.replace("B[", "X["),
-                        key=ORDER_KEY[info.kind], rs=7 + MAX_DIMS)
+                        key=ORDER_KEY[info.kind], rows=row_wgsl(4))
 
 
 def sort_permutation(x: torch.Tensor, descending: bool) -> torch.Tensor:
     """int64 indices that stably sort each row of `x` (any strides, >= 1 dim) along its last dim."""
     n = x.shape[-1]
-    rows_shape = tuple(x.shape[:-1])
-    if len(rows_shape) > MAX_DIMS:
-        raise NotImplementedError(f"webgpu: sort supports at most {MAX_DIMS + 1} dims")
+    located = row_words(x, "sort")
     if x.numel() == 0:
         return new_empty(x.shape, torch.int64, x)
     rows = x.numel() // n
@@ -161,10 +156,7 @@ def sort_permutation(x: torch.Tensor, descending: bool) -> torch.Tensor:
     keys = new_empty((2 * slots,), torch.int32, x)
     index = new_empty((slots,), torch.int32, x)
     rt = get_runtime()
-    o = operand(x)
-    pad = [0] * (MAX_DIMS - len(rows_shape))
-    words = [slots, n, padded, len(rows_shape), o.offset, o.strides[-1], int(descending), *rows_shape, *pad,
-             *o.strides[:-1], *pad]
+    words = [slots, n, padded, int(descending), *located]
     rt.dispatch(rt.kernel(_keys_source(x.dtype), label="sort_keys"),
                 [rt.constant(pack_u32(words)), buffer_id(x), buffer_id(keys), buffer_id(index)],
                 grid(slots, 64), label="sort_keys")

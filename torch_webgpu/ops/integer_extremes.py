@@ -16,8 +16,8 @@ from ..runtime import get_runtime
 from .bitonic import KEY_INPUT_TYPE, ORDER_KEY
 from .codegen.dtypes import dtype_info
 from .codegen.elementwise import grid
-from .codegen.operand import MAX_DIMS, pack_u32
-from .elementwise import operand
+from .codegen.operand import pack_u32
+from .rows import row_wgsl, row_words
 from .tensor_buffers import buffer_id, new_empty
 
 EXACT_INT = (torch.int32, torch.int64)  # the integer dtypes f32 reductions cannot hold exactly
@@ -32,6 +32,7 @@ var<workgroup> S: array<vec3<u32>, {wg}u>;
 fn load(i: u32) -> {vtype} {{ return {load}; }}
 fn key(v: {vtype}) -> vec2<u32> {{{key}
 }}
+{rows}
 fn better(a: vec3<u32>, b: vec3<u32>) -> bool {{
   if (a.x != b.x) {{ return a.x > b.x; }}
   if (a.y != b.y) {{ return a.y > b.y; }}
@@ -40,17 +41,14 @@ fn better(a: vec3<u32>, b: vec3<u32>) -> bool {{
 @compute @workgroup_size({wg})
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) nwg: vec3<u32>) {{
-  // P = [rows, len, n_row_dims, x_offset, x_len_stride, smallest, row_sizes[8], row_strides[8]]
+  // P = [rows, len, smallest, row words (ops/rows.py)]
   let row = wid.x + wid.y * nwg.x;
   if (row >= P[0]) {{ return; }}
-  var base = P[3]; var rem = row;
-  for (var d = i32(P[2]) - 1; d >= 0; d--) {{
-    let s = P[6u + u32(d)]; base += (rem % s) * P[{rs}u + u32(d)]; rem = rem / s;
-  }}
+  let base = row_start(row);
   var best = vec3<u32>(0u, 0u, 0xffffffffu);
   for (var q = lid.x; q < P[1]; q += {wg}u) {{
-    var k = key(load(base + q * P[4]));
-    if (P[5] != 0u) {{ k = ~k; }}  // min: the complement key orders the smallest first
+    var k = key(load(base + q * row_step()));
+    if (P[2] != 0u) {{ k = ~k; }}  // min: the complement key orders the smallest first
     let c = vec3<u32>(k.x, k.y, q);
     if (better(c, best)) {{ best = c; }}
   }}
@@ -68,7 +66,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
 def _source(dtype: torch.dtype) -> str:
     info = dtype_info(dtype)
     return _ARG.format(wg=_WG, half=_WG // 2, vtype=KEY_INPUT_TYPE[info.kind],
-                       load=info.load.replace("B[", "X["), key=ORDER_KEY[info.kind], rs=6 + MAX_DIMS)
+                       load=info.load.replace("B[", "X["), key=ORDER_KEY[info.kind], rows=row_wgsl(3))
 
 
 def integer_extreme(spec: str, x: torch.Tensor, dims: Sequence[int], keepdim: bool):
@@ -83,14 +81,10 @@ def integer_extreme(spec: str, x: torch.Tensor, dims: Sequence[int], keepdim: bo
     for d in dims:
         span *= x.shape[d]
     rows = x.permute(tuple(kept) + dims).reshape(*outer, span)
-    if len(outer) > MAX_DIMS:
-        raise NotImplementedError(f"webgpu: '{spec}' keeps at most {MAX_DIMS} dims")
+    located = row_words(rows, spec)
     indices = new_empty(outer, torch.int64, x)
     if indices.numel() and span:
-        o = operand(rows)
-        pad = [0] * (MAX_DIMS - len(outer))
-        words = [indices.numel(), span, len(outer), o.offset, o.strides[-1], int(SPECS[spec]), *outer, *pad,
-                 *o.strides[:-1], *pad]
+        words = [indices.numel(), span, int(SPECS[spec]), *located]
         rt = get_runtime()
         rt.dispatch(rt.kernel(_source(x.dtype), label=spec),
                     [rt.constant(pack_u32(words)), buffer_id(rows), buffer_id(indices)],

@@ -12,8 +12,8 @@ import torch
 from ..runtime import get_runtime
 from .codegen.dtypes import dtype_info
 from .codegen.elementwise import grid
-from .codegen.operand import MAX_DIMS, pack_u32
-from .elementwise import operand
+from .codegen.operand import pack_u32
+from .rows import row_wgsl, row_words
 from .tensor_buffers import buffer_id, new_empty
 
 # WGSL turning a loaded value `v` of each compute kind into its int64 (low, high) words
@@ -29,18 +29,16 @@ _CUMSUM = """
 @group(0) @binding(1) var<storage, read> X: array<u32>;
 @group(0) @binding(2) var<storage, read_write> Y: array<u32>;
 fn load(i: u32) -> vec2<u32> {{ let v: {vtype} = {load}; return {widen}; }}
+{rows}
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
-  // P = [rows, len, n_row_dims, x_offset, x_len_stride, row_sizes[8], row_strides[8]]
+  // P = [rows, len, row words (ops/rows.py)]
   let r = gid.x + gid.y * nwg.x * 64u;
   if (r >= P[0]) {{ return; }}
-  var base = P[3]; var rem = r;
-  for (var d = i32(P[2]) - 1; d >= 0; d--) {{
-    let s = P[5u + u32(d)]; base += (rem % s) * P[{rs}u + u32(d)]; rem = rem / s;
-  }}
+  let base = row_start(r);
   var acc = vec2<u32>(0u, 0u);
   for (var i = 0u; i < P[1]; i++) {{
-    let a = load(base + i * P[4]);
+    let a = load(base + i * row_step());
     let lo = acc.x + a.x;
     acc = vec2<u32>(lo, acc.y + a.y + select(0u, 1u, lo < acc.x));
     let o = r * P[1] + i;
@@ -58,18 +56,13 @@ def integer_cumsum(x: torch.Tensor, dim: int) -> torch.Tensor:
     src = x if x.dim() else x.reshape(1)
     dim = dim % src.dim()
     moved = src.movedim(dim, -1)
-    outer = tuple(moved.shape[:-1])
-    if len(outer) > MAX_DIMS:
-        raise NotImplementedError(f"webgpu: cumsum supports at most {MAX_DIMS + 1} dims")
+    located = row_words(moved, "cumsum")
     y = new_empty(moved.shape, torch.int64, x)
     if y.numel():
         rows = y.numel() // moved.shape[-1]
-        o = operand(moved)
-        pad = [0] * (MAX_DIMS - len(outer))
-        words = [rows, moved.shape[-1], len(outer), o.offset, o.strides[-1], *outer, *pad,
-                 *o.strides[:-1], *pad]
+        words = [rows, moved.shape[-1], *located]
         wgsl = _CUMSUM.format(vtype=_TYPE[info.kind], load=info.load.replace("B[", "X["),
-                              widen=_WIDEN[info.kind], rs=5 + MAX_DIMS)
+                              widen=_WIDEN[info.kind], rows=row_wgsl(2))
         rt = get_runtime()
         rt.dispatch(rt.kernel(wgsl, label="cumsum_int"),
                     [rt.constant(pack_u32(words)), buffer_id(moved), buffer_id(y)], grid(rows, 64),
