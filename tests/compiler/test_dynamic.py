@@ -79,3 +79,20 @@ def test_dynamic_sequence_length_gpt2():
             x = torch.randint(0, 100, (1, t))
             torch.testing.assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
     assert STATS.graphs - graphs == 1
+
+
+def test_dynamic_training_gradients_match_for_two_batch_sizes():
+    # The forward graph returns the symbolic batch size for the backward graph: a host-computed output.
+    torch.manual_seed(0)
+    model, reference = MLP(), MLP()
+    reference.load_state_dict(model.state_dict())
+    compiled = torch.compile(model, backend="webgpu", dynamic=True)
+    graphs = STATS.graphs
+    for batch in (4, 7):
+        x = torch.randn(batch, 16)
+        compiled(x).square().mean().backward()
+        reference(x).square().mean().backward()
+        for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad, atol=1e-4, rtol=1e-4)
+            p.grad = q.grad = None
+    assert STATS.graphs - graphs == 2   # forward and backward, once each

@@ -22,8 +22,9 @@ class PreparedGraph:
 
     graph_module: torch.fx.GraphModule
     constants: list[torch.Tensor] = field(default_factory=list)
-    # For every original output: index into the compiled results, or None for a `None` output.
-    output_map: list[int | None] = field(default_factory=list)
+    # For every original output: index into the compiled results, None for a `None` output, or a size
+    # computed on the host: ["const", v] or ["dim", input, axis].
+    output_map: list = field(default_factory=list)
     num_user_inputs: int = 0
     kept_inputs: list[int] = field(default_factory=list)   # graph inputs the plan takes (ints are folded)
     output_vals: list = field(default_factory=list)        # outputs' example values (before bool->int32)
@@ -76,8 +77,13 @@ def prepare_graph(gm: torch.fx.GraphModule, example_inputs: list | None = None) 
     results = list(results) if isinstance(results, (tuple, list)) else [results]
     kept, output_map = [], []
     for r in results:
+        val = r.meta.get("val") if isinstance(r, torch.fx.Node) else r
         if r is None:
             output_map.append(None)
+        elif isinstance(val, (int, torch.SymInt)) and not isinstance(val, bool):
+            # A size output (AOTAutograd saves symbolic sizes for the backward graph): computed on the
+            # host from the input shapes, not by the plan.
+            output_map.append(_size_output(val, placeholders))
         else:
             output_map.append(len(kept))
             kept.append(r)
@@ -87,6 +93,20 @@ def prepare_graph(gm: torch.fx.GraphModule, example_inputs: list | None = None) 
     graph.lint()
     gm.recompile()
     return PreparedGraph(gm, constants, output_map, len(placeholders), kept_inputs, output_vals)
+
+
+def _size_output(value: object, placeholders: list) -> list:
+    """The output_map entry of an int output: ["const", v], or ["dim", input, axis] for a symbolic size."""
+    if isinstance(value, int):
+        return ["const", value]
+    for k, ph in enumerate(placeholders):
+        tensor = ph.meta.get("val")
+        if isinstance(tensor, torch.Tensor):
+            for axis, size in enumerate(tensor.shape):
+                if isinstance(size, torch.SymInt) and size.node.expr == value.node.expr:
+                    return ["dim", k, axis]
+    raise NotImplementedError(f"dynamic=True: the graph returns the size {value}, which is not a dimension "
+                              "of a tensor input (compile with dynamic=False)")
 
 
 def _symbol_from_tensor_dims(graph: torch.fx.Graph, node: torch.fx.Node, value: object,

@@ -90,7 +90,8 @@ class Plan:
 
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
-    output_map: list[int | None]          # original outputs -> index in `outputs` (None: a None output)
+    output_map: list                      # original outputs -> index in `outputs`, None (a None output)
+                                          # or a host-computed size: ["const", v], ["dim", input, axis]
     buffers: dict[str, Any]               # buffer name -> size in bytes (int or expression; "g*" global,
                                           # "t*" transient)
     init: list[LowIRNode]

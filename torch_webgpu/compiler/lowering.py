@@ -397,7 +397,7 @@ class CompiledPlan:
                 SHADER_TO_FUNC[node.op](state, node)
             outputs = self._finish(state, args, _numpy_mode(args))
         self.calls += 1
-        return [None if i is None else outputs[i] for i in self.plan.output_map]
+        return [_map_output(i, outputs, args) for i in self.plan.output_map]
 
     def _finish(self, state: Any, args: Sequence[Any], numpy_mode: bool = False) -> list[Any]:
         layout = state.layout
@@ -432,6 +432,15 @@ class CompiledPlan:
     def release(self) -> None:
         """Give the plan's buffers back to the runtime pool."""
         _free_all(self.rt, self._owned)
+
+
+def _map_output(entry: Any, outputs: list[Any], args: Sequence[Any]) -> Any:
+    """One graph output: a plan output, None, or a size (["const", v] or ["dim", input, axis])."""
+    if entry is None or isinstance(entry, int):
+        return None if entry is None else outputs[entry]
+    if entry[0] == "const":
+        return entry[1]
+    return int(args[entry[1]].shape[entry[2]])
 
 
 def _free_all(rt: Any, owned: list[int]) -> None:
