@@ -97,3 +97,21 @@ def test_compiled_reduction_with_subgroups_matches_cpu(name, subgroup_device):
             # Several invocations share each row (before subgroups: 1 thread for a whole `sum`).
             assert math.prod(spec["workgroup_size"]) > 1
             assert "diagnostic(off, subgroup_uniformity);" in wgsl
+
+
+def test_adapter_subgroup_sizes_and_override(monkeypatch):
+    from torch_webgpu.runtime.adapter import _subgroup_sizes
+
+    info = {"subgroup_min_size": 32, "subgroup_max_size": 32}
+    monkeypatch.delenv("TORCH_WEBGPU_SUBGROUP_SIZE", raising=False)
+    assert _subgroup_sizes(info) == {"subgroup-min-size": 32, "subgroup-max-size": 32}
+    # wgpudawn 0.32 spells the fields "stackgroup_*".
+    assert _subgroup_sizes({"stackgroup_min_size": 4, "stackgroup_max_size": 128}) == {
+        "subgroup-min-size": 4, "subgroup-max-size": 128}
+    monkeypatch.setenv("TORCH_WEBGPU_SUBGROUP_SIZE", "0")
+    assert _subgroup_sizes(info) == {}
+    monkeypatch.setenv("TORCH_WEBGPU_SUBGROUP_SIZE", "8")
+    assert _subgroup_sizes(info) == {"subgroup-min-size": 8, "subgroup-max-size": 8}
+    monkeypatch.setenv("TORCH_WEBGPU_SUBGROUP_SIZE", "wide")
+    with pytest.raises(ValueError, match="TORCH_WEBGPU_SUBGROUP_SIZE"):
+        _subgroup_sizes(info)

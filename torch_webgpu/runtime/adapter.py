@@ -66,7 +66,15 @@ def _info_dict(adapter: Any) -> dict[str, Any]:
 
 
 def _subgroup_sizes(info: dict[str, Any]) -> dict[str, int]:
-    """The adapter's subgroup size range as limits "subgroup-min-size"/"subgroup-max-size" (when known)."""
+    """The adapter's subgroup size range as limits "subgroup-min-size"/"subgroup-max-size" (when known).
+    TORCH_WEBGPU_SUBGROUP_SIZE overrides it: 0 hides it (compiled code without subgroups), N declares
+    one size N (e.g. 8 on lavapipe, which Dawn reports as 4..128 though every pipeline gets 8)."""
+    override = os.environ.get("TORCH_WEBGPU_SUBGROUP_SIZE", "").strip()
+    if override:
+        if not override.isdigit():
+            raise ValueError(f"TORCH_WEBGPU_SUBGROUP_SIZE={override!r}: expected 0 or a subgroup size")
+        size = int(override)
+        return {"subgroup-min-size": size, "subgroup-max-size": size} if size else {}
     sizes = {}
     # wgpudawn 0.32 spells the adapter-info fields "stackgroup_*"; wgpu-native "subgroup_*".
     for prefix in ("subgroup", "stackgroup"):
