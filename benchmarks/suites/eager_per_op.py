@@ -22,7 +22,7 @@ def run(settings: Settings, backends: list[str]) -> list[Measurement]:
     """µs per op for each op in OPS, per eager backend."""
     n = 10 if settings.smoke else 300
     results = []
-    eager = [b for b in backends if b not in ("webgpu-compiled", "inductor-cuda")]
+    eager = [b for b in backends if b not in ("webgpu-compiled", "inductor-cuda", "iree-vulkan")]
     for backend in available_torch_backends(eager):
         a = torch.randn(16, 16, device=backend.device)
         b = torch.randn(16, 16, device=backend.device)
