@@ -66,8 +66,12 @@ def _scalar_expr(kind: str, index: int) -> str:
 
 def generate(expr: str, compute: str, inputs: list[tuple[str, int, DtypeInfo]],
              scalars: list[tuple[str, str]], out: tuple[int, DtypeInfo], nbindings: int, writable: int,
-             out_kind: str | None = None) -> str:
-    """WGSL for `out = expr(inputs, scalars)`; `inputs` are (name, binding, dtype) triples."""
+             out_kind: str | None = None, contiguous: bool = False) -> str:
+    """WGSL for `out = expr(inputs, scalars)`; `inputs` are (name, binding, dtype) triples.
+
+    `contiguous`: every operand is dense in logical order (after coalescing), so element li of each is
+    at its offset + li: no coordinates or strides are computed per element.
+    """
     out_binding, out_info = out
     out_kind = out_kind or compute
     lines = ["@group(0) @binding(0) var<storage, read> P: array<u32>;"]
@@ -82,13 +86,14 @@ def generate(expr: str, compute: str, inputs: list[tuple[str, int, DtypeInfo]],
     args = []
     for k, (name, _binding, info) in enumerate(inputs):
         base = _HEADER + (1 + MAX_DIMS) * k
-        raw = f"load_{name}(offset_of(&crd, {base}u))"
+        raw = f"load_{name}(P[{base}u] + li)" if contiguous else f"load_{name}(offset_of(&crd, {base}u))"
         args.append(f"  let {name} = {convert(raw, info.kind, compute)};")
     pos = sbase
     for name, kind in scalars:
         args.append(f"  let {name} = {_scalar_expr(kind, pos)};")
         pos += 2 if kind == "i64" else 1
     body = "\n".join(args)
+    locate = "" if contiguous else "  var crd = coords(li);\n"
     src += f"""
 fn offset_of(c: ptr<function, array<u32, {MAX_DIMS}>>, base: u32) -> u32 {{
   var r = P[base];
@@ -106,8 +111,7 @@ fn coords(li: u32) -> array<u32, {MAX_DIMS}> {{
   return c;
 }}
 fn value(li: u32) -> {_wgsl_type(out_kind)} {{
-  var crd = coords(li);
-{body}
+{locate}{body}
   return {expr};
 }}
 fn store_bits(v: {_wgsl_type(out_info.kind)}) -> {"vec2<u32>" if out_info.kind == "i64" else "u32"} {{
@@ -117,6 +121,8 @@ fn store_bits(v: {_wgsl_type(out_info.kind)}) -> {"vec2<u32>" if out_info.kind =
     conv_out = convert("value(li)", out_kind, out_info.kind)
     if not out_info.packed:
         # one element per invocation at its strided offset; int64 stores a u32 pair
+        out_index = ("  let o = P[2] + li;" if contiguous
+                     else "  var crd = coords(li);\n  let o = P[2] + offset_strides(&crd);")
         store = (f"  let w = store_bits({conv_out});\n  B{out_binding}[2u * o] = w.x;\n"
                  f"  B{out_binding}[2u * o + 1u] = w.y;" if out_info.kind == "i64"
                  else f"  B{out_binding}[o] = store_bits({conv_out});")
@@ -125,8 +131,7 @@ fn store_bits(v: {_wgsl_type(out_info.kind)}) -> {"vec2<u32>" if out_info.kind =
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
   let li = gid.x + gid.y * nwg.x * {WORKGROUP}u;
   if (li >= P[3]) {{ return; }}
-  var crd = coords(li);
-  let o = P[2] + offset_strides(&crd);
+{out_index}
 {store}
 }}
 fn offset_strides(c: ptr<function, array<u32, {MAX_DIMS}>>) -> u32 {{
@@ -196,13 +201,15 @@ def launch(op: str, expr: str, compute: str, inputs: list, out: Operand,
         if x.buffer_id not in buffers:
             buffers.append(x.buffer_id)
     bindings = {b: i + 1 for i, b in enumerate(buffers)}
+    contiguous = all(st == (1,) for st in cstrides) if cshape else True
     key = (expr, compute, out_kind, tuple((n, bindings[x.buffer_id], x.dtype) for n, x in named),
-           tuple((s.name, s.kind) for s in scalars), out.dtype, len(buffers))
+           tuple((s.name, s.kind) for s in scalars), out.dtype, len(buffers), contiguous)
     src = _SOURCES.get(key)
     if src is None:
         pairs = [(n, bindings[x.buffer_id], i) for n, x, i in zip(names, inputs, in_infos, strict=True)]
         src = generate(expr, compute, pairs,
-                       [(s.name, s.kind) for s in scalars], (1, out_info), len(buffers) + 1, 1, out_kind)
+                       [(s.name, s.kind) for s in scalars], (1, out_info), len(buffers) + 1, 1, out_kind,
+                       contiguous)
         _SOURCES[key] = src
     nd = len(cshape)
     pad = (0,) * (MAX_DIMS - nd)
