@@ -13,6 +13,7 @@ import torch.nn.functional as F
 import torch_webgpu.compiler  # noqa: F401  (registers backend="webgpu")
 from mlir_passes.webgpu_target import WebGPUTarget
 from tests.mlir_passes.test_spirv_to_wgsl import probe_subgroup_size
+from torch_webgpu.runtime import get_runtime
 
 LIMITS = {"max-compute-invocations-per-workgroup": 1024, "subgroup-min-size": 32, "subgroup-max-size": 32}
 
@@ -40,8 +41,6 @@ def test_target_enables_subgroups_only_for_one_known_size_and_the_feature():
 @pytest.fixture(scope="module")
 def subgroup_size():
     """The adapter's one subgroup size, measured by a shader (Dawn reports lavapipe's as 4..128)."""
-    from torch_webgpu.runtime import get_runtime
-
     size = probe_subgroup_size(get_runtime())
     if size is None:
         pytest.skip("adapter has no subgroups of one fixed size")
@@ -51,8 +50,6 @@ def subgroup_size():
 @pytest.fixture
 def subgroup_device(monkeypatch, tmp_path, subgroup_size):
     """The runtime's device info reporting its probed subgroup size, so compiled plans use subgroups."""
-    from torch_webgpu.runtime import get_runtime
-
     limits = get_runtime().info.limits
     monkeypatch.setitem(limits, "subgroup-min-size", subgroup_size)
     monkeypatch.setitem(limits, "subgroup-max-size", subgroup_size)
@@ -73,6 +70,8 @@ CASES = {
     "layer_norm": (lambda x: F.layer_norm(x, (ROWS[1],)), ROWS, True),
     "amax": (lambda x: torch.amax(x, -1), ROWS, True),
     "argmax": (lambda x: torch.argmax(x, -1), ROWS, False),  # value + index: per-row threads
+    # IREE 3.13's warp reduction of float16 fails to compile: compiled again without subgroups.
+    "sum_f16": (lambda x: x.sum(-1), (16, 256), False),
 }
 
 
@@ -80,10 +79,14 @@ CASES = {
 def test_compiled_reduction_with_subgroups_matches_cpu(name, subgroup_device):
     fn, shape, warp = CASES[name]
     torch.manual_seed(0)
-    x = torch.randn(shape)
+    f16 = name.endswith("_f16")
+    if f16 and "shader-f16" not in get_runtime().info.features:
+        pytest.skip("adapter lacks shader-f16")
+    x = torch.randn(shape, dtype=torch.float16 if f16 else torch.float32)
     with torch.no_grad():
         got = torch.compile(fn, backend="webgpu")(x)
-    torch.testing.assert_close(got, fn(x), atol=1e-4, rtol=1e-4)
+    want = fn(x.float()).half() if f16 else fn(x)
+    torch.testing.assert_close(got, want, atol=2e-2 if f16 else 1e-4, rtol=2e-2 if f16 else 1e-4)
     (graph,) = subgroup_device.iterdir()
     plan = json.loads((graph / "plan" / "plan.json").read_text())
     dispatches = [n for n in plan["main"] if n["op"] == "dispatch"]
