@@ -54,12 +54,7 @@ def _signature(args: tuple, kwargs: dict, tensors: list, ids: list) -> tuple | N
                 continue
             if v.is_meta:
                 return None
-            storage = v.untyped_storage()
-            bid = storage.data_ptr() >> 32
-            key.append((v.dtype, v.shape, v.stride(), v.storage_offset(), storage.nbytes(),
-                        ids.index(bid) if bid in ids else -1))
-            ids.append(bid)
-            tensors.append(v)
+            _add_tensor(key, v, tensors, ids)
         elif t is float:
             key.append((t, v) if v else (t, v, math.copysign(1.0, v)))  # 0.0 and -0.0 pack differently
         elif t is int or t is bool:
@@ -76,18 +71,23 @@ def _signature(args: tuple, kwargs: dict, tensors: list, ids: list) -> tuple | N
     return tuple(key)
 
 
+def _add_tensor(key: list, v: torch.Tensor, tensors: list, ids: list) -> None:
+    """Key a webgpu tensor: its metadata and the first earlier argument sharing its buffer (or -1)."""
+    storage = v.untyped_storage()
+    bid = storage.data_ptr() >> 32
+    key.append((v.dtype, v.shape, v.stride(), v.storage_offset(), storage.nbytes(),
+                ids.index(bid) if bid in ids else -1))
+    ids.append(bid)
+    tensors.append(v)
+
+
 def _add_tensor_list(key: list, values: list | tuple, tensors: list, ids: list) -> bool:
     """Key a list of webgpu tensors (the _foreach_* ops' operands); False for anything else in it."""
     key.append(len(values))
     for v in values:
         if not isinstance(v, torch.Tensor) or v.is_cpu or v.is_meta:
             return False
-        storage = v.untyped_storage()
-        bid = storage.data_ptr() >> 32
-        key.append((v.dtype, v.shape, v.stride(), v.storage_offset(), storage.nbytes(),
-                    ids.index(bid) if bid in ids else -1))
-        ids.append(bid)
-        tensors.append(v)
+        _add_tensor(key, v, tensors, ids)
     return True
 
 
