@@ -31,8 +31,9 @@ def _compare(label: str, got, want) -> bool:
         return False
 
 
-def check(bundle_dir: Path, settings: Settings) -> int:
-    """Compare every prepared bundle and .vmfb in `bundle_dir` with torch CPU; returns the failures."""
+def check(bundle_dir: Path, settings: Settings, only: str = "") -> int:
+    """Compare every prepared bundle and .vmfb in `bundle_dir` (whose key starts with `only`) with torch
+    CPU; returns the failures."""
     import numpy as np
 
     from torch_webgpu import load
@@ -40,22 +41,25 @@ def check(bundle_dir: Path, settings: Settings) -> int:
     failures = 0
     for key, module, inputs in bundle_cases(settings, max_binding_bytes=1 << 62):
         path = bundle_dir / key
-        if not path.is_dir():
+        if not path.is_dir() or not key.startswith(only):
             continue
         with torch.no_grad():
             want = _first(module(*inputs))
-        weights = model_weights(module)
-        bundle = load(path, weights=weights)
-        got = _first(bundle(*[x.numpy() for x in inputs]))
-        failures += not _compare(f"{key} (bundle on WebGPU)", np.asarray(got), want)
-        vmfb = bundle_dir / IREE_DIR / f"{key}.vmfb"
-        if vmfb.exists():
-            from .iree_vulkan import IREEVulkanFunction
+        try:
+            bundle = load(path, weights=model_weights(module))
+            got = _first(bundle(*[x.numpy() for x in inputs]))
+            failures += not _compare(f"{key} (bundle on WebGPU)", np.asarray(got), want)
+            vmfb = bundle_dir / IREE_DIR / f"{key}.vmfb"
+            if vmfb.exists():
+                from .iree_vulkan import IREEVulkanFunction
 
-            constants = vmfb_constants(bundle_dir, key, list(bundle.plan.constants.values()))
-            fn = IREEVulkanFunction(vmfb, constants)
-            failures += not _compare(f"{key} (IREE Vulkan)", fn.to_numpy(_first(fn(*inputs))), want)
-        bundle.release()
+                constants = vmfb_constants(bundle_dir, key, list(bundle.plan.constants.values()))
+                fn = IREEVulkanFunction(vmfb, constants)
+                failures += not _compare(f"{key} (IREE Vulkan)", fn.to_numpy(_first(fn(*inputs))), want)
+            bundle.release()
+        except Exception as exc:  # one broken bundle must not hide the others' checks
+            failures += 1
+            print(f"{key}: FAILED {type(exc).__name__}: {exc}")
     return failures
 
 
@@ -64,8 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.check_bundles", description=__doc__)
     parser.add_argument("bundles", type=Path, nargs="?", default=Path(".bundles"))
     parser.add_argument("--smoke", action="store_true", help="the bundles were prepared with --smoke")
+    parser.add_argument("--only", default="", metavar="PREFIX", help="check only bundles whose key starts so")
     args = parser.parse_args(argv)
-    return 1 if check(args.bundles, Settings(smoke=args.smoke)) else 0
+    return 1 if check(args.bundles, Settings(smoke=args.smoke), args.only) else 0
 
 
 if __name__ == "__main__":

@@ -10,7 +10,15 @@ from tqdm import tqdm
 
 from .backends import ALL_BACKENDS
 from .harness import Settings
-from .report import failure_table, markdown_table, plot, profile_table, run_metadata, write_json
+from .report import (
+    failure_table,
+    load_results,
+    markdown_table,
+    plot,
+    profile_table,
+    run_metadata,
+    write_json,
+)
 
 SUITES = {"micro": ["tiny_dispatch", "eager_per_op", "matmul", "bandwidth"], "models": ["models"]}
 
@@ -36,7 +44,17 @@ def main(argv: list[str] | None = None) -> None:
                       help="bundle target: auto, webgpu-core, or the GPU machine's adapter FILE.json "
                            "(`torch-webgpu adapter --json` there)")
     prep.add_argument("--no-iree", action="store_true", help="skip the .vmfb files for IREE's Vulkan runtime")
+    rep = sub.add_parser("report", help="merge results.json files of several runs into one table and plot")
+    rep.add_argument("results", type=Path, nargs="+")
+    rep.add_argument("--out", type=Path, required=True, help="writes OUT.md and OUT.png")
     args = parser.parse_args(argv)
+    if args.command == "report":
+        results, failures, profiles = load_results(args.results)
+        table = markdown_table(results) + profile_table(profiles) + failure_table(failures)
+        args.out.with_suffix(".md").write_text(table)
+        plot(results, args.out.with_suffix(".png"))
+        print(table)
+        return
     if args.command == "prepare":
         from .bundled import prepare
 

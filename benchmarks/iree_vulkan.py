@@ -51,7 +51,7 @@ class IREEVulkanFunction:
             packed = np.zeros_like(value)
             packed.reshape(-1).view(np.int32)[:value.size] = value.reshape(-1).astype(np.int32)
             value = packed
-        return self._rt.asdevicearray(self.config.device, np.ascontiguousarray(value))
+        return self._rt.asdevicearray(self.config.device, np.asarray(value, order="C"))
 
     def __call__(self, *args: Any) -> Any:
         """Run `main` (IREE's synchronous entry: it returns when the GPU is done); inputs are uploaded once

@@ -44,14 +44,26 @@ def failure_table(failures: list[Failure]) -> str:
 
 
 REFERENCE_ORDER = ("torch-cuda", "torch-cpu")
-HIGHER_IS_BETTER = ("TFLOP/s", "GB/s", "tokens/s", "images/s")
-
-
 def relative_speed(value: float, reference: float, unit: str) -> float:
-    """How many times faster `value` is than `reference` (>1 = faster), whatever the unit's direction."""
-    if unit in HIGHER_IS_BETTER:
+    """How many times faster `value` is than `reference` (>1 = faster), whatever the unit's direction:
+    rates (TFLOP/s, GB/s, tokens/s, ...) are higher-is-better, times (ms, us/op) lower-is-better."""
+    if unit.endswith("/s"):
         return value / reference
     return reference / value
+
+
+def load_results(paths: list[Path]) -> tuple[list[Measurement], list[Failure], list[DispatchProfile]]:
+    """The measurements, failures and profiles of one or more results.json files (e.g. several calls)."""
+    results, failures, profiles = [], [], []
+    for path in paths:
+        path = Path(path)
+        doc = json.loads(path.read_text())
+        for r in doc["results"]:
+            r["params"] = {**r.get("params", {}), "run": path.parent.name}   # ratios stay within a run
+            results.append(Measurement(**r))
+        failures += [Failure(**f) for f in doc.get("failures", [])]
+        profiles += [DispatchProfile(**p) for p in doc.get("profiles", [])]
+    return results, failures, profiles
 
 
 def markdown_table(results: list[Measurement]) -> str:
@@ -60,9 +72,9 @@ def markdown_table(results: list[Measurement]) -> str:
             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     by_key: dict[tuple, dict[str, Measurement]] = defaultdict(dict)
     for r in results:
-        by_key[(r.suite, r.name)][r.backend] = r
+        by_key[(r.suite, r.name, r.params.get("run"))][r.backend] = r
     for r in results:
-        group = by_key[(r.suite, r.name)]
+        group = by_key[(r.suite, r.name, r.params.get("run"))]
         ref_name = next((b for b in REFERENCE_ORDER if b in group), next(iter(group)))
         ref = group[ref_name]
         speed = relative_speed(r.median, ref.median, r.unit) if ref.median and r.median else 0.0

