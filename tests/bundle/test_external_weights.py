@@ -58,3 +58,14 @@ def test_adapter_file_target(tmp_path):
         target_limits(str(path))
     with pytest.raises(ValueError, match="torch-webgpu adapter --json"):
         target_limits(str(tmp_path / "absent.json"))
+
+
+def test_int64_and_scalar_weights(tmp_path):
+    """BatchNorm's num_batches_tracked is a 0-d int64 weight; the plan holds it as int32."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.BatchNorm1d(4)).eval()
+    x = torch.randn(3, 6)
+    path = torch_webgpu.export(model, [x], tmp_path / "bn", target="webgpu-core", external_weights=True)
+    got = torch_webgpu.load(path, weights=model.state_dict())(x)
+    with torch.no_grad():
+        torch.testing.assert_close(got, model(x), atol=1e-4, rtol=1e-4)

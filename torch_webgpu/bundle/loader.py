@@ -91,7 +91,7 @@ def _as_array(value: Any) -> Any:
 
     if hasattr(value, "detach"):  # a torch tensor, on any device
         value = value.detach().to("cpu").numpy()
-    return np.ascontiguousarray(value)
+    return np.asarray(value, order="C")   # (ascontiguousarray would make a 0-d weight 1-d)
 
 
 def _bind_external_weights(path: Path, plan: Plan, external: dict[str, Any], weights: Mapping | None) -> None:
@@ -106,6 +106,11 @@ def _bind_external_weights(path: Path, plan: Plan, external: dict[str, Any], wei
         if spec["name"] not in weights:
             raise BundleSignatureError(f"{path.name} needs the weight {spec['name']!r}, missing in `weights`")
         value = _as_array(weights[spec["name"]])
+        if spec["dtype"] == "int32" and value.dtype == "int64":
+            # The plan holds 64-bit integer weights as int32 (WebGPU has no 64-bit ints), range-checked.
+            if value.size and (value.min() < -2**31 or value.max() >= 2**31):
+                raise BundleSignatureError(f"weight {spec['name']!r} has int64 values beyond int32")
+            value = value.astype("int32")
         if list(value.shape) != spec["shape"] or str(value.dtype) != spec["dtype"]:
             raise BundleSignatureError(
                 f"weight {spec['name']!r} is {value.dtype}{list(value.shape)}, the bundle was compiled for "
