@@ -24,6 +24,12 @@ class TorchBackend:
     device: str
     wrap: Callable[[Callable, str], Callable]
     synchronize: Callable[[], None]
+    sizes_of: str = ""    # whose problem sizes to use, if not the device's ("webgpu": the same GPU)
+
+    @property
+    def size_class(self) -> str:
+        """The device kind that picks problem sizes (a host-side tensor can still run on the GPU)."""
+        return self.sizes_of or self.device
 
 
 def _identity(fn: Callable, key: str = "") -> Callable:
@@ -133,7 +139,7 @@ def available_torch_backends(requested: list[str], bundle_dir: Path | None = Non
                 continue
             # IREE's `main` returns once the GPU is done: nothing to synchronise.
             out.append(TorchBackend(name, "cpu", _iree_vulkan_wrapper(
-                None if compiler_available() else bundle_dir), lambda: None))
+                None if compiler_available() else bundle_dir), lambda: None, sizes_of="webgpu"))
         elif name == "torch-cpu":
             out.append(TorchBackend(name, "cpu", _identity, lambda: None))
         elif name in ("torch-cuda", "inductor-cuda") and torch.cuda.is_available():
@@ -146,7 +152,7 @@ def available_torch_backends(requested: list[str], bundle_dir: Path | None = Non
 
 def webgpu_adapter_is_cpu(backends: list[str]) -> bool:
     """True when a webgpu backend is requested and the adapter is a software one (sizes shrink then)."""
-    if not any(b.startswith("webgpu") for b in backends):
+    if not any(b.startswith("webgpu") or b == "iree-vulkan" for b in backends):
         return False
     from torch_webgpu.runtime import get_runtime
 

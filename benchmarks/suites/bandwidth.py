@@ -52,7 +52,7 @@ def run(settings: Settings, backends: list[str]) -> list[Measurement]:
     results = []
     adapter_is_cpu = webgpu_adapter_is_cpu(backends)
     for backend in available_torch_backends(backends, settings.bundle_dir):
-        for size in sizes_mb(settings, backend.device, adapter_is_cpu):
+        for size in sizes_mb(settings, backend.size_class, adapter_is_cpu):
             numel = size * MB // 4
             args = (torch.randn(numel).to(backend.device), torch.randn(numel).to(backend.device))
             for op, (module, passes) in OPS.items():

@@ -35,7 +35,7 @@ def run(settings: Settings, backends: list[str]) -> list[Measurement]:
     results = []
     adapter_is_cpu = webgpu_adapter_is_cpu(backends)
     for backend in available_torch_backends(backends, settings.bundle_dir):
-        for n in sizes(settings, backend.device, adapter_is_cpu):
+        for n in sizes(settings, backend.size_class, adapter_is_cpu):
             gen = torch.Generator().manual_seed(n)
             args = (torch.randn(n, n, generator=gen).to(backend.device),
                     torch.randn(n, n, generator=gen).to(backend.device))
