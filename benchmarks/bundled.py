@@ -13,7 +13,7 @@ from tqdm import tqdm
 
 from .harness import Settings
 
-BUNDLED_SUITES = ["matmul", "bandwidth", "models"]
+BUNDLED_SUITES = ["matmul", "bandwidth", "nn_ops", "models"]
 # <bundles>/iree/<key>.vmfb (+ .json: the dtypes of its trailing constants): the same IREE output, for
 # IREE's own Vulkan runtime.
 IREE_DIR = "iree"

@@ -20,7 +20,8 @@ from .report import (
     write_json,
 )
 
-SUITES = {"micro": ["tiny_dispatch", "eager_per_op", "matmul", "bandwidth"], "models": ["models"]}
+SUITES = {"micro": ["tiny_dispatch", "eager_per_op", "matmul", "bandwidth", "nn_ops", "compile_time"],
+          "models": ["models"]}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -28,7 +29,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run benchmark suites")
-    run.add_argument("--suite", choices=["micro", "models", "all"], default="micro")
+    each = SUITES["micro"] + SUITES["models"]
+    run.add_argument("--suite", default="micro",
+                     help=f"micro, models, all, or a comma-separated list of {each}")
     run.add_argument("--backends", default=",".join(ALL_BACKENDS),
                      help=f"comma-separated subset of {list(ALL_BACKENDS)} (CUDA ones run only with a GPU)")
     run.add_argument("--out", type=Path, default=Path("benchmarks/out"))
@@ -65,7 +68,11 @@ def main(argv: list[str] | None = None) -> None:
     unknown = set(backends) - set(ALL_BACKENDS)
     if unknown:
         parser.error(f"unknown backends {sorted(unknown)}; choose from {list(ALL_BACKENDS)}")
-    names = SUITES["micro"] + SUITES["models"] if args.suite == "all" else SUITES[args.suite]
+    names = []
+    for part in args.suite.split(","):
+        if part not in ("all", *SUITES, *each):
+            parser.error(f"unknown suite {part!r}; choose micro, models, all or from {each}")
+        names += each if part == "all" else SUITES.get(part, [part])
     settings = Settings(smoke=args.smoke, repeats=args.repeats, bundle_dir=args.bundles)
     results = []
     failures: list[str] = []

@@ -69,3 +69,13 @@ def test_int64_and_scalar_weights(tmp_path):
     got = torch_webgpu.load(path, weights=model.state_dict())(x)
     with torch.no_grad():
         torch.testing.assert_close(got, model(x), atol=1e-4, rtol=1e-4)
+
+
+def test_subgroup_size_is_required_exactly():
+    from torch_webgpu.bundle.requirements import unmet
+
+    requires = {"features": ["subgroups"], "limits": {"subgroup-min-size": 32, "subgroup-max-size": 32}}
+    nvidia = {"subgroup-min-size": 32, "subgroup-max-size": 32}
+    assert not unmet(requires, nvidia, ["subgroups"])
+    problems = unmet(requires, {"subgroup-min-size": 4, "subgroup-max-size": 128}, ["subgroups"])
+    assert len(problems) == 2 and "subgroup size 32" in problems[0]

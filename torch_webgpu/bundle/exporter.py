@@ -231,7 +231,8 @@ def write_plan_bundle(plan: Any, traced: TracedModel, target: Target, path: str 
     """
     import tempfile
 
-    requires = plan_requirements(plan, target.iree.workgroup_memory_bytes, target.iree.offset_alignment)
+    requires = plan_requirements(plan, target.iree.workgroup_memory_bytes, target.iree.offset_alignment,
+                                 target.iree.subgroup_size)
     check_requirements(requires, target.limits, target.features, what=f"target {target.name}")
     external = None
     if external_weights:

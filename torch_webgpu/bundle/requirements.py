@@ -78,7 +78,8 @@ def wgsl_features(sources: Iterable[str]) -> set[str]:
     return found
 
 
-def plan_requirements(plan: Plan, workgroup_storage: int, offset_alignment: int) -> dict[str, Any]:
+def plan_requirements(plan: Plan, workgroup_storage: int, offset_alignment: int,
+                      subgroup_size: int | None = None) -> dict[str, Any]:
     """The features and limits `plan` uses. Workgroup storage and offset alignment are what the code was
     compiled for (the plan cannot tell how much shared memory a shader declares)."""
     sizes = [spec.workgroup_size for spec in plan.executables.values()] or [[1, 1, 1]]
@@ -102,7 +103,11 @@ def plan_requirements(plan: Plan, workgroup_storage: int, offset_alignment: int)
         "max-buffer-size": largest,
         "min-storage-buffer-offset-alignment": int(offset_alignment),
     }
-    return {"features": sorted(wgsl_features(plan.wgsl.values())), "limits": limits}
+    features = wgsl_features(plan.wgsl.values())
+    if subgroup_size and "subgroups" in features:
+        # Code compiled for one subgroup size is wrong on a device that runs another: require exactly it.
+        limits["subgroup-min-size"] = limits["subgroup-max-size"] = int(subgroup_size)
+    return {"features": sorted(features), "limits": limits}
 
 
 def _spec_bytes(spec: Any) -> int:
@@ -124,7 +129,11 @@ def unmet(requires: Mapping[str, Any], limits: Mapping[str, int], features: Iter
             problems.append(f"limit '{name}' (the adapter does not report it)")
             continue
         got = int(limits[name])
-        if name.startswith("min-"):
+        if name.startswith("subgroup-"):
+            if got != need:
+                problems.append(f"subgroup size {need} (the adapter's {name} is {got}; compile with "
+                                "--target auto on it)")
+        elif name.startswith("min-"):
             # Alignments: the device's must be at most, and divide, what the plan was laid out for.
             if got > need or need % got:
                 problems.append(f"limit '{name}' = {need} (the adapter requires {got})")
