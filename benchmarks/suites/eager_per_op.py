@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import torch
 
 from ..backends import available_torch_backends
@@ -35,4 +37,15 @@ def run(settings: Settings, backends: list[str]) -> list[Measurement]:
             times = time_repeats(loop, settings)
             results.append(summarize("micro", f"eager op: {name}", backend.name, "us/op",
                                      [t / n * 1e6 for t in times], {"shape": [16, 16]}))
+            # Host side alone (ops recorded, GPU not waited for): the per-op overhead of the op layer,
+            # which on a software adapter is otherwise hidden behind the CPU running the shaders.
+            host = []
+            for _ in range(settings.effective_repeats):
+                start = time.perf_counter()
+                for _ in range(n):
+                    op(a, b)
+                host.append(time.perf_counter() - start)
+                backend.synchronize()
+            results.append(summarize("micro", f"eager op (host only): {name}", backend.name, "us/op",
+                                     [t / n * 1e6 for t in host], {"shape": [16, 16]}))
     return results
