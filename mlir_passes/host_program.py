@@ -203,7 +203,8 @@ class _Extractor:
         env: dict[Any, Any] = {}
         block = region.blocks[0]
         for i, arg in enumerate(block.arguments):
-            env[arg] = ("arg", i)
+            # An integer argument is a host scalar (a symbolic int): "dimension 0" of input i.
+            env[arg] = host_expr.dim(i, 0) if _is_integer(arg.type) else ("arg", i)
         for _ in range(_MAX_BLOCKS):
             jump = None
             for op in block.operations:
@@ -336,6 +337,24 @@ class _Extractor:
             pattern32 = int.from_bytes(pattern.to_bytes(width, "little") * (4 // width), "little")
             commands.append(Command("fill", buffer=ref, offset=_add(base, self._int(env, op.operands[2])),
                                     size=self._int(env, op.operands[3]), pattern=pattern32))
+        elif name == "hal.device.queue.fill":
+            # Outside a command buffer; operands end with target, offset, length, pattern.
+            *_, target, offset, length, pattern_value = list(op.operands)
+            ref, base = self._buffer(env, target)
+            width = int(str(pattern_value.type).lstrip("i")) // 8
+            pattern = self._static_int(env, pattern_value, "a fill pattern") & ((1 << (8 * width)) - 1)
+            pattern32 = int.from_bytes(pattern.to_bytes(width, "little") * (4 // width), "little")
+            commands.append(Command("fill", buffer=ref, offset=_add(base, self._int(env, offset)),
+                                    size=self._int(env, length), pattern=pattern32))
+        elif name == "hal.device.queue.copy":
+            # Operands end with source, source offset, target, target offset, length.
+            *_, source, source_offset, target, target_offset, length = list(op.operands)
+            src, sbase = self._buffer(env, source)
+            dst, dbase = self._buffer(env, target)
+            commands.append(Command("copy", source=src,
+                                    source_offset=_add(sbase, self._int(env, source_offset)),
+                                    buffer=dst, offset=_add(dbase, self._int(env, target_offset)),
+                                    size=self._int(env, length)))
         elif name == "hal.command_buffer.copy_buffer":
             src, sbase = self._buffer(env, op.operands[1])
             dst, dbase = self._buffer(env, op.operands[3])

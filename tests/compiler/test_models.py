@@ -5,7 +5,7 @@ import torch
 
 from torch_webgpu.compiler.webgpu_compiler import STATS, webgpu_backend
 
-from .models import MLP, ConvBlock, EmbeddingArgmax, SmallResNet, TransformerBlock, tiny_gpt2
+from .models import MLP, ConvBlock, EmbeddingArgmax, GPT2Logits, SmallResNet, TransformerBlock, tiny_gpt2
 
 
 def _check(model, *inputs, device="cpu"):
@@ -84,6 +84,13 @@ def test_embedding_argmax(device):
 def test_gpt2_tiny(device):
     torch.manual_seed(0)
     _check(tiny_gpt2(), torch.randint(0, 100, (1, 8)), device=device)
+
+
+@pytest.mark.slow
+def test_gpt2_without_kv_cache():
+    # No KV cache: transformers passes an attention mask to SDPA, and the host program has a queue fill.
+    torch.manual_seed(0)
+    _check(GPT2Logits().eval(), torch.randint(0, 100, (1, 8)))
 
 
 def test_cache_hit_in_process():

@@ -44,7 +44,8 @@ def prepare_graph(gm: torch.fx.GraphModule, example_inputs: list | None = None) 
                 node.replace_all_uses_with(value)
                 graph.erase_node(node)
             elif isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-                _symbol_from_tensor_dims(graph, node, value, placeholders, example_inputs)
+                if _symbol_from_tensor_dims(graph, node, value, placeholders, example_inputs):
+                    kept_inputs.append(k)
             else:
                 kept_inputs.append(k)
         placeholders = [n for n in graph.nodes if n.op == "placeholder"]
@@ -110,9 +111,10 @@ def _size_output(value: object, placeholders: list) -> list:
 
 
 def _symbol_from_tensor_dims(graph: torch.fx.Graph, node: torch.fx.Node, value: object,
-                             placeholders: list, example_inputs: list) -> None:
-    """A symbolic-size input (dynamic=True) is read from a tensor input's dimension instead, so the
-    plan takes tensors only (IREE then reads the dimension from the tensor's buffer view)."""
+                             placeholders: list, example_inputs: list) -> bool:
+    """A symbolic-size input (dynamic=True) is read from a tensor input's dimension instead (IREE then
+    reads it from the tensor's buffer view); True when it must stay an input: a SymInt that is no
+    tensor's dimension becomes a host scalar of the plan."""
     if node.users:
         source = None
         if isinstance(value, torch.SymInt):
@@ -124,17 +126,19 @@ def _symbol_from_tensor_dims(graph: torch.fx.Graph, node: torch.fx.Node, value: 
                             break
                 if source:
                     break
+        if source is None and isinstance(value, torch.SymInt):
+            return True
         if source is None:
             raise NotImplementedError(
-                f"dynamic=True: graph input {node.name} = {value} is a symbolic {type(value).__name__} that "
-                "is not a dimension of a tensor input; the WebGPU plan reads dynamic sizes from tensor "
-                "shapes only (compile with dynamic=False)")
+                f"dynamic=True: graph input {node.name} = {value} is a symbolic {type(value).__name__}; "
+                "the WebGPU plan takes symbolic ints only (compile with dynamic=False)")
         first_op = next(n for n in graph.nodes if n.op != "placeholder")
         with graph.inserting_before(first_op):
             size = graph.call_function(torch.ops.aten.sym_size.int, source)
         size.meta["val"] = value
         node.replace_all_uses_with(size)
     graph.erase_node(node)
+    return False
 
 
 def _bool_boundaries_as_int32(graph: torch.fx.Graph, outputs: list) -> list:

@@ -27,6 +27,7 @@ INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 _NP = {"float32": np.float32, "float16": np.float16, "int32": np.int32, "int16": np.int16, "int8": np.int8,
        "uint8": np.uint8, "bool": np.bool_}
 ALIGN = 256
+SCALAR = "index"   # device_dtype of a host scalar input (a symbolic int, dynamic=True): no buffer
 _WIDEN_WORKGROUP = 64
 # int64 outputs that stay on the device: IREE computes them as int32, the device stores 8 bytes.
 _WIDEN_INT32_WGSL = """
@@ -60,7 +61,7 @@ def _nbytes(spec: TensorSpec) -> int:
 
 
 def _is_webgpu(t: Any) -> bool:
-    return not isinstance(t, np.ndarray) and t.device.type not in ("cpu", "meta")
+    return hasattr(t, "device") and not isinstance(t, np.ndarray) and t.device.type not in ("cpu", "meta")
 
 
 def _numpy_mode(args: Sequence[Any]) -> bool:
@@ -164,6 +165,8 @@ class _Layout:
                 self.buffers[name] = (self._allocate(compiled, host_expr.evaluate(size, shapes)), 0)
         self.host_inputs: dict[str, tuple[int, int]] = {}
         for k, spec in enumerate(plan.inputs):
+            if spec.device_dtype == SCALAR:
+                continue
             nbytes = _shape_nbytes(shapes[k], spec.device_dtype)
             self.host_inputs[f"in{k}"] = (self._allocate(compiled, max(nbytes, 4)), 0)
         self.dispatches = {id(n): compiled.prepare_dispatch(n) for n in self.main if n.op is LowIROp.DISPATCH}
@@ -299,6 +302,9 @@ class CompiledPlan:
             raise TypeError(f"compiled graph takes {len(self.plan.inputs)} inputs, got {len(args)}")
         shapes = []
         for k, (t, spec) in enumerate(zip(args, self.plan.inputs, strict=False)):
+            if spec.device_dtype == SCALAR:
+                shapes.append((int(t),))   # a host scalar: its value is "dimension 0"
+                continue
             shape = tuple(int(d) for d in t.shape)
             if len(shape) != len(spec.shape) or any(
                     s is not None and s != d for s, d in zip(spec.shape, shape, strict=False)):
@@ -312,6 +318,8 @@ class CompiledPlan:
         buffers.update(layout.buffers)
         align = int(self.rt.info.limits.get("min-storage-buffer-offset-alignment", ALIGN))
         for k, (t, spec) in enumerate(zip(args, self.plan.inputs, strict=False)):
+            if spec.device_dtype == SCALAR:
+                continue
             name = f"in{k}"
             nbytes = _shape_nbytes(layout.shapes[k], spec.device_dtype)
             if _is_webgpu(t) and not t.is_contiguous():

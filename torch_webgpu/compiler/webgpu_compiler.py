@@ -21,7 +21,7 @@ from . import cache
 from .fx_import import PreparedGraph, import_graph, prepare_graph
 from .high_ir import build_high_ir
 from .low_ir import ExecutableSpec, Plan, TensorSpec
-from .lowering import INT32_MAX, INT32_MIN, device_dtype, lowering
+from .lowering import INT32_MAX, INT32_MIN, SCALAR, device_dtype, lowering
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,10 @@ def translate_executables(spirv_mlir: dict[str, str]) -> tuple[dict[str, Executa
 
 
 def _spec(value: Any) -> TensorSpec:
-    """Shape (None for a symbolic dim, dynamic=True) and dtypes of a graph input or output."""
+    """Shape (None for a symbolic dim, dynamic=True) and dtypes of a graph input or output; a symbolic
+    int input is a host scalar: shape [None], device dtype `index`."""
+    if isinstance(value, torch.SymInt):
+        return TensorSpec([None], "int64", SCALAR)
     if not isinstance(value, torch.Tensor):
         raise NotImplementedError(f"graph value {value!r} is not a tensor; the WebGPU backend returns "
                                   "tensors only (return sizes as tensors, or compute them outside)")
@@ -223,8 +226,8 @@ def _sdpa_math(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False
 
 def _sdpa_explicit(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                          enable_gqa=False):
-    """SDPA in explicit ops, for dynamic shapes: ATen's math kernel traced with symbolic sizes gave wrong
-    results (GPT-2 with dynamic=True, whose float attributes also become symbolic)."""
+    """SDPA in explicit ops, for an attention mask or symbolic sizes: with either, ATen's math kernel as
+    decomposed here gave wrong results (transformers' GPT-2 without KV cache, static or dynamic=True)."""
     if enable_gqa and key.shape[-3] != query.shape[-3]:
         repeat = query.shape[-3] // key.shape[-3]
         key, value = key.repeat_interleave(repeat, -3), value.repeat_interleave(repeat, -3)
@@ -236,7 +239,7 @@ def _sdpa_explicit(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=F
     if attn_mask is not None:
         scores = (scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool
                   else scores + attn_mask)
-    return torch.softmax(scores, -1) @ value
+    return torch.ops.aten._safe_softmax(scores, -1) @ value   # fully masked rows give 0, as ATen's
 
 
 def _decompose_attention(gm: torch.fx.GraphModule, symbolic: bool = False) -> None:
@@ -247,7 +250,8 @@ def _decompose_attention(gm: torch.fx.GraphModule, symbolic: bool = False) -> No
         if node.op == "call_function" and node.target is torch._C._nn.scaled_dot_product_attention:
             dropout = node.args[4] if len(node.args) > 4 else node.kwargs.get("dropout_p", 0.0)
             if dropout == 0.0:
-                node.target = _sdpa_explicit if symbolic else _sdpa_math
+                mask = node.kwargs.get("attn_mask", node.args[3] if len(node.args) > 3 else None)
+                node.target = _sdpa_explicit if symbolic or mask is not None else _sdpa_math
                 changed = True
     if changed:
         gm.recompile()
