@@ -55,7 +55,9 @@ _CMPBOOL = {"<": "!a && b", "<=": "!a || b", ">": "a && !b", ">=": "a || !b"}  #
 def cmp(name, op) -> EltOp:
     """A comparison: bool result, operands compared in their promoted type."""
     e = f"a {op} b"
-    return EltOp(name, e, e, _CMPBOOL.get(op, e), args=("self", "other"), promote="always_bool", l=_CMP64[op])
+    # WGSL leaves `!=` on NaN to the implementation (lavapipe answers false); `==` is false on NaN.
+    f = "!(a == b)" if op == "!=" else e
+    return EltOp(name, f, e, _CMPBOOL.get(op, e), args=("self", "other"), promote="always_bool", l=_CMP64[op])
 
 
 PI = "3.141592653589793"
