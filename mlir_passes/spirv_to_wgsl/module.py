@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..dispatch_grid import WORKGROUP_FOLD_OVERRIDE
 from .errors import UnsupportedSpirvError
 from .function import FunctionEmitter
 from .op_tables import ATOMIC_RMW, BUILTINS
@@ -38,6 +39,26 @@ class WGSLExecutable:
     def binding_count(self) -> int:
         """Number of @group(0) bindings the runtime must bind (storage + push-constant uniform)."""
         return len(self.bindings) + (self.push_constant_binding is not None)
+
+
+def _foldable_workgroup_ids(used: set[str]) -> tuple[list[str], list[str]]:
+    """Entry parameters and body prologue that define `workgroup_id` (and `num_workgroups`) logically,
+    so the grid may be folded (mlir_passes/dispatch_grid.py)."""
+    raw = ["@builtin(workgroup_id) wg_id_raw: vec3<u32>", "@builtin(num_workgroups) wg_count_raw: vec3<u32>"]
+    params = raw + [f"@builtin({BUILTINS[b][0]}) {BUILTINS[b][0]}: {BUILTINS[b][1]}"
+                    for b in sorted(used - {"WorkgroupId", "NumWorkgroups"})]
+    fold = WORKGROUP_FOLD_OVERRIDE
+    prologue = [
+        "  var workgroup_id = wg_id_raw;",
+        "  var num_workgroups = wg_count_raw;",
+        f"  if ({fold} != 0u) {{",
+        "    let folded = wg_id_raw.x + wg_id_raw.y * wg_count_raw.x;",
+        f"    if (folded >= {fold}) {{ return; }}",
+        "    workgroup_id = vec3<u32>(folded, 0u, wg_id_raw.z);",
+        f"    num_workgroups = vec3<u32>({fold}, 1u, wg_count_raw.z);",
+        "  }",
+    ]
+    return params, prologue
 
 
 def _wgsl_ident(name: str) -> str:
@@ -180,6 +201,10 @@ def _assemble(name, workgroup_size, globals_, namer: TypeNamer, helpers: Helpers
     entry = _wgsl_ident(name)
     x, y, z = workgroup_size
     body = [f"  {line}" for line in emitter.top] + emitter.lines
+    if "WorkgroupId" in emitter.used_builtins and "GlobalInvocationId" not in emitter.used_builtins:
+        params, prologue = _foldable_workgroup_ids(emitter.used_builtins)
+        decls.append(f"override {WORKGROUP_FOLD_OVERRIDE}: u32 = 0u;")
+        body = prologue + body
     parts = []
     enables = [ext for ext, used in (("f16", namer.uses_f16), ("subgroups", emitter.uses_subgroups)) if used]
     if enables:

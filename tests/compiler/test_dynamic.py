@@ -47,17 +47,23 @@ def test_dynamic_plan_with_webgpu_inputs_and_outputs():
         torch.testing.assert_close(y.cpu(), torch.relu(x) * 3)
 
 
-@pytest.mark.slow
-def test_dynamic_sequence_length_transformer_block():
+def _check_one_plan_over_lengths(model, make_input):
+    """`model` compiled with dynamic=True matches eager for three sequence lengths with one graph."""
     torch.manual_seed(0)
-    model = TransformerBlock().eval()
+    model = model.eval()
     compiled = torch.compile(model, backend="webgpu", dynamic=True)
     graphs = STATS.graphs
     with torch.no_grad():
         for t in (8, 5, 13):
-            x = torch.randn(2, t, 32)
+            x = make_input(t)
             torch.testing.assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
     assert STATS.graphs - graphs == 1
+
+
+@pytest.mark.slow
+def test_dynamic_sequence_length_transformer_block():
+    torch.manual_seed(0)
+    _check_one_plan_over_lengths(TransformerBlock(), lambda t: torch.randn(2, t, 32))
 
 
 def test_dynamic_int_input_is_a_host_scalar():
@@ -86,14 +92,7 @@ def test_dynamic_pattern_iree_cannot_compile_is_a_clear_error():
 def test_dynamic_sequence_length_gpt2():
     # GPT-2 passes an attention mask and, with dynamic=True, symbolic float attributes (its SDPA scale).
     torch.manual_seed(0)
-    model = GPT2Logits().eval()
-    compiled = torch.compile(model, backend="webgpu", dynamic=True)
-    graphs = STATS.graphs
-    with torch.no_grad():
-        for t in (8, 5, 13):
-            x = torch.randint(0, 100, (1, t))
-            torch.testing.assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
-    assert STATS.graphs - graphs == 1
+    _check_one_plan_over_lengths(GPT2Logits(), lambda t: torch.randint(0, 100, (1, t)))
 
 
 def test_dynamic_training_gradients_match_for_two_batch_sizes():

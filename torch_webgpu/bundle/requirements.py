@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from mlir_passes.dispatch_grid import can_fold, folded_grid
 from torch_webgpu.compiler.low_ir import LowIROp, Plan
 
 from .format import BundleRequirementError
@@ -84,7 +85,7 @@ def plan_requirements(plan: Plan, workgroup_storage: int, offset_alignment: int,
     compiled for (the plan cannot tell how much shared memory a shader declares)."""
     sizes = [spec.workgroup_size for spec in plan.executables.values()] or [[1, 1, 1]]
     dispatches = [n for n in (*plan.init, *plan.main) if n.op is LowIROp.DISPATCH]
-    counts = [max(n.args["workgroups"]) for n in dispatches] or [1]
+    counts = [max(_grid(plan, n)) for n in dispatches] or [1]
     buffers = [*plan.buffers.values(), *(v.nbytes for v in plan.constants.values()),
                *(_spec_bytes(s) for s in (*plan.inputs, *plan.outputs))]
     largest = max([4, *buffers])
@@ -108,6 +109,15 @@ def plan_requirements(plan: Plan, workgroup_storage: int, offset_alignment: int,
         # Code compiled for one subgroup size is wrong on a device that runs another: require exactly it.
         limits["subgroup-min-size"] = limits["subgroup-max-size"] = int(subgroup_size)
     return {"features": sorted(features), "limits": limits}
+
+
+def _grid(plan: Plan, node: Any) -> tuple[int, ...]:
+    """The grid a dispatch runs with on a device of WebGPU's default limit (folded where the shader can)."""
+    spec = plan.executables[node.args["entry_point"]]
+    grid = folded_grid(node.args["workgroups"], WEBGPU_CORE_LIMITS["max-compute-workgroups-per-dimension"])
+    if grid is None or not can_fold(plan.wgsl[spec.wgsl_file]):
+        return tuple(node.args["workgroups"])
+    return grid
 
 
 def _spec_bytes(spec: Any) -> int:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from mlir_passes import host_expr
+from mlir_passes.dispatch_grid import WORKGROUP_FOLD_OVERRIDE, can_fold, folded_grid
 from torch_webgpu.runtime import BufferSlice, get_runtime
 
 from .low_ir import LowIRNode, LowIROp, Plan, TensorSpec
@@ -87,7 +88,7 @@ class _State:
 
 
 def _run_dispatch(state: _State, node: LowIRNode) -> None:
-    kernel, slots, uniform, read_only = state.dispatches[id(node)]
+    kernel, slots, uniform, read_only, workgroups = state.dispatches[id(node)]
     bindings: list[Any] = [uniform if slot is None else state.slice(*slot) for slot in slots]
     writable = {b.buffer_id for i, b in enumerate(bindings)
                 if isinstance(b, BufferSlice) and i not in read_only}
@@ -98,7 +99,7 @@ def _run_dispatch(state: _State, node: LowIRNode) -> None:
             scratch = state.compiled.scratch(id(node), i, b.nbytes)
             state.rt.copy(b.buffer_id, scratch, -(-b.nbytes // 4) * 4, b.offset, 0)
             bindings[i] = BufferSlice(scratch, 0, b.nbytes)
-    state.rt.dispatch(kernel, bindings, node.args["workgroups"], label=node.args["entry_point"])
+    state.rt.dispatch(kernel, bindings, workgroups, label=node.args["entry_point"])
 
 
 def _run_fill(state: _State, node: LowIRNode) -> None:
@@ -258,13 +259,26 @@ class CompiledPlan:
             return self.rt.kernel_from_spirv(spirv, safe, label=entry)
         return self.rt.kernel(self.plan.wgsl[spec.wgsl_file], spec.entry_point, label=entry)
 
+    def _grid(self, entry: str, workgroups: Sequence[int]) -> tuple[Any, tuple[int, ...]]:
+        """The kernel and grid of a dispatch: a 1-D grid past the device's per-dimension limit is folded
+        into x and y when the shader supports it (mlir_passes/dispatch_grid.py)."""
+        workgroups = tuple(int(w) for w in workgroups)
+        limit = int(self.rt.info.limits.get("max-compute-workgroups-per-dimension", 65535))
+        spec = self.plan.executables[entry]
+        folded = folded_grid(workgroups, limit)
+        if folded is None or self.shader_source != "wgsl" or not can_fold(self.plan.wgsl[spec.wgsl_file]):
+            return self._kernels[entry], workgroups
+        kernel = self.rt.kernel(self.plan.wgsl[spec.wgsl_file], spec.entry_point, label=entry,
+                                constants={WORKGROUP_FOLD_OVERRIDE: workgroups[0]})
+        return kernel, folded
+
     def prepare_dispatch(self, node: LowIRNode) -> tuple:
-        """Kernel, binding slots, push-constant uniform and read-only slots of a resolved dispatch node."""
+        """Kernel, binding slots, push-constant uniform, read-only slots and grid of a resolved dispatch."""
         spec = self.plan.executables[node.args["entry_point"]]
         host = node.args["bindings"]
-        kernel = self._kernels[node.args["entry_point"]]
+        kernel, grid = self._grid(node.args["entry_point"], node.args["workgroups"])
         if self.shader_source == "spirv":
-            return kernel, [tuple(b) for b in host], None, frozenset()
+            return kernel, [tuple(b) for b in host], None, frozenset(), grid
         count = max([*spec.binding_map, -1, spec.push_constant_binding or -1]) + 1
         slots: list[Any] = [None] * count
         for wgsl_binding, host_index in spec.binding_map.items():
@@ -280,7 +294,7 @@ class CompiledPlan:
         missing = [i for i, s in enumerate(slots) if s is None and i != spec.push_constant_binding]
         if missing:
             raise ValueError(f"{spec.entry_point}: WGSL bindings {missing} have no host buffer")
-        return kernel, slots, uniform, frozenset(spec.read_only)
+        return kernel, slots, uniform, frozenset(spec.read_only), grid
 
     def scratch(self, node_key: int, slot: int, nbytes: int) -> int:
         """A plan-owned buffer for a read-only copy of an aliased binding (created once)."""
