@@ -77,6 +77,7 @@ def prepare(out: Path, settings: Settings, target_name: str, iree: bool = True) 
 
 
 def vmfb_constants(bundle_dir: Path, key: str, plan_constants: list[Any]) -> list[Any]:
-    """The plan's constants in the dtypes the prepared .vmfb of `key` takes."""
-    doc = json.loads((bundle_dir / IREE_DIR / f"{key}.json").read_text())
-    return [c.astype(d) for c, d in zip(plan_constants, doc["constant_dtypes"], strict=True)]
+    """The plan's constants in the dtypes the prepared .vmfb of `key` takes (the graph's own constants
+    come first; constants IREE inlined into the plan's host program are not inputs of `main`)."""
+    dtypes = json.loads((bundle_dir / IREE_DIR / f"{key}.json").read_text())["constant_dtypes"]
+    return [c.astype(d) for c, d in zip(plan_constants[:len(dtypes)], dtypes, strict=True)]

@@ -48,15 +48,13 @@ def _foldable_workgroup_ids(used: set[str]) -> tuple[list[str], list[str]]:
     params = raw + [f"@builtin({BUILTINS[b][0]}) {BUILTINS[b][0]}: {BUILTINS[b][1]}"
                     for b in sorted(used - {"WorkgroupId", "NumWorkgroups"})]
     fold = WORKGROUP_FOLD_OVERRIDE
+    # `let`s and `select` on the override: with the override at 0 (no fold) the pipeline's constant
+    # folding leaves exactly the original builtins, so unfolded dispatches run the code IREE planned.
     prologue = [
-        "  var workgroup_id = wg_id_raw;",
-        "  var num_workgroups = wg_count_raw;",
-        f"  if ({fold} != 0u) {{",
-        "    let folded = wg_id_raw.x + wg_id_raw.y * wg_count_raw.x;",
-        f"    if (folded >= {fold}) {{ return; }}",
-        "    workgroup_id = vec3<u32>(folded, 0u, wg_id_raw.z);",
-        f"    num_workgroups = vec3<u32>({fold}, 1u, wg_count_raw.z);",
-        "  }",
+        "  let folded = wg_id_raw.x + wg_id_raw.y * wg_count_raw.x;",
+        f"  if ({fold} != 0u && folded >= {fold}) {{ return; }}",
+        f"  let workgroup_id = select(wg_id_raw, vec3<u32>(folded, 0u, wg_id_raw.z), {fold} != 0u);",
+        f"  let num_workgroups = select(wg_count_raw, vec3<u32>({fold}, 1u, wg_count_raw.z), {fold} != 0u);",
     ]
     return params, prologue
 
