@@ -61,18 +61,16 @@ def _bundle_wrapper(bundle_dir: Path) -> Callable[[Callable, str], Callable]:
 def _iree_vulkan_wrapper(bundle_dir: Path | None) -> Callable[[Callable, str], Callable]:
     """Run each figure's IREE output on IREE's Vulkan runtime: a prepared .vmfb (weights as for bundles),
     or, where the compiler is installed, one compiled on first call."""
-    from .bundled import IREE_DIR, bundle_key, model_weights, vmfb_constants
-    from .iree_vulkan import IREEVulkanFunction
+    from .bundled import IREE_DIR, bundle_key, model_weights, prepared_iree_function
 
     def wrap(fn: Callable, key: str = "") -> Callable:
         if bundle_dir is not None:
             from torch_webgpu.bundle.loader import load_plan
 
             _, plan = load_plan(_prepared(bundle_dir, key), weights=model_weights(fn))
-            vmfb = _prepared(bundle_dir / IREE_DIR, key, ".vmfb")
-            constants = vmfb_constants(bundle_dir, bundle_key(key), list(plan.constants.values()))
-            return IREEVulkanFunction(vmfb, constants)
-        return _CompileOnFirstCall(fn, key, IREEVulkanFunction)
+            _prepared(bundle_dir / IREE_DIR, key, ".vmfb")   # a clear error when it was not prepared
+            return prepared_iree_function(bundle_dir, bundle_key(key), plan)
+        return _CompileOnFirstCall(fn)
 
     return wrap
 
@@ -80,8 +78,8 @@ def _iree_vulkan_wrapper(bundle_dir: Path | None) -> Callable[[Callable, str], C
 class _CompileOnFirstCall:
     """Trace `fn` with the first call's inputs, compile it to a .vmfb, then run that (no bundles here)."""
 
-    def __init__(self, fn: Callable, key: str, runner: type):
-        self.fn, self.key, self.runner, self.compiled = fn, key, runner, None
+    def __init__(self, fn: Callable):
+        self.fn, self.compiled = fn, None
 
     def __call__(self, *args):
         if self.compiled is None:
@@ -89,13 +87,13 @@ class _CompileOnFirstCall:
 
             from torch_webgpu.bundle import exporter as ex
 
-            from .iree_vulkan import compile_vmfb
+            from .iree_vulkan import IREEVulkanFunction, compile_vmfb
 
             target = ex.make_target("auto")
             traced = ex.trace(self.fn, list(args))
             path = Path(tempfile.mkdtemp(prefix="torch-webgpu-iree-")) / "main.vmfb"
             path.write_bytes(compile_vmfb(ex.iree_input_text(traced, target), target.iree))
-            self.compiled = self.runner(path, ex.prepared_constants(traced))
+            self.compiled = IREEVulkanFunction(path, ex.prepared_constants(traced))
         return self.compiled(*args)
 
 
@@ -135,7 +133,9 @@ def available_torch_backends(requested: list[str], bundle_dir: Path | None = Non
                 wrap = _identity
             out.append(TorchBackend(name, "webgpu", wrap, torch.webgpu.synchronize))
         elif name == "iree-vulkan":
-            if not (compiler_available() or (bundle_dir is not None and (bundle_dir / "iree").is_dir())):
+            from .bundled import IREE_DIR
+
+            if not (compiler_available() or (bundle_dir is not None and (bundle_dir / IREE_DIR).is_dir())):
                 continue
             # IREE's `main` returns once the GPU is done: nothing to synchronise.
             out.append(TorchBackend(name, "cpu", _iree_vulkan_wrapper(

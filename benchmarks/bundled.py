@@ -76,8 +76,13 @@ def prepare(out: Path, settings: Settings, target_name: str, iree: bool = True) 
     return failed
 
 
-def vmfb_constants(bundle_dir: Path, key: str, plan_constants: list[Any]) -> list[Any]:
-    """The plan's constants in the dtypes the prepared .vmfb of `key` takes (the graph's own constants
-    come first; constants IREE inlined into the plan's host program are not inputs of `main`)."""
+def prepared_iree_function(bundle_dir: Path, key: str, plan: Any) -> Any:
+    """The prepared .vmfb of `key` on IREE's Vulkan runtime, given the bundle's plan (weights bound): its
+    constants in the dtypes `main` takes (the graph's own constants come first; constants IREE inlined
+    into the plan's host program are not inputs of `main`)."""
+    from .iree_vulkan import IREEVulkanFunction
+
     dtypes = json.loads((bundle_dir / IREE_DIR / f"{key}.json").read_text())["constant_dtypes"]
-    return [c.astype(d) for c, d in zip(plan_constants[:len(dtypes)], dtypes, strict=True)]
+    plan_constants = list(plan.constants.values())[:len(dtypes)]
+    constants = [c.astype(d) for c, d in zip(plan_constants, dtypes, strict=True)]
+    return IREEVulkanFunction(bundle_dir / IREE_DIR / f"{key}.vmfb", constants)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from .bundled import IREE_DIR, bundle_cases, model_weights, vmfb_constants
+from .bundled import IREE_DIR, bundle_cases, model_weights, prepared_iree_function
 from .harness import Settings
 
 
@@ -49,12 +49,8 @@ def check(bundle_dir: Path, settings: Settings, only: str = "") -> int:
             bundle = load(path, weights=model_weights(module))
             got = _first(bundle(*[x.numpy() for x in inputs]))
             failures += not _compare(f"{key} (bundle on WebGPU)", np.asarray(got), want)
-            vmfb = bundle_dir / IREE_DIR / f"{key}.vmfb"
-            if vmfb.exists():
-                from .iree_vulkan import IREEVulkanFunction
-
-                constants = vmfb_constants(bundle_dir, key, list(bundle.plan.constants.values()))
-                fn = IREEVulkanFunction(vmfb, constants)
+            if (bundle_dir / IREE_DIR / f"{key}.vmfb").exists():
+                fn = prepared_iree_function(bundle_dir, key, bundle.plan)
                 failures += not _compare(f"{key} (IREE Vulkan)", fn.to_numpy(_first(fn(*inputs))), want)
             bundle.release()
         except Exception as exc:  # one broken bundle must not hide the others' checks

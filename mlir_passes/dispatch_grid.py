@@ -28,3 +28,9 @@ def folded_grid(workgroups: tuple[int, int, int], limit: int) -> tuple[int, int,
     if rows > limit:
         return None
     return -(-x // rows), rows, 1
+
+
+def shader_grid(workgroups: tuple[int, int, int], wgsl: str, limit: int) -> tuple[int, int, int] | None:
+    """The folded grid to dispatch `wgsl` with, or None to dispatch `workgroups` as they are."""
+    grid = folded_grid(workgroups, limit)
+    return grid if grid is not None and can_fold(wgsl) else None

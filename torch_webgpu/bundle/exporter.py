@@ -135,26 +135,28 @@ def prepared_constants(traced: TracedModel) -> list[Any]:
     return [t.detach().cpu().numpy() for t in _prepare(traced).constants]
 
 
-def high_ir_text(traced: TracedModel) -> str:
-    """The high IR (torch dialect after our passes) of the model, printed."""
+def _high_module(traced: TracedModel) -> Any:
+    """The model imported into the torch dialect, after our high passes."""
     from mlir_passes.torch_passes import run_high_passes
     from torch_webgpu.compiler.fx_import import import_graph
-    from torch_webgpu.compiler.high_ir import build_high_ir
 
     module = import_graph(_prepare(traced).graph_module)
     run_high_passes(module)
-    return str(build_high_ir(module))
+    return module
+
+
+def high_ir_text(traced: TracedModel) -> str:
+    """The high IR (torch dialect after our passes) of the model, printed."""
+    from torch_webgpu.compiler.high_ir import build_high_ir
+
+    return str(build_high_ir(_high_module(traced)))
 
 
 def iree_input_text(traced: TracedModel, target: Target) -> str:
     """The MLIR module handed to IREE: torch dialect after our passes, with the WebGPU target attached."""
     from mlir_passes.iree_driver import with_target
-    from mlir_passes.torch_passes import run_high_passes
-    from torch_webgpu.compiler.fx_import import import_graph
 
-    module = import_graph(_prepare(traced).graph_module)
-    run_high_passes(module)
-    return with_target(str(module), target.iree)
+    return with_target(str(_high_module(traced)), target.iree)
 
 
 @contextlib.contextmanager
@@ -193,13 +195,8 @@ def _versions() -> dict[str, str]:
 
 def _constant_weight_names(traced: TracedModel) -> list[str | None]:
     """The model's name of each plan constant `_const_<k>`, in order (None: a constant not in the model's
-    state, e.g. a lifted tensor literal). The compiler numbers constants in `get_attr` order."""
-    gm = traced.graph_module
-    names = []
-    for node in gm.graph.nodes:
-        if node.op == "get_attr" and isinstance(getattr(gm, node.target, None), torch.Tensor):
-            names.append(traced.weight_names.get(node.target))
-    return names
+    state, e.g. a lifted tensor literal)."""
+    return [traced.weight_names.get(source) for source in _prepare(traced).constant_sources]
 
 
 def _split_external_weights(plan: Any, traced: TracedModel) -> tuple[Any, dict[str, Any]]:

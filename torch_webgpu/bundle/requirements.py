@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from mlir_passes.dispatch_grid import can_fold, folded_grid
+from mlir_passes.dispatch_grid import shader_grid
 from torch_webgpu.compiler.low_ir import LowIROp, Plan
 
 from .format import BundleRequirementError
@@ -114,10 +114,9 @@ def plan_requirements(plan: Plan, workgroup_storage: int, offset_alignment: int,
 def _grid(plan: Plan, node: Any) -> tuple[int, ...]:
     """The grid a dispatch runs with on a device of WebGPU's default limit (folded where the shader can)."""
     spec = plan.executables[node.args["entry_point"]]
-    grid = folded_grid(node.args["workgroups"], WEBGPU_CORE_LIMITS["max-compute-workgroups-per-dimension"])
-    if grid is None or not can_fold(plan.wgsl[spec.wgsl_file]):
-        return tuple(node.args["workgroups"])
-    return grid
+    grid = shader_grid(node.args["workgroups"], plan.wgsl[spec.wgsl_file],
+                       WEBGPU_CORE_LIMITS["max-compute-workgroups-per-dimension"])
+    return tuple(node.args["workgroups"]) if grid is None else grid
 
 
 def _spec_bytes(spec: Any) -> int:

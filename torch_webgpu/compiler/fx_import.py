@@ -28,6 +28,7 @@ class PreparedGraph:
     num_user_inputs: int = 0
     kept_inputs: list[int] = field(default_factory=list)   # graph inputs the plan takes (ints are folded)
     output_vals: list = field(default_factory=list)        # outputs' example values (before bool->int32)
+    constant_sources: list[str] = field(default_factory=list)  # the `get_attr` target of each constant
 
 
 def prepare_graph(gm: torch.fx.GraphModule, example_inputs: list | None = None) -> PreparedGraph:
@@ -50,6 +51,7 @@ def prepare_graph(gm: torch.fx.GraphModule, example_inputs: list | None = None) 
                 kept_inputs.append(k)
         placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     constants: list[torch.Tensor] = []
+    sources: list[str] = []
     last = placeholders[-1] if placeholders else None
     for node in list(graph.nodes):
         if node.op != "get_attr":
@@ -68,6 +70,7 @@ def prepare_graph(gm: torch.fx.GraphModule, example_inputs: list | None = None) 
         node.replace_all_uses_with(ph)
         graph.erase_node(node)
         constants.append(value.detach())
+        sources.append(node.target)
         last = ph
     _drop_device_transfers(graph)
     _aliases_torch_mlir_knows(graph)
@@ -93,7 +96,7 @@ def prepare_graph(gm: torch.fx.GraphModule, example_inputs: list | None = None) 
     output.args = (tuple(kept),)
     graph.lint()
     gm.recompile()
-    return PreparedGraph(gm, constants, output_map, len(placeholders), kept_inputs, output_vals)
+    return PreparedGraph(gm, constants, output_map, len(placeholders), kept_inputs, output_vals, sources)
 
 
 def _size_output(value: object, placeholders: list) -> list:

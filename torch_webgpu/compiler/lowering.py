@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from mlir_passes import host_expr
-from mlir_passes.dispatch_grid import WORKGROUP_FOLD_OVERRIDE, can_fold, folded_grid
+from mlir_passes.dispatch_grid import WORKGROUP_FOLD_OVERRIDE, shader_grid
 from torch_webgpu.runtime import BufferSlice, get_runtime
 
 from .low_ir import LowIRNode, LowIROp, Plan, TensorSpec
@@ -265,8 +265,8 @@ class CompiledPlan:
         workgroups = tuple(int(w) for w in workgroups)
         limit = int(self.rt.info.limits.get("max-compute-workgroups-per-dimension", 65535))
         spec = self.plan.executables[entry]
-        folded = folded_grid(workgroups, limit)
-        if folded is None or self.shader_source != "wgsl" or not can_fold(self.plan.wgsl[spec.wgsl_file]):
+        folded = shader_grid(workgroups, self.plan.wgsl[spec.wgsl_file], limit)
+        if folded is None or self.shader_source != "wgsl":
             return self._kernels[entry], workgroups
         kernel = self.rt.kernel(self.plan.wgsl[spec.wgsl_file], spec.entry_point, label=entry,
                                 constants={WORKGROUP_FOLD_OVERRIDE: workgroups[0]})
