@@ -40,13 +40,16 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--repeats", type=int, default=5)
     run.add_argument("--strict", action="store_true", help="exit non-zero if any figure failed")
     run.add_argument("--bundles", type=Path, default=None,
-                     help="prepared bundles for webgpu-compiled on machines without the compiler")
+                     help="prepared bundles for webgpu-compiled (used even where the compiler is)")
     run.add_argument("--late-backends", default="",
                      help="backends (of --backends) run after every suite has run the others, e.g. "
                           "inductor-cuda, whose compiles would otherwise eat a timed run's budget first")
     run.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                      help="skip the figures left once SECONDS have passed (listed as not measured); results "
                           "are written after every suite, so a run stopped from outside keeps its figures")
+    run.add_argument("--late-margin", type=float, default=60.0, metavar="SECONDS",
+                     help="with --budget, the late backends start no figure in the last SECONDS (a compile "
+                          "in flight then would overrun the budget and lose its suite's figures)")
     run.add_argument("--no-check", action="store_true",
                      help="do not compare GPU figures with torch CPU before timing them")
     prep = sub.add_parser("prepare", help="compile the webgpu-compiled figures into bundles (GPU machines)")
@@ -108,6 +111,8 @@ def main(argv: list[str] | None = None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     meta = None
     for name, group in tqdm(steps, desc="benchmarks", unit="suite"):
+        if group is late and args.budget is not None:
+            settings.deadline = start + args.budget - args.late_margin
         module = importlib.import_module(f"benchmarks.suites.{name}")
         suite_start = time.monotonic()
         try:
