@@ -27,7 +27,8 @@ _SPECIAL = [
     "polygamma.polygamma_n_3", "polygamma.polygamma_n_4", "special.polygamma.special_polygamma_n_0",
     "digamma", "nextafter",
 ]
-_TENSOR = ["equal", "addbmm", "renorm", "cov", "corrcoef", "nn.functional.channel_shuffle"]
+_TENSOR = ["equal", "addbmm", "renorm", "cov", "corrcoef", "nn.functional.channel_shuffle",
+           "masked_scatter", "put", "nonzero_static"]
 CLAIMED = sorted(_SPECIAL + _TENSOR)
 
 _OPS = {opinfo_name(op): op for op in op_db}
