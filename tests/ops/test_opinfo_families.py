@@ -28,7 +28,7 @@ _SPECIAL = [
     "digamma", "nextafter",
 ]
 _TENSOR = ["equal", "addbmm", "renorm", "cov", "corrcoef", "nn.functional.channel_shuffle",
-           "masked_scatter", "put", "nonzero_static"]
+           "masked_scatter", "put", "nonzero_static", "histc", "histogram", "cdist", "nn.functional.pdist"]
 CLAIMED = sorted(_SPECIAL + _TENSOR)
 
 _OPS = {opinfo_name(op): op for op in op_db}
