@@ -192,6 +192,10 @@ def _drop_device_transfers(graph: torch.fx.Graph) -> None:
                 conv.meta = dict(node.meta)
                 node.replace_all_uses_with(conv)
                 graph.erase_node(node)
+        elif node.target is torch.ops.prims.device_put.default:
+            # A host scalar (0-d cpu tensor) moved next to the others: the plan already holds it.
+            node.replace_all_uses_with(node.args[0])
+            graph.erase_node(node)
         elif isinstance(node.kwargs.get("device"), torch.device) and node.kwargs["device"].type != "cpu":
             node.kwargs = {**node.kwargs, "device": torch.device("cpu")}
 
