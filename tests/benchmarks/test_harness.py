@@ -59,5 +59,6 @@ def test_figures_past_the_budget_are_listed_as_skipped():
 def test_dispatch_kinds():
     assert dispatch_kind("matmul.f32.tile64x64.r4x4") == "library"
     assert dispatch_kind("reduce.sum.f32.pass2") == "library"
+    assert dispatch_kind("lib_matmul_f32_tile64x64_r4x4_0123456789") == "library"   # in a compiled plan
     assert dispatch_kind("main$async_dispatch_48_conv_512x7x7x512x3x3_f32") == "iree"
     assert dispatch_kind("torch-webgpu-widen-int32") == "other"
