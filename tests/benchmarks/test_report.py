@@ -36,3 +36,20 @@ def test_autotune_section_tolerates_no_cache():
     assert "no cache" in autotune_table(None)
     table = autotune_table({"matmul 128x768x3072 f32": {"variant": "matmul.f32.tile64x64", "ms": 0.1}})
     assert '| matmul 128x768x3072 f32 | {"ms": 0.1, "variant": "matmul.f32.tile64x64"} |' in table
+
+
+def test_autotune_choices_read_from_the_autotuners_cache_file(tmp_path, monkeypatch):
+    import json
+    import sys
+    import types
+
+    from benchmarks.report import autotune_choices
+
+    cache = tmp_path / "autotune.json"
+    cache.write_text(json.dumps({"matmul|m128|f32": {"variant": "simt64"}}))
+    module = types.ModuleType("torch_webgpu.kernels.autotune")
+    module.cache_file = lambda: cache
+    monkeypatch.setitem(sys.modules, "torch_webgpu.kernels.autotune", module)
+    assert autotune_choices() == {"matmul|m128|f32": {"variant": "simt64"}}
+    cache.unlink()
+    assert autotune_choices() is None
