@@ -154,9 +154,10 @@ def _first_tensor(result):
     return result
 
 
-def cpu_reference(module, args: tuple):
+def cpu_reference(module, args: tuple) -> tuple:
     """The first output of `module(*args)` run by torch on the CPU (a copy of the module and inputs; f16
-    and bf16 ones in f32, so the reference does not round where the GPU accumulates in f32)."""
+    and bf16 ones in f32, so the reference does not round where the GPU accumulates in f32), and the
+    sum of the inputs' absolute values (a full reduction's tolerance scales with it)."""
     import copy
 
     import torch
@@ -169,7 +170,10 @@ def cpu_reference(module, args: tuple):
     cpu_args = tuple(a.cpu().float() if isinstance(a, torch.Tensor) and a.dtype in low
                      else a.cpu() if isinstance(a, torch.Tensor) else a for a in args)
     with torch.no_grad():
-        return _first_tensor(ref(*cpu_args))
+        want = _first_tensor(ref(*cpu_args))
+    floats = [a for a in cpu_args if isinstance(a, torch.Tensor) and a.is_floating_point()]
+    magnitude = float(sum(a.abs().double().sum() for a in floats)) if want.dim() == 0 else 0.0
+    return want, magnitude
 
 
 def check_output(got, want, name: str, backend: str, magnitude: float = 0.0) -> None:
@@ -188,13 +192,6 @@ def check_output(got, want, name: str, backend: str, magnitude: float = 0.0) -> 
     except AssertionError as exc:
         raise OutputMismatch(f"{name} on {backend} differs from torch CPU: "
                              f"{' '.join(str(exc).splitlines()[:3])}") from None
-
-
-def _magnitude(args: tuple) -> float:
-    import torch
-
-    return float(sum(a.detach().abs().double().sum().cpu() for a in args
-                     if isinstance(a, torch.Tensor) and a.is_floating_point()))
 
 
 def time_figure(settings: Settings, backend, suite: str, name: str, module, key: str,
@@ -219,10 +216,10 @@ def time_figure(settings: Settings, backend, suite: str, name: str, module, key:
             backend.synchronize()
 
         if check and settings.check and backend.device != "cpu":
-            want = cpu_reference(module, args)
+            want, magnitude = cpu_reference(module, args)
             got = fn(*args)
             backend.synchronize()
-            check_output(got, want, name, backend.name, _magnitude(args) if want.dim() == 0 else 0.0)
+            check_output(got, want, name, backend.name, magnitude)
         times = time_repeats(call, settings)
         if profile and backend.device == "webgpu":
             settings.profiles.append(profile_dispatches(call, name, backend.name))

@@ -62,3 +62,16 @@ def test_dispatch_kinds():
     assert dispatch_kind("lib_matmul_f32_tile64x64_r4x4_0123456789") == "library"   # in a compiled plan
     assert dispatch_kind("main$async_dispatch_48_conv_512x7x7x512x3x3_f32") == "iree"
     assert dispatch_kind("torch-webgpu-widen-int32") == "other"
+
+
+class _Sum(torch.nn.Module):
+    def forward(self, a):
+        return a.sum()
+
+
+def test_a_full_reduction_is_checked_against_the_magnitudes_summed():
+    settings = Settings(smoke=True)
+    backend = _eager()
+    x = (torch.randn(1 << 16) + 0.5).to(backend.device)
+    assert time_figure(settings, backend, "micro", "sum", _Sum(), "sum", (x,)) is not None
+    assert settings.failures == []
