@@ -290,20 +290,26 @@ fn lgamma_pos(x0: f32) -> f32 {
   return 0.9189385332046727 + (x + 0.5) * log(t) - t + log(a);
 }
 fn digamma_(x0: f32) -> f32 {
+  // torch's calc_digamma(float): reflection through the fractional part (pi*r is exact enough for
+  // sin/cos, unlike tan(pi*x) of a large x), recurrence up to 10, then the asymptotic series
   var x = x0;
   if (x == 0.0) { return copysign_(inf_(), -x); }
   if (x < 0.0) {
     if (trunc(x) == x) { return nan_(); }
-    return digamma_pos(1.0 - x) - 3.141592653589793 / tan_(3.141592653589793 * x);
+    let pr = 3.141592653589793 * (x - trunc(x));
+    return digamma_pos(1.0 - x) - 3.141592653589793 * cos(pr) / sin(pr);
   }
   return digamma_pos(x);
 }
 fn digamma_pos(x0: f32) -> f32 {
   var x = x0; var r = 0.0;
-  loop { if (x >= 6.0) { break; } r = r - 1.0 / x; x = x + 1.0; }
-  let f = 1.0 / (x * x);
-  return r + log(x) - 0.5 / x - f * (0.08333333333333333 - f * (0.008333333333333333
-      - f * (0.003968253968253968 - f * (0.004166666666666667 - f * 0.007575757575757576))));
+  loop { if (x >= 10.0) { break; } r = r - 1.0 / x; x = x + 1.0; }
+  if (x == 10.0) { return r + 2.25175258906672110764; }
+  let z = 1.0 / (x * x);
+  let y = z * ((((((8.33333333333333333333E-2 * z - 2.10927960927960927961E-2) * z
+      + 7.57575757575757575758E-3) * z - 4.16666666666666666667E-3) * z + 3.96825396825396825397E-3) * z
+      - 8.33333333333333333333E-3) * z + 8.33333333333333333333E-2);
+  return r + log(x) - 0.5 / x - select(0.0, y, x < 1.0e17);
 }
 fn mulwide_(a: u32, b: u32) -> vec2<u32> {
   // the 64-bit product a * b as (low word, high word)
