@@ -21,7 +21,6 @@ from .tensor_buffers import (
     fits_one_binding,
     pack_u32,
     runtime,
-    split_for_binding,
     windowed_binding,
 )
 
@@ -108,8 +107,11 @@ def copy_on_device(src: torch.Tensor, dst: torch.Tensor) -> None:
         rt.copy(src_id, dst_id, nbytes, byte_offset(src), byte_offset(dst))
         return
     if not (fits_one_binding(src) and fits_one_binding(dst)):
-        # Views wider than one kernel binding: copy them in halves along one dim.
-        dim = split_for_binding(dst if not fits_one_binding(dst) else src)
+        # Views wider than one kernel binding: copy them in halves along the dim that shrinks the wide
+        # one's extent most (its largest stride), so a transposed view needs few launches.
+        wide = dst if not fits_one_binding(dst) else src
+        dim = max(((n - 1) * st, d) for d, (n, st) in enumerate(zip(wide.shape, wide.stride(), strict=True))
+                  if n > 1)[1]
         half = dst.shape[dim] // 2
         copy_on_device(src.narrow(dim, 0, half), dst.narrow(dim, 0, half))
         rest = dst.shape[dim] - half
