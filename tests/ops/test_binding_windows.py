@@ -112,3 +112,20 @@ def test_real_tensor_past_128_mib(webgpu):
     torch.testing.assert_close(xd[idx.to("webgpu")].cpu(), x[idx])
     torch.testing.assert_close(xd.view(1 << 12, -1).t()[:, -2:].contiguous().cpu(),
                                x.view(1 << 12, -1).t()[:, -2:].contiguous())
+
+
+SCATTERS = {
+    "index_add": lambda x, rows, src: x.index_add(0, rows, src),
+    "scatter": lambda x, rows, src: x.scatter(0, rows.view(-1, 1).expand(-1, x.shape[1]), src),
+    "index_put": lambda x, rows, src: x.index_put((rows,), src),
+}
+
+
+@pytest.mark.parametrize("name", list(SCATTERS))
+def test_scatter_into_a_slice_of_a_big_buffer(small_bindings, name):
+    whole = _big(1024, 64)   # 256 KiB buffer; the scattered slice (16 KiB) fits one binding
+    gen = torch.Generator().manual_seed(2)
+    rows, src = torch.randperm(64, generator=gen)[:16], torch.randn(16, 64, generator=gen)
+    fn = SCATTERS[name]
+    got = fn(whole.to("webgpu")[900:964], rows.to("webgpu"), src.to("webgpu"))
+    torch.testing.assert_close(got.cpu(), fn(whole[900:964], rows, src))

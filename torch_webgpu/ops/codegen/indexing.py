@@ -221,20 +221,29 @@ def _scatter_source(mode: str, base_dtype, src_dtype, i_dtype, src_scalar: bool)
 def launch_scatter(mode: str, base: Operand, src: Operand | float | int | bool, index: Operand, out: Operand,
                    dim: int, alpha: float | int = 1, include_self: bool = True) -> None:
     """out = base with src scattered along dim at index (mode add/set/mul/mean/amax/amin); index and src
-    share index's shape; include_self=False starts each hit element from the reduction's identity."""
+    share index's shape; include_self=False starts each hit element from the reduction's identity.
+    Operands may lie in buffers larger than one kernel binding (each is bound through a window)."""
     n, params, pad = _params(out, dim, out.sizes[dim] if out.sizes else 1)
     if n == 0:
         return
     scalar = not isinstance(src, Operand)
-    for o in (base, None if scalar else src, index, out):
+    rt = get_runtime()
+    windows = window_bindings(rt, [base, index if scalar else src, index, out], written=3)
+    if isinstance(windows, Split):
+        from ...runtime import LimitExceededError
+
+        raise LimitExceededError(
+            f"webgpu: scatter_{mode} of operands spanning more than one kernel binding "
+            f"(max-storage-buffer-binding-size {rt.max_storage_binding}) is not split yet; scatter into "
+            "slices of the tensor instead")
+    wbase, wsrc, windex, wout = windows.operands
+    for o in (wbase, None if scalar else wsrc, windex, wout):
         params += [0] * _BLK if o is None else [o.offset, *o.strides, *pad]
     params += [*index.sizes, *pad]
     kind = dtype_info(base.dtype).kind
     conv = float if kind == "f32" else int
     params += [conv(alpha), conv(src) if scalar else 0, int(include_self)]
-    rt = get_runtime()
     src_dtype = base.dtype if scalar else src.dtype
     k = rt.kernel(_scatter_source(mode, base.dtype, src_dtype, index.dtype, scalar), label=f"scatter_{mode}")
-    src_buf = index.buffer_id if scalar else src.buffer_id
-    rt.dispatch(k, [rt.constant(pack_u32(params)), base.buffer_id, src_buf, index.buffer_id, out.buffer_id],
+    rt.dispatch(k, [rt.constant(pack_u32(params)), *(windows.bindings[i] for i in windows.slot)],
                 grid(n, 64), label=f"scatter_{mode}")
