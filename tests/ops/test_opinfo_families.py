@@ -28,7 +28,8 @@ _SPECIAL = [
     "digamma", "nextafter",
 ]
 _TENSOR = ["equal", "addbmm", "renorm", "cov", "corrcoef", "nn.functional.channel_shuffle",
-           "masked_scatter", "put", "nonzero_static", "histc", "histogram", "cdist", "nn.functional.pdist"]
+           "masked_scatter", "put", "nonzero_static", "histc", "histogram", "cdist", "nn.functional.pdist",
+           "frexp", "nn.functional.multi_margin_loss", "nn.functional.multilabel_margin_loss"]
 CLAIMED = sorted(_SPECIAL + _TENSOR)
 
 _OPS = {opinfo_name(op): op for op in op_db}

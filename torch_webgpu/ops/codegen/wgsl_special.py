@@ -11,6 +11,22 @@ from __future__ import annotations
 import re
 
 SOURCE = r"""
+fn frexp_parts(x: f32) -> vec2<u32> {
+  // (bits of the mantissa in [0.5, 1) with x's sign, exponent as i32 bits); zero/inf/NaN: (x, 0).
+  // Subnormals are normalized from their bits, so a flush-to-zero device still splits them exactly.
+  let bits = bitcast<u32>(x);
+  let field = (bits >> 23u) & 0xffu;
+  let frac = bits & 0x7fffffu;
+  if (field == 0xffu || (field == 0u && frac == 0u)) { return vec2<u32>(bits, 0u); }
+  if (field == 0u) {
+    let shift = countLeadingZeros(frac) - 8u;
+    let m = (frac << shift) & 0x7fffffu;
+    return vec2<u32>((bits & 0x80000000u) | (126u << 23u) | m, bitcast<u32>(-125 - i32(shift)));
+  }
+  return vec2<u32>((bits & 0x807fffffu) | (126u << 23u), bitcast<u32>(i32(field) - 126));
+}
+fn frexp_mantissa_(x: f32) -> f32 { return bitcast<f32>(frexp_parts(x).x); }
+fn frexp_exponent_(x: f32) -> i32 { return bitcast<i32>(frexp_parts(x).y); }
 fn sincos_oct(ax: f32, shift: u32) -> vec2<f32> {
   // Cephes sinf/cosf: Cody-Waite reduction by pi/4 in three parts, then minimax polynomials; lavapipe's
   // builtin sin/cos lose ~1e-5 absolute past a few periods. Returns (value, sign flip) for octant+shift.
