@@ -29,12 +29,17 @@ _SPECIAL = [
 ]
 _TENSOR = ["equal", "addbmm", "renorm", "cov", "corrcoef", "nn.functional.channel_shuffle",
            "masked_scatter", "put", "nonzero_static", "histc", "histogram", "cdist", "nn.functional.pdist",
-           "frexp", "nn.functional.multi_margin_loss", "nn.functional.multilabel_margin_loss"]
+           "frexp", "nn.functional.multi_margin_loss", "nn.functional.multilabel_margin_loss",
+           "nn.functional.interpolate.bicubic", "nn.functional.interpolate.trilinear"]
 CLAIMED = sorted(_SPECIAL + _TENSOR)
+# float16 results that still differ from the CPU's by one half ulp in a few elements (the CPU's float16
+# trilinear rounding order is not reproduced yet); float32 is claimed
+_NOT_FLOAT16 = {"nn.functional.interpolate.trilinear"}
 
 _OPS = {opinfo_name(op): op for op in op_db}
 _CASES = [(torch.float32, n) for n in CLAIMED] + [
-    (torch.float16, n) for n in CLAIMED if _OPS[n].supports_dtype(torch.float16, "cpu")]
+    (torch.float16, n) for n in CLAIMED
+    if n not in _NOT_FLOAT16 and _OPS[n].supports_dtype(torch.float16, "cpu")]
 
 
 @pytest.mark.parametrize(("dtype", "name"), _CASES, ids=[f"{str(d)[6:]}-{n}" for d, n in _CASES])
