@@ -56,3 +56,11 @@ def test_masked_scatter_needs_enough_source(webgpu):
 def test_put_rejects_out_of_range_index(webgpu):
     with pytest.raises(IndexError, match="out of range"):
         torch.zeros(4).to(webgpu).put(torch.tensor([4]).to(webgpu), torch.ones(1).to(webgpu))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_nextafter_steps_in_the_result_dtype(webgpu, dtype):
+    a = torch.tensor([0.0, 1.0, -1.0, 2.5, 0.0, 65504.0, 1e-7, float("nan")]).to(dtype)
+    b = torch.tensor([1.0, 2.0, 0.0, -3.0, -1.0, float("inf"), 0.0, 1.0]).to(dtype)
+    torch.testing.assert_close(torch.nextafter(a.to(webgpu), b.to(webgpu)).cpu(), torch.nextafter(a, b),
+                               rtol=0, atol=0, equal_nan=True)
