@@ -64,3 +64,25 @@ def test_nextafter_steps_in_the_result_dtype(webgpu, dtype):
     b = torch.tensor([1.0, 2.0, 0.0, -3.0, -1.0, float("inf"), 0.0, 1.0]).to(dtype)
     torch.testing.assert_close(torch.nextafter(a.to(webgpu), b.to(webgpu)).cpu(), torch.nextafter(a, b),
                                rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize(("k", "shape", "kernel", "out"), [(2, (2, 3, 9, 11), (2, 3), (4, 5)),
+                                                           (2, (3, 10, 10), (3, 3), (5, 5)),
+                                                           (3, (2, 2, 7, 8, 9), (2, 2, 3), (3, 4, 5))])
+def test_fractional_max_pool_given_samples_matches_cpu(webgpu, k, shape, kernel, out):
+    gen = torch.Generator().manual_seed(k)
+    x = torch.randn(shape, generator=gen)
+    samples = torch.rand(shape[0] if len(shape) == k + 2 else 1, shape[-k - 1], k, generator=gen)
+    fwd = getattr(torch.ops.aten, f"fractional_max_pool{k}d")
+    bwd = getattr(torch.ops.aten, f"fractional_max_pool{k}d_backward")
+    values, indices = fwd(x, kernel, out, samples)
+    wv, wi = fwd(x.to(webgpu), kernel, out, samples.to(webgpu))
+    assert torch.equal(wv.cpu(), values) and torch.equal(wi.cpu(), indices)
+    g = torch.randn(values.shape, generator=gen)
+    torch.testing.assert_close(bwd(g.to(webgpu), x.to(webgpu), kernel, out, wi).cpu(),
+                               bwd(g, x, kernel, out, indices))
+
+
+def test_fractional_max_pool_functional_draws_on_device(webgpu):
+    y = torch.nn.functional.fractional_max_pool2d(torch.randn(1, 2, 8, 8).to(webgpu), 2, output_size=4)
+    assert y.device.type == "webgpu" and y.shape == (1, 2, 4, 4)
