@@ -12,6 +12,37 @@ from __future__ import annotations
 import re
 
 SOURCE = r"""
+fn nextafter16_(a: f32, b: f32) -> f32 {
+  // a float16 value's neighbour toward b, stepped on its 16-bit pattern (a is exact in f32)
+  if (isnan_(a) || isnan_(b)) { return nan_(); }
+  if (a == b) { return b; }
+  if (a == 0.0) { return unpack2x16float(select(0x8001u, 1u, b > 0.0)).x; }
+  let bits = pack2x16float(vec2<f32>(a, 0.0)) & 0xffffu;
+  return unpack2x16float(select(bits - 1u, bits + 1u, (a < b) == (a > 0.0))).x;
+}
+fn nextafterbf16_(a: f32, b: f32) -> f32 {
+  if (isnan_(a) || isnan_(b)) { return nan_(); }
+  if (a == b) { return b; }
+  if (a == 0.0) { return bitcast<f32>(select(0x80010000u, 0x10000u, b > 0.0)); }
+  let bits = bitcast<u32>(a) >> 16u;
+  return bitcast<f32>(select(bits - 1u, bits + 1u, (a < b) == (a > 0.0)) << 16u);
+}
+fn frexp_parts(x: f32) -> vec2<u32> {
+  // (bits of the mantissa in [0.5, 1) with x's sign, exponent as i32 bits); zero/inf/NaN: (x, 0).
+  // Subnormals are normalized from their bits, so a flush-to-zero device still splits them exactly.
+  let bits = bitcast<u32>(x);
+  let field = (bits >> 23u) & 0xffu;
+  let frac = bits & 0x7fffffu;
+  if (field == 0xffu || (field == 0u && frac == 0u)) { return vec2<u32>(bits, 0u); }
+  if (field == 0u) {
+    let shift = countLeadingZeros(frac) - 8u;
+    let m = (frac << shift) & 0x7fffffu;
+    return vec2<u32>((bits & 0x80000000u) | (126u << 23u) | m, bitcast<u32>(-125 - i32(shift)));
+  }
+  return vec2<u32>((bits & 0x807fffffu) | (126u << 23u), bitcast<u32>(i32(field) - 126));
+}
+fn frexp_mantissa_(x: f32) -> f32 { return bitcast<f32>(frexp_parts(x).x); }
+fn frexp_exponent_(x: f32) -> i32 { return bitcast<i32>(frexp_parts(x).y); }
 fn acos_(x: f32) -> f32 { return atan2(sqrt((1.0 - x) * (1.0 + x)), x); }
 fn chbevl_step(x: f32, b: vec3<f32>, c: f32) -> vec3<f32> { return vec3<f32>(x * b.x - b.y + c, b.x, b.y); }
 fn i0e_small(y: f32) -> f32 {
