@@ -23,3 +23,12 @@ def test_casts_and_fill(webgpu):
     filled = torch.full((2, 3), 1.5 - 2j, dtype=torch.complex64, device=webgpu)
     torch.testing.assert_close(filled.cpu(), torch.full((2, 3), 1.5 - 2j, dtype=torch.complex64))
     assert torch.zeros(4, dtype=torch.complex64, device=webgpu).cpu().abs().sum().item() == 0
+
+
+def test_negative_bit_views(webgpu):
+    z = torch.randn(3, 4, dtype=torch.complex64)
+    imag = z.to(webgpu).conj().imag  # a view with the negative bit
+    assert imag.is_neg()
+    torch.testing.assert_close(imag.cpu(), z.conj().imag.resolve_neg())
+    torch.testing.assert_close((imag + 1).cpu(), z.conj().imag + 1)
+    torch.testing.assert_close(torch.conj_physical(z.to(webgpu)).cpu(), torch.conj_physical(z))

@@ -86,3 +86,12 @@ def test_solve_triangular(webgpu, upper, left, unit):
 def test_float16_is_refused(webgpu):
     with pytest.raises(TypeError, match="float32"):
         torch.linalg.inv(torch.eye(3, dtype=torch.float16, device=webgpu))
+
+
+def test_inv_with_the_fallback_on(monkeypatch):
+    """issue 11 item 2: inv's info check no longer goes through the CPU fallback's int32 `any`."""
+    monkeypatch.delenv("TORCH_WEBGPU_FALLBACK", raising=False)
+    A = torch.randn(5, 5).add(5 * torch.eye(5))
+    _close(torch.linalg.inv(A.to("webgpu")), torch.linalg.inv(A), 1e-4)
+    with pytest.raises(torch.linalg.LinAlgError):
+        torch.linalg.inv(torch.zeros(2, 2, device="webgpu"))

@@ -14,12 +14,15 @@ import torch
 from . import copy
 from .registry import register
 
-# A conjugated tensor dispatches through the Conjugate key, whose fallback would materialise it with a
-# copy, i.e. with _copy_from again (endless recursion). The device's copies resolve conjugate bits
-# themselves (ops/copy.py), so they take conjugated tensors as they are.
+# A conjugated (negated) tensor dispatches through the Conjugate (Negative) key, whose fallback would
+# materialise it with a copy, i.e. with _copy_from again (endless recursion). The device's copies resolve
+# conjugate and negative bits themselves (ops/copy.py), so they take such tensors as they are.
 _CONJUGATE = torch.library.Library("aten", "IMPL", "Conjugate")  # noqa: TOR901 (kept for the process)
 _CONJUGATE.impl("_copy_from", copy._copy_from)
 _CONJUGATE.impl("_copy_from_and_resize", copy._copy_from_and_resize)
+_NEGATIVE = torch.library.Library("aten", "IMPL", "Negative")  # noqa: TOR901 (the same for negative bits)
+_NEGATIVE.impl("_copy_from", copy._copy_from)
+_NEGATIVE.impl("_copy_from_and_resize", copy._copy_from_and_resize)
 
 
 def _alias(t: torch.Tensor, dtype: torch.dtype, offset: int, sizes, strides) -> torch.Tensor:
