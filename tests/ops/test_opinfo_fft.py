@@ -1,5 +1,6 @@
-"""OpInfo (op_db) float32 samples of torch.fft and stft on the webgpu device against the CPU, fallback
-off (tests/ops/opinfo_runner.py): every claimed op passes all of its first SAMPLES samples."""
+"""OpInfo (op_db) float32 samples of torch.fft, stft and the complex64 constructors on the webgpu device
+against the CPU, fallback off (tests/ops/opinfo_runner.py): every claimed op passes all of its first
+SAMPLES samples."""
 
 import pytest
 from torch.testing._internal.common_methods_invocations import op_db
@@ -12,6 +13,8 @@ CLAIMED = [
     "fft.fft", "fft.fft2", "fft.fftn", "fft.hfft", "fft.hfft2", "fft.hfftn", "fft.ifft", "fft.ifft2",
     "fft.ifftn", "fft.ihfft", "fft.ihfft2", "fft.ihfftn", "fft.irfft", "fft.irfft2", "fft.irfftn", "fft.rfft",
     "fft.rfft2", "fft.rfftn", "stft",
+    # complex64 construction and inspection (ops/complex.py)
+    "angle", "complex", "polar", "view_as_complex",
 ]
 
 _OPS = {opinfo_name(op): op for op in op_db}
