@@ -3,6 +3,7 @@ against the CPU, fallback off (tests/ops/opinfo_runner.py): every claimed op pas
 SAMPLES samples."""
 
 import pytest
+import torch
 from torch.testing._internal.common_methods_invocations import op_db
 
 from .opinfo_runner import RESULTS, opinfo_name, run_op
@@ -17,6 +18,9 @@ CLAIMED = [
     "angle", "complex", "polar", "view_as_complex",
 ]
 
+# float16 where torch CPU has it (its fft and complex32 are CUDA-only)
+CLAIMED_FLOAT16 = ["angle"]
+
 _OPS = {opinfo_name(op): op for op in op_db}
 
 
@@ -27,3 +31,10 @@ def test_opinfo_fft(webgpu, name):
     assert result.total > 0, f"{name}: no sample ran ({result.skipped} skipped by the CPU)"
     assert result.passed == result.total, (f"{name}: {result.passed}/{result.total} passed; "
                                            f"{dict(result.errors)}")
+
+
+@pytest.mark.parametrize("name", CLAIMED_FLOAT16)
+def test_opinfo_float16(webgpu, name):
+    result = run_op(_OPS[name], torch.float16, max_samples=SAMPLES)
+    RESULTS[(name, "float16")] = result
+    assert result.total > 0 and result.passed == result.total, f"{name}: {dict(result.errors)}"

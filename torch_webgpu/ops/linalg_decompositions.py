@@ -13,6 +13,7 @@ import torch
 from .codegen import linalg_kernels
 from .linalg_batch import (
     check_matrix,
+    check_size,
     flat,
     launch,
     lu_factor,
@@ -31,6 +32,7 @@ from .tensor_buffers import new_empty
 
 def geqrf3(A: torch.Tensor):
     """(reflectors and R [b, m, n], tau [b, k]) of A's matrices (LAPACK geqrf layout)."""
+    check_size("geqrf", "torch.linalg.qr", A.shape[-2], A.shape[-1])
     W = work_copy(A)
     b, m, n = W.shape
     tau = new_empty((b, min(m, n)), torch.float32, A)
@@ -115,6 +117,7 @@ def qr_out(A, mode="reduced", *, Q, R):
 
 def eigh3(A: torch.Tensor):
     """(eigenvalues ascending [b, n], eigenvectors [b, n, n]) of symmetric [b, n, n] A (both triangles)."""
+    check_size("eigh", "torch.linalg.eigh", A.shape[-2], A.shape[-1])
     W = A.clone(memory_format=torch.contiguous_format)
     b, n, _ = W.shape
     V = new_empty((b, n, n), torch.float32, A)
@@ -160,6 +163,7 @@ def svd3(A: torch.Tensor, full: bool, compute_uv: bool):
     if m < n:
         U, S, Vh = svd3(A.mT, full, compute_uv)
         return (Vh.mT, S, U.mT) if compute_uv else (U, S, Vh)
+    check_size("svd", "torch.linalg.svd", m, n)
     W = A.clone(memory_format=torch.contiguous_format)
     V = new_empty((b, n, n), torch.float32, A)
     if b and n:

@@ -16,6 +16,7 @@ from .linalg_batch import (
 )
 from .linalg_batch import (
     check_matrix,
+    check_size,
     flat,
     launch,
     lu_factor,
@@ -231,6 +232,7 @@ def slogdet_out(A, *, sign, logabsdet, LU, pivots):
 def cholesky_lower(A: torch.Tensor, upper: bool = False):
     """(L or U = L^T of A's batch shape, info): Cholesky of A's lower triangle (upper: of its upper one)."""
     check_matrix("torch.linalg.cholesky", A)
+    check_size("cholesky", "torch.linalg.cholesky", A.shape[-2], A.shape[-1])
     W = work_copy(A.mT if upper else A)
     b, n, _ = W.shape
     info = new_empty((b,), torch.int32, A)

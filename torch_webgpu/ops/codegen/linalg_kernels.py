@@ -25,6 +25,9 @@ from ...runtime import Kernel, get_runtime
 WG = 64  # invocations per workgroup
 LOCAL_DIM = 32  # a matrix with rows, cols <= LOCAL_DIM lives in workgroup memory (2 x 4 KiB at most)
 MAX_SWEEPS = 30  # Jacobi sweeps before giving up on convergence (quadratic: ~6-10 are typical)
+# Largest matrix dimension per workgroup-per-matrix family: one workgroup does O(n^3) work (Jacobi: per
+# sweep), and one dispatch that runs for seconds risks the GPU watchdog (device lost)
+MAX_DIM = {"lu": 1024, "cholesky": 1024, "geqrf": 1024, "eigh": 256, "svd": 256}
 
 _HEADER = """
 @group(0) @binding(0) var<storage, read> P: array<u32>;
