@@ -56,3 +56,14 @@ def test_long_transforms(webgpu, n):
         assert ((got - want).abs().max() / want.abs().max()).item() < 2e-6
     spectrum = torch.fft.rfft(x)
     torch.testing.assert_close(torch.fft.irfft(spectrum.to(webgpu), n=n).cpu(), x, rtol=1e-5, atol=1e-5)
+
+
+def test_istft_and_unfold_backward(webgpu):
+    x = torch.randn(2, 200)
+    window = torch.hann_window(32)
+    spec = torch.stft(x, 32, hop_length=8, window=window, return_complex=True)
+    got = torch.istft(spec.to(webgpu), 32, hop_length=8, window=window.to(webgpu), length=200)
+    _close(got, torch.istft(spec, 32, hop_length=8, window=window, length=200))
+    grad = torch.randn(3, 4, 5)  # windows of size 5, step 2 along dim 1 of a [3, 11] input
+    _close(torch.ops.aten.unfold_backward(grad.to(webgpu), [3, 11], 1, 5, 2),
+           torch.ops.aten.unfold_backward(grad, [3, 11], 1, 5, 2))
