@@ -4,7 +4,7 @@ fallback off (tests/ops/opinfo_runner.py). Every claimed op must pass all of its
 Not claimed: linalg.eigh (eigenvector signs are not unique and op_db compares them raw), matrix_exp
 (float32 cancellation in small entries of large exponentials exceeds rtol 1e-5 against the CPU's
 different polynomial; tests/ops/test_linalg_decompositions.py checks it against the matrix norm),
-linalg.eig/eigvals (non-symmetric eigenproblem, complex results), ldl_factor/ldl_solve, ormqr.
+linalg.eig/eigvals (non-symmetric eigenproblem, complex results), ldl_factor/ldl_solve.
 """
 
 import pytest
@@ -22,7 +22,7 @@ CLAIMED = [
     "linalg.matrix_rank.hermitian", "linalg.pinv", "linalg.pinv.hermitian", "linalg.pinv.singular",
     "linalg.qr", "linalg.slogdet", "linalg.solve", "linalg.solve_ex", "linalg.solve_triangular",
     "linalg.svd", "linalg.svdvals", "linalg.tensorinv", "linalg.tensorsolve", "logdet", "lu", "lu_solve",
-    "lu_unpack", "pinverse", "qr", "svd", "svd_lowrank", "triangular_solve",
+    "lu_unpack", "ormqr", "pinverse", "qr", "svd", "svd_lowrank", "triangular_solve",
 ]
 
 _OPS = {opinfo_name(op): op for op in op_db}

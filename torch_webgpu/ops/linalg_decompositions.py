@@ -89,6 +89,21 @@ def householder_product_out(input, tau, *, out):  # noqa: A002
     return write_out(out, _householder_product(input, tau))
 
 
+@register("ormqr", planned=False)
+def ormqr(self, input2, input3, left=True, transpose=False):
+    """torch.ormqr: op(Q) C or C op(Q) with Q (m x m) built from geqrf's reflectors (self) and tau."""
+    check_matrix("torch.ormqr", self, square=False, name="input")
+    m = self.shape[-2]
+    if (input3.shape[-2] if left else input3.shape[-1]) != m:
+        raise RuntimeError(f"torch.ormqr: other.shape[{-2 if left else -1}] must be equal to input.shape[-2]")
+    batch = torch.broadcast_shapes(self.shape[:-2], input2.shape[:-1], input3.shape[:-2])
+    V = flat(self.expand(*batch, *self.shape[-2:])).contiguous()
+    tau = flat(input2.expand(*batch, input2.shape[-1]), 1).contiguous()
+    Q = householder3(V, tau, m).reshape(*batch, m, m)
+    Q = Q.mT if transpose else Q
+    return Q @ input3 if left else input3 @ Q
+
+
 def _qr(A: torch.Tensor, mode: str):
     check_matrix("torch.linalg.qr", A, square=False)
     if mode not in ("reduced", "complete", "r"):
