@@ -95,3 +95,19 @@ def test_inv_with_the_fallback_on(monkeypatch):
     _close(torch.linalg.inv(A.to("webgpu")), torch.linalg.inv(A), 1e-4)
     with pytest.raises(torch.linalg.LinAlgError):
         torch.linalg.inv(torch.zeros(2, 2, device="webgpu"))
+
+
+@pytest.mark.parametrize("op", ["det", "slogdet", "solve", "inv", "cholesky"])
+def test_gradients_match_cpu(webgpu, op):
+    """torch's backward formulas read the LU/pivots these kernels return (det's LU is of A^T, as on CPU)."""
+    A = torch.randn(2, 4, 4) + 4 * torch.eye(4)
+    B = torch.randn(2, 4, 2)
+    f = {"det": lambda a, b: torch.linalg.det(a), "slogdet": lambda a, b: torch.linalg.slogdet(a)[1],
+         "solve": torch.linalg.solve, "inv": lambda a, b: torch.linalg.inv(a),
+         "cholesky": lambda a, b: torch.linalg.cholesky(a @ a.mT)}[op]
+    grads = []
+    for device in (webgpu, "cpu"):
+        a, b = A.to(device).requires_grad_(), B.to(device).requires_grad_()
+        f(a, b).sum().backward()
+        grads.append(a.grad.cpu())
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-3, atol=1e-3)

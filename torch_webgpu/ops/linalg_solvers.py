@@ -198,9 +198,10 @@ def inv_ex(A, *, check_errors=False):
 # ---- det / slogdet -------------------------------------------------------------------------------------
 
 def _det_parts(op: str, A: torch.Tensor):
-    """(det, sign, log|det|) each of A's batch shape, and the LU factorization."""
+    """(det, sign, log|det|) each of A's batch shape, and the LU factorization (of A^T when A is
+    contiguous, as torch's backward formulas expect; det(A^T) = det(A))."""
     check_matrix(op, A)
-    lu, piv, _ = _lu_factor(op, A, True)
+    lu, piv, _ = _lu_factor(op, A.mT if A.is_contiguous() else A, True)
     n = A.shape[-1]
     batch = _batch(A)
     lu3, piv3 = flat(lu), flat(piv, 1)
