@@ -111,3 +111,17 @@ def test_gradients_match_cpu(webgpu, op):
         f(a, b).sum().backward()
         grads.append(a.grad.cpu())
     torch.testing.assert_close(grads[0], grads[1], rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("n", [6, 40])
+def test_ldl_indefinite_pivots_match_lapack(webgpu, n):
+    X = torch.randn(3, n, n)
+    A = X + X.mT  # indefinite: Bunch-Kaufman takes 1x1 and 2x2 pivots
+    LD, piv, info = torch.linalg.ldl_factor_ex(A.to(webgpu))
+    eLD, epiv, einfo = torch.linalg.ldl_factor_ex(A)
+    assert torch.equal(piv.cpu(), epiv) and torch.equal(info.cpu(), einfo)
+    assert (epiv < 0).any()
+    _close(LD, eLD, 1e-3)
+    B = torch.randn(3, n, 2)
+    X = torch.linalg.ldl_solve(LD, piv, B.to(webgpu)).cpu()
+    torch.testing.assert_close(A @ X, B, rtol=1e-2, atol=1e-2)

@@ -4,7 +4,7 @@ fallback off (tests/ops/opinfo_runner.py). Every claimed op must pass all of its
 Not claimed: linalg.eigh (eigenvector signs are not unique and op_db compares them raw), matrix_exp
 (float32 cancellation in small entries of large exponentials exceeds rtol 1e-5 against the CPU's
 different polynomial; tests/ops/test_linalg_decompositions.py checks it against the matrix norm),
-linalg.eig/eigvals (non-symmetric eigenproblem, complex results), ldl_factor/ldl_solve.
+linalg.eig/eigvals (non-symmetric eigenproblem, complex results).
 """
 
 import pytest
@@ -17,7 +17,8 @@ SAMPLES = 4
 CLAIMED = [
     "cholesky", "cholesky_inverse", "cholesky_solve", "geqrf", "linalg.cholesky", "linalg.cholesky_ex",
     "linalg.cond", "linalg.det", "linalg.eigvalsh", "linalg.householder_product", "linalg.inv",
-    "linalg.inv_ex", "linalg.lstsq", "linalg.lstsq.grad_oriented", "linalg.lu", "linalg.lu_factor",
+    "linalg.inv_ex", "linalg.ldl_factor", "linalg.ldl_factor_ex", "linalg.ldl_solve", "linalg.lstsq",
+    "linalg.lstsq.grad_oriented", "linalg.lu", "linalg.lu_factor",
     "linalg.lu_factor_ex", "linalg.lu_solve", "linalg.matrix_power", "linalg.matrix_rank",
     "linalg.matrix_rank.hermitian", "linalg.pinv", "linalg.pinv.hermitian", "linalg.pinv.singular",
     "linalg.qr", "linalg.slogdet", "linalg.solve", "linalg.solve_ex", "linalg.solve_triangular",
