@@ -10,6 +10,7 @@ Storage may be f32 or f16 (shader-f16); accumulation is always f32.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from . import matmul_wgsl as wgsl
@@ -175,12 +176,13 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "gemv.k64n4.sg": GemvSpec(64, 4, True, True),
     "gemv.k64n4.wg": GemvSpec(64, 4, True),
     "gemv.k32n8.wg": GemvSpec(32, 8, True),
-    "gemv.n64k4.wg": GemvSpec(4, 64, False),
     "gemv.n16k16.wg": GemvSpec(16, 16, False),
-    "sgmat.w2x2.f2x2.k32": SgmatSpec(2, 2, 2, 2),
-    "sgmat.w2x2.f4x4.k32": SgmatSpec(2, 2, 4, 4),
-    "sgmat.w4x2.f2x4.k32": SgmatSpec(4, 2, 2, 4),
-    "sgmat.w2x2.f4x2.k32": SgmatSpec(2, 2, 4, 2),
+    "gemv.n64k4.wg": GemvSpec(4, 64, False),
+    # One subgroup per workgroup: Dawn requires subgroup-uniform matrix offsets, which WGSL can prove only
+    # from the workgroup id (several subgroups per workgroup failed to compile on the H200).
+    "sgmat.w1x1.f2x2.k32": SgmatSpec(1, 1, 2, 2),
+    "sgmat.w1x1.f4x2.k32": SgmatSpec(1, 1, 4, 2),
+    "sgmat.w1x1.f4x4.k32": SgmatSpec(1, 1, 4, 4),
 }
 
 GEMV_MAX_ROWS = 4      # M at or below this (or N, transposed) runs as matrix-vector
@@ -254,12 +256,8 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
     sg = _sg_size(caps)
     if (p.dtype == "f16" and caps.subgroup_matrix and sg
             and ("f16", "f32", 16, 16, 16) in caps.subgroup_matrix_configs and min(p.m, p.n) >= 16):
-        big = [n for n in VARIANTS if n.startswith("sgmat")]
-        if min(p.m, p.n) < 1024:
-            big.sort(key=lambda n: VARIANTS[n].tile[0] * VARIANTS[n].tile[1])
-        else:
-            big.insert(0, big.pop(big.index("sgmat.w2x2.f4x4.k32")))
-        for name in big:
+        # measured on the H200: f2x2 39 TFLOP/s at 4096^3, the larger tiles ~3 (staging-bound)
+        for name in [n for n in VARIANTS if n.startswith("sgmat")]:
             spec = VARIANTS[name]
             threads = spec.sg_m * spec.sg_n * sg
             if _fits(caps, threads, spec.workgroup_bytes(p.dtype)) and 256 % sg == 0:
@@ -267,13 +265,14 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
     a_mode, b_mode = _tiled_modes(p)
     vec = a_mode in ("k", "i") or b_mode in ("k", "i")
     tiled = [n for n, s in VARIANTS.items() if isinstance(s, TiledSpec)]
+    # default orders from the H200 run of 2026-12-01 (benchmarks/matmul_library.py)
     if p.m * p.n >= 1 << 20 and p.m >= 256:
         order = tiled
     elif p.m <= 16:
-        order = ["tile16x64.r1x4.k32", "tile32x64.r2x4.k32", "tile32x32.r2x2.k16"]
+        order = ["tile16x64.r1x4.k32", "tile32x32.r2x2.k16", "tile32x64.r2x4.k32"]
     elif p.m <= 512 or p.m * p.n < 1 << 18:
-        order = ["tile32x64.r2x4.k32", "tile64x64.r4x4.k16", "tile16x64.r1x4.k32", "tile64x64.r4x4.k32",
-                 "tile32x32.r2x2.k16", "tile128x64.r8x4.k16"]
+        order = ["tile64x64.r4x4.k32", "tile64x64.r4x4.k16", "tile32x64.r2x4.k32", "tile32x32.r2x2.k16",
+                 "tile16x64.r1x4.k32", "tile128x64.r8x4.k16"]
     else:
         order = ["tile64x64.r4x4.k16", "tile128x64.r8x4.k16", "tile64x64.r4x4.k32",
                  "tile128x128.r8x8.k16", "tile32x64.r2x4.k32"]
@@ -381,15 +380,18 @@ def _shift(lay: Layout | None, by: int) -> Layout | None:
 
 
 def split_for_binding(p: MatmulProblem, itemsize: int, max_binding: int, align: int = 256,
-                      max_workgroups: int = 65535) -> list[Piece]:
+                      max_workgroups: int = 65535,
+                      buffer_bytes: Mapping[str, int] | None = None) -> list[Piece]:
     """`p` as launches whose operands each fit one binding of `max_binding` bytes (windows start at
-    multiples of `align`) and whose grids fit `max_workgroups`: split along batch, then M, then N."""
+    multiples of `align`) and whose grids fit `max_workgroups`: split along batch, then M, then N.
+    `buffer_bytes[role]`: the size of each whole buffer (a piece binds whole buffers when all fit)."""
     spans = {r: _span(p, *v) for r, v in _roles(p).items()}
     too_big = {r for r, (lo, hi) in spans.items() if hi * itemsize - (lo * itemsize // align) * align
                > max_binding}
     grid_ok = p.batch <= max_workgroups and max(p.m, p.n) <= 16 * max_workgroups
     if not too_big and grid_ok:
-        whole = all(hi * itemsize <= max_binding for _, hi in spans.values())
+        whole = all((buffer_bytes[r] if buffer_bytes else hi * itemsize) <= max_binding
+                    for r, (_, hi) in spans.items())
         if whole:
             return [Piece(p, None)]
         windows, rebased = {}, {}
@@ -410,7 +412,7 @@ def split_for_binding(p: MatmulProblem, itemsize: int, max_binding: int, align: 
                     out=_shift(q.out, b0 * p.out.batch_stride),
                     bias=_shift(q.bias, b0 * p.bias.batch_stride) if p.bias else None,
                     residual=_shift(q.residual, b0 * p.residual.batch_stride) if p.residual else None),
-            itemsize, max_binding, align, max_workgroups)]
+            itemsize, max_binding, align, max_workgroups, buffer_bytes)]
     if p.m > 1 and (rows_big or p.n == 1):
         h = p.m // 2
         out: list[Piece] = []
@@ -418,7 +420,7 @@ def split_for_binding(p: MatmulProblem, itemsize: int, max_binding: int, align: 
             q = replace(p, m=m, a=_shift(p.a, m0 * p.a.row_stride), out=_shift(p.out, m0 * p.out.row_stride),
                         bias=_shift(p.bias, m0 * p.bias.row_stride) if p.bias else None,
                         residual=_shift(p.residual, m0 * p.residual.row_stride) if p.residual else None)
-            out += split_for_binding(q, itemsize, max_binding, align, max_workgroups)
+            out += split_for_binding(q, itemsize, max_binding, align, max_workgroups, buffer_bytes)
         return out
     if p.n > 1:
         h = p.n // 2
@@ -427,7 +429,8 @@ def split_for_binding(p: MatmulProblem, itemsize: int, max_binding: int, align: 
             q = replace(p, n=n, b=_shift(p.b, n0 * p.b.col_stride), out=_shift(p.out, n0 * p.out.col_stride),
                         bias=_shift(p.bias, n0 * p.bias.col_stride) if p.bias else None,
                         residual=_shift(p.residual, n0 * p.residual.col_stride) if p.residual else None)
-            out += split_for_binding(q, itemsize, max_binding, align, max_workgroups)
+            out += split_for_binding(q, itemsize, max_binding, align, max_workgroups, buffer_bytes)
         return out
-    raise ValueError(f"matmul: one row of K={p.k} elements exceeds the device's storage binding limit "
-                     f"({max_binding} bytes); no split along batch/M/N can fit it")
+    raise ValueError(f"matmul: operand(s) {sorted(too_big)} of a {p.m}x{p.n}x{p.k} piece exceed the device's "
+                     f"storage binding limit ({max_binding} bytes) and splitting along batch/M/N cannot "
+                     "shrink them (one K-row of A, or B stored [K, N] for one batch, must fit one binding)")

@@ -271,7 +271,13 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
            Cs[sg * 256u + x]);
   }}
   workgroupBarrier();""")
-    return f"""{header(e, t, t, ("chromium_experimental_subgroup_matrix",))}{finish_fn(e)}
+    # Subgroup-matrix builtins want subgroup-uniform offsets; with one subgroup per workgroup the
+    # offsets come from the workgroup id alone, which the uniformity analysis can prove.
+    subgroup_ids = ("  let sg = 0u; let lane = li; let sm = 0u; let sn = 0u;" if nsg == 1 else
+                    f"  let sg = li / {sg_size}u; let lane = li % {sg_size}u;\n"
+                    f"  let sm = sg / {sg_n}u; let sn = sg % {sg_n}u;")
+    return f"""diagnostic(off, subgroup_uniformity);
+{header(e, t, t, ("chromium_experimental_subgroup_matrix",))}{finish_fn(e)}
 var<workgroup> As: array<f16, {bm * bk}>;
 var<workgroup> Bs: array<f16, {bk * bn}>;
 var<workgroup> Cs: array<f32, {nsg * 256}>;
@@ -280,8 +286,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let M = P.mnkb.x; let N = P.mnkb.y; let K = P.mnkb.z;
   let batch = wid.z;
   let m0 = wid.y * {bm}u; let n0 = wid.x * {bn}u;
-  let sg = li / {sg_size}u; let lane = li % {sg_size}u;
-  let sm = sg / {sg_n}u; let sn = sg % {sg_n}u;
+{subgroup_ids}
 {decl}
   for (var t = 0u; t < K; t += {bk}u) {{
 {chr(10).join(lds)}
