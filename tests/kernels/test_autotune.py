@@ -77,3 +77,13 @@ def test_time_launch_runs_on_the_device(rt, caps):
     assert rt.download_array(ids["out"], np.float32, 4).tolist() == [64.0] * 4
     for b in ids.values():
         rt.free(b)
+
+
+def test_software_adapters_tune_only_when_asked(tune_dir, caps, monkeypatch):
+    import dataclasses
+
+    cpu = dataclasses.replace(caps, cpu=True)
+    monkeypatch.delenv("TORCH_WEBGPU_AUTOTUNE")
+    assert autotune.choose("matmul", _problem(), cpu, ["x", "y"], lambda name: {"x": 2, "y": 1}[name]) == "x"
+    monkeypatch.setenv("TORCH_WEBGPU_AUTOTUNE", "1")
+    assert autotune.choose("matmul", _problem(), cpu, ["x", "y"], lambda name: {"x": 2, "y": 1}[name]) == "y"

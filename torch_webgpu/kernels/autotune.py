@@ -3,8 +3,9 @@
 
 The cache is one JSON file, `autotune.json`, in TORCH_WEBGPU_AUTOTUNE_DIR, else next to the compile
 cache (TORCH_WEBGPU_CACHE_DIR/autotune), else the platform's user cache dir. `TORCH_WEBGPU_AUTOTUNE=0`
-uses each family's default variant; problems under TORCH_WEBGPU_AUTOTUNE_MIN_FLOPS (default 2**28)
-are never tuned, which keeps the first eager call of small ops cheap.
+uses each family's default variant; problems under TORCH_WEBGPU_AUTOTUNE_MIN_FLOPS (default 2**30)
+are never tuned, which keeps the first eager call of small ops cheap. Software adapters (lavapipe) tune
+only with TORCH_WEBGPU_AUTOTUNE=1: their timings say nothing about a GPU and compiles cost seconds.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from typing import Any
 
 from .launch import DeviceCaps, KernelLaunch, record
 
-DEFAULT_MIN_FLOPS = 1 << 28
-MAX_CANDIDATES = 8
+DEFAULT_MIN_FLOPS = 1 << 30
+MAX_CANDIDATES = 6
 
 _lock = threading.Lock()
 _memory: dict[str, dict[str, Any]] = {}
@@ -97,6 +98,8 @@ def choose(kernel: str, problem: Any, caps: DeviceCaps, candidates: Sequence[str
     if not candidates:
         raise ValueError(f"{kernel}: no candidate variants")
     if len(candidates) == 1 or not enabled():
+        return candidates[0]
+    if caps.cpu and os.environ.get("TORCH_WEBGPU_AUTOTUNE", "").strip() != "1":
         return candidates[0]
     key = tuning_key(kernel, problem, caps)
     hit = cached_choice(key)
