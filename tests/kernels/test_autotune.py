@@ -87,3 +87,12 @@ def test_software_adapters_tune_only_when_asked(tune_dir, caps, monkeypatch):
     assert autotune.choose("matmul", _problem(), cpu, ["x", "y"], lambda name: {"x": 2, "y": 1}[name]) == "x"
     monkeypatch.setenv("TORCH_WEBGPU_AUTOTUNE", "1")
     assert autotune.choose("matmul", _problem(), cpu, ["x", "y"], lambda name: {"x": 2, "y": 1}[name]) == "y"
+
+
+def test_a_failing_candidate_is_skipped(tune_dir, caps):
+    def measure(name):
+        if name == "x":
+            raise RuntimeError("does not compile here")
+        return {"y": 2.0, "z": 1.0}[name]
+
+    assert autotune.choose("matmul", _problem(), caps, ["x", "y", "z"], measure) == "z"

@@ -107,8 +107,15 @@ def choose(kernel: str, problem: Any, caps: DeviceCaps, candidates: Sequence[str
         return hit
     if getattr(problem, "flops", 0) < min_flops():
         return candidates[0]
-    timings = {name: measure(name) for name in candidates[:MAX_CANDIDATES]}
+    timings: dict[str, float] = {}
+    for name in candidates[:MAX_CANDIDATES]:
+        try:
+            timings[name] = measure(name)
+        except Exception:  # a candidate this driver cannot compile or run is not a winner
+            timings[name] = float("inf")
     winner = min(timings, key=timings.__getitem__)
+    if timings[winner] == float("inf"):
+        return candidates[0]  # nothing ran: the default's own error surfaces when it is recorded
     _store(key, winner, timings)
     return winner
 
