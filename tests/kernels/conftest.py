@@ -1,18 +1,42 @@
-"""Fixtures for kernel-library tests: the runtime on the real adapter and its DeviceCaps."""
+"""Fixtures for kernel-library tests: the webgpu device with the CPU fallback disabled, and device caps."""
+
+from __future__ import annotations
+
+import dataclasses
 
 import pytest
+import torch
 
-from torch_webgpu.kernels import DeviceCaps
-from torch_webgpu.runtime import get_runtime
+import torch_webgpu
+from torch_webgpu.kernels.launch import DeviceCaps
+
+
+@pytest.fixture
+def webgpu(monkeypatch):
+    """The webgpu device, with TORCH_WEBGPU_FALLBACK=0 and no op run on the CPU."""
+    monkeypatch.setenv("TORCH_WEBGPU_FALLBACK", "0")
+    torch_webgpu.reset_fallback_stats()
+    yield torch.device("webgpu")
+    assert torch_webgpu.fallback_stats() == {}
+
+
+@pytest.fixture
+def caps(webgpu) -> DeviceCaps:
+    """The library's caps of the open device."""
+    from torch_webgpu.ops.reductions import device_caps
+
+    return device_caps()
+
+
+def with_limits(caps: DeviceCaps, **limits: int) -> DeviceCaps:
+    """`caps` with some limits replaced (names with '_' for '-')."""
+    named = {k.replace("_", "-"): v for k, v in limits.items()}
+    return dataclasses.replace(caps, limits={**caps.limits, **named})
 
 
 @pytest.fixture(scope="session")
 def rt():
-    """The process-wide Runtime."""
+    """The process-wide Runtime (raw buffers for torch-free library launches)."""
+    from torch_webgpu.runtime import get_runtime
+
     return get_runtime()
-
-
-@pytest.fixture(scope="session")
-def caps(rt):
-    """The DeviceCaps of the runtime."""
-    return DeviceCaps.from_runtime(rt)
