@@ -558,11 +558,32 @@ def _chunking(p: ReduceProblem, mode: str, budget: int) -> tuple[int, int]:
     return chunk_len, ceil_div(p.length, chunk_len)
 
 
+_PLAN_CACHE: dict[tuple, Any] = {}
+_PLAN_CACHE_SIZE = 512
+
+
+def cached_plan(planner: Callable, p: Any, caps: DeviceCaps, variant: str | None) -> Any:
+    """`planner(p, caps, variant)` memoised: eager ops plan the same problems again and again, and WGSL
+    generation costs more host time than a small dispatch."""
+    key = (planner.__name__, p, caps.key, tuple(sorted(caps.limits.items())), variant)
+    plan = _PLAN_CACHE.get(key)
+    if plan is None:
+        if len(_PLAN_CACHE) >= _PLAN_CACHE_SIZE:
+            _PLAN_CACHE.clear()
+        plan = _PLAN_CACHE[key] = planner(p, caps, variant)
+    return plan
+
+
 def plan_reduce(p: ReduceProblem, caps: DeviceCaps, variant: str | None = None) -> ReducePlan:
-    """The dispatches that reduce `p` on `caps` (`variant`: one of `variants(p, caps)`).
+    """The dispatches that reduce `p` on `caps` (`variant`: one of `variants(p, caps)`); memoised.
 
     Operand roles: "x" and "x_vec4" (both x's buffer), "out", "index" (with_index), scratch
     "partials" (allocated by the caller, `plan.scratch` bytes)."""
+    return cached_plan(_plan_reduce, p, caps, variant)
+
+
+def _plan_reduce(p: ReduceProblem, caps: DeviceCaps, variant: str | None = None) -> ReducePlan:
+    """The uncached planner of `plan_reduce`."""
     names = variants(p, caps)
     variant = variant or names[0]
     if variant not in names:

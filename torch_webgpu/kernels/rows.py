@@ -5,7 +5,7 @@ One workgroup per row; a row of up to `CACHE_UNITS` loads per thread is held in 
 x), longer rows stream. Rows that are few and very long take two passes: chunk statistics (max and
 sum of exps, Welford moments, sum of squares), then every chunk's workgroup combines its row's
 statistics and normalises its chunk. Loads are vec4 when the row layout allows. Statistics (layer_norm
-mean/rstd, rms_norm rstd) go to `stats` [rows, 2] when asked.
+mean/rstd, rms_norm rstd) go to `stats` [2, rows] when asked.
 
 torch-free: dtypes "f32", "f16", "bf16".
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, f32_word, grid_within
-from .reduce import HELPERS, TARGET_GROUPS
+from .reduce import HELPERS, TARGET_GROUPS, cached_plan
 
 OPS = ("softmax", "log_softmax", "layer_norm", "rms_norm")
 CACHE_UNITS = 8           # loads per thread kept in registers
@@ -197,9 +197,9 @@ fn wg_comb(v: {st}, lid: u32) -> {st} {{
            "rms_norm": "let rstd = inverseSqrt(r.s / f32(prm(1u)) + eps);"}.get(p.op, "")
     stats_store = ""
     if p.stats and p.op == "layer_norm":
-        stats_store = "E[2u * row] = r.m; E[2u * row + 1u] = rstd;"
+        stats_store = "E[row] = r.m; E[prm(0u) + row] = rstd;"
     elif p.stats and p.op == "rms_norm":
-        stats_store = "E[2u * row] = 0.0; E[2u * row + 1u] = rstd;"
+        stats_store = "E[row] = 0.0; E[prm(0u) + row] = rstd;"
     store = f"O{'V' if vec else ''}[orow + u] = {outv};"
     # params: 0 rows, 1 n, 2 x_off (units), 3 row stride (units), 4 eps, 5 chunks, 6 chunk units
     head = f"""
@@ -287,8 +287,13 @@ def _read_only(roles, partials_read: bool = False) -> frozenset[int]:
 
 
 def plan_rows(p: RowProblem, caps: DeviceCaps, variant: str | None = None) -> RowPlan:
-    """The dispatches of `p` on `caps`. Roles: "x", "out" (f32 [rows, n]), "weight", "bias", "stats"
-    (f32 [rows, 2]) and scratch "partials"."""
+    """The dispatches of `p` on `caps` (memoised). Roles: "x", "out" (f32 [rows, n]), "weight", "bias",
+    "stats" (f32 [2, rows]: mean, then rstd) and scratch "partials"."""
+    return cached_plan(_plan_rows, p, caps, variant)
+
+
+def _plan_rows(p: RowProblem, caps: DeviceCaps, variant: str | None = None) -> RowPlan:
+    """The uncached planner of `plan_rows`."""
     names = variants(p, caps)
     if (variant or names[0]) not in names:
         raise ValueError(f"rows variant {variant!r} is not one of {names}")

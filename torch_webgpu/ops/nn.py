@@ -128,7 +128,7 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):  # noqa: A002
     for s in normalized_shape:
         n *= s
     x2 = input.contiguous().reshape(rows, n)
-    stats = new_empty((rows, 2), torch.float32, input)
+    stats = new_empty((2, rows), torch.float32, input)  # mean, rstd: each a contiguous view
     fused = input.dtype in _ROW_DTYPES and all(
         t is None or (t.dtype == input.dtype and t.shape == tuple(normalized_shape)) for t in (weight, bias))
     if rows and n:
@@ -143,13 +143,13 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):  # noqa: A002
     if bias is not None and not fused:
         y = y + bias
     stat_shape = lead + (1,) * k
-    mean = stats[:, 0].reshape(stat_shape)
-    rstd = stats[:, 1].reshape(stat_shape)
+    mean = stats[0].reshape(stat_shape)
+    rstd = stats[1].reshape(stat_shape)
     if input.dtype != torch.float32:
         y = y.to(input.dtype)
         mean = mean.to(input.dtype)
         rstd = rstd.to(input.dtype)
-    return y, mean.contiguous(), rstd.contiguous()
+    return y, mean, rstd
 
 
 @register("native_layer_norm_backward")
@@ -461,7 +461,7 @@ def fused_rms_norm(input, normalized_shape, weight, eps):  # noqa: A002
     if eps is None:
         eps = torch.finfo(input.dtype).eps
     x2 = input.contiguous().reshape(rows, n)
-    stats = new_empty((rows, 2), torch.float32, input)
+    stats = new_empty((2, rows), torch.float32, input)  # mean, rstd: each a contiguous view
     fused = weight is None or (weight.dtype == input.dtype and tuple(weight.shape) == tuple(normalized_shape))
     if rows and n:
         y = library_rows("rms_norm", x2, weight if fused else None, None, eps, stats)
@@ -471,11 +471,11 @@ def fused_rms_norm(input, normalized_shape, weight, eps):  # noqa: A002
     y = y.reshape(input.shape)
     if weight is not None and not fused:
         y = y * weight
-    rstd = stats[:, 1].reshape(lead + (1,) * k)
+    rstd = stats[1].reshape(lead + (1,) * k)
     if input.dtype != torch.float32:
         y = y.to(input.dtype)
         rstd = rstd.to(input.dtype)
-    return y, rstd.contiguous()
+    return y, rstd
 
 
 @register("_fused_rms_norm_backward")
