@@ -693,14 +693,14 @@ def trace(self):
 
 @register("count_nonzero.dim_IntList")
 def count_nonzero_dims(self, dim):
-    """torch.count_nonzero(dim=[...]) -> int64."""
-    return (self != 0).sum(list(dim))
+    """torch.count_nonzero(dim=[...]) -> int64 (one library reduction)."""
+    return reduce("count_nonzero", "count_nonzero", self, list(dim), False, torch.int64)
 
 
 @register("count_nonzero")
 def count_nonzero(self, dim=None):
-    """torch.count_nonzero(dim=int|None) -> int64."""
-    return (self != 0).sum() if dim is None else (self != 0).sum(dim)
+    """torch.count_nonzero(dim=int|None) -> int64 (one library reduction)."""
+    return reduce("count_nonzero", "count_nonzero", self, dim, False, torch.int64)
 
 
 @register("aminmax")
