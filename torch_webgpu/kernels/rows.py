@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, f32_word, grid_within
-from .reduce import HELPERS, TARGET_GROUPS, cached_plan
+from .reduce import HELPERS, TARGET_GROUPS, cached_plan, kernel_of
 
 OPS = ("softmax", "log_softmax", "layer_norm", "rms_norm")
 CACHE_UNITS = 8           # loads per thread kept in registers
@@ -336,7 +336,9 @@ def _plan_rows(p: RowProblem, caps: DeviceCaps, variant: str | None = None) -> R
 
 def record_rows(plan: RowPlan, operands: dict, rt=None, dispatch=None) -> None:
     """Record the plan's dispatches with `operands[role]` = buffer id (or BufferSlice)."""
-    from .launch import record
+    from ..runtime import get_runtime
 
+    rt = rt or get_runtime()
     for launch in plan.steps:
-        record(launch, {r: operands[r] for r in launch.bindings if r != PARAMS}, rt, dispatch)
+        binds = [rt.constant(launch.params_bytes()) if r == PARAMS else operands[r] for r in launch.bindings]
+        (dispatch or rt.dispatch)(kernel_of(launch, rt), binds, launch.grid, launch.name)
