@@ -75,3 +75,16 @@ def test_plans(caps):
     assert two.steps[0].grid[0] >= 64
     with pytest.raises(TypeError, match="float"):
         plan_rows(RowProblem("softmax", "i32", 2, 8), caps)
+
+
+@pytest.mark.parametrize("shape", [(7, 13), (33, 1024), (2, 70000), (4, 5, 6)], ids=str)
+def test_softmax_backwards(webgpu, shape):
+    """softmax/log_softmax backward rows (output and gradient read together; two passes when long)."""
+    torch.manual_seed(3)
+    for fn in (lambda t: t.softmax(-1), lambda t: t.log_softmax(-1)):
+        x = torch.randn(shape, requires_grad=True)
+        g = torch.randn(shape)
+        fn(x).backward(g)
+        xd = x.detach().to(webgpu).requires_grad_()
+        fn(xd).backward(g.to(webgpu))
+        _close(xd.grad, x.grad, atol=1e-5)

@@ -23,9 +23,10 @@ _ROW_DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16
 
 
 def library_rows(op: str, x2: torch.Tensor, weight: torch.Tensor | None = None,
-                 bias: torch.Tensor | None = None, eps: float = 0.0, stats: torch.Tensor | None = None
-                 ) -> torch.Tensor:
-    """Row op `op` of the 2-D x2 [rows, n] (unit stride along rows) through kernels/rows.py -> f32."""
+                 bias: torch.Tensor | None = None, eps: float = 0.0, stats: torch.Tensor | None = None,
+                 grad: torch.Tensor | None = None) -> torch.Tensor:
+    """Row op `op` of the 2-D x2 [rows, n] (unit stride along rows; backwards: `grad` likewise, same
+    dtype) through kernels/rows.py -> f32."""
     rows, n = x2.shape
     y = new_empty((rows, n), torch.float32, x2)
 
@@ -36,10 +37,11 @@ def library_rows(op: str, x2: torch.Tensor, weight: torch.Tensor | None = None,
     b = dense(bias.to(x2.dtype)) if bias is not None else None
     problem = RowProblem(op, _ROW_DTYPES[x2.dtype], rows, n, x2.storage_offset(),
                          x2.stride(0) if rows > 1 else n, float(eps), w is not None, b is not None,
-                         stats is not None)
+                         stats is not None, grad.storage_offset() if grad is not None else 0,
+                         grad.stride(0) if grad is not None and rows > 1 else n)
     plan = plan_rows(problem, device_caps())
     operands = {"x": buffer_id(x2), "out": buffer_id(y)}
-    for role, t in (("weight", w), ("bias", b), ("stats", stats)):
+    for role, t in (("weight", w), ("bias", b), ("stats", stats), ("grad", grad)):
         if t is not None:
             operands[role] = buffer_id(t)
     scratch = {r: new_empty((-(-nb // 4),), torch.int32, x2) for r, nb in plan.scratch.items()}
@@ -57,10 +59,11 @@ def _rows(kind: str, x: torch.Tensor, dim: int, result_dtype: torch.dtype, g: to
     xv = x if nd else x.reshape(1)
     gv = None if g is None else (g if nd else g.reshape(1))
     dim = dim % max(nd, 1)
-    moved = xv.movedim(dim, -1)
-    if g is None and dim == xv.dim() - 1 and xv.dtype in _ROW_DTYPES and _unit_rows(moved):
-        # forward rows along the last, unit-stride dim: the kernel library (vec4, rows in registers)
-        tmp = library_rows(kind, moved.reshape(-1, moved.shape[-1]) if moved.numel() else moved.reshape(0, 1))
+    last = dim == xv.dim() - 1 and xv.dtype in _ROW_DTYPES and _unit_rows(xv)
+    if last and (gv is None or (gv.dtype == xv.dtype and gv.shape == xv.shape and _unit_rows(gv))):
+        # rows along the last, unit-stride dim: the kernel library (vec4, rows in registers)
+        n = xv.shape[-1]
+        tmp = library_rows(kind, xv.reshape(-1, n), grad=gv.reshape(-1, n) if gv is not None else None)
     else:
         tmp = new_empty(xv.shape, torch.float32, x)
         launch_rows(kind, operand(xv), dim, operand(tmp), operand(gv) if gv is not None else None)
