@@ -17,11 +17,13 @@ int64 storage in u32 pairs ("l": exact sums, products, comparisons).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..runtime import BufferSlice, get_runtime
 from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, f32_word, grid_within
 
 WG = 256
@@ -253,6 +255,7 @@ _TABLES = {"f": FLOAT_OPS, "i": INT_OPS, "l": INT64_OPS}
 _KIND_NAMES = {"f": "float", "i": "integer", "l": "int64"}
 
 
+@functools.cache
 def op_spec(op: str, compute: str) -> OpSpec:
     """The spec of `op` in compute kind "f", "i" or "l", or a clear error."""
     table = _TABLES[compute]
@@ -733,8 +736,6 @@ def record_plan(plan: ReducePlan, operands: Mapping[str, int], rt: Any = None,
                 dispatch: Callable | None = None) -> None:
     """Record every step of `plan` with `operands[role]` = buffer id (x, out, index and the scratch
     roles; "x_vec4" binds x's buffer); windows become BufferSlices."""
-    from ..runtime import BufferSlice, get_runtime
-
     rt = rt or get_runtime()
     ids = dict(operands)
     ids.setdefault("x_vec4", ids.get("x"))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..runtime import get_runtime
 from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, f32_word, grid_within
 from .reduce import HELPERS, TARGET_GROUPS, cached_plan, kernel_of
 
@@ -371,8 +372,6 @@ def _plan_rows(p: RowProblem, caps: DeviceCaps, variant: str | None = None) -> R
 
 def record_rows(plan: RowPlan, operands: dict, rt=None, dispatch=None) -> None:
     """Record the plan's dispatches with `operands[role]` = buffer id (or BufferSlice)."""
-    from ..runtime import get_runtime
-
     rt = rt or get_runtime()
     for launch in plan.steps:
         binds = [rt.constant(launch.params_bytes()) if r == PARAMS else operands[r] for r in launch.bindings]
