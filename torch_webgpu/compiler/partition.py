@@ -182,10 +182,11 @@ def _add_operand(node: torch.fx.Node, cur: torch.fx.Node) -> torch.fx.Node | Non
 
 
 class _Matcher:
-    def __init__(self, graph: torch.fx.Graph, resolver: _Resolver, shader_f16: bool):
+    def __init__(self, graph: torch.fx.Graph, resolver: _Resolver, caps: DeviceCaps):
         self.order = {n: i for i, n in enumerate(graph.nodes)}
         self.resolver = resolver
-        self.shader_f16 = shader_f16
+        self.caps = caps
+        self.shader_f16 = caps.shader_f16
         output = next(n for n in graph.nodes if n.op == "output")
         self.graph_outputs = set(output.all_input_nodes)
 
@@ -215,6 +216,12 @@ class _Matcher:
         except ValueError:
             return None
         self._epilogue(op)
+        try:
+            launch = op.launch(self.caps)
+        except (ValueError, TypeError):
+            return None   # no variant for this problem on the target (IREE compiles it)
+        if max(launch.grid) > self.caps.limit("max-compute-workgroups-per-dimension", 65535):
+            return None
         return op
 
     def _epilogue_operand(self, op: LibraryOp, other: torch.fx.Node, cur: torch.fx.Node) -> Operand | None:
@@ -292,13 +299,13 @@ class _Matcher:
             cur = op.final = user
 
 
-def partition(gm: torch.fx.GraphModule, shader_f16: bool = False) -> Partition | None:
-    """The schedule of segments and library ops of a prepared static graph, or None if no op in it
-    goes to the library."""
+def partition(gm: torch.fx.GraphModule, caps: DeviceCaps) -> Partition | None:
+    """The schedule of segments and library ops of a prepared static graph for a device with `caps`, or
+    None if no op in it goes to the library."""
     graph = gm.graph
     forced: set[torch.fx.Node] = set()
     resolver = _Resolver(forced)
-    matcher = _Matcher(graph, resolver, shader_f16)
+    matcher = _Matcher(graph, resolver, caps)
     ops: list[LibraryOp] = []
     taken: set[torch.fx.Node] = set()
     for node in graph.nodes:
