@@ -44,3 +44,21 @@ def test_residual_add_after_activation_and_scale_before_bias():
 
 def test_graph_without_library_ops_is_not_partitioned():
     assert _partition(lambda x: (torch.relu(x) + 1,), torch.randn(3)) is None
+
+
+def test_scaled_operands_fold_into_alpha_and_clones_are_read_in_place():
+    def fn(x, w):
+        return ((x * 0.5).clone() @ (w.t() * 4.0),)
+    part = _partition(fn, torch.randn(3, 5), torch.randn(6, 5))
+    (op,) = part.steps
+    assert isinstance(op, LibraryOp) and op.alpha == 2.0
+    assert op.a.base.op == "placeholder" and op.b.base.op == "placeholder"
+
+
+def test_a_view_the_strides_cannot_express_reads_the_materialized_copy():
+    def fn(q, k):   # [B, H, T, D] heads merged into one batch dim after a permute: not one stride
+        qh, kh = q.permute(0, 2, 1, 3), k.permute(0, 2, 3, 1)
+        return (torch.bmm(qh.clone().reshape(4, 3, 8), kh.clone().reshape(4, 8, 3)),)
+    part = _partition(fn, torch.randn(2, 3, 2, 8), torch.randn(2, 3, 2, 8))
+    op = part.library_ops[0]
+    assert op.a.base.target is torch.ops.aten.clone.default and op.a.base in part.forced
