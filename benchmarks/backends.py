@@ -122,7 +122,7 @@ def available_torch_backends(requested: list[str], bundle_dir: Path | None = Non
                              host_io: bool = False) -> list[TorchBackend]:
     """The requested torch-level backends that this machine can run (CUDA ones only with a GPU).
 
-    `webgpu-compiled` uses torch.compile where the compiler is installed, else the bundles in `bundle_dir`;
+    `webgpu-compiled` uses the bundles in `bundle_dir` if given, else torch.compile where the compiler is;
     the HOST_IO_BACKENDS only with `host_io` (whole-model suites) and where they are installed.
     """
     import torch
@@ -135,13 +135,13 @@ def available_torch_backends(requested: list[str], bundle_dir: Path | None = Non
             import torch_webgpu  # noqa: F401  (registers the device)
 
             if name == "webgpu-compiled":
-                if compiler_available():
+                if bundle_dir is not None:   # asked for: what a GPU machine runs (dry runs here too)
+                    wrap = _bundle_wrapper(bundle_dir)
+                elif compiler_available():
                     from torch_webgpu.compiler.webgpu_compiler import webgpu_backend
 
                     def wrap(fn, key="", _backend=webgpu_backend):
                         return torch.compile(fn, backend=_backend)
-                elif bundle_dir is not None:
-                    wrap = _bundle_wrapper(bundle_dir)
                 else:
                     continue
             else:
@@ -150,11 +150,12 @@ def available_torch_backends(requested: list[str], bundle_dir: Path | None = Non
         elif name == "iree-vulkan":
             from .bundled import IREE_DIR
 
-            if not (compiler_available() or (bundle_dir is not None and (bundle_dir / IREE_DIR).is_dir())):
+            prepared = bundle_dir is not None and (bundle_dir / IREE_DIR).is_dir()
+            if not (prepared or compiler_available()):
                 continue
             # IREE's `main` returns once the GPU is done: nothing to synchronise.
-            out.append(TorchBackend(name, "cpu", _iree_vulkan_wrapper(
-                None if compiler_available() else bundle_dir), lambda: None, sizes_of="webgpu"))
+            out.append(TorchBackend(name, "cpu", _iree_vulkan_wrapper(bundle_dir if prepared else None),
+                                    lambda: None, sizes_of="webgpu"))
         elif name == "ort-webgpu":
             from .ort_webgpu import available
 

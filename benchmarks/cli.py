@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import time
 from pathlib import Path
 
 from tqdm import tqdm
@@ -11,11 +12,11 @@ from tqdm import tqdm
 from .backends import ALL_BACKENDS
 from .harness import Settings
 from .report import (
-    failure_table,
+    autotune_choices,
+    full_report,
+    load_autotune,
     load_results,
-    markdown_table,
     plot,
-    profile_table,
     run_metadata,
     write_json,
 )
@@ -39,7 +40,18 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--repeats", type=int, default=5)
     run.add_argument("--strict", action="store_true", help="exit non-zero if any figure failed")
     run.add_argument("--bundles", type=Path, default=None,
-                     help="prepared bundles for webgpu-compiled on machines without the compiler")
+                     help="prepared bundles for webgpu-compiled (used even where the compiler is)")
+    run.add_argument("--late-backends", default="",
+                     help="backends (of --backends) run after every suite has run the others, e.g. "
+                          "inductor-cuda, whose compiles would otherwise eat a timed run's budget first")
+    run.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                     help="skip the figures left once SECONDS have passed (listed as not measured); results "
+                          "are written after every suite, so a run stopped from outside keeps its figures")
+    run.add_argument("--late-margin", type=float, default=60.0, metavar="SECONDS",
+                     help="with --budget, the late backends start no figure in the last SECONDS (a compile "
+                          "in flight then would overrun the budget and lose its suite's figures)")
+    run.add_argument("--no-check", action="store_true",
+                     help="do not compare GPU figures with torch CPU before timing them")
     prep = sub.add_parser("prepare", help="compile the webgpu-compiled figures into bundles (GPU machines)")
     prep.add_argument("--out", type=Path, required=True)
     prep.add_argument("--smoke", action="store_true")
@@ -50,10 +62,22 @@ def main(argv: list[str] | None = None) -> None:
     rep = sub.add_parser("report", help="merge results.json files of several runs into one table and plot")
     rep.add_argument("results", type=Path, nargs="+")
     rep.add_argument("--out", type=Path, required=True, help="writes OUT.md and OUT.png")
+    rep.add_argument("--one-run", metavar="LABEL", default=None,
+                     help="the files are parts of one run (ratios across them); also writes OUT.json, merged")
+    rep.add_argument("--autotune-here", action="store_true",
+                     help="where the files recorded no autotuner choices, read this machine's cache")
     args = parser.parse_args(argv)
     if args.command == "report":
         results, failures, profiles = load_results(args.results)
-        table = markdown_table(results) + profile_table(profiles) + failure_table(failures)
+        autotune = load_autotune(args.results)
+        if autotune is None and args.autotune_here:
+            autotune = autotune_choices()
+        if args.one_run is not None:
+            for r in results:
+                r.params["run"] = args.one_run
+            meta = {"parts": [str(p) for p in args.results]}
+            write_json(results, meta, args.out.with_suffix(".json"), failures, profiles, autotune)
+        table = full_report(results, profiles, failures, autotune)
         args.out.with_suffix(".md").write_text(table)
         plot(results, args.out.with_suffix(".png"))
         print(table)
@@ -64,32 +88,51 @@ def main(argv: list[str] | None = None) -> None:
         prepare(args.out, Settings(smoke=args.smoke), args.target, iree=not args.no_iree)
         return
 
+    start = time.monotonic()
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    unknown = set(backends) - set(ALL_BACKENDS)
+    late = [b.strip() for b in args.late_backends.split(",") if b.strip()]
+    unknown = set(backends + late) - set(ALL_BACKENDS)
     if unknown:
         parser.error(f"unknown backends {sorted(unknown)}; choose from {list(ALL_BACKENDS)}")
+    if set(late) - set(backends):
+        parser.error(f"--late-backends {sorted(set(late) - set(backends))} are not in --backends")
     names = []
     for part in args.suite.split(","):
         if part not in ("all", *SUITES, *each):
             parser.error(f"unknown suite {part!r}; choose micro, models, all or from {each}")
         names += each if part == "all" else SUITES.get(part, [part])
-    settings = Settings(smoke=args.smoke, repeats=args.repeats, bundle_dir=args.bundles)
+    settings = Settings(smoke=args.smoke, repeats=args.repeats, bundle_dir=args.bundles,
+                        check=not args.no_check,
+                        deadline=None if args.budget is None else start + args.budget)
     results = []
     failures: list[str] = []
-    for name in tqdm(names, desc="benchmarks", unit="suite"):
+    passes = [[b for b in backends if b not in late], late]
+    steps = [(name, group) for group in passes if group for name in names]
+    args.out.mkdir(parents=True, exist_ok=True)
+    meta = None
+    for name, group in tqdm(steps, desc="benchmarks", unit="suite"):
+        if group is late and args.budget is not None:
+            settings.deadline = start + args.budget - args.late_margin
         module = importlib.import_module(f"benchmarks.suites.{name}")
+        suite_start = time.monotonic()
         try:
-            results.extend(module.run(settings, backends))
+            results.extend(module.run(settings, group))
         except Exception as exc:  # one broken suite must not hide the others' figures
             failures.append(f"{name}: {type(exc).__name__}: {exc}")
             tqdm.write(f"suite {name} failed: {failures[-1]}")
+        tqdm.write(f"suite {name} on {','.join(group)}: {time.monotonic() - suite_start:.1f} s "
+                   f"(run {time.monotonic() - start:.1f} s)")
+        if meta is None:
+            from torch_webgpu.runtime import get_runtime
 
-    from torch_webgpu.runtime import get_runtime
+            meta = run_metadata(get_runtime().info.describe())
+        write_json(results, meta, args.out / "results.json", settings.failures, settings.profiles)
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_json(results, run_metadata(get_runtime().info.describe()), args.out / "results.json",
-               settings.failures, settings.profiles)
-    table = markdown_table(results) + profile_table(settings.profiles) + failure_table(settings.failures)
+    autotune = autotune_choices()
+    meta = {**(meta or {}), "wall_s": round(time.monotonic() - start, 1), "budget_s": args.budget,
+            "backends": backends, "late_backends": late, "suites": names}
+    write_json(results, meta, args.out / "results.json", settings.failures, settings.profiles, autotune)
+    table = full_report(results, settings.profiles, settings.failures, autotune)
     (args.out / "results.md").write_text(table)
     plot(results, args.out / "results.png")
     print(table)

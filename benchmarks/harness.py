@@ -49,6 +49,23 @@ class DispatchProfile:
     wall_ms: float          # the same call's wall-clock time (the rest is host and submission overhead)
     source: str             # "timestamp" (GPU timestamp queries) or "wall-clock"
     top: list[tuple[str, int, float]] = field(default_factory=list)   # (kernel, dispatches, ms)
+    # dispatch_kind -> [dispatches, GPU ms]: the kernel library's share against IREE's (absent in old runs)
+    by_kind: dict[str, list] = field(default_factory=dict)
+
+
+def dispatch_kind(label: str) -> str:
+    """"library" for a kernel-library dispatch (eager: its variant name, e.g. "matmul.f32.tile64x64",
+    "conv2d.…", "attention.…", "reduce.…", "rows.…"; in a compiled plan its entry point
+    "lib_<variant, dots as underscores>_<digest>"), "iree" for an IREE executable's entry point
+    ("main$async_dispatch_3_matmul_…"), "other" for the runtime's own helpers ("torch-webgpu-fill")."""
+    if label.startswith("lib_"):
+        return "library"
+    if "$" in label or "dispatch_" in label:
+        return "iree"
+    family, dot, variant = label.partition(".")
+    if dot and variant and family.replace("_", "").isalnum() and family[:1].isalpha():
+        return "library"
+    return "other"
 
 
 @dataclass
@@ -61,6 +78,12 @@ class Settings:
     failures: list[Failure] = field(default_factory=list)
     profiles: list[DispatchProfile] = field(default_factory=list)
     bundle_dir: Path | None = None  # prepared bundles for webgpu-compiled where the compiler is absent
+    check: bool = True              # compare each GPU figure's first output with torch CPU before timing
+    deadline: float | None = None   # time.monotonic() past which figures are skipped (a device call's budget)
+
+    def past_deadline(self) -> bool:
+        """True once the run's time budget is spent (figures after that are listed as skipped)."""
+        return self.deadline is not None and time.monotonic() > self.deadline
 
     def record_failure(self, suite: str, name: str, backend: str, exc: BaseException) -> None:
         """Note that `name` on `backend` failed; the run goes on with the other figures."""
@@ -108,22 +131,83 @@ def profile_dispatches(call: Callable[[], object], name: str, backend: str, top:
         call()
     wall = time.perf_counter() - start
     counts, seconds = Counter(), Counter()
+    by_kind: dict[str, list] = {}
     for t in timings:
         counts[t.label] += 1
         seconds[t.label] += t.seconds
+        kind = by_kind.setdefault(dispatch_kind(t.label), [0, 0.0])
+        kind[0] += 1
+        kind[1] += t.seconds * 1e3
     ranked = [(label, counts[label], s * 1e3) for label, s in seconds.most_common(top)]
     source = timings[0].source if timings else "none"
     return DispatchProfile(name, backend, len(timings), sum(seconds.values()) * 1e3, wall * 1e3, source,
-                           ranked)
+                           ranked, by_kind)
+
+
+class OutputMismatch(AssertionError):
+    """A figure's output differs from torch CPU's: it is not timed."""
+
+
+def _first_tensor(result):
+    while isinstance(result, (list, tuple)):
+        result = result[0]
+    return result
+
+
+def cpu_reference(module, args: tuple) -> tuple:
+    """The first output of `module(*args)` run by torch on the CPU (a copy of the module and inputs; f16
+    and bf16 ones in f32, so the reference does not round where the GPU accumulates in f32), and the
+    sum of the inputs' absolute values (a full reduction's tolerance scales with it)."""
+    import copy
+
+    import torch
+
+    low = (torch.float16, torch.bfloat16)
+    widen = any(isinstance(a, torch.Tensor) and a.dtype in low for a in args)
+    ref = copy.deepcopy(module).to("cpu") if isinstance(module, torch.nn.Module) else module
+    if widen and isinstance(ref, torch.nn.Module):
+        ref = ref.float()
+    cpu_args = tuple(a.cpu().float() if isinstance(a, torch.Tensor) and a.dtype in low
+                     else a.cpu() if isinstance(a, torch.Tensor) else a for a in args)
+    with torch.no_grad():
+        want = _first_tensor(ref(*cpu_args))
+    floats = [a for a in cpu_args if isinstance(a, torch.Tensor) and a.is_floating_point()]
+    magnitude = float(sum(a.abs().double().sum() for a in floats)) if want.dim() == 0 else 0.0
+    return want, magnitude
+
+
+def check_output(got, want, name: str, backend: str, magnitude: float = 0.0) -> None:
+    """Raise OutputMismatch unless `got` (a device tensor or array) matches torch CPU's `want`; a full
+    reduction (0-d `want`) may differ by 1e-5 of `magnitude`, the sum of its inputs' absolute values."""
+    import torch
+
+    got = torch.as_tensor(_first_tensor(got)).cpu()
+    low = got.dtype in (torch.float16, torch.bfloat16)
+    rtol, atol = (2e-2, 1e-1) if low else (2e-3, 2e-2)   # as check_bundles.py; f16 output rounding
+    if want.dim() == 0:   # summation order: the error grows with the magnitudes summed, not the result
+        atol = max(atol, 1e-5 * magnitude)
+    try:
+        torch.testing.assert_close(got.to(want.dtype) if got.is_floating_point() else got, want,
+                                   rtol=rtol, atol=atol, check_dtype=False)
+    except AssertionError as exc:
+        raise OutputMismatch(f"{name} on {backend} differs from torch CPU: "
+                             f"{' '.join(str(exc).splitlines()[:3])}") from None
 
 
 def time_figure(settings: Settings, backend, suite: str, name: str, module, key: str,
-                args: tuple, profile: bool = False) -> list[float] | None:
+                args: tuple, profile: bool = False, check: bool = True) -> list[float] | None:
     """Seconds per call of `module(*args)` wrapped for `backend` (and synchronised), per repeat; with
     `profile`, a webgpu figure is also run once under the per-dispatch GPU timer (`settings.profiles`).
 
-    None when the figure cannot be measured; the failure is recorded in `settings` with its cause.
+    On a GPU backend the first call's output is compared with torch CPU first (`settings.check`; `check`
+    False where the suite has just compared it itself); host backends are torch CPU itself or check
+    themselves (ort-webgpu, IREE's .vmfb in check_bundles).
+    None when the figure cannot be measured (or the run's time budget is spent); the failure is
+    recorded in `settings` with its cause.
     """
+    if settings.past_deadline():
+        settings.failures.append(Failure(suite, name, backend.name, "skipped: time budget spent"))
+        return None
     try:
         fn = backend.wrap(module, key)
 
@@ -131,6 +215,11 @@ def time_figure(settings: Settings, backend, suite: str, name: str, module, key:
             fn(*args)
             backend.synchronize()
 
+        if check and settings.check and backend.device != "cpu":
+            want, magnitude = cpu_reference(module, args)
+            got = fn(*args)
+            backend.synchronize()
+            check_output(got, want, name, backend.name, magnitude)
         times = time_repeats(call, settings)
         if profile and backend.device == "webgpu":
             settings.profiles.append(profile_dispatches(call, name, backend.name))

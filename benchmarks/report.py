@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import platform
+import re
 from collections import defaultdict
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .harness import DispatchProfile, Failure, Measurement
 
 
 def write_json(results: list[Measurement], meta: dict, path: Path, failures: list[Failure],
-               profiles: list[DispatchProfile] = ()) -> None:
-    """All measurements, the figures that failed, per-dispatch profiles, and run metadata."""
+               profiles: list[DispatchProfile] = (), autotune: dict | None = None) -> None:
+    """All measurements, the figures that failed, per-dispatch profiles, the autotuner's choices (None:
+    no autotuner cache) and run metadata."""
     path.write_text(json.dumps({"meta": meta, "results": [r.as_dict() for r in results],
                                 "failures": [asdict(f) for f in failures],
-                                "profiles": [asdict(p) for p in profiles]}, indent=1))
+                                "profiles": [asdict(p) for p in profiles],
+                                "autotune": autotune}, indent=1, default=str))
 
 
 def profile_table(profiles: list[DispatchProfile]) -> str:
@@ -112,3 +116,155 @@ def plot(results: list[Measurement], path: Path) -> Path | None:
 def run_metadata(adapter_description: str) -> dict:
     """Where the numbers come from."""
     return {"host": platform.node(), "python": platform.python_version(), "adapter": adapter_description}
+
+
+def library_table(profiles: list[DispatchProfile]) -> str:
+    """Markdown: per profiled compiled figure, the share of GPU time in kernel-library dispatches against
+    IREE's (and the runtime's own helpers), from the per-dispatch timestamps of one call."""
+    rows = [p for p in profiles if p.backend == "webgpu-compiled" and p.by_kind]
+    if not rows:
+        return ""
+    out = ["", "Kernel library vs IREE (compiled, one call, per-dispatch GPU times):", "",
+           "| benchmark | dispatches library / IREE / other | GPU ms library / IREE / other "
+           "| library share of GPU time |",
+           "| --- | --- | --- | --- |"]
+    for p in rows:
+        kinds = [p.by_kind.get(k, [0, 0.0]) for k in ("library", "iree", "other")]
+        total = sum(ms for _, ms in kinds)
+        share = f"{100 * kinds[0][1] / total:.0f}%" if total else "–"
+        out.append(f"| {p.name} | {' / '.join(str(n) for n, _ in kinds)} | "
+                   f"{' / '.join(f'{ms:.3f}' for _, ms in kinds)} | {share} |")
+    return "\n".join(out) + "\n"
+
+
+def autotune_choices() -> dict | None:
+    """The autotuner's cached choices on this machine, or None where there is no autotuner (its module,
+    torch_webgpu/kernels/autotune.py, is absent) or no cache file yet.
+
+    Read through the module's `cached_choices()` if it has one, else the JSON file its `cache_file()`
+    (or `cache_path()`, `CACHE_PATH`) names."""
+    try:
+        autotune = importlib.import_module("torch_webgpu.kernels.autotune")
+    except ImportError:
+        return None
+    try:
+        if callable(getattr(autotune, "cached_choices", None)):
+            return dict(autotune.cached_choices())
+        path = next((getattr(autotune, a) for a in ("cache_file", "cache_path", "CACHE_PATH")
+                     if getattr(autotune, a, None)), None)
+        path = Path(path() if callable(path) else path) if path else None
+        if path is None or not path.is_file():
+            return None
+        return json.loads(path.read_text())
+    except Exception as exc:  # a broken cache must not lose the run's figures
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def autotune_table(choices: dict | None) -> str:
+    """Markdown: one row per tuned (kernel, shape class, dtype, adapter) key and the variant it chose."""
+    if choices is None:
+        return "\nAutotuner: no cache (no autotuner in this build, or nothing tuned).\n"
+    out = ["", "Autotuner's choices (this machine's cache):", "", "| key | choice |", "| --- | --- |"]
+    for key, value in choices.items():
+        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+        out.append(f"| {str(key).replace('|', '/')} | {text.replace('|', '/')[:300]} |")
+    return "\n".join(out) + "\n"
+
+
+@dataclass(frozen=True)
+class Target:
+    """A goal of issue 12: figure `name` (a regular expression, full match) on backend `ours` at least
+    `goal` times as fast as figure `ref_name` on `ref` in the same run; `goal` None: measured at all."""
+
+    label: str
+    name: str
+    ours: str
+    ref: str
+    goal: float | None
+    ref_name: str | None = None    # default: the same figure
+
+
+def _models(label: str, name: str) -> list[Target]:
+    return [Target(f"{label} compiled vs torch CUDA eager", name, "webgpu-compiled", "torch-cuda", 1.0),
+            Target(f"{label} compiled vs ORT WebGPU", name, "webgpu-compiled", "ort-webgpu", 2.0)]
+
+
+def _both(label: str, name: str, goal: float) -> list[Target]:
+    return [Target(f"{label} compiled", name, "webgpu-compiled", "torch-cuda", goal),
+            Target(f"{label} eager", name, "webgpu-eager", "torch-cuda", goal)]
+
+
+ISSUE12_TARGETS: tuple[Target, ...] = (
+    *_models("ResNet-18 batch 1", r"ResNet-18 \(batch 1\) latency"),
+    *_models("BERT-base 128 tokens", r"BERT-base encoder \(128 tokens\) latency"),
+    *_models("ViT-B/16 batch 1", r"ViT-B/16 \(batch 1\) latency"),
+    *_models("GPT-2 small prefill 128 tokens", r"GPT-2 small prefill \(128 tokens\) latency"),
+    *_both("f32 matmul 4096³ vs torch CUDA f32 (TF32 off)", r"matmul f32 4096\^3", 0.8),
+    *_both("f32 matmul 128×768×3072 vs torch CUDA f32 (TF32 off)",
+           r"matmul f32 (prefill )?128[x×]768[x×]3072.*", 0.5),
+    *_both("f16 matmul 4096³ vs torch CUDA f16", r"matmul f16 4096\^3.*", 0.4),
+    Target("f16 model compiled (BERT-base or GPT-2)", r"(BERT|GPT-2).*f16.* latency", "webgpu-compiled",
+           "torch-cuda", None),
+    *_both("sum f32 512 MiB", r"sum f32 512 MiB", 0.7),
+    *_both("softmax 8192×4096", r"softmax 8192x4096", 0.7),
+    *_both("layer_norm 8192×4096", r"layer_norm 8192x4096", 0.7),
+    Target("ResNet-18 batch 1 eager vs torch CUDA eager", r"ResNet-18 \(batch 1\) latency", "webgpu-eager",
+           "torch-cuda", 0.5),
+    Target("BERT-base 128 tokens eager vs torch CUDA eager", r"BERT-base encoder \(128 tokens\) latency",
+           "webgpu-eager", "torch-cuda", 0.5),
+)
+
+
+def _find(results: list[Measurement], pattern: str, backend: str) -> Measurement | None:
+    return next((r for r in results if r.backend == backend and re.fullmatch(pattern, r.name)), None)
+
+
+def targets_table(results: list[Measurement], targets: tuple[Target, ...] = ISSUE12_TARGETS) -> str:
+    """Markdown: each target as the ratio of our figure to its reference measured in the same run, with
+    pass/fail against its goal (a figure not measured fails); one table per run."""
+    runs: dict = defaultdict(list)
+    for r in results:
+        runs[r.params.get("run")].append(r)
+    out = []
+    for run, group in runs.items():
+        out += ["", f"Issue 12 targets{f' ({run})' if run else ''}: ratio = how many times as fast as the "
+                "reference, same run.", "",
+                "| target | ours | reference | ours median | reference median | ratio | goal | result |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        passed = 0
+        for t in targets:
+            ours = _find(group, t.name, t.ours)
+            ref = _find(group, t.ref_name or t.name, t.ref)
+            fmt = "{0.median:.4g} {0.unit}".format
+            ratio = (relative_speed(ours.median, ref.median, ours.unit)
+                     if ours and ref and ours.median and ref.median and ours.unit == ref.unit else None)
+            if t.goal is None:
+                ok, goal = ours is not None, "runs"
+            else:
+                ok, goal = ratio is not None and ratio >= t.goal, f"≥ {t.goal:g}×"
+            missing = ours is None or (ref is None and t.goal is not None)
+            result = "PASS" if ok else ("not measured" if missing else "fail")
+            passed += ok
+            out.append(f"| {t.label} | {t.ours} | {t.ref} | "
+                       f"{fmt(ours) if ours else '–'} | {fmt(ref) if ref else '–'} | "
+                       f"{f'{ratio:.2f}×' if ratio is not None else '–'} | {goal} | {result} |")
+        out += ["", f"{passed} of {len(targets)} targets met."]
+    return "\n".join(out) + "\n" if out else ""
+
+
+def full_report(results: list[Measurement], profiles: list[DispatchProfile], failures: list[Failure],
+                autotune: dict | None) -> str:
+    """The markdown report of a run: issue-12 targets, every figure, library vs IREE time, the
+    autotuner's choices, where the time goes, and what was not measured."""
+    return (targets_table(results) + "\n" + markdown_table(results) + library_table(profiles)
+            + autotune_table(autotune) + profile_table(profiles) + failure_table(failures))
+
+
+def load_autotune(paths: list[Path]) -> dict | None:
+    """The autotuner's choices recorded in results.json files (merged; None if none recorded any)."""
+    merged = None
+    for path in paths:
+        choices = json.loads(Path(path).read_text()).get("autotune")
+        if choices is not None:
+            merged = {**(merged or {}), **choices}
+    return merged

@@ -1,19 +1,102 @@
 #!/usr/bin/env bash
 # Run the benchmarks on a GPU machine without network (the H200 lent by the device tool), from the
 # repository root, with .gl/ (Vulkan/GL loader .debs) and .whl/ (Python 3.12 wheels) carried along —
-# both made by ../shared/tools/gpu-machine-kit.sh. Results go to ${OUT:-benchmarks/out}/gpu.
+# both made by ../shared/tools/gpu-machine-kit.sh — and optionally .whl-ort/ (benchmarks/ort_kit.sh: the
+# ort-webgpu peer) and .bundles/ (`python -m benchmarks prepare`). Results go to ${OUT:-benchmarks/out}/gpu.
+#
+# SUITE=issue12 is the issue-12 run in ONE device call of at most ~8 minutes (BUDGET_S=470 from the
+# script's start): a capped bundle check, then matmul, bandwidth, nn_ops and models for webgpu-eager,
+# webgpu-compiled (bundles), ort-webgpu and torch-cuda, then inductor-cuda with whatever time is left
+# (its compiles cost minutes). Every GPU figure is compared with torch CPU before it is timed; figures
+# past the budget are listed as skipped; results.json is written after every suite, and the report
+# (results.md with the issue-12 targets, library vs IREE time, the autotuner's choices) is rebuilt from
+# it even if the harness had to be stopped. Any other SUITE runs `python -m benchmarks run` as before.
 set -euo pipefail
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
-  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+T0=$SECONDS
+RES="${OUT:-benchmarks/out}/gpu"
+mkdir -p "$RES"
+log() { echo "[run_on_gpu_machine $((SECONDS - T0)) s] $*"; }
+
+PY=${PY:-python3}
+if [ "${SETUP:-1}" != 0 ]; then   # SETUP=0 PY=<python>: a dry run on a machine that has the stack (lavapipe)
+  for f in .gl/*.deb; do dpkg -x "$f" /; done
+  ldconfig
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site:$PWD
+  if compgen -G ".whl-ort/*.whl" > /dev/null; then
+    # onnxruntime-webgpu's package is named onnxruntime, like the image's CPU build: its own folder, put
+    # first on sys.path by benchmarks/ort_webgpu.py.
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site-ort \
+      .whl-ort/*.whl
+    export ORT_WEBGPU_SITE=/tmp/site-ort
+  fi
+  if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
+    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  fi
+  # The eager device needs _C built against this machine's torch (kept between calls on a warm machine).
+  "$PY" -c "import torch_webgpu._C" 2>/dev/null || PYTHON="$PY" bash tools/build_extension_inplace.sh
+  nvidia-smi -L || true
 fi
-# The eager device needs _C built against this machine's torch (kept between calls on a warm machine).
-python3 -c "import torch_webgpu._C" 2>/dev/null || bash tools/build_extension_inplace.sh
-nvidia-smi -L || true
-# Correctness of every bundle and .vmfb before their timings (CHECK=0 skips it on a second call).
-if [ -d .bundles ] && [ "${CHECK:-1}" != 0 ]; then python3 -m benchmarks.check_bundles .bundles || echo "SOME BUNDLES FAILED THEIR CHECK (see above)"; fi
-python3 -m benchmarks run --suite "${SUITE:-all}" --backends "${BACKENDS:-dawn,wgpu,webgpu-eager,webgpu-compiled,iree-vulkan,torch-cuda,inductor-cuda}" \
-  --out "${OUT:-benchmarks/out}/gpu" "$@"
+export PYTHONUNBUFFERED=1
+log "set up"
+
+if [ "${SUITE:-all}" != issue12 ]; then
+  # Correctness of every bundle and .vmfb before their timings (CHECK=0 skips it on a second call).
+  if [ -d .bundles ] && [ "${CHECK:-1}" != 0 ]; then "$PY" -m benchmarks.check_bundles .bundles || echo "SOME BUNDLES FAILED THEIR CHECK (see above)"; fi
+  "$PY" -m benchmarks run --suite "${SUITE:-all}" --backends "${BACKENDS:-dawn,wgpu,webgpu-eager,webgpu-compiled,iree-vulkan,torch-cuda,inductor-cuda}" \
+    --out "$RES" "$@"
+  exit
+fi
+
+# ---- SUITE=issue12 ----
+BUDGET_S=${BUDGET_S:-470}       # from this script's start to the report written
+CHECK_S=${CHECK_S:-60}          # cap on the separate bundle check (the harness checks every figure again)
+REPORT_S=25                     # kept back for the report and plot
+BACKENDS=${BACKENDS:-webgpu-eager,webgpu-compiled,ort-webgpu,torch-cuda,inductor-cuda}
+LATE=${LATE:-inductor-cuda}
+SUITES=${SUITES:-models,matmul,nn_ops,bandwidth}   # the costliest and most looked-at first
+export TORCH_WEBGPU_SUBGROUP_SIZE=${TORCH_WEBGPU_SUBGROUP_SIZE:-32}   # Dawn reports NVIDIA's as 4…128
+export TORCH_WEBGPU_CACHE_DIR=${TORCH_WEBGPU_CACHE_DIR:-/tmp/torch-webgpu-cache}
+
+"$PY" - <<'PY' 2>&1 | tee "$RES/preflight.txt" || true
+import torch
+print("torch", torch.__version__, "cuda", torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
+try:
+    from benchmarks.ort_webgpu import available, import_onnxruntime
+    ort = import_onnxruntime()
+    print("ort-webgpu", ort.__version__, ort.__file__, "onnx+onnxscript:", available())
+except Exception as exc:
+    print("ort-webgpu UNAVAILABLE:", type(exc).__name__, exc)
+from torch_webgpu.runtime import get_runtime
+print(get_runtime().info.describe())
+PY
+BUNDLES=()
+if [ -d .bundles ]; then
+  BUNDLES=(--bundles .bundles)
+  log "$(find .bundles -mindepth 1 -maxdepth 1 -type d ! -name iree | wc -l) bundles"
+  if [ "${CHECK:-1}" != 0 ]; then
+    smoke=(); [[ " $* " == *" --smoke "* ]] && smoke=(--smoke)   # bundles prepared with --smoke
+    timeout "$CHECK_S" "$PY" -m benchmarks.check_bundles .bundles "${smoke[@]}" > "$RES/bundle-check.txt" 2>&1 \
+      || echo "bundle check: some failed or it ran past ${CHECK_S} s (see bundle-check.txt)" >> "$RES/bundle-check.txt"
+    grep -c "matches torch CPU" "$RES/bundle-check.txt" | sed 's/^/bundle checks passed: /' || true
+    grep -v "matches torch CPU" "$RES/bundle-check.txt" | tail -20 || true
+  fi
+else
+  log "no .bundles: webgpu-compiled runs only where the compiler is installed"
+fi
+LEFT=$((BUDGET_S - (SECONDS - T0) - REPORT_S))
+[ "$LEFT" -ge 30 ] || LEFT=30   # setup overran: still measure what 30 s allow
+log "harness: ${LEFT} s for ${SUITES} on ${BACKENDS} (late: ${LATE})"
+rc=0
+timeout -k 5 $((LEFT + 15)) "$PY" -m benchmarks run --suite "$SUITES" --backends "$BACKENDS" \
+  --late-backends "$LATE" --budget "$LEFT" "${BUNDLES[@]}" --out "$RES" "$@" > "$RES/harness.log" 2>&1 || rc=$?
+grep -E "^suite |failed|Error" "$RES/harness.log" | tail -40 || true
+log "harness exited with $rc"
+if [ "$rc" != 0 ] && [ -f "$RES/results.json" ]; then
+  # Stopped from outside (or a suite failed): rebuild the report from the figures written so far.
+  timeout "$REPORT_S" "$PY" -m benchmarks report "$RES/results.json" --autotune-here --out "$RES/results" \
+    > /dev/null 2>&1 || log "report failed"
+fi
+[ -d "$TORCH_WEBGPU_CACHE_DIR" ] && find "$TORCH_WEBGPU_CACHE_DIR" -iname "*autotune*" -exec cp -r {} "$RES/" \; 2>/dev/null || true
+sed -n '1,/^| suite |/p' "$RES/results.md" 2>/dev/null | head -45 || true
+log "done"

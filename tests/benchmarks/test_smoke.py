@@ -29,5 +29,11 @@ def test_smoke_run_writes_json_markdown_and_plot(tmp_path):
     for failure in doc["failures"]:
         assert failure["error"] and failure["backend"]
         assert failure["name"] in (out / "results.md").read_text()
-    assert "| micro |" in (out / "results.md").read_text()
+    report = (out / "results.md").read_text()
+    assert "| micro |" in report
+    # The report opens with the issue-12 targets and splits compiled GPU time into library and IREE.
+    assert report.lstrip().startswith("Issue 12 targets") and "targets met." in report
+    assert "Kernel library vs IREE" in report and "Autotuner" in report
+    mlp = next(p for p in doc["profiles"] if p["name"] == "MLP")
+    assert sum(n for n, _ in mlp["by_kind"].values()) == mlp["dispatches"]
     assert (out / "results.png").stat().st_size > 0
