@@ -110,6 +110,10 @@ def test_variants_follow_device_limits():
     names = variants(AttentionProblem(1, 1, 128, 128, 64), small)
     assert "q32" not in names and names                 # 512 invocations exceed the portable 256
     assert variants(AttentionProblem(1, 1, 128, 128, 512), small) == []
+    big = DeviceCaps(limits={"max-compute-invocations-per-workgroup": 1024,
+                             "max-compute-workgroup-storage-size": 49152})
+    assert variants(AttentionProblem(1, 12, 128, 128, 64), big)[0] == "q8"      # BERT-base: 192 workgroups
+    assert variants(AttentionProblem(8, 12, 512, 512, 64), big)[0] == "q32"
     with pytest.raises(ValueError, match="math path"):
         plan_attention(AttentionProblem(1, 1, 128, 128, 512), small)
     with pytest.raises(ValueError, match="kv heads"):

@@ -12,6 +12,7 @@ from torch_webgpu.kernels.conv import (
     Conv2dProblem,
     Strided1,
     Strided4,
+    conv1d_problem,
     plan_conv2d,
     variants,
 )
@@ -99,7 +100,8 @@ def test_conv1d_as_height_one():
     torch.manual_seed(2)
     x, wt, b = torch.randn(2, 6, 17), torch.randn(4, 3, 5), torch.randn(4)
     ref = F.conv1d(x, wt, b, stride=2, padding=3, dilation=2, groups=2)
-    p = Conv2dProblem(2, 6, 1, 17, 4, 1, 5, (1, 2), (0, 3), (1, 2), 2, bias=Strided1())
+    p = conv1d_problem(2, 6, 17, 4, 5, stride=2, padding=3, dilation=2, groups=2, bias=Strided1())
+    assert p == Conv2dProblem(2, 6, 1, 17, 4, 1, 5, (1, 2), (0, 3), (1, 2), 2, bias=Strided1())
     got = _run(p, variants(p, device_caps())[0], {"x": x[:, :, None], "weight": wt[:, :, None], "bias": b},
                (2, 4, 1, ref.shape[-1]))
     torch.testing.assert_close(got[:, :, 0], ref, atol=1e-4, rtol=1e-4)

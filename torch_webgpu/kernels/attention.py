@@ -219,6 +219,7 @@ def _params(p: AttentionProblem) -> tuple[int, ...]:
 
 
 QUERY_BLOCKS = {"q32": 32, "q16": 16, "q8": 8}
+_BUSY_WORKGROUPS = 128   # about one per SM of a large GPU
 
 
 def variants(p: AttentionProblem, caps: DeviceCaps) -> list[str]:
@@ -229,10 +230,12 @@ def variants(p: AttentionProblem, caps: DeviceCaps) -> list[str]:
     shared = caps.limit("max-compute-workgroup-storage-size", 16384)
     names = [n for n, bq in QUERY_BLOCKS.items()
              if bq * BK <= threads and _shared_floats(p, bq) * 4 <= shared]
-    if p.lq <= 16 and "q16" in names:  # short query blocks: more workgroups, less padding
-        names.remove("q16")
-        names.insert(0, "q16")
-    return names
+    if not names or caps.architecture == "software":
+        return names
+    # the largest query block that still gives a large GPU enough workgroups, else the most workgroups
+    blocks = [ceil_div(p.lq, QUERY_BLOCKS[n]) * p.batch * p.heads for n in names]
+    first = next((n for n, wg in zip(names, blocks, strict=True) if wg >= _BUSY_WORKGROUPS), names[-1])
+    return [first] + [n for n in names if n != first]
 
 
 def plan_attention(p: AttentionProblem, caps: DeviceCaps, variant: str | None = None) -> KernelLaunch:

@@ -162,6 +162,16 @@ class Conv2dProblem:
             raise TypeError(f"conv2d: storage dtype {self.dtype!r} is not supported (f32, f16)")
 
 
+def conv1d_problem(n: int, cin: int, length: int, cout: int, k: int, stride: int = 1, padding: int = 0,
+                   dilation: int = 1, groups: int = 1, **fields) -> Conv2dProblem:
+    """A 1-d convolution [n, cin, length] as the 2-d problem with H = 1 (layouts' h strides are unused);
+    `fields`: the other Conv2dProblem fields (transposed, output_padding as an int, epilogue, layouts)."""
+    if "output_padding" in fields:
+        fields["output_padding"] = (0, int(fields["output_padding"]))
+    return Conv2dProblem(n, cin, 1, length, cout, 1, k, (1, stride), (0, padding), (1, dilation), groups,
+                         **fields)
+
+
 @dataclass(frozen=True)
 class Tile:
     """A GEMM variant: TM channels x TN pixels per workgroup, RM x RN per thread, KS K-slices of TK."""
@@ -303,6 +313,26 @@ def _gemm_source(p: Conv2dProblem, tile: Tile) -> str:
     a_loads = "".join(f"      let a{i} = S[kr * {wstr}u + ty + {i * sx}u];\n" for i in range(rm))
     b_loads = "".join(f"      let b{j} = S[{xb}u + kr * {tn}u + tx + {j * sy}u];\n" for j in range(rn))
     fmas = "".join(f"      c{i}_{j} = fma(a{i}, b{j}, c{i}_{j});\n" for i in range(rm) for j in range(rn))
+    loads = f"""    for (var i = 0u; i < {w_loads}u; i++) {{
+      let e = lid + i * {threads}u;
+      {w_guard}
+      let k = kn + e % {kt}u; let m = m0 + e / {kt}u;
+      var v = 0.0;
+      if (k < K && m < og) {{ v = f32(W[{_w_index(p)}]); }}
+      wv[i] = v;
+    }}
+    for (var i = 0u; i < {x_loads}u; i++) {{
+      let e = lid + i * {threads}u;
+      {x_guard}
+      let k = kn + e / {tn}u;
+      var v = 0.0;
+      if (k < K && xvalid) {{
+        let pp = xp; let qq = xq;
+        {_x_gather(p)}
+      }}
+      xv[i] = v;
+    }}
+"""
     reduce = ""
     if ks > 1:
         # slice s > 0 parks its accumulators at S[((s - 1) * RM*RN + r) * slice_threads + l]
@@ -351,29 +381,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let slice = lid / {slice_threads}u; let l = lid % {slice_threads}u;
   let tx = l % {sy}u; let ty = l / {sy}u;
   let kr0 = slice * {tk}u;
-{acc_decl}  for (var k0 = 0u; k0 < K; k0 += {kt}u) {{
+{acc_decl}  // Register prefetch: the next K-tile's global loads are in flight while this one is multiplied.
+  var wv: array<f32, {w_loads}>;
+  var xv: array<f32, {x_loads}>;
+  var kn = 0u;
+{loads}  for (var k0 = 0u; k0 < K; k0 += {kt}u) {{
     for (var i = 0u; i < {w_loads}u; i++) {{
       let e = lid + i * {threads}u;
       {w_guard}
-      let kl = e % {kt}u; let ml = e / {kt}u;
-      let k = k0 + kl; let m = m0 + ml;
-      var v = 0.0;
-      if (k < K && m < og) {{ v = f32(W[{_w_index(p)}]); }}
-      S[kl * {wstr}u + ml] = v;
+      S[(e % {kt}u) * {wstr}u + e / {kt}u] = wv[i];
     }}
     for (var i = 0u; i < {x_loads}u; i++) {{
       let e = lid + i * {threads}u;
       {x_guard}
-      let kl = e / {tn}u;
-      let k = k0 + kl;
-      var v = 0.0;
-      if (k < K && xvalid) {{
-        let pp = xp; let qq = xq;
-        {_x_gather(p)}
-      }}
-      S[{xb}u + kl * {tn}u + xcol] = v;
+      S[{xb}u + (e / {tn}u) * {tn}u + xcol] = xv[i];
     }}
     workgroupBarrier();
+    kn = k0 + {kt}u;
+    if (kn < K) {{
+{loads}    }}
     for (var kk = 0u; kk < {tk}u; kk++) {{
       let kr = kr0 + kk;
 {a_loads}{b_loads}{fmas}    }}
@@ -495,4 +521,5 @@ def plan_conv2d(p: Conv2dProblem, caps: DeviceCaps, variant: str | None = None) 
                         bindings=tuple(roles), params=_params(p, gx, tiles_n), read_only=read_only)
 
 
-__all__ = ["Conv2dProblem", "Strided4", "Strided1", "Tile", "TILES", "DEPTHWISE", "variants", "plan_conv2d"]
+__all__ = ["Conv2dProblem", "Strided4", "Strided1", "Tile", "TILES", "DEPTHWISE", "conv1d_problem",
+           "variants", "plan_conv2d"]
