@@ -7,8 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 RUNTIME_BACKENDS = ("dawn", "wgpu")  # raw runtime (no torch): tiny-dispatch cost
-TORCH_BACKENDS = ("webgpu-compiled", "webgpu-eager", "iree-vulkan", "torch-cpu", "torch-cuda",
+TORCH_BACKENDS = ("webgpu-compiled", "webgpu-eager", "iree-vulkan", "ort-webgpu", "torch-cpu", "torch-cuda",
                   "inductor-cuda")
+# Peers whose calls move every input and output through host memory (ONNX Runtime's session.run with
+# host arrays): they time whole models, where inputs are small; on a micro-benchmark's large operands
+# they would time the copies, so only the suites that ask for them (`host_io=True`) get them.
+HOST_IO_BACKENDS = ("ort-webgpu",)
 ALL_BACKENDS = RUNTIME_BACKENDS + TORCH_BACKENDS
 
 
@@ -107,15 +111,26 @@ def compiler_available() -> bool:
         return False
 
 
-def available_torch_backends(requested: list[str], bundle_dir: Path | None = None) -> list[TorchBackend]:
+def _ort_wrapper(fn: Callable, key: str = "") -> Callable:
+    from .bundled import bundle_key
+    from .ort_webgpu import ORTWebGPUFunction
+
+    return ORTWebGPUFunction(fn, bundle_key(key) or "model")
+
+
+def available_torch_backends(requested: list[str], bundle_dir: Path | None = None,
+                             host_io: bool = False) -> list[TorchBackend]:
     """The requested torch-level backends that this machine can run (CUDA ones only with a GPU).
 
-    `webgpu-compiled` uses torch.compile where the compiler is installed, else the bundles in `bundle_dir`.
+    `webgpu-compiled` uses torch.compile where the compiler is installed, else the bundles in `bundle_dir`;
+    the HOST_IO_BACKENDS only with `host_io` (whole-model suites) and where they are installed.
     """
     import torch
 
     out = []
     for name in requested:
+        if name in HOST_IO_BACKENDS and not host_io:
+            continue
         if name in ("webgpu-eager", "webgpu-compiled"):
             import torch_webgpu  # noqa: F401  (registers the device)
 
@@ -140,6 +155,12 @@ def available_torch_backends(requested: list[str], bundle_dir: Path | None = Non
             # IREE's `main` returns once the GPU is done: nothing to synchronise.
             out.append(TorchBackend(name, "cpu", _iree_vulkan_wrapper(
                 None if compiler_available() else bundle_dir), lambda: None, sizes_of="webgpu"))
+        elif name == "ort-webgpu":
+            from .ort_webgpu import available
+
+            if available():
+                # Host arrays in and out, the GPU's problem sizes; session.run returns when it is done.
+                out.append(TorchBackend(name, "cpu", _ort_wrapper, lambda: None, sizes_of="webgpu"))
         elif name == "torch-cpu":
             out.append(TorchBackend(name, "cpu", _identity, lambda: None))
         elif name in ("torch-cuda", "inductor-cuda") and torch.cuda.is_available():
@@ -152,7 +173,7 @@ def available_torch_backends(requested: list[str], bundle_dir: Path | None = Non
 
 def webgpu_adapter_is_cpu(backends: list[str]) -> bool:
     """True when a webgpu backend is requested and the adapter is a software one (sizes shrink then)."""
-    if not any(b.startswith("webgpu") or b == "iree-vulkan" for b in backends):
+    if not any(b.startswith("webgpu") or b in ("iree-vulkan", "ort-webgpu") for b in backends):
         return False
     from torch_webgpu.runtime import get_runtime
 

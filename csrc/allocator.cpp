@@ -150,6 +150,7 @@ void check_dtype(c10::ScalarType dtype, const char* what) {
     case ScalarType::Float: case ScalarType::Half: case ScalarType::BFloat16: case ScalarType::Long:
     case ScalarType::Int: case ScalarType::Short: case ScalarType::Char: case ScalarType::Byte:
     case ScalarType::Bool:
+    case ScalarType::ComplexFloat:  // stored as (real, imag) float32 pairs; see torch_webgpu/ops/complex.py
       return;
     case ScalarType::Double:
       TORCH_CHECK_TYPE(false, what, ": WebGPU has no float64 — use float32");
@@ -159,7 +160,7 @@ void check_dtype(c10::ScalarType dtype, const char* what) {
                          ") — use float32 real/imag pairs");
       }
       TORCH_CHECK_TYPE(false, what, ": dtype ", dtype, " is not supported on webgpu (supported: float32, "
-                       "float16, bfloat16, int64, int32, int16, int8, uint8, bool)");
+                       "float16, bfloat16, int64, int32, int16, int8, uint8, bool, complex64)");
   }
 }
 

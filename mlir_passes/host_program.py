@@ -30,6 +30,7 @@ _IGNORED = frozenset({
     "hal.fence.join", "hal.fence.await", "hal.command_buffer.create", "hal.command_buffer.finalize",
     "hal.device.queue.execute", "hal.buffer_usage", "hal.memory_type", "hal.encoding_type",
     "util.status.check_ok", "util.null", "hal.device.queue.flush",
+    "hal.device.queue.barrier",   # orders queue work by fences; WebGPU runs a queue in order
 })
 
 
@@ -454,3 +455,39 @@ def extract_host_program(hal_text: str, function: str = "main$async") -> HostPro
         ex.program.outputs = outputs or []
         ex.program.num_inputs = len(main.regions[0].blocks[0].arguments) - 2  # minus the two fences
         return ex.program
+
+
+def extract_host_programs(hal_text: str, functions: list[str]) -> list[HostProgram]:
+    """The programs of several functions of one HAL module (one IREE compile of many graphs). Buffer ids
+    are unique across them; the first program carries the initializers, and all share the global
+    buffers and the inlined constants."""
+    from iree.compiler import ir
+
+    with ir.Context() as ctx:
+        ctx.allow_unregistered_dialects = True
+        module = ir.Module.parse(hal_text)
+        ex = _Extractor()
+        found = {}
+        for op in module.body.operations:
+            name = op.operation.name
+            if name == "util.initializer":
+                if not _is_setup_initializer(op):
+                    ex.run_function(op.regions[0], ex.program.initializer, in_initializer=True)
+            elif name == "util.func":
+                found[str(op.attributes["sym_name"]).strip('"')] = op
+        shared = ex.program
+        programs = []
+        for function in functions:
+            if function not in found:
+                raise UnsupportedHostOp(f"no function @{function} in the HAL module")
+            program = HostProgram(globals=shared.globals, constants=shared.constants)
+            if not programs:
+                program.initializer = shared.initializer
+            ex.program = program
+            region = found[function].regions[0]
+            program.outputs = ex.run_function(region, program.main, in_initializer=False) or []
+            program.num_inputs = len(region.blocks[0].arguments) - 2  # minus the two fences
+            programs.append(program)
+        if programs:
+            programs[0].transients.update(shared.transients)   # buffers the initializers allocated
+        return programs

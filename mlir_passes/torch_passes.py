@@ -43,12 +43,49 @@ def check_int64_constants(module: Any) -> None:
     _walk(module.operation, visit)
 
 
+# Ops whose start/end operands torch clamps to the dim size: an INT64_MAX/MIN sentinel there (`x[..., a:]`)
+# means "to the end" and is as good as the int32 extreme. Operand positions of (start, end).
+_CLAMPED_BOUNDS = {
+    "torch.aten.slice.Tensor": (2, 3),
+    "torch.aten.slice_copy.Tensor": (2, 3),
+    "torch.aten.slice_scatter": (3, 4),
+}
+
+
+def _int_value(op: Any) -> int:
+    return int(str(op.operation.attributes["value"]).split(":")[0].strip())
+
+
+def clamp_slice_sentinels(module: Any) -> None:
+    """Rewrite out-of-int32 slice bounds (the `a:` / `:b` sentinels of every `x[..., a:]`) to the int32
+    extreme of the same sign, when every use of the constant is such a clamped bound."""
+    from torch_mlir.ir import IntegerAttr, IntegerType
+
+    def clampable(op: Any) -> bool:
+        uses = list(op.result.uses)
+        return bool(uses) and all(
+            u.owner.name in _CLAMPED_BOUNDS and u.operand_number in _CLAMPED_BOUNDS[u.owner.name]
+            for u in uses)
+
+    def visit(op: Any) -> None:
+        if op.operation.name != "torch.constant.int":
+            return
+        value = _int_value(op)
+        if INT32_MIN <= value <= INT32_MAX or not clampable(op):
+            return
+        with op.context:
+            op.operation.attributes["value"] = IntegerAttr.get(
+                IntegerType.get_signless(64), INT32_MAX if value > 0 else INT32_MIN)
+    _walk(module.operation, visit)
+
+
+CLAMP_SENTINELS = Pass("clamp-slice-sentinels", run=clamp_slice_sentinels)
 INT64_GUARD = Pass("int64-guard", run=check_int64_constants)
 
 
 def high_pass_manager(dump: Callable[[str, str], None] | None = None) -> PassManager:
-    """The high pipeline: decompose, guard int64 demotion, canonicalise."""
-    return PassManager([DECOMPOSE, INT64_GUARD, CANONICALIZE], dump=dump)
+    """The high pipeline: decompose, clamp slice sentinels, guard int64 demotion, canonicalise."""
+    return PassManager([DECOMPOSE, CLAMP_SENTINELS, INT64_GUARD, CANONICALIZE], dump=dump)
 
 
 def run_high_passes(module: Any, dump: Callable[[str, str], None] | None = None) -> PassManager:

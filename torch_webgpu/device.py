@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,28 +16,15 @@ from typing import Any
 import torch
 
 from . import _C
-from .runtime import OutOfMemoryError, Runtime, WebGPUError, get_runtime, runtime_initialized
+from .device_state import default_generators, runtime  # noqa: F401  (torch.webgpu.default_generators)
+from .runtime import OutOfMemoryError, WebGPUError, runtime_initialized
 from .runtime.buffers import bucket_size
 
-_hook_lock = threading.Lock()
-_hooked: Runtime | None = None
 _memory_limit: int | None = None
 _memory_limit_known = False
 
 
 # ---- runtime wiring ------------------------------------------------------------------------------
-def runtime() -> Runtime:
-    """The process-wide runtime, with the C++ allocator's freed-id queue feeding its buffer pool."""
-    global _hooked
-    rt = get_runtime()
-    if _hooked is not rt:
-        with _hook_lock:
-            if _hooked is not rt:
-                rt.pool.freed_source = _C._drain_freed
-                _hooked = rt
-    return rt
-
-
 def _parse_bytes(text: str) -> int:
     text = text.strip().upper().removesuffix("B").removesuffix("I")
     scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(text[-1:], 1)
@@ -177,9 +163,6 @@ def synchronize(device: Any = None) -> None:
     """Wait until all recorded webgpu work has finished."""
     _check_index(device)
     _synchronize()
-
-
-default_generators: tuple[torch.Generator, ...] = (_C._default_generator(),)
 
 
 def manual_seed(seed: int) -> None:

@@ -29,7 +29,7 @@ def run(settings: Settings, backends: list[str]) -> list[Measurement]:
         torch.manual_seed(0)
         model = case.build().eval()
         inputs = case.inputs()
-        for backend in available_torch_backends(backends, settings.bundle_dir):
+        for backend in available_torch_backends(backends, settings.bundle_dir, host_io=True):
             placed = model.to(backend.device)
             args = tuple(t.to(backend.device) for t in inputs)
             with torch.no_grad():

@@ -1,5 +1,6 @@
 """Throughput of the NN building blocks on large inputs: softmax and layer_norm (GB/s), conv2d and
-attention (TFLOP/s), eager, compiled and against torch."""
+attention (TFLOP/s), eager (softmax/layer_norm through the kernel library's row kernels), compiled and
+against torch; every figure is checked against torch on the CPU before it is timed."""
 
 from __future__ import annotations
 
@@ -90,15 +91,37 @@ def bundle_cases(settings: Settings, max_binding_bytes: int) -> list[tuple[str, 
     return out
 
 
+def matches_cpu(settings: Settings, backend, case: OpCase, module: nn.Module, reference: nn.Module,
+                cpu_args: tuple, args: tuple) -> bool:
+    """Run the figure once on `backend` and compare with the CPU module on the same inputs (GB/s ops to
+    1e-4; matmul-like ops to 1e-2, as CUDA may use TF32); a mismatch is recorded as its failure."""
+    tol = 1e-4 if case.unit == "GB/s" else 1e-2
+    try:
+        with torch.no_grad():
+            got = backend.wrap(module, f"nn-{case.key}")(*args)
+            backend.synchronize()
+            want = reference(*cpu_args)
+        torch.testing.assert_close(got.cpu(), want, rtol=tol, atol=tol)
+        return True
+    except Exception as exc:
+        settings.record_failure("micro", case.name, backend.name, exc)
+        return False
+
+
 def run(settings: Settings, backends: list[str]) -> list[Measurement]:
-    """GB/s or TFLOP/s of each NN op per backend."""
+    """GB/s or TFLOP/s of each NN op per backend (each checked against the CPU first)."""
     results = []
     adapter_is_cpu = webgpu_adapter_is_cpu(backends)
     for backend in available_torch_backends(backends, settings.bundle_dir):
         for case in cases(_size(settings, backend.size_class, adapter_is_cpu)):
             torch.manual_seed(0)
+            reference = case.build().eval()
+            torch.manual_seed(0)
             module = case.build().eval().to(backend.device)
-            args = tuple(x.to(backend.device) for x in case.inputs())
+            cpu_args = case.inputs()
+            args = tuple(x.to(backend.device) for x in cpu_args)
+            if not matches_cpu(settings, backend, case, module, reference, cpu_args, args):
+                continue
             with torch.no_grad():
                 times = time_figure(settings, backend, "micro", case.name, module, f"nn-{case.key}", args,
                                     profile=backend.name == "webgpu-compiled")

@@ -98,8 +98,11 @@ class ConstantOps:
             return f"bitcast<f32>({name})" if kind == "f32" else f"bitcast<vec2<f16>>({name}).x"
         if bits & mask_exp == 0 and bits & mask_man:  # subnormal: keep the exact bits
             return f"bitcast<f32>(0x{bits:x}u)" if kind == "f32" else f"bitcast<vec2<f16>>(0x{bits:x}u).x"
+        # The shortest round-tripping decimal of the largest finite values lies past them (3.4028235e38
+        # > FLT_MAX), which WGSL refuses as "cannot be represented": those keep their bits.
+        largest = float(np.finfo(np.float32 if kind == "f32" else np.float16).max)
         for text in (np.format_float_positional(value, unique=True, trim="0"),
                      np.format_float_scientific(value, unique=True, trim="0").replace("e+", "e")):
-            if len(text) <= 16 and _float_bits(float(text), kind) == bits:
+            if len(text) <= 16 and abs(float(text)) <= largest and _float_bits(float(text), kind) == bits:
                 return f"{text}{'f' if kind == 'f32' else 'h'}"
         return f"bitcast<f32>(0x{bits:x}u)" if kind == "f32" else f"bitcast<vec2<f16>>(0x{bits:x}u).x"

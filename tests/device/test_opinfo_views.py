@@ -1,7 +1,8 @@
 """OpInfo contract for the device's own ops: view, copy and *_like factory entries of op_db, every dtype.
 
-Samples are built on the CPU, copied to webgpu, run with the CPU fallback disabled, and compared with
-the CPU result; view ops must also alias their input's webgpu storage.
+Samples are built on the CPU, copied to webgpu (a partial view keeps its storage layout, as if the sample
+were built on the device), run with the CPU fallback disabled, and compared with the CPU result; view ops
+must also alias their input's webgpu storage.
 """
 
 from __future__ import annotations
@@ -19,16 +20,24 @@ VIEW_OPS = ["view", "reshape", "as_strided", "transpose", "t", "permute", "narro
             "expand_as", "reshape_as", "split", "chunk", "unbind", "T", "mT", "swapaxes", "squeeze_copy"]
 COPY_OPS = ["contiguous", "clone", "zeros_like", "ones_like", "full_like", "new_zeros", "new_ones",
             "new_full"]
+VARIANTS = ["as_strided.partial_views"]   # views of a larger storage, addressed by storage offset
 MAX_SAMPLES = 3
 
 _OPS = {}
 for _op in op_db:
-    if _op.name in VIEW_OPS + COPY_OPS and not _op.variant_test_name and _op.name not in _OPS:
-        _OPS[_op.name] = _op
+    _name = f"{_op.name}.{_op.variant_test_name}" if _op.variant_test_name else _op.name
+    if (_name in VIEW_OPS + COPY_OPS or _name in VARIANTS) and _name not in _OPS:
+        _OPS[_name] = _op
 
 
 def _device(x):
-    return x.to("webgpu") if isinstance(x, torch.Tensor) else x
+    """x on webgpu; a view of part of its storage keeps the whole storage and its offset and strides."""
+    if not isinstance(x, torch.Tensor):
+        return x
+    whole = x.untyped_storage().nbytes() // x.element_size()
+    if not x.numel() or (x.storage_offset() == 0 and whole == x.numel()):
+        return x.to("webgpu")
+    return x.as_strided((whole,), (1,), 0).to("webgpu").as_strided(x.shape, x.stride(), x.storage_offset())
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -54,5 +63,5 @@ def test_opinfo(no_fallback, name, dtype):
                 continue
             assert a.device.type == "webgpu"
             assert_close(a.cpu(), e, rtol=0, atol=0, equal_nan=True)
-            if name in VIEW_OPS and name != "squeeze_copy" and a.numel():
+            if op.name in VIEW_OPS and name != "squeeze_copy" and a.numel():
                 assert a.untyped_storage().data_ptr() == dev_args[0].untyped_storage().data_ptr()

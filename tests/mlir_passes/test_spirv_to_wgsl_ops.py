@@ -313,3 +313,16 @@ def test_unsupported_op_and_64_bit_types_raise_clear_errors():
     i64 = "!spirv.ptr<!spirv.struct<(!spirv.rtarray<i64, stride=8> [0])>, StorageBuffer>"
     with pytest.raises(UnsupportedSpirvError, match="demote-i64-to-i32"):
         translate_spirv_module(module("", f"spirv.GlobalVariable @in bind(0, 0) : {i64}", 4))
+
+
+def test_largest_finite_float_constants_compile_and_keep_their_value(rt):
+    # Their shortest round-tripping decimal (3.4028235e38) lies past FLT_MAX: WGSL refuses it.
+    body = "\n    ".join(
+        ["%big = spirv.Constant -3.40282347E+38 : f32", "%small = spirv.Constant 3.40282347E+38 : f32",
+         "%out = spirv.mlir.addressof @out : " + F32_BUF]
+        + store_at("out", F32_BUF, "c0", 0, "big", "f32", "a")
+        + store_at("out", F32_BUF, "c0", 1, "small", "f32", "b"))
+    (exe,) = translate_spirv_module(module(body, buffers(("out", 0, F32_BUF)), 1))
+    (got,) = run(rt, exe, [np.zeros(2, np.float32)])
+    top = np.finfo(np.float32).max
+    np.testing.assert_array_equal(got, np.array([-top, top], np.float32))

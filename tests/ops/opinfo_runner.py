@@ -48,7 +48,20 @@ def opinfo_name(op) -> str:
 
 
 def _to_webgpu(x):
-    return x.to("webgpu") if isinstance(x, torch.Tensor) else x
+    """x on webgpu; a partial view of a larger CPU storage keeps its storage layout (offset, strides).
+
+    PyTorch builds OpInfo samples on the device under test; `.to()` would compact a view, and ops that
+    address the storage itself (as_strided with a storage_offset) would then read other elements.
+    """
+    if not isinstance(x, torch.Tensor):
+        return x
+    if x.layout != torch.strided or not x.numel():
+        return x.to("webgpu")
+    whole = x.untyped_storage().nbytes() // x.element_size()
+    if x.storage_offset() == 0 and whole == x.numel():
+        return x.to("webgpu")
+    storage = x.as_strided((whole,), (1,), 0).to("webgpu")
+    return storage.as_strided(x.shape, x.stride(), x.storage_offset())
 
 
 def _to_cpu(x):

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from torch_webgpu.runtime import NoAdapterError
-from torch_webgpu.runtime.adapter import select_adapter
+from torch_webgpu.runtime.adapter import select_adapter, wanted_instance_toggles
 from torch_webgpu.runtime.backend import backend_name, load_backend
 
 
@@ -46,3 +46,31 @@ def test_wgpu_native_backend_runs_a_kernel():
                          env={**__import__("os").environ, "TORCH_WEBGPU_BACKEND": "wgpu"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "80"
+
+
+def _describe_in_subprocess(env_extra: dict) -> str:
+    code = ("from torch_webgpu.runtime import get_runtime\n"
+            "rt = get_runtime(); print('TOGGLES', ','.join(rt.info.toggles));"
+            " print('CONFIGS', len(rt.info.subgroup_matrix_configs))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**__import__("os").environ, **env_extra})
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_dawn_instance_toggles_on_by_default(rt):
+    if rt.backend != "dawn":
+        pytest.skip("Dawn instance toggles apply to the Dawn backend only")
+    assert rt.info.toggles == ("allow_unsafe_apis", "vulkan_enable_f16_on_nvidia")
+    assert "toggles: allow_unsafe_apis" in rt.describe()
+    # lavapipe offers no subgroup matrices: none are reported, so no kernel picks them
+    if "chromium-experimental-subgroup-matrix" not in rt.info.features:
+        assert rt.info.subgroup_matrix_configs == ()
+
+
+def test_dawn_toggles_switch_off_and_bad_value(monkeypatch):
+    assert "TOGGLES \n" in _describe_in_subprocess({"TORCH_WEBGPU_DAWN_TOGGLES": "0",
+                                                     "TORCH_WEBGPU_BACKEND": "dawn"})
+    monkeypatch.setenv("TORCH_WEBGPU_DAWN_TOGGLES", "maybe")
+    with pytest.raises(ValueError, match="TORCH_WEBGPU_DAWN_TOGGLES"):
+        wanted_instance_toggles()

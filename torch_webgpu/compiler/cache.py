@@ -27,7 +27,8 @@ def cache_dir() -> Path:
 
 @lru_cache(maxsize=1)
 def toolchain_fingerprint() -> str:
-    """Package versions plus the source of our compiler passes (a changed pass invalidates plans)."""
+    """Package versions plus the source of our compiler passes and kernel library (a change invalidates
+    plans)."""
     h = hashlib.sha256()
     for pkg in _PACKAGES:
         try:
@@ -35,7 +36,8 @@ def toolchain_fingerprint() -> str:
         except metadata.PackageNotFoundError:
             h.update(f"{pkg}=?;".encode())
     root = Path(__file__).resolve().parents[2]
-    for folder in (root / "mlir_passes", root / "torch_webgpu" / "compiler"):
+    package = root / "torch_webgpu"
+    for folder in (root / "mlir_passes", package / "compiler", package / "kernels"):
         for path in sorted(folder.rglob("*.py")):
             h.update(path.read_bytes())
     return h.hexdigest()

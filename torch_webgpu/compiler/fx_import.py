@@ -192,6 +192,10 @@ def _drop_device_transfers(graph: torch.fx.Graph) -> None:
                 conv.meta = dict(node.meta)
                 node.replace_all_uses_with(conv)
                 graph.erase_node(node)
+        elif node.target is torch.ops.prims.device_put.default:
+            # A host scalar (0-d cpu tensor) moved next to the others: the plan already holds it.
+            node.replace_all_uses_with(node.args[0])
+            graph.erase_node(node)
         elif isinstance(node.kwargs.get("device"), torch.device) and node.kwargs["device"].type != "cpu":
             node.kwargs = {**node.kwargs, "device": torch.device("cpu")}
 
@@ -238,6 +242,11 @@ def _bool_reductions_as_int(graph: torch.fx.Graph) -> None:
 
 def import_graph(gm: torch.fx.GraphModule, func_name: str = "main"):
     """The torch_mlir module (raw torch dialect, before any pass) of a stateless FX graph."""
+    return import_graphs([(gm, func_name)])
+
+
+def import_graphs(graphs: list[tuple[torch.fx.GraphModule, str]]):
+    """One torch_mlir module with a function per (stateless FX graph, function name)."""
     from torch_mlir import ir
     from torch_mlir.dialects import torch as torch_d
     from torch_mlir.extras.fx_importer import FxImporter
@@ -245,5 +254,6 @@ def import_graph(gm: torch.fx.GraphModule, func_name: str = "main"):
     context = ir.Context()
     torch_d.register_dialect(context)
     importer = FxImporter(context=context)
-    importer.import_stateless_graph(gm.graph, func_name=func_name)
+    for gm, func_name in graphs:
+        importer.import_stateless_graph(gm.graph, func_name=func_name)
     return importer.module

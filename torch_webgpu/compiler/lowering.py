@@ -327,8 +327,16 @@ class CompiledPlan:
             shapes.append(shape)
         return shapes
 
-    def _bind_inputs(self, args: Sequence[Any], layout: _Layout) -> dict[str, tuple[int, int]]:
+    def _bind_inputs(self, args: Sequence[Any], layout: _Layout,
+                     keep_alive: list[Any]) -> dict[str, tuple[int, int]]:
+        """Each input's (buffer id, byte offset): bound zero-copy, copied on the device, or uploaded.
+
+        Device temporaries made here (`.contiguous()` of a view) are appended to `keep_alive`: the
+        caller holds them until every node of the call is recorded, since only their buffer id is bound
+        and a dropped tensor's id is freed (and its memory reused) at the next allocation.
+        """
         buffers = dict(self._static)
+        materialised: dict[int, Any] = {}   # id(view) -> its contiguous copy (one per tensor passed twice)
         buffers.update(layout.buffers)
         align = int(self.rt.info.limits.get("min-storage-buffer-offset-alignment", ALIGN))
         for k, (t, spec) in enumerate(zip(args, self.plan.inputs, strict=False)):
@@ -337,7 +345,10 @@ class CompiledPlan:
             name = f"in{k}"
             nbytes = _shape_nbytes(layout.shapes[k], spec.device_dtype)
             if _is_webgpu(t) and not t.is_contiguous():
-                t = t.contiguous()   # on the device; bound zero-copy below
+                if id(t) not in materialised:
+                    materialised[id(t)] = t.contiguous()   # on the device; bound zero-copy below
+                    keep_alive.append(materialised[id(t)])
+                t = materialised[id(t)]
             if _is_webgpu(t) and device_dtype(t.dtype) == str(t.dtype).removeprefix("torch."):
                 ptr = t.data_ptr()
                 buf_id, offset = ptr >> 32, ptr & 0xFFFFFFFF
@@ -408,9 +419,10 @@ class CompiledPlan:
 
     def __call__(self, *args: Any) -> list[Any]:
         """Run the graph once; outputs on the inputs' device (numpy arrays for numpy inputs)."""
+        keep_alive: list[Any] = []   # device temporaries bound by id: alive until the call is recorded
         with self.rt.lock:
             layout = self._layout(self._check_shapes(args))
-            buffers = self._bind_inputs(args, layout)
+            buffers = self._bind_inputs(args, layout, keep_alive)
             state = _State(self, buffers, layout.dispatches)
             state.layout = layout
             state.results = {}
@@ -418,6 +430,7 @@ class CompiledPlan:
             for node in layout.main:
                 SHADER_TO_FUNC[node.op](state, node)
             outputs = self._finish(state, args, _numpy_mode(args))
+            del keep_alive   # every use is recorded: freeing now is ordered after them
         self.calls += 1
         return [_map_output(i, outputs, args) for i in self.plan.output_map]
 

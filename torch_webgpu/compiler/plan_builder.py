@@ -59,6 +59,7 @@ def build_plan(host: HostProgram, executables: dict[str, ExecutableSpec], wgsl: 
     buffers = {buffer_name(BufferRef("global", k)): v for k, v in host.globals.items()}
     buffers.update({buffer_name(BufferRef("transient", k)): v for k, v in host.transients.items()})
     main = _nodes(host.main, executables)
+    n_user_inputs = len(inputs) - len(constants)
     for i, (view, spec) in enumerate(zip(host.outputs, outputs, strict=False)):
         if None in spec.shape:
             # dynamic=True: the host program's view shape holds the expressions of the symbolic dims.
@@ -69,6 +70,12 @@ def build_plan(host: HostProgram, executables: dict[str, ExecutableSpec], wgsl: 
                                  f"graph rank {len(spec.shape)}")
             else:
                 spec.shape = [d if s is None else s for s, d in zip(spec.shape, view.shape, strict=True)]
+        if view.input_index is not None and view.input_index >= n_user_inputs:
+            # A lifted constant returned as it is (a buffer the model registered): read its buffer.
+            value = list(constants.values())[view.input_index - n_user_inputs]
+            main.append(LowIRNode(LowIROp.OUTPUT, {"index": i, "buffer": f"in{view.input_index}",
+                                                   "offset": 0, "size": int(value.nbytes)}))
+            continue
         if view.input_index is not None:
             main.append(LowIRNode(LowIROp.OUTPUT, {"index": i, "input": view.input_index}))
             continue

@@ -18,9 +18,9 @@ import numpy as np
 import torch
 
 from . import cache
-from .fx_import import PreparedGraph, import_graph, prepare_graph
+from .fx_import import PreparedGraph, import_graph, import_graphs, prepare_graph
 from .high_ir import build_high_ir
-from .low_ir import ExecutableSpec, Plan, TensorSpec
+from .low_ir import ExecutableSpec, LowIROp, Plan, TensorSpec
 from .lowering import INT32_MAX, INT32_MIN, SCALAR, device_dtype, lowering
 
 log = logging.getLogger(__name__)
@@ -34,6 +34,7 @@ class CompileStats:
     cache_hits: int = 0
     iree_calls: int = 0
     seconds: list[float] = field(default_factory=list)
+    plans: list[Plan] = field(default_factory=list)    # the last few plans (newest last)
 
 
 STATS = CompileStats()
@@ -149,7 +150,11 @@ def compile_plan(prepared: PreparedGraph, example_inputs: list[Any], target: Any
     digest = hashlib.sha256()
     for name, value in constants.items():
         digest.update(name.encode() + str(value.dtype).encode() + value.tobytes())
-    key = cache.cache_key(torch_text, target.key(), digest.digest())
+    from .library_plan import library_enabled
+
+    # Plans with library dispatches and all-IREE plans (TORCH_WEBGPU_LIBRARY=0) are cached apart.
+    key = cache.cache_key(torch_text, target.key() + ("|library" if library_enabled() else ""),
+                          digest.digest())
     STATS.graphs += 1
     plan = cache.load(key)
     if plan is not None:
@@ -163,17 +168,76 @@ def compile_plan(prepared: PreparedGraph, example_inputs: list[Any], target: Any
         for name, source in plan.wgsl.items():
             dumper.write(name, source)
     STATS.seconds.append(time.perf_counter() - start)
+    STATS.plans = [*STATS.plans[-7:], plan]
     return plan
 
 
 def _compile_uncached(prepared: PreparedGraph, example_inputs: list[Any], torch_text: str, target: Any,
                       constants: dict[str, np.ndarray], dumper: _Dumper) -> Plan:
+    from .library_plan import compile_partitioned, plan_partition
+    from .partition import value_of
+
+    inputs = [_spec(v) for v in example_inputs] + [
+        TensorSpec(list(v.shape), str(v.dtype), str(v.dtype)) for v in constants.values()]
+    outputs = [_spec(v) for v in prepared.output_vals]
+    part = plan_partition(prepared, example_inputs, target)
+    if part is None:
+        plan = _iree_plan(torch_text, "main", target, inputs, outputs, prepared.output_map, constants, dumper)
+        dumper.write("dispatches.txt", "".join(f"iree\t{n.args['entry_point']}\n" for n in plan.main
+                                               if n.op is LowIROp.DISPATCH))
+        return plan
+
+    def compile_segments(segments: list) -> list[Plan]:
+        from mlir_passes.torch_passes import run_high_passes
+
+        module = import_graphs([(gm, name) for gm, name, _ in segments])
+        run_high_passes(module)   # the whole graph's ops were checked by compile_plan
+        specs = [([_spec(value_of(n)) for n in gm.graph.nodes if n.op == "placeholder"],
+                  [_spec(v) for v in output_vals]) for gm, _, output_vals in segments]
+        return _iree_plans(str(module), [name for _, name, _ in segments], target, specs, dumper)
+
+    plan, listing = compile_partitioned(prepared, part, inputs[:len(example_inputs)], outputs, constants,
+                                        target, compile_segments)
+    dumper.write("dispatches.txt", listing)
+    return plan
+
+
+def _iree_plans(torch_text: str, func_names: list[str], target: Any,
+                specs: list[tuple[list[TensorSpec], list[TensorSpec]]], dumper: _Dumper) -> list[Plan]:
+    """One plan per function of a torch-dialect module compiled by IREE in one invocation; `specs`:
+    (inputs, outputs) of each function. The first plan holds the shared initializers and constants."""
+    from mlir_passes.host_program import extract_host_programs
+    from mlir_passes.iree_driver import compile_to_hal, with_target
+
+    from .plan_builder import build_plan
+
+    dumper.write("iree_input.mlir", with_target(torch_text, target))
+    STATS.iree_calls += 1
+    artifacts = compile_to_hal(torch_text, target)
+    dumper.write("iree_hal.mlir", artifacts.hal_text)
+    for entry, text in artifacts.spirv_mlir.items():
+        dumper.write(f"{entry.replace('$', '_')}.spirv.mlir", text)
+    hosts = extract_host_programs(artifacts.hal_text, [f"{name}$async" for name in func_names])
+    executables, sources = translate_executables(artifacts.spirv_mlir)
+    plans = []
+    for host, (inputs, outputs) in zip(hosts, specs, strict=True):
+        plan = build_plan(host, executables, sources, inputs, outputs, list(range(len(outputs))), {})
+        plan.spirv = dict(artifacts.spirv_binaries)
+        plans.append(plan)
+    return plans
+
+
+def _iree_plan(torch_text: str, func_name: str, target: Any, inputs: list[TensorSpec],
+               outputs: list[TensorSpec], output_map: list, constants: dict[str, np.ndarray],
+               dumper: _Dumper) -> Plan:
+    """The plan of one torch-dialect function compiled by IREE (`inputs` include the lifted constants)."""
     from mlir_passes.host_program import extract_host_program
     from mlir_passes.iree_driver import IREECompileError, compile_to_hal, with_target
 
     from .plan_builder import build_plan
 
-    dumper.write("iree_input.mlir", with_target(torch_text, target))
+    tag = "" if func_name == "main" else f"{func_name}."
+    dumper.write(f"{tag}iree_input.mlir", with_target(torch_text, target))
     STATS.iree_calls += 1
     try:
         artifacts = compile_to_hal(torch_text, target)
@@ -182,15 +246,12 @@ def _compile_uncached(prepared: PreparedGraph, example_inputs: list[Any], torch_
             raise IREECompileError(f"{exc}\n(the graph has dynamic dims from torch.compile(dynamic=True); "
                                    "IREE may compile it with static shapes: use dynamic=False)") from exc
         raise
-    dumper.write("iree_hal.mlir", artifacts.hal_text)
+    dumper.write(f"{tag}iree_hal.mlir", artifacts.hal_text)
     for entry, text in artifacts.spirv_mlir.items():
         dumper.write(f"{entry.replace('$', '_')}.spirv.mlir", text)
-    host = extract_host_program(artifacts.hal_text)
+    host = extract_host_program(artifacts.hal_text, function=f"{func_name}$async")
     specs, sources = translate_executables(artifacts.spirv_mlir)
-    inputs = [_spec(v) for v in example_inputs] + [
-        TensorSpec(list(v.shape), str(v.dtype), str(v.dtype)) for v in constants.values()]
-    outputs = [_spec(v) for v in prepared.output_vals]
-    plan = build_plan(host, specs, sources, inputs, outputs, prepared.output_map, constants)
+    plan = build_plan(host, specs, sources, inputs, outputs, output_map, constants)
     plan.spirv = dict(artifacts.spirv_binaries)
     plan.meta = {"target": target.key(), "dispatches": plan.dispatch_count}
     return plan

@@ -58,6 +58,30 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     return source
 
 
+def _copy_complex(src: torch.Tensor, dst: torch.Tensor) -> None:
+    """Copies with a complex64 side, as copies of float32 (real, imag) views; conjugate bits resolved."""
+    if dst.is_complex():
+        physical = dst.conj() if dst.is_conj() else dst
+        dst_pairs = torch.view_as_real(physical)
+        if not src.is_complex():  # real -> complex: imaginary part zero
+            copy_on_device(src, dst_pairs[..., 0])
+            dst_pairs[..., 1].zero_()
+            return
+        flip = src.is_conj() != dst.is_conj()
+        src_pairs = torch.view_as_real(src.conj() if src.is_conj() else src)
+        if not flip:
+            copy_on_device(src_pairs, dst_pairs)
+            return
+        copy_on_device(src_pairs[..., 0], dst_pairs[..., 0])
+        imag = src_pairs[..., 1]
+        if buffer_id(imag) == buffer_id(dst_pairs):
+            imag = imag.clone()
+        torch.neg(imag, out=dst_pairs[..., 1])
+        return
+    # complex -> real keeps the real part (torch warns about the discarded imaginary part)
+    copy_on_device(torch.view_as_real(src.conj() if src.is_conj() else src)[..., 0], dst)
+
+
 def copy_on_device(src: torch.Tensor, dst: torch.Tensor) -> None:
     """dst[...] = src[...] for webgpu tensors of one shape (any strides, offsets, dtypes)."""
     if dst.numel() == 0:
@@ -66,6 +90,9 @@ def copy_on_device(src: torch.Tensor, dst: torch.Tensor) -> None:
     check_supported(dst.dtype, "copy")
     if src.shape != dst.shape:
         src = src.expand(dst.shape)
+    if src.is_complex() or dst.is_complex():
+        _copy_complex(src, dst)
+        return
     src_id, dst_id = buffer_id(src), buffer_id(dst)
     rt = runtime()
     if src_id == dst_id:
@@ -112,7 +139,9 @@ def upload(src: torch.Tensor, dst: torch.Tensor) -> None:
         return
     unreplayable()  # the host values are no part of a launch plan's signature
     check_supported(dst.dtype, "copy to webgpu")
-    host = src.to(dst.dtype).expand(dst.shape).contiguous()
+    host = src.to(dst.dtype).expand(dst.shape).resolve_conj().resolve_neg().contiguous()
+    if dst.is_conj():  # dst's storage holds the conjugates of its values
+        host = host.conj().resolve_conj()
     nbytes = dst.numel() * dst.element_size()
     if dst.is_contiguous() and not (byte_offset(dst) | nbytes) % 4:
         runtime().upload(buffer_id(dst), _raw_bytes(host.reshape(-1)), byte_offset(dst))
@@ -130,6 +159,8 @@ def download(src: torch.Tensor) -> torch.Tensor:
     if src.numel() == 0:
         return torch.empty(src.shape, dtype=src.dtype)
     check_supported(src.dtype, "copy from webgpu")
+    if src.is_conj():  # the storage holds the conjugates: read them, conjugate on the host
+        return download(src.conj()).conj().resolve_conj()
     if not src.is_contiguous():
         src = src.contiguous()
     nbytes = src.numel() * src.element_size()
@@ -167,5 +198,7 @@ def _copy_from_and_resize(self: torch.Tensor, dst: torch.Tensor) -> torch.Tensor
 def _local_scalar_dense(self: torch.Tensor) -> int | float | bool:
     """.item(): read one element back."""
     check_supported(self.dtype, "item")
+    if self.is_conj():
+        return _local_scalar_dense(self.conj()).conjugate()
     raw = runtime().download(buffer_id(self), byte_offset(self), self.element_size())
     return torch.frombuffer(bytearray(raw), dtype=self.dtype).item()

@@ -34,6 +34,8 @@ SUPPORTED: dict[torch.dtype, DTypeInfo] = {
     torch.int8: DTypeInfo(torch.int8, 1, "i32", "int"),
     torch.uint8: DTypeInfo(torch.uint8, 1, "u32", "uint"),
     torch.bool: DTypeInfo(torch.bool, 1, "u32", "bool"),
+    # (real, imag) float32 pairs; kernels see them as float32 views with a last dim of 2 (ops/complex.py)
+    torch.complex64: DTypeInfo(torch.complex64, 8, "vec2<f32>", "complex"),
 }
 
 
@@ -50,6 +52,6 @@ def check_supported(dtype: torch.dtype, op: str) -> None:
     if dtype == torch.float64:
         raise TypeError(f"{op}: {FLOAT64_MESSAGE}")
     if dtype.is_complex:
-        raise TypeError(f"{op}: WebGPU has no complex dtypes ({dtype}) — use float32 real/imag pairs")
+        raise TypeError(f"{op}: WebGPU has no {dtype} (no float64) — use torch.complex64")
     supported = ", ".join(str(d).removeprefix("torch.") for d in SUPPORTED)
     raise TypeError(f"{op}: dtype {dtype} is not supported on webgpu (supported: {supported})")

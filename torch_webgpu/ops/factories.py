@@ -31,6 +31,12 @@ def fill(out: torch.Tensor, value: float | int | bool) -> torch.Tensor:
     check_supported(out.dtype, "fill_")
     if out.numel() == 0:
         return out
+    if out.is_complex():  # complex64: fill the float32 (real, imag) views
+        v = complex(value)
+        pairs = torch.view_as_real(out.conj() if out.is_conj() else out)
+        fill(pairs[..., 0], v.real)
+        fill(pairs[..., 1], -v.imag if out.is_conj() else v.imag)
+        return out
     lo, hi = _scalar_bits(value, out.dtype)
     size = out.element_size()
     nbytes = out.numel() * size

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from .. import device_state
 from ..runtime import BufferSlice, get_runtime
 from .codegen.recording import dispatch, recording
 
@@ -190,9 +191,7 @@ def _build(rt: Any, key: tuple, args: tuple, kwargs: dict, tensors: list, ids: l
 
 def _philox_offset() -> int:
     """The webgpu generator's offset: random kernels advance it, and their plans would repeat numbers."""
-    from ..device import default_generators
-
-    return default_generators[0].get_offset()
+    return device_state.default_generators[0].get_offset()
 
 
 def planned(fn: F) -> F:

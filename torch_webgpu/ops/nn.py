@@ -5,17 +5,47 @@ from __future__ import annotations
 
 import torch
 
+from ..kernels.rows import RowProblem, plan_rows, record_rows
 from ..runtime import get_runtime
 from . import conv, pooling  # noqa: F401  (register convolution and pooling kernels)
 from .codegen.dtypes import INT64_INDEX_LOAD, convert, dtype_info
 from .codegen.elementwise import grid
 from .codegen.operand import pack_u32
+from .codegen.recording import dispatch
 from .codegen.rowwise import launch_rows
 from .elementwise import operand
 from .out_args import write_out
-from .reductions import cast_into
+from .reductions import cast_into, device_caps
 from .registry import register
 from .tensor_buffers import buffer_id, new_empty
+
+_ROW_DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+
+
+def library_rows(op: str, x2: torch.Tensor, weight: torch.Tensor | None = None,
+                 bias: torch.Tensor | None = None, eps: float = 0.0, stats: torch.Tensor | None = None
+                 ) -> torch.Tensor:
+    """Row op `op` of the 2-D x2 [rows, n] (unit stride along rows) through kernels/rows.py -> f32."""
+    rows, n = x2.shape
+    y = new_empty((rows, n), torch.float32, x2)
+
+    def dense(t):
+        return t if t.is_contiguous() and t.storage_offset() == 0 else t.clone()
+
+    w = dense(weight.to(x2.dtype)) if weight is not None else None
+    b = dense(bias.to(x2.dtype)) if bias is not None else None
+    problem = RowProblem(op, _ROW_DTYPES[x2.dtype], rows, n, x2.storage_offset(),
+                         x2.stride(0) if rows > 1 else n, float(eps), w is not None, b is not None,
+                         stats is not None)
+    plan = plan_rows(problem, device_caps())
+    operands = {"x": buffer_id(x2), "out": buffer_id(y)}
+    for role, t in (("weight", w), ("bias", b), ("stats", stats)):
+        if t is not None:
+            operands[role] = buffer_id(t)
+    scratch = {r: new_empty((-(-nb // 4),), torch.int32, x2) for r, nb in plan.scratch.items()}
+    operands.update({r: buffer_id(t) for r, t in scratch.items()})
+    record_rows(plan, operands, dispatch=dispatch)
+    return y
 
 
 def _rows(kind: str, x: torch.Tensor, dim: int, result_dtype: torch.dtype, g: torch.Tensor | None = None,
@@ -27,8 +57,13 @@ def _rows(kind: str, x: torch.Tensor, dim: int, result_dtype: torch.dtype, g: to
     xv = x if nd else x.reshape(1)
     gv = None if g is None else (g if nd else g.reshape(1))
     dim = dim % max(nd, 1)
-    tmp = new_empty(xv.shape, torch.float32, x)
-    launch_rows(kind, operand(xv), dim, operand(tmp), operand(gv) if gv is not None else None)
+    moved = xv.movedim(dim, -1)
+    if g is None and dim == xv.dim() - 1 and xv.dtype in _ROW_DTYPES and _unit_rows(moved):
+        # forward rows along the last, unit-stride dim: the kernel library (vec4, rows in registers)
+        tmp = library_rows(kind, moved.reshape(-1, moved.shape[-1]) if moved.numel() else moved.reshape(0, 1))
+    else:
+        tmp = new_empty(xv.shape, torch.float32, x)
+        launch_rows(kind, operand(xv), dim, operand(tmp), operand(gv) if gv is not None else None)
     tmp = tmp.reshape(x.shape)
     if out is None:
         if result_dtype == torch.float32:
@@ -37,6 +72,17 @@ def _rows(kind: str, x: torch.Tensor, dim: int, result_dtype: torch.dtype, g: to
     elif out.shape != x.shape:
         out.resize_(x.shape)
     return cast_into(tmp, out)
+
+
+def _unit_rows(t: torch.Tensor) -> bool:
+    """t's rows (last dim) are unit-stride and equally spaced, so t views as [rows, n] without a copy."""
+    if t.numel() == 0 or t.stride(-1) != 1 and t.shape[-1] != 1:
+        return False
+    try:
+        t.view(-1, t.shape[-1])
+    except RuntimeError:
+        return False
+    return True
 
 
 def _forward_rows(kind: str):
@@ -82,16 +128,19 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):  # noqa: A002
     for s in normalized_shape:
         n *= s
     x2 = input.contiguous().reshape(rows, n)
-    y = new_empty((rows, n), torch.float32, input)
     stats = new_empty((rows, 2), torch.float32, input)
+    fused = input.dtype in _ROW_DTYPES and all(
+        t is None or (t.dtype == input.dtype and t.shape == tuple(normalized_shape)) for t in (weight, bias))
     if rows and n:
-        launch_rows("layer_norm", operand(x2), 1, operand(y), eps=float(eps), extra=buffer_id(stats))
-    elif rows:
-        stats.fill_(float("nan"))
+        y = library_rows("layer_norm", x2, weight if fused else None, bias if fused else None, eps, stats)
+    else:
+        y = new_empty((rows, n), torch.float32, input)
+        if rows:
+            stats.fill_(float("nan"))
     y = y.reshape(input.shape)
-    if weight is not None:
+    if weight is not None and not fused:
         y = y * weight
-    if bias is not None:
+    if bias is not None and not fused:
         y = y + bias
     stat_shape = lead + (1,) * k
     mean = stats[:, 0].reshape(stat_shape)
@@ -388,3 +437,59 @@ def linalg_cross_out(self, other, *, dim=-1, out):
     """torch.linalg.cross(out=)."""
     r = linalg_cross(self, other, dim=dim)
     return write_out(out, r)
+
+
+# ---- rms norm ---------------------------------------------------------------------------------------
+
+
+@register("_fused_rms_norm")
+def fused_rms_norm(input, normalized_shape, weight, eps):  # noqa: A002
+    """aten._fused_rms_norm -> (out, rstd): one library row kernel (torch.nn.functional.rms_norm)."""
+    k = len(normalized_shape)
+    if tuple(input.shape[input.dim() - k:]) != tuple(normalized_shape):
+        raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with shape "
+                           f"[*, {', '.join(map(str, normalized_shape))}], but got input of size"
+                           f"{list(input.shape)}")
+    if input.dtype not in _ROW_DTYPES:
+        raise TypeError(f"webgpu: rms_norm needs a float16/bfloat16/float32 input, got {input.dtype}")
+    lead = tuple(input.shape[: input.dim() - k])
+    rows, n = 1, 1
+    for s in lead:
+        rows *= s
+    for s in normalized_shape:
+        n *= s
+    if eps is None:
+        eps = torch.finfo(input.dtype).eps
+    x2 = input.contiguous().reshape(rows, n)
+    stats = new_empty((rows, 2), torch.float32, input)
+    fused = weight is None or (weight.dtype == input.dtype and tuple(weight.shape) == tuple(normalized_shape))
+    if rows and n:
+        y = library_rows("rms_norm", x2, weight if fused else None, None, eps, stats)
+    else:
+        y = new_empty((rows, n), torch.float32, input)
+        stats.fill_(float("nan"))
+    y = y.reshape(input.shape)
+    if weight is not None and not fused:
+        y = y * weight
+    rstd = stats[:, 1].reshape(lead + (1,) * k)
+    if input.dtype != torch.float32:
+        y = y.to(input.dtype)
+        rstd = rstd.to(input.dtype)
+    return y, rstd.contiguous()
+
+
+@register("_fused_rms_norm_backward")
+def fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight, output_mask):  # noqa: A002
+    """aten._fused_rms_norm_backward -> (grad_input, grad_weight), composed of webgpu ops."""
+    k = len(normalized_shape)
+    axes = list(range(input.dim() - k, input.dim()))
+    lead_axes = list(range(input.dim() - k))
+    x, g, r = input.float(), grad_out.float(), rstd.float()
+    xhat = x * r
+    gi = gw = None
+    if output_mask[0]:
+        gx = g * weight.float() if weight is not None else g
+        gi = ((gx - xhat * (gx * xhat).mean(axes, keepdim=True)) * r).to(input.dtype)
+    if output_mask[1] and weight is not None:
+        gw = ((g * xhat).sum(lead_axes) if lead_axes else g * xhat).to(weight.dtype)
+    return gi, gw

@@ -11,6 +11,7 @@ import threading
 
 import torch
 
+from .. import device_state
 from .dtypes import check_supported
 from .producers import produce
 from .registry import register
@@ -45,7 +46,7 @@ _offset_lock = threading.Lock()  # reading and advancing a generator's offset is
 
 def philox_words(generator: torch.Generator | None) -> list[int]:
     """[seed lo, seed hi, offset lo, offset hi] of the generator, whose offset then advances by one."""
-    gen = generator if generator is not None else torch.webgpu.default_generators[0]
+    gen = generator if generator is not None else device_state.default_generators[0]
     if gen.device.type != "webgpu":
         raise RuntimeError(f"expected a webgpu Generator, got one for {gen.device}")
     with _offset_lock:

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 import torch
 
+from ..kernels.launch import DeviceCaps
+from ..kernels.reduce import ReduceProblem, plan_reduce, record_plan
 from ..runtime import get_runtime
 from .codegen.dtypes import convert, dtype_info
 from .codegen.elementwise import grid, launch
@@ -19,7 +21,7 @@ from .integer_extremes import EXACT_INT, integer_extreme
 from .integer_extremes import SPECS as EXTREME_SPECS
 from .integer_scans import integer_cumsum
 from .registry import register
-from .tensor_buffers import buffer_id, new_empty
+from .tensor_buffers import buffer_id, new_empty, runtime
 
 
 def _dims(x: torch.Tensor, dim) -> tuple[int, ...]:
@@ -93,33 +95,131 @@ _EXACT_IN_F32 = (torch.float32, torch.float16, torch.bfloat16, torch.int16, torc
                  torch.bool)
 
 
+# storage dtypes the kernel library reads (kernels/reduce.py); int64 inputs take codegen/reduction.py
+LIBRARY_DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.int32: "i32",
+                  torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8", torch.bool: "bool"}
+# the spec names of this module -> the library's op names (max/min with indices are arg reductions)
+_LIBRARY_OP = {"max": "argmax", "min": "argmin", "sum_i64": "sum", "prod_i64": "prod"}
+_OUT_DTYPE = {"f32": torch.float32, "i32": torch.int32, "u32": torch.int32, "i64": torch.int64}
+_caps: dict[int, DeviceCaps] = {}
+
+
+def device_caps() -> DeviceCaps:
+    """The kernel library's view of the open device (cached per runtime)."""
+    rt = runtime()
+    caps = _caps.get(id(rt))
+    if caps is None:
+        caps = _caps[id(rt)] = DeviceCaps.from_runtime(rt)
+    return caps
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def as_rows(x: torch.Tensor, dims: Sequence[int]) -> tuple[torch.Tensor, int, int, int]:
+    """x as a contiguous [outer, length, inner] block with `dims` in the middle (copies only when the
+    layout needs it): (tensor, outer, length, inner)."""
+    if x.dim() == 0:
+        return x, 1, 1, 1
+    red = [d for d in dims if x.shape[d] != 1]
+    if x.is_contiguous():
+        if not red:
+            return x, x.numel(), 1, 1
+        between = [d for d in range(red[0], red[-1] + 1) if d not in red and x.shape[d] != 1]
+        if not between:
+            return (x, _numel(x.shape[:red[0]]), _numel(x.shape[d] for d in red),
+                    _numel(x.shape[red[-1] + 1:]))
+    kept = [d for d in range(x.dim()) if d not in dims]
+    y = x.permute(kept + list(dims))
+    if not y.is_contiguous():
+        y = y.contiguous()
+    return y, _numel(x.shape[d] for d in kept), _numel(x.shape[d] for d in dims), 1
+
+
+def library_reduce(op: str, x: torch.Tensor, dims: Sequence[int], shape: Sequence[int], compute: str,
+                   scalar: float = 0.0, with_index: bool = False, caps: DeviceCaps | None = None,
+                   variant: str | None = None):
+    """Run library reduction `op` of x over `dims` into new tensors of `shape`: values (dtype of the
+    op's output kind) and, with `with_index`, int64 indices (`caps`/`variant`: override the device's)."""
+    y, outer, length, inner = as_rows(x, dims)
+    problem = ReduceProblem(op, LIBRARY_DTYPES[x.dtype], outer, length, inner, offset=y.storage_offset(),
+                            compute=compute, scalar=scalar, with_index=with_index,
+                            x_buffer_bytes=runtime().buffer(buffer_id(y)).aligned_nbytes)
+    values = new_empty(shape, _OUT_DTYPE[problem.out_dtype()], x)
+    indices = new_empty(shape, torch.int64, x) if with_index else None
+    plan = plan_reduce(problem, caps or device_caps(), variant)
+    operands = {"x": buffer_id(y), "out": buffer_id(values)}
+    if indices is not None:
+        operands["index"] = buffer_id(indices)
+    scratch = [new_empty((-(-n // 4),), torch.int32, x) for n in plan.scratch.values()]
+    operands.update({role: buffer_id(t) for role, t in zip(plan.scratch, scratch, strict=True)})
+    record_plan(plan, operands, dispatch=dispatch)
+    return values, indices
+
+
+_FLOAT_ONLY = {"mean": "mean(): could not infer output dtype. Input dtype must be either a floating point "
+                       "or complex dtype. Got: {name}",
+               "var": "std and var only support floating point and complex dtypes",
+               "std": "std and var only support floating point and complex dtypes"}
+_TORCH_NAMES = {torch.int32: "Int", torch.int64: "Long", torch.int16: "Short", torch.int8: "Char",
+                torch.uint8: "Byte", torch.bool: "Bool"}
+_INT_EXACT = {"sum_i64", "prod_i64", "amax", "amin", "max", "min", "argmax", "argmin", "any", "all",
+              "count_nonzero"}
+
+
 def reduce(op: str, spec: str, x: torch.Tensor, dim, keepdim: bool, result_dtype: torch.dtype,
            out: torch.Tensor | None = None, scalars: dict | None = None, empty_error: bool = False,
            with_index: bool = False):
     """Run reduction `spec` of x over `dim`; returns values (and int64 indices when with_index)."""
-    if x.dtype in EXACT_INT and spec in EXTREME_SPECS:  # exact int32/int64 comparisons (eager-ops' module)
-        values, indices = integer_extreme(spec, x, _dims(x, dim), keepdim)
+    if result_dtype == torch.int64 and spec in ("sum", "prod", "nansum") and not x.dtype.is_floating_point:
+        spec = ("sum" if spec == "nansum" else spec) + "_i64"  # exact integer sums/products in int64
+    if x.dtype == torch.int64 and spec in ("any", "all", "count_nonzero"):
+        x = x != 0  # exact for every int64 value
+    dims = _dims(x, dim)
+    shape = _out_shape(x, dims, keepdim)
+    if x.dtype in LIBRARY_DTYPES:
+        dtype_info(result_dtype, op)
+        compute = "i" if not x.dtype.is_floating_point and spec in _INT_EXACT else "f"
+        if empty_error and x.numel() == 0:
+            raise IndexError(f"{op}(): Expected reduction dim to be specified for input.numel() == 0. "
+                             f"Specify the reduction dim with the 'dim' argument.")
+        if x.numel() == 0 or not _numel(shape):
+            return _empty_result(op, spec, x, shape, result_dtype, out, with_index)
+        scalar = float(next(iter(scalars.values()))) if scalars else 0.0
+        values, indices = library_reduce(_LIBRARY_OP.get(spec, spec), x, dims if x.dim() else (), shape,
+                                         compute, scalar, with_index)
+        if values.dtype == torch.int32 and spec in ("any", "all"):
+            values = values != 0
         return (values, indices) if with_index else _finish(op, values, result_dtype, out)
-    if result_dtype == torch.int64 and spec in ("sum", "prod") and not x.dtype.is_floating_point:
-        spec = spec + "_i64"  # exact integer sums/products in u32-pair int64
-    elif x.dtype not in _EXACT_IN_F32:
+    if x.dtype in EXACT_INT and spec in EXTREME_SPECS:  # exact int64 comparisons (eager-ops' module)
+        values, indices = integer_extreme(spec, x, dims, keepdim)
+        return (values, indices) if with_index else _finish(op, values, result_dtype, out)
+    if not spec.endswith("_i64"):
         dtype_info(x.dtype, op)
         raise TypeError(f"webgpu: '{op}' does not support {x.dtype} inputs yet (reductions compute in f32)")
     dtype_info(result_dtype, op)
-    dims = _dims(x, dim)
-    shape = _out_shape(x, dims, keepdim)
     if empty_error and x.numel() == 0:
         raise IndexError(f"{op}(): Expected reduction dim to be specified for input.numel() == 0. "
                          f"Specify the reduction dim with the 'dim' argument.")
+    values = new_empty(shape, torch.int64, x)
+    if values.numel() and x.numel() == 0:
+        values.fill_(_EMPTY_VALUE[spec])
+    elif values.numel():
+        launch_reduce(spec, operand(x), dims if x.dim() else (), buffer_id(values), None, scalars)
+    return _finish(op, values, result_dtype, out)
+
+
+def _empty_result(op, spec, x, shape, result_dtype, out, with_index):
     values = new_empty(shape, torch.int64 if spec.endswith("_i64") else torch.float32, x)
     indices = new_empty(shape, torch.int64, x) if with_index else None
-    if values.numel() and x.numel() == 0:
+    if values.numel():
         values.fill_(_EMPTY_VALUE.get(spec, float("nan")))
         if indices is not None:
             indices.zero_()
-    elif values.numel():
-        launch_reduce(spec, operand(x), dims if x.dim() else (), buffer_id(values),
-                      buffer_id(indices) if indices is not None else None, scalars)
     if with_index:
         return values, indices
     return _finish(op, values, result_dtype, out)
@@ -130,8 +230,8 @@ def _float_result(op: str, x: torch.Tensor, dtype) -> torch.dtype:
         return dtype
     if x.dtype.is_floating_point:
         return x.dtype
-    raise TypeError(f"webgpu: '{op}' of {x.dtype} tensors returns int64, which webgpu reductions do not "
-                    f"produce yet; pass dtype=torch.float32 or use a float input")
+    message = _FLOAT_ONLY.get(op, f"{op}: Expected a floating point or complex tensor as input. Got {{name}}")
+    raise RuntimeError(message.format(name=_TORCH_NAMES.get(x.dtype, str(x.dtype))))
 
 
 def _sum_dtype(op: str, x: torch.Tensor, dtype) -> torch.dtype:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import torch
 
+from .. import device_state
 from ..runtime import BufferSlice, Constant, Runtime
 from . import dtypes
 
@@ -22,9 +23,7 @@ MAX_DIMS = 8  # strided kernels take up to 8 dims; more are rejected with a clea
 
 def runtime() -> Runtime:
     """The process-wide runtime with the C++ allocator's freed-id queue hooked into its pool."""
-    from ..device import runtime as _device_runtime
-
-    return _device_runtime()
+    return device_state.runtime()
 
 
 def buffer_id(t: torch.Tensor) -> int:

@@ -10,7 +10,13 @@ from typing import Any
 from .errors import NoAdapterError
 
 # Features that change what kernels can do; requested whenever the adapter offers them.
-WANTED_FEATURES = ("shader-f16", "timestamp-query", "subgroups")
+WANTED_FEATURES = ("shader-f16", "timestamp-query", "subgroups", "chromium-experimental-subgroup-matrix",
+                   "subgroup-size-control")
+
+# Dawn instance toggles: NVIDIA's Vulkan adapters offer shader-f16 and subgroup matrices (tensor cores)
+# only with them. TORCH_WEBGPU_DAWN_TOGGLES=0 leaves the instance at Dawn's defaults.
+DAWN_INSTANCE_TOGGLES = ("allow_unsafe_apis", "vulkan_enable_f16_on_nvidia")
+_instance_toggles: tuple[str, ...] | None = None  # what the Dawn instance of this process got
 
 # Limits that matter to compute work. Others (vertex, texture, dynamic-offset) are left at their
 # defaults: requesting Dawn's raw maxima for those only produces warnings.
@@ -46,6 +52,9 @@ class DeviceInfo:
     description: str
     limits: dict[str, int] = field(default_factory=dict)
     features: frozenset[str] = frozenset()
+    # (component, result component, M, N, K) of each subgroup-matrix shape the device has (tensor cores)
+    subgroup_matrix_configs: tuple[tuple[str, str, int, int, int], ...] = ()
+    toggles: tuple[str, ...] = ()  # the Dawn instance toggles in effect
 
     def describe(self) -> str:
         """A multi-line human-readable summary."""
@@ -54,6 +63,7 @@ class DeviceInfo:
             f"  vendor={self.vendor} architecture={self.architecture}",
             f"  {self.description}",
             f"  features: {', '.join(sorted(self.features)) or '-'}",
+            f"  toggles: {', '.join(self.toggles) or '-'}",
             "  limits: "
             + ", ".join(f"{k}={self.limits[k]}" for k in COMPUTE_LIMITS if k in self.limits),
         ]
@@ -90,9 +100,55 @@ def _adapter_name(adapter: Any) -> str:
     return str(info.get("device") or info.get("description") or info.get("vendor") or "unknown")
 
 
+def wanted_instance_toggles() -> tuple[str, ...]:
+    """The Dawn instance toggles to enable (none when TORCH_WEBGPU_DAWN_TOGGLES=0)."""
+    value = os.environ.get("TORCH_WEBGPU_DAWN_TOGGLES", "1").strip().lower()
+    if value in ("0", "off", "false", "no"):
+        return ()
+    if value in ("", "1", "on", "true", "yes"):
+        return DAWN_INSTANCE_TOGGLES
+    raise ValueError(f"TORCH_WEBGPU_DAWN_TOGGLES={value!r}: expected 0 or 1")
+
+
+def configure_instance(gpu_module: ModuleType) -> tuple[str, ...]:
+    """Create Dawn's instance with the wanted toggles, once per process (before the first adapter);
+    returns the toggles in effect (none on wgpu-native, or when the instance already existed)."""
+    global _instance_toggles
+    if _instance_toggles is not None:
+        return _instance_toggles
+    toggles: tuple[str, ...] = ()
+    if gpu_module.__name__.split(".")[0] == "wgpudawn":
+        from wgpudawn.backends.dawn import extras  # only on the Dawn backend
+
+        wanted = wanted_instance_toggles()
+        known = extras.all_toggles()
+        wanted = tuple(t for t in wanted if t in known)
+        try:
+            extras.set_instance_extras(enable_toggles=list(wanted))
+            toggles = wanted
+        except RuntimeError:
+            toggles = ()  # someone created the instance first (toggles cannot be added later)
+    _instance_toggles = toggles
+    return toggles
+
+
+def subgroup_matrix_configs(adapter: Any) -> tuple[tuple[str, str, int, int, int], ...]:
+    """(component, result, M, N, K) of the adapter's subgroup-matrix shapes (Dawn only; else ())."""
+    if "chromium-experimental-subgroup-matrix" not in set(adapter.features):
+        return ()
+    try:
+        from wgpudawn.backends.dawn import extras
+    except ImportError:
+        return ()
+    configs = extras.get_adapter_properties(adapter).get("subgroup_matrix_configs", ())
+    return tuple((str(c["component_type"]), str(c["result_component_type"]), int(c["m"]), int(c["n"]),
+                  int(c["k"])) for c in configs)
+
+
 def select_adapter(gpu_module: ModuleType, spec: str | None = None) -> Any:
     """The adapter named by `spec` (index or name substring), else the high-performance one."""
     spec = spec if spec is not None else os.environ.get("TORCH_WEBGPU_ADAPTER", "").strip()
+    configure_instance(gpu_module)
     gpu = gpu_module.gpu
     if not spec:
         adapter = gpu.request_adapter_sync(power_preference="high-performance")
@@ -119,6 +175,7 @@ def open_device(adapter: Any, backend: str) -> tuple[Any, DeviceInfo]:
     """Request a device with the adapter's compute limits and the wanted features it offers."""
     offered = set(adapter.features)
     features = [f for f in WANTED_FEATURES if f in offered]
+    configs = subgroup_matrix_configs(adapter)  # before request_device: that consumes the adapter
     adapter_limits = dict(adapter.limits)
     limits = {k: adapter_limits[k] for k in COMPUTE_LIMITS if k in adapter_limits}
     device = adapter.request_device_sync(
@@ -126,6 +183,9 @@ def open_device(adapter: Any, backend: str) -> tuple[Any, DeviceInfo]:
     )
     info = _info_dict(adapter)
     granted = dict(device.limits) | _subgroup_sizes(info)
+    granted_features = frozenset(str(f) for f in device.features)
+    if "chromium-experimental-subgroup-matrix" not in granted_features:
+        configs = ()
     return device, DeviceInfo(
         backend=backend,
         name=_adapter_name(adapter),
@@ -135,5 +195,7 @@ def open_device(adapter: Any, backend: str) -> tuple[Any, DeviceInfo]:
         backend_type=str(info.get("backend_type", "")),
         description=str(info.get("description", "")),
         limits={k: int(v) for k, v in granted.items() if isinstance(v, int)},
-        features=frozenset(str(f) for f in device.features),
+        features=granted_features,
+        subgroup_matrix_configs=configs,
+        toggles=_instance_toggles or (),
     )

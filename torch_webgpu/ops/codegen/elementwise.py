@@ -17,6 +17,7 @@ from .dtypes import DtypeInfo, convert, dtype_info
 from .operand import MAX_DIMS, Operand, coalesce, numel, pack_u32
 from .recording import dispatch
 from .wgsl_math import PRELUDE
+from .wgsl_special import helpers_for
 
 INPUT_NAMES = "abcdefgh"
 WORKGROUP = 256
@@ -78,7 +79,7 @@ def generate(expr: str, compute: str, inputs: list[tuple[str, int, DtypeInfo]],
     for b in range(1, nbindings):
         access = "read_write" if b == writable else "read"
         lines.append(f"@group(0) @binding({b}) var<storage, {access}> B{b}: array<u32>;")
-    src = "\n".join(lines) + "\n" + PRELUDE
+    src = "\n".join(lines) + "\n" + PRELUDE + helpers_for(expr)
     for name, binding, info in inputs:
         src += _load_fn(name, binding, info)
     nin = len(inputs)

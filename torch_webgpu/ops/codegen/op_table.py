@@ -88,9 +88,9 @@ OPS: list[EltOp] = [
     fl("sqrt", "sqrt(a)"),
     fl("rsqrt", "inverseSqrt(a)"),
     fl("reciprocal", "1.0 / a"),
-    fl("sin", "sin(a)"),
-    fl("cos", "cos(a)"),
-    fl("tan", "tan(a)"),
+    fl("sin", "sin_(a)"),
+    fl("cos", "cos_(a)"),
+    fl("tan", "tan_(a)"),
     fl("asin", "atan2(a, sqrt((1.0 - a) * (1.0 + a)))", aliases=("arcsin",)),
     fl("acos", "atan2(sqrt((1.0 - a) * (1.0 + a)), a)", aliases=("arccos",)),
     fl("atan", "atan(a)", aliases=("arctan",)),
@@ -197,7 +197,6 @@ OPS: list[EltOp] = [
     bi("logaddexp2", "logaddexp2_(a, b)"),
     bi("heaviside", "select(select(1.0, b, a == 0.0), 0.0, a < 0.0)",
        "select(select(1, b, a == 0), 0, a < 0)", args=("self", "values")),
-    bi("nextafter_unused", None),
     bi("clamp_min", "max_(a, b)", "max(a, b)", "a || b", args=("self", "min"), l="max64(a, b)"),
     bi("clamp_max", "min_(a, b)", "min(a, b)", "a && b", args=("self", "max"), l="min64(a, b)"),
     # ---- ternary ------------------------------------------------------------------------------
@@ -215,6 +214,31 @@ OPS: list[EltOp] = [
     bi("bitwise_xor", None, "a ^ b", "a != b", promote="int_only", l="a ^ b"),
     bi("bitwise_left_shift", None, "a << u32(b)", promote="int_only"),
     bi("bitwise_right_shift", None, "a >> u32(b)", promote="int_only"),
+    # ---- special functions (codegen/wgsl_special.py, ported from ATen's Math.h) --------------------
+    fl("i0", "i0_(a)"),
+    fl("special_i0e", "i0e_(a)"),
+    fl("special_i1", "i1_(a)"),
+    fl("special_i1e", "i1e_(a)"),
+    fl("special_ndtri", "ndtri_(a)"),
+    fl("special_log_ndtr", "log_ndtr_(a)"),
+    fl("special_erfcx", "erfcx_(a)"),
+    fl("special_airy_ai", "airy_ai_(a)", args=("x",)),
+    *(fl(f"special_{f}", f"{f}_(a)", args=("x",)) for f in (
+        "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "spherical_bessel_j0")),
+    *(fl(f"special_{f}", f"{f}_(a)") for f in (
+        "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0", "modified_bessel_i1",
+        "modified_bessel_k0", "modified_bessel_k1")),
+    # the degree is truncated to an integer like torch's static_cast<int64_t>(n); inf/NaN count as -1
+    *(bi(f"special_{f}", f"{f}_(a, select(trunc(b), -1.0, !isfinite_(b)))", args=("x", "n"),
+         promote="int_to_float") for f in (
+        "chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
+        "chebyshev_polynomial_w",
+        "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+        "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
+        "laguerre_polynomial_l", "legendre_polynomial_p")),
+    bi("special_zeta", "zeta_(a, b)", promote="int_to_float"),
+    EltOp("polygamma", "polygamma_(n, a)", params=("n",), param_kinds={"n": "i32"}, promote="int_to_float"),
+    bi("nextafter", "nextafter_(a, b)"),
 ]
 
 OPS = [op for op in OPS if not op.name.endswith("_unused")]

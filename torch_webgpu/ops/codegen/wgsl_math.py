@@ -1,7 +1,9 @@
 """WGSL helper functions the op formulas use where WGSL lacks a builtin or its builtin is too loose.
 
 Helpers are written for f32 and chosen to match torch CPU within float32 tolerances (e.g. erf uses a
-series near zero and a rational erfc elsewhere; expm1/log1p use the classic cancellation-free forms).
+series near zero and a rational erfc elsewhere; expm1/log1p use the classic cancellation-free forms;
+sin/cos/tan reduce their argument exactly (Payne-Hanek in u32 arithmetic) before a polynomial, since
+WGSL bounds the builtins' error only on [-pi, pi] and drivers lose all accuracy for large arguments).
 """
 
 PRELUDE = r"""
@@ -256,7 +258,7 @@ fn logit_backward_(g: f32, x: f32, eps: f32) -> f32 {
 fn sinc_(x: f32) -> f32 {
   if (x == 0.0) { return 1.0; }
   let px = 3.141592653589793 * x;
-  return sin(px) / px;
+  return sin_(px) / px;
 }
 fn round_dec_(x: f32, d: i32) -> f32 {
   if (d >= 0) { let s = pow_(10.0, f32(d)); return round(x * s) / s; }
@@ -268,7 +270,7 @@ fn lgamma_(x0: f32) -> f32 {
   var x = x0;
   if (x <= 0.0 && trunc(x) == x) { return inf_(); }
   if (x < 0.5) {
-    let s = sin(3.141592653589793 * x);
+    let s = sin_(3.141592653589793 * x);
     return log(3.141592653589793 / abs(s)) - lgamma_pos(1.0 - x);
   }
   return lgamma_pos(x);
@@ -288,19 +290,121 @@ fn lgamma_pos(x0: f32) -> f32 {
   return 0.9189385332046727 + (x + 0.5) * log(t) - t + log(a);
 }
 fn digamma_(x0: f32) -> f32 {
+  // torch's calc_digamma(float): reflection through the fractional part (pi*r is exact enough for
+  // sin/cos, unlike tan(pi*x) of a large x), recurrence up to 10, then the asymptotic series
   var x = x0;
   if (x == 0.0) { return copysign_(inf_(), -x); }
   if (x < 0.0) {
     if (trunc(x) == x) { return nan_(); }
-    return digamma_pos(1.0 - x) - 3.141592653589793 / tan(3.141592653589793 * x);
+    let pr = 3.141592653589793 * (x - trunc(x));
+    return digamma_pos(1.0 - x) - 3.141592653589793 * cos(pr) / sin(pr);
   }
   return digamma_pos(x);
 }
 fn digamma_pos(x0: f32) -> f32 {
   var x = x0; var r = 0.0;
-  loop { if (x >= 6.0) { break; } r = r - 1.0 / x; x = x + 1.0; }
-  let f = 1.0 / (x * x);
-  return r + log(x) - 0.5 / x - f * (0.08333333333333333 - f * (0.008333333333333333
-      - f * (0.003968253968253968 - f * (0.004166666666666667 - f * 0.007575757575757576))));
+  loop { if (x >= 10.0) { break; } r = r - 1.0 / x; x = x + 1.0; }
+  if (x == 10.0) { return r + 2.25175258906672110764; }
+  let z = 1.0 / (x * x);
+  let y = z * ((((((8.33333333333333333333E-2 * z - 2.10927960927960927961E-2) * z
+      + 7.57575757575757575758E-3) * z - 4.16666666666666666667E-3) * z + 3.96825396825396825397E-3) * z
+      - 8.33333333333333333333E-3) * z + 8.33333333333333333333E-2);
+  return r + log(x) - 0.5 / x - select(0.0, y, x < 1.0e17);
+}
+fn mulwide_(a: u32, b: u32) -> vec2<u32> {
+  // the 64-bit product a * b as (low word, high word)
+  let al = a & 0xffffu; let ah = a >> 16u; let bl = b & 0xffffu; let bh = b >> 16u;
+  let ll = al * bl; let lh = al * bh; let hl = ah * bl;
+  let mid = (ll >> 16u) + (lh & 0xffffu) + (hl & 0xffffu);
+  return vec2<u32>((ll & 0xffffu) | (mid << 16u), ah * bh + (lh >> 16u) + (hl >> 16u) + (mid >> 16u));
+}
+fn add_carry_(a: u32, b: u32, c: u32) -> vec2<u32> {
+  // (a + b + c) as (low word, carry) for c in {0, 1}
+  let s = a + b; let t = s + c;
+  return vec2<u32>(t, select(0u, 1u, s < a) + select(0u, 1u, t < s));
+}
+fn reduce_pio2_(ax: f32) -> vec2<f32> {
+  // Payne-Hanek for finite ax >= pi/4: (r, k) with ax = k * pi/2 + r, |r| <= pi/4, k mod 4, all in
+  // integer arithmetic (the f32 builtins lose every digit of r once ax is large).
+  var two_over_pi = array<u32, 10>(0u, 0xa2f9836eu, 0x4e441529u, 0xfc2757d1u, 0xf534ddc0u, 0xdb629599u,
+                                   0x3c439041u, 0xfe5163abu, 0xdebbc561u, 0xb7246e3au);
+  let bits = bitcast<u32>(ax);
+  let m = (bits & 0x7fffffu) | 0x800000u;          // ax = m * 2^e, m of 24 bits
+  let e = i32(bits >> 23u) - 150;
+  // 96 bits of 2/pi from bit e - 1 after the point (word 0 holds the zero bits before it): the dropped
+  // leading bits add multiples of 4 to ax * 2/pi, and bit 94 of m * window is its units bit.
+  let j = u32(30 + e);
+  let w = j / 32u; let sh = j % 32u;
+  var win: array<u32, 3>;
+  for (var i = 0u; i < 3u; i++) {
+    win[i] = select((two_over_pi[w + i] << sh) | (two_over_pi[w + i + 1u] >> (32u - sh)),
+                    two_over_pi[w + i], sh == 0u);
+  }
+  let a2 = mulwide_(m, win[2]); let a1 = mulwide_(m, win[1]); let a0 = mulwide_(m, win[0]);
+  let p1 = add_carry_(a2.y, a1.x, 0u);
+  let p2 = add_carry_(a1.y, a0.x, p1.y);
+  var k = (p2.x >> 30u) & 3u;                         // bits 94 and 95: the quadrant
+  var hi = (p2.x << 2u) | (p1.x >> 30u);              // bits 93..30: the fraction of ax * 2/pi
+  var lo = (p1.x << 2u) | (a2.x >> 30u);
+  let neg = (hi & 0x80000000u) != 0u;
+  if (neg) {                                         // fraction >= 1/2: next quadrant, negative r
+    k = (k + 1u) & 3u;
+    lo = ~lo + 1u; hi = ~hi + select(0u, 1u, lo == 0u);
+  }
+  // r = fraction * pi/2 = (hi:lo) * (pi/4 * 2^64) * 2^-127
+  let c_hi = 0xc90fdaa2u; let c_lo = 0x2168c235u;
+  let ll = mulwide_(lo, c_lo); let lh = mulwide_(lo, c_hi); let hl = mulwide_(hi, c_lo);
+  let hh = mulwide_(hi, c_hi);
+  let q1a = add_carry_(ll.y, lh.x, 0u); let q1 = add_carry_(q1a.x, hl.x, 0u);
+  let q2a = add_carry_(lh.y, hl.y, q1a.y); let q2 = add_carry_(q2a.x, hh.x, q1.y);
+  var q = vec3<u32>(hh.y + q2a.y + q2.y, q2.x, q1.x); // the top 96 of 128 bits
+  var ex = 0;                                        // value of bit 31 of q.x is 2^ex
+  for (var i = 0; i < 2 && q.x == 0u; i++) { q = vec3<u32>(q.y, q.z, 0u); ex -= 32; }
+  if (q.x == 0u) { return vec2<f32>(0.0, f32(k)); }
+  let lz = countLeadingZeros(q.x);
+  let top = select((q.x << lz) | (q.y >> (32u - lz)), q.x, lz == 0u);
+  ex -= i32(lz);
+  var mant = (top >> 8u) + ((top >> 7u) & 1u);       // 24 bits, rounded to nearest
+  if (mant == 0x1000000u) { mant = 0x800000u; ex += 1; }
+  let r = bitcast<f32>((u32(ex + 127) << 23u) | (mant & 0x7fffffu));
+  return vec2<f32>(select(r, -r, neg), f32(k));
+}
+fn trig_arg_(ax: f32) -> vec2<f32> {
+  if (ax <= 0.7853981633974483) { return vec2<f32>(ax, 0.0); }
+  return reduce_pio2_(ax);
+}
+fn sin_poly_(r: f32) -> f32 {   // |r| <= pi/4 (Cephes sinf)
+  let z = r * r;
+  return ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r;
+}
+fn cos_poly_(r: f32) -> f32 {   // |r| <= pi/4 (Cephes cosf)
+  let z = r * r;
+  return ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * z * z
+      - 0.5 * z + 1.0;
+}
+fn tan_poly_(r: f32) -> f32 {   // |r| <= pi/4 (Cephes tanf)
+  let z = r * r;
+  return (((((9.38540185543e-3 * z + 3.11992232697e-3) * z + 2.44301354525e-2) * z + 5.34112807005e-2) * z
+      + 1.33387994085e-1) * z + 3.33331568548e-1) * z * r + r;
+}
+fn sin_(x: f32) -> f32 {
+  if (!isfinite_(x)) { return nan_(); }
+  let t = trig_arg_(abs(x));
+  let k = u32(t.y);
+  let v = select(sin_poly_(t.x), cos_poly_(t.x), (k & 1u) == 1u);
+  return copysign_(1.0, x) * select(v, -v, k >= 2u);
+}
+fn cos_(x: f32) -> f32 {
+  if (!isfinite_(x)) { return nan_(); }
+  let t = trig_arg_(abs(x));
+  let k = u32(t.y);
+  let v = select(cos_poly_(t.x), sin_poly_(t.x), (k & 1u) == 1u);
+  return select(v, -v, k == 1u || k == 2u);
+}
+fn tan_(x: f32) -> f32 {
+  if (!isfinite_(x)) { return nan_(); }
+  let t = trig_arg_(abs(x));
+  let v = tan_poly_(t.x);
+  return copysign_(1.0, x) * select(v, -1.0 / v, (u32(t.y) & 1u) == 1u);
 }
 """

@@ -1,0 +1,61 @@
+"""Decoder language-model architectures from transformers (tiny random configs) compile and match CPU
+(issue 14): the slice-to-the-end sentinels every `x[..., a:]` produces, graphs that return a lifted
+constant as it is (Mistral), and the ±FLT_MAX masks of sliding-window attention (Gemma2)."""
+
+import pytest
+import torch
+import transformers
+
+from torch_webgpu.compiler.webgpu_compiler import webgpu_backend
+
+COMMON = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+              vocab_size=256, max_position_embeddings=128)
+ARCHITECTURES = {
+    "llama": ("LlamaForCausalLM", "LlamaConfig", dict(num_key_value_heads=2)),
+    "qwen2": ("Qwen2ForCausalLM", "Qwen2Config", dict(num_key_value_heads=2)),
+    "qwen3": ("Qwen3ForCausalLM", "Qwen3Config", dict(num_key_value_heads=2, head_dim=16)),
+    "mistral": ("MistralForCausalLM", "MistralConfig", dict(num_key_value_heads=2)),
+    "phi3": ("Phi3ForCausalLM", "Phi3Config", dict(num_key_value_heads=2, pad_token_id=0)),
+    "gemma": ("GemmaForCausalLM", "GemmaConfig", dict(num_key_value_heads=2, head_dim=16)),
+    "gemma2": ("Gemma2ForCausalLM", "Gemma2Config",
+               dict(num_key_value_heads=2, head_dim=16, sliding_window=8)),
+    "gpt_neox": ("GPTNeoXForCausalLM", "GPTNeoXConfig", {}),
+    "opt": ("OPTForCausalLM", "OPTConfig", dict(ffn_dim=128, word_embed_proj_dim=64)),
+    "falcon": ("FalconForCausalLM", "FalconConfig", {}),
+}
+
+
+def _model(name: str) -> torch.nn.Module:
+    model_cls, config_cls, extra = ARCHITECTURES[name]
+    config = getattr(transformers, config_cls)(**{**COMMON, **extra})
+    torch.manual_seed(0)
+    return getattr(transformers, model_cls)(config).eval()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(ARCHITECTURES))
+def test_architecture_compiles_and_matches_cpu(name):
+    model = _model(name)
+    ids = torch.randint(0, 256, (1, 12), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        want = model(ids).logits
+        got = torch.compile(model, backend=webgpu_backend)(ids).logits
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+class _ReturnsBuffer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.arange(6.0).reshape(2, 3))
+
+    def forward(self, x):
+        return x * 2, self.table + 1
+
+
+@pytest.mark.parametrize("device", ["cpu", "webgpu"])
+def test_graph_returning_a_registered_buffer(device):
+    model, x = _ReturnsBuffer().to(device), torch.randn(2, 3)
+    doubled, table = torch.compile(model, backend=webgpu_backend)(x.to(device))
+    assert table.device.type == device   # as eager: the buffer itself
+    torch.testing.assert_close(doubled.cpu(), x * 2)
+    torch.testing.assert_close(table.cpu(), torch.arange(6.0).reshape(2, 3) + 1)

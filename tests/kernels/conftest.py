@@ -1,0 +1,34 @@
+"""Fixtures for kernel-library tests: the webgpu device with the CPU fallback disabled, and device caps."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import torch_webgpu
+from torch_webgpu.kernels.launch import DeviceCaps
+
+
+@pytest.fixture
+def webgpu(monkeypatch):
+    """The webgpu device, with TORCH_WEBGPU_FALLBACK=0 and no op run on the CPU."""
+    monkeypatch.setenv("TORCH_WEBGPU_FALLBACK", "0")
+    torch_webgpu.reset_fallback_stats()
+    yield torch.device("webgpu")
+    assert torch_webgpu.fallback_stats() == {}
+
+
+@pytest.fixture
+def caps(webgpu) -> DeviceCaps:
+    """The library's caps of the open device."""
+    from torch_webgpu.ops.reductions import device_caps
+
+    return device_caps()
+
+
+def with_limits(caps: DeviceCaps, **limits: int) -> DeviceCaps:
+    """`caps` with some limits replaced (names with '_' for '-')."""
+    named = {k.replace("_", "-"): v for k, v in limits.items()}
+    return dataclasses.replace(caps, limits={**caps.limits, **named})

@@ -1,0 +1,77 @@
+"""kernels/rows.py against torch on the CPU: softmax, log_softmax, layer_norm (weight, bias) and rms_norm
+over short, odd, long (registers and streaming) and very long rows (two passes), f32/f16/bf16, views,
+masked (-inf) and NaN rows."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from torch_webgpu.kernels.rows import RowProblem, plan_rows
+
+F = torch.nn.functional
+SHAPES = [(7, 13), (33, 1024), (5, 4096), (3, 12000), (2, 70001), (2, 70000), (4, 5, 6), (1, 1)]
+
+
+def _close(got, want, rtol=1e-4, atol=1e-4):
+    torch.testing.assert_close(got.cpu(), want, rtol=rtol, atol=atol, equal_nan=True)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_softmax_and_log_softmax(webgpu, shape):
+    """Row softmax/log_softmax along the last dim."""
+    torch.manual_seed(0)
+    x = torch.randn(shape) * 4
+    _close(x.to(webgpu).softmax(-1), x.softmax(-1))
+    _close(x.to(webgpu).log_softmax(-1), x.log_softmax(-1))
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_layer_norm_and_rms_norm(webgpu, shape):
+    """layer_norm with and without weight/bias (and its mean/rstd), rms_norm with and without weight."""
+    torch.manual_seed(1)
+    x, w, b = torch.randn(shape) + 3, torch.randn(shape[-1]), torch.randn(shape[-1])
+    n = [shape[-1]]
+    got = torch.ops.aten.native_layer_norm(x.to(webgpu), n, w.to(webgpu), b.to(webgpu), 1e-5)
+    for g, e in zip(got, torch.ops.aten.native_layer_norm(x, n, w, b, 1e-5), strict=True):
+        _close(g, e, rtol=1e-4, atol=2e-4)
+    _close(F.layer_norm(x.to(webgpu), n), F.layer_norm(x, n), atol=2e-4)
+    _close(F.rms_norm(x.to(webgpu), n, w.to(webgpu), 1e-6), F.rms_norm(x, n, w, 1e-6), atol=2e-4)
+    _close(F.rms_norm(x.to(webgpu), n), F.rms_norm(x, n), atol=2e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_inputs(webgpu, dtype):
+    """f16/bf16 rows (vec4 and scalar layouts), weights in the same dtype."""
+    torch.manual_seed(2)
+    for shape in [(9, 4096), (5, 1023)]:
+        x, w = torch.randn(shape).to(dtype), torch.randn(shape[-1]).to(dtype)
+        tol = {"rtol": 1e-2, "atol": 1e-2}
+        _close(x.to(webgpu).softmax(-1), x.softmax(-1), **tol)
+        _close(F.layer_norm(x.to(webgpu), [shape[-1]], w.to(webgpu)), F.layer_norm(x, [shape[-1]], w), **tol)
+        _close(F.rms_norm(x.to(webgpu), [shape[-1]], w.to(webgpu)), F.rms_norm(x, [shape[-1]], w), **tol)
+
+
+def test_special_rows(webgpu):
+    """Fully and partly masked rows (-inf), a NaN, sliced rows and a softmax over another dim."""
+    x = torch.randn(6, 64)
+    x[1, :] = float("-inf")
+    x[2, 5] = float("nan")
+    x[3, :60] = float("-inf")
+    _close(x.to(webgpu).softmax(-1), x.softmax(-1))
+    _close(x.to(webgpu).log_softmax(-1), x.log_softmax(-1))
+    y = torch.randn(50, 130)
+    _close(y.to(webgpu)[:, 3:67].softmax(-1), y[:, 3:67].softmax(-1))
+    _close(y.to(webgpu)[::2, 4:].softmax(-1), y[::2, 4:].softmax(-1))
+    _close(y.to(webgpu).softmax(0), y.softmax(0))
+
+
+def test_plans(caps):
+    """8192x4096 keeps rows in registers (one read, vec4); few very long rows take two passes."""
+    (one,) = plan_rows(RowProblem("softmax", "f32", 8192, 4096), caps).steps
+    assert "vec4" in one.name and "cached" in one.name and one.grid[0] * one.grid[1] == 8192
+    two = plan_rows(RowProblem("layer_norm", "f32", 2, 1 << 20, weight=True, bias=True, stats=True), caps)
+    assert [s.name.rsplit(".", 1)[-1] for s in two.steps] == ["stats", "apply"]
+    assert two.steps[0].grid[0] >= 64
+    with pytest.raises(TypeError, match="float"):
+        plan_rows(RowProblem("softmax", "i32", 2, 8), caps)

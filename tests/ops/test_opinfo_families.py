@@ -1,0 +1,45 @@
+"""OpInfo claims of the op families added for issue 11 (special functions, ...), fallback off.
+
+Every claimed op must pass every sample run: float32 up to MAX_SAMPLES, and float16 (where torch supports
+it on the CPU) up to F16_SAMPLES. Kept apart from test_opinfo.py's big lists so the families merge cleanly.
+"""
+
+import pytest
+import torch
+from torch.testing._internal.common_methods_invocations import op_db
+
+from .opinfo_runner import RESULTS, opinfo_name, run_op
+
+MAX_SAMPLES = 6
+F16_SAMPLES = 3
+
+_SPECIAL = [
+    "i0", "special.i0e", "special.i1", "special.i1e", "special.ndtri", "special.log_ndtr", "special.erfcx",
+    "special.airy_ai", "special.bessel_j0", "special.bessel_j1", "special.bessel_y0", "special.bessel_y1",
+    "special.modified_bessel_i0", "special.modified_bessel_i1", "special.modified_bessel_k0",
+    "special.modified_bessel_k1", "special.scaled_modified_bessel_k0", "special.scaled_modified_bessel_k1",
+    "special.spherical_bessel_j0", "special.chebyshev_polynomial_t", "special.chebyshev_polynomial_u",
+    "special.chebyshev_polynomial_v", "special.chebyshev_polynomial_w",
+    "special.shifted_chebyshev_polynomial_t",
+    "special.shifted_chebyshev_polynomial_u", "special.shifted_chebyshev_polynomial_v",
+    "special.hermite_polynomial_h", "special.laguerre_polynomial_l", "special.legendre_polynomial_p",
+    "special.zeta", "polygamma.polygamma_n_0", "polygamma.polygamma_n_1", "polygamma.polygamma_n_2",
+    "polygamma.polygamma_n_3", "polygamma.polygamma_n_4", "special.polygamma.special_polygamma_n_0",
+    "digamma", "nextafter",
+]
+_TENSOR = ["equal", "addbmm", "renorm", "cov", "corrcoef", "nn.functional.channel_shuffle",
+           "masked_scatter", "put", "nonzero_static", "histc", "histogram", "cdist", "nn.functional.pdist"]
+CLAIMED = sorted(_SPECIAL + _TENSOR)
+
+_OPS = {opinfo_name(op): op for op in op_db}
+_CASES = [(torch.float32, n) for n in CLAIMED] + [
+    (torch.float16, n) for n in CLAIMED if _OPS[n].supports_dtype(torch.float16, "cpu")]
+
+
+@pytest.mark.parametrize(("dtype", "name"), _CASES, ids=[f"{str(d)[6:]}-{n}" for d, n in _CASES])
+def test_opinfo_family(webgpu, dtype, name):
+    result = run_op(_OPS[name], dtype, MAX_SAMPLES if dtype == torch.float32 else F16_SAMPLES)
+    RESULTS[(name, str(dtype)[6:])] = result
+    assert result.total > 0, f"{name}: no {dtype} sample ran ({result.skipped} skipped by the CPU)"
+    assert result.passed == result.total, (f"{name} {dtype}: {result.passed}/{result.total} passed; "
+                                           f"{dict(result.errors)}")

@@ -1,0 +1,37 @@
+"""OpInfo (op_db) float32 samples of the dense linear algebra ops on the webgpu device against the CPU,
+fallback off (tests/ops/opinfo_runner.py). Every claimed op must pass all of its first SAMPLES samples.
+
+Not claimed: linalg.eigh (eigenvector signs are not unique and op_db compares them raw), matrix_exp
+(float32 cancellation in small entries of large exponentials exceeds rtol 1e-5 against the CPU's
+different polynomial; tests/ops/test_linalg_decompositions.py checks it against the matrix norm),
+linalg.eig/eigvals (non-symmetric eigenproblem, complex results), ldl_factor/ldl_solve, ormqr.
+"""
+
+import pytest
+from torch.testing._internal.common_methods_invocations import op_db
+
+from .opinfo_runner import RESULTS, opinfo_name, run_op
+
+SAMPLES = 4
+
+CLAIMED = [
+    "cholesky", "cholesky_inverse", "cholesky_solve", "geqrf", "linalg.cholesky", "linalg.cholesky_ex",
+    "linalg.cond", "linalg.det", "linalg.eigvalsh", "linalg.householder_product", "linalg.inv",
+    "linalg.inv_ex", "linalg.lstsq", "linalg.lstsq.grad_oriented", "linalg.lu", "linalg.lu_factor",
+    "linalg.lu_factor_ex", "linalg.lu_solve", "linalg.matrix_power", "linalg.matrix_rank",
+    "linalg.matrix_rank.hermitian", "linalg.pinv", "linalg.pinv.hermitian", "linalg.pinv.singular",
+    "linalg.qr", "linalg.slogdet", "linalg.solve", "linalg.solve_ex", "linalg.solve_triangular",
+    "linalg.svd", "linalg.svdvals", "linalg.tensorinv", "linalg.tensorsolve", "logdet", "lu", "lu_solve",
+    "lu_unpack", "pinverse", "qr", "svd", "svd_lowrank", "triangular_solve",
+]
+
+_OPS = {opinfo_name(op): op for op in op_db}
+
+
+@pytest.mark.parametrize("name", CLAIMED)
+def test_opinfo_linalg(webgpu, name):
+    result = run_op(_OPS[name], max_samples=SAMPLES)
+    RESULTS[(name, "float32")] = result
+    assert result.total > 0, f"{name}: no sample ran ({result.skipped} skipped by the CPU)"
+    assert result.passed == result.total, (f"{name}: {result.passed}/{result.total} passed; "
+                                           f"{dict(result.errors)}")

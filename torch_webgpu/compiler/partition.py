@@ -1,0 +1,427 @@
+"""Splits a prepared, static-shape aten graph at the ops the kernel library runs (matmul family).
+
+The result is a schedule: IREE segments (FX subgraphs) and library ops (`LibraryOp`), in an order that
+respects every dependency (segment i runs before library op i, which runs before segment i + 1).
+Views (`view`, `permute`, `t`, `expand`, ...) cost nothing: a library operand reached through views is
+bound with the view's strides, a graph output that is a contiguous view of a buffer is read from it, and
+a segment that needs a view recomputes it from its materialized base. Elementwise epilogues that only
+the matmul result feeds (scale, bias, activation, residual add) are absorbed into the library op.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+
+from torch_webgpu.kernels.launch import DeviceCaps, KernelLaunch
+from torch_webgpu.kernels.matmul import Layout, MatmulProblem, plan_matmul
+
+aten = torch.ops.aten
+# Ops whose result is a view of their first operand (no computation): replayed on meta tensors.
+ALIASES = frozenset({
+    aten.view.default, aten._unsafe_view.default, aten.permute.default, aten.t.default,
+    aten.transpose.int, aten.expand.default, aten.unsqueeze.default, aten.squeeze.dim,
+    aten.squeeze.dims, aten.squeeze.default, aten.slice.Tensor, aten.select.int, aten.alias.default,
+})
+MATMULS = frozenset({aten.mm.default, aten.bmm.default})
+_ACTIVATIONS = {aten.relu.default: "relu", aten.silu.default: "silu", aten.sigmoid.default: "sigmoid",
+                aten.tanh.default: "tanh"}
+_LIBRARY_DTYPES = {torch.float32: "f32", torch.float16: "f16"}
+
+
+def value_of(node: Any) -> Any:
+    """The example value of a node: its fake tensor, or a meta tensor of a lifted constant's metadata."""
+    if not isinstance(node, torch.fx.Node):
+        return None
+    val = node.meta.get("val")
+    meta = node.meta.get("tensor_meta")
+    if val is None and meta is not None and hasattr(meta, "shape"):
+        val = torch.empty(tuple(meta.shape), dtype=meta.dtype, device="meta")
+    return val
+
+
+_val = value_of
+
+
+@dataclass
+class Operand:
+    """A library operand: a materialized node and the strided view of it the op reads."""
+
+    base: torch.fx.Node
+    view: torch.Tensor          # a meta tensor over the base's contiguous storage (shape, strides, offset)
+
+    def layout(self, shape: tuple[int, ...]) -> Layout:
+        """The (batch, row, col) layout of the view reshaped to the 3-D `shape` (ValueError if it cannot)."""
+        try:
+            v = self.view.view(*shape)
+        except RuntimeError as exc:
+            raise ValueError(f"operand view {tuple(self.view.shape)} is not a strided {shape}") from exc
+        return Layout(int(v.storage_offset()), *(int(s) for s in v.stride()))
+
+
+@dataclass
+class LibraryOp:
+    """One library dispatch: a matmul and its absorbed epilogue; `final`: the node whose value it writes.
+    (Other families — convolution, attention — provide the same `roles`, `launch`, `root`, `final`,
+    `absorbed`.)"""
+
+    root: torch.fx.Node
+    final: torch.fx.Node
+    absorbed: list[torch.fx.Node]
+    batch: int
+    m: int
+    n: int
+    k: int
+    dtype: str
+    a: Operand
+    b: Operand
+    bias: Operand | None = None
+    residual: Operand | None = None
+    activation: str | None = None
+    alpha: float = 1.0
+    beta: float = 1.0
+
+    def roles(self) -> dict[str, Operand]:
+        """Every operand the op reads, by its binding role in the library's launch."""
+        roles = {"a": self.a, "b": self.b, "bias": self.bias, "residual": self.residual}
+        return {role: o for role, o in roles.items() if o is not None}
+
+    def operands(self) -> list[Operand]:
+        """Every operand the op reads."""
+        return list(self.roles().values())
+
+    def launch(self, caps: DeviceCaps) -> KernelLaunch:
+        """The library's launch of this op on `caps` (its default variant there)."""
+        shape_a, shape_b, shape_o = (self.batch, self.m, self.k), (self.batch, self.k, self.n), (
+            self.batch, self.m, self.n)
+        problem = MatmulProblem(
+            batch=self.batch, m=self.m, n=self.n, k=self.k, a=self.a.layout(shape_a),
+            b=self.b.layout(shape_b), out=Layout(0, self.m * self.n, self.n, 1), dtype=self.dtype,
+            bias=self.bias.layout(shape_o) if self.bias else None,
+            residual=self.residual.layout(shape_o) if self.residual else None,
+            activation=self.activation, alpha=self.alpha, beta=self.beta)
+        return plan_matmul(problem, caps)
+
+
+@dataclass
+class Segment:
+    """IREE's part: FX nodes (in graph order) with the materialized values they read and produce."""
+
+    nodes: list[torch.fx.Node] = field(default_factory=list)
+    inputs: list[torch.fx.Node] = field(default_factory=list)
+    outputs: list[torch.fx.Node] = field(default_factory=list)
+
+
+@dataclass
+class Partition:
+    """`steps` alternates Segment and LibraryOp in execution order; `outputs[i]` reads graph output i
+    from (materialized node, meta view of it)."""
+
+    steps: list[Segment | LibraryOp]
+    outputs: list[Operand | None]      # None: an output that is not a node (a Python value)
+    forced: set[torch.fx.Node] = field(default_factory=set)   # views IREE materializes
+
+    @property
+    def library_ops(self) -> list[LibraryOp]:
+        """The library ops in order."""
+        return [s for s in self.steps if isinstance(s, LibraryOp)]
+
+
+def _replay_alias(node: torch.fx.Node, source: torch.Tensor) -> torch.Tensor:
+    args = [source, *node.args[1:]]
+    return node.target(*args, **node.kwargs)
+
+
+class _Resolver:
+    """Resolves values through view chains down to materialized nodes (on meta tensors)."""
+
+    def __init__(self, forced: set[torch.fx.Node]):
+        self.forced = forced   # alias nodes that are materialized (by IREE, or as a library op's result)
+
+    def is_alias(self, node: Any) -> bool:
+        return (isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target in ALIASES
+                and node not in self.forced and isinstance(node.args[0], torch.fx.Node)
+                and isinstance(_val(node), torch.Tensor))
+
+    def resolve(self, node: torch.fx.Node) -> Operand | None:
+        """The operand of `node` over its materialized base, or None (a view meta tensors cannot replay:
+        the caller forces that node to be materialized)."""
+        chain = []
+        base = node
+        while self.is_alias(base):
+            chain.append(base)
+            base = base.args[0]
+        val = _val(base)
+        if not isinstance(val, torch.Tensor):
+            return None
+        view = torch.empty(tuple(val.shape), dtype=val.dtype, device="meta")
+        for alias in reversed(chain):
+            try:
+                view = _replay_alias(alias, view)
+            except (RuntimeError, TypeError, ValueError):
+                self.forced.add(alias)
+                return None
+        return Operand(base, view)
+
+
+def _scalar(x: Any) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+
+def _add_operand(node: torch.fx.Node, cur: torch.fx.Node) -> torch.fx.Node | None:
+    """The other operand of `add(cur, other)` / `add(other, cur)` with alpha 1, else None."""
+    if node.target is not aten.add.Tensor or node.kwargs.get("alpha", 1) != 1 or len(node.args) != 2:
+        return None
+    x, y = node.args
+    other = y if x is cur else x if y is cur else None
+    return other if isinstance(other, torch.fx.Node) and other is not cur else None
+
+
+class _Matcher:
+    def __init__(self, graph: torch.fx.Graph, resolver: _Resolver, shader_f16: bool):
+        self.order = {n: i for i, n in enumerate(graph.nodes)}
+        self.resolver = resolver
+        self.shader_f16 = shader_f16
+        output = next(n for n in graph.nodes if n.op == "output")
+        self.graph_outputs = set(output.all_input_nodes)
+
+    def _precedes(self, operand: Operand, root: torch.fx.Node) -> bool:
+        return self.order[operand.base] < self.order[root]
+
+    def match(self, root: torch.fx.Node) -> LibraryOp | None:
+        a_node, b_node = root.args[:2]
+        val, a_val, b_val = _val(root), _val(a_node), _val(b_node)
+        if not all(isinstance(v, torch.Tensor) for v in (val, a_val, b_val)):
+            return None
+        dtype = _LIBRARY_DTYPES.get(val.dtype)
+        if dtype is None or a_val.dtype != val.dtype or b_val.dtype != val.dtype or (
+                dtype == "f16" and not self.shader_f16) or val.numel() == 0:
+            return None
+        a, b = self.resolver.resolve(a_node), self.resolver.resolve(b_node)
+        if a is None or b is None:
+            return None
+        if root.target is aten.mm.default:
+            batch, (m, k), n = 1, a_val.shape, b_val.shape[1]
+        else:
+            (batch, m, k), n = a_val.shape, b_val.shape[2]
+        op = LibraryOp(root, root, [], int(batch), int(m), int(n), int(k), dtype, a, b)
+        try:
+            op.a.layout((op.batch, op.m, op.k))
+            op.b.layout((op.batch, op.k, op.n))
+        except ValueError:
+            return None
+        self._epilogue(op)
+        return op
+
+    def _epilogue_operand(self, op: LibraryOp, other: torch.fx.Node, cur: torch.fx.Node) -> Operand | None:
+        """`other` as an epilogue operand broadcast to `cur`'s shape, or None when it cannot be one."""
+        ov, cv = _val(other), _val(cur)
+        if not isinstance(ov, torch.Tensor) or ov.dtype != cv.dtype:
+            return None
+        try:
+            if torch.broadcast_shapes(tuple(ov.shape), tuple(cv.shape)) != tuple(cv.shape):
+                return None
+        except RuntimeError:
+            return None
+        operand = self.resolver.resolve(other)
+        if operand is None or not self._precedes(operand, op.root):
+            return None
+        expanded = Operand(operand.base, operand.view.expand(tuple(cv.shape)))
+        try:
+            expanded.layout((op.batch, op.m, op.n))
+        except ValueError:
+            return None
+        return expanded
+
+    def _epilogue(self, op: LibraryOp) -> None:
+        cur = op.root
+        while len(cur.users) == 1 and cur not in self.graph_outputs:
+            (user,) = cur.users
+            if user.op != "call_function" or (user.args[0] is not cur and user.target is not aten.add.Tensor):
+                return
+            val = _val(user)
+            if not isinstance(val, torch.Tensor) or val.dtype != _val(cur).dtype:
+                return
+            target = user.target
+            if target in (aten.view.default, aten._unsafe_view.default) and val.is_contiguous():
+                pass
+            elif target in (aten.mul.Tensor, aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar) and (
+                    _scalar(user.args[1]) is not None and not (op.bias or op.activation or op.residual)
+                    and len(user.args) == 2 and not user.kwargs):
+                c = _scalar(user.args[1])
+                if target in (aten.div.Tensor, aten.div.Scalar):
+                    if c == 0:
+                        return
+                    c = 1.0 / c
+                op.alpha *= c
+            elif target in _ACTIVATIONS or target is aten.gelu.default:
+                if op.activation or op.residual or len(user.args) != 1:
+                    return
+                approximate = user.kwargs.get("approximate", "none")
+                op.activation = _ACTIVATIONS.get(target) or ("gelu" if approximate == "none" else "gelu_tanh")
+            elif (other := _add_operand(user, cur)) is not None:
+                if not (op.bias or op.activation):
+                    beta = 1.0
+                    scaled = other
+                    if (other.op == "call_function" and other.target in (aten.mul.Tensor, aten.mul.Scalar)
+                            and len(other.users) == 1 and len(other.args) == 2
+                            and _scalar(other.args[1]) is not None
+                            and isinstance(other.args[0], torch.fx.Node)):
+                        beta, scaled = _scalar(other.args[1]), other.args[0]
+                    operand = self._epilogue_operand(op, scaled, cur)
+                    if operand is None:
+                        return
+                    op.bias, op.beta = operand, beta
+                    if scaled is not other:
+                        op.absorbed.append(other)
+                elif not op.residual:
+                    operand = self._epilogue_operand(op, other, cur)
+                    if operand is None:
+                        return
+                    op.residual = operand
+                else:
+                    return
+            else:
+                return
+            if cur is not op.root:
+                op.absorbed.append(cur)
+            cur = op.final = user
+
+
+def partition(gm: torch.fx.GraphModule, shader_f16: bool = False) -> Partition | None:
+    """The schedule of segments and library ops of a prepared static graph, or None if no op in it
+    goes to the library."""
+    graph = gm.graph
+    forced: set[torch.fx.Node] = set()
+    resolver = _Resolver(forced)
+    matcher = _Matcher(graph, resolver, shader_f16)
+    ops: list[LibraryOp] = []
+    taken: set[torch.fx.Node] = set()
+    for node in graph.nodes:
+        if node.op == "call_function" and node.target in MATMULS and node not in taken:
+            op = matcher.match(node)
+            if op is not None:
+                ops.append(op)
+                taken.update([op.root, op.final, *op.absorbed])
+                forced.add(op.final)   # a view absorbed last is the library op's own result
+    if not ops:
+        return None
+    output = next(n for n in graph.nodes if n.op == "output")
+    results = output.args[0]
+    results = list(results) if isinstance(results, (tuple, list)) else [results]
+    outputs: list[Operand | None] = []
+    for r in results:
+        if not isinstance(r, torch.fx.Node):
+            outputs.append(None)
+            continue
+        operand = resolver.resolve(r)
+        ok = operand is not None and operand.view.is_contiguous() and (
+            operand.view.storage_offset() * operand.view.element_size()) % 4 == 0
+        if not ok and resolver.is_alias(r):
+            forced.add(r)   # a strided view returned: IREE materializes it
+            operand = resolver.resolve(r)
+        outputs.append(operand)
+    return Partition(_schedule(graph, ops, resolver), outputs, forced)
+
+
+def _schedule(graph: torch.fx.Graph, ops: list[LibraryOp], resolver: _Resolver) -> list:
+    """Segments placed as early as their inputs allow (segment i before library op i)."""
+    lib_of_final = {op.final: i for i, op in enumerate(ops)}
+    in_library = {n for op in ops for n in (op.root, *op.absorbed)}
+    level: dict[torch.fx.Node, int] = {}   # segment index of each IREE node
+    materialized_level: dict[torch.fx.Node, int] = {}   # earliest segment that may read a value
+
+    def ready(node: torch.fx.Node) -> int:
+        if node.op == "placeholder":
+            return 0
+        if node in lib_of_final:
+            return lib_of_final[node] + 1
+        if resolver.is_alias(node):
+            return ready(node.args[0])
+        return materialized_level[node]
+
+    segments = [Segment() for _ in range(len(ops) + 1)]
+    for node in graph.nodes:
+        if node.op != "call_function" or node in in_library or node in lib_of_final:
+            continue
+        if resolver.is_alias(node):
+            continue   # recomputed inside each segment that reads it
+        s = max([ready(x) for x in node.all_input_nodes] or [0])
+        if node.target is operator.getitem:
+            s = materialized_level[node.args[0]]
+        level[node] = materialized_level[node] = s
+        segments[s].nodes.append(node)
+    for op_index, op in enumerate(ops):
+        for operand in op.operands():
+            base = operand.base
+            if base in level and level[base] > op_index:
+                raise AssertionError(f"library op {op.root} reads {base} of a later segment")
+    # Inputs and outputs of each segment.
+    output_node = next(n for n in graph.nodes if n.op == "output")
+    needed_outside: set[torch.fx.Node] = {o.base for op in ops for o in op.operands()}
+    for r in output_node.all_input_nodes:
+        operand = resolver.resolve(r)
+        if operand is not None:
+            needed_outside.add(operand.base)
+    for i, seg in enumerate(segments):
+        members = set(seg.nodes)
+        for node in seg.nodes:
+            for x in _materialized_inputs(node, resolver):
+                if x not in members and x not in seg.inputs:
+                    seg.inputs.append(x)
+                if x in level and level[x] != i:
+                    needed_outside.add(x)
+    for seg in segments:
+        seg.outputs = [n for n in seg.nodes if n in needed_outside]
+    steps: list[Any] = []
+    for i, op in enumerate(ops):
+        if segments[i].outputs:
+            steps.append(segments[i])
+        steps.append(op)
+    if segments[-1].outputs:
+        steps.append(segments[-1])
+    return steps
+
+
+def _materialized_inputs(node: torch.fx.Node, resolver: _Resolver) -> list[torch.fx.Node]:
+    """The materialized values `node` reads (through the view chains a segment recomputes)."""
+    result = []
+    for x in node.all_input_nodes:
+        while resolver.is_alias(x):
+            x = x.args[0]
+        if x not in result:
+            result.append(x)
+    return result
+
+
+def segment_graph(seg: Segment, forced: set[torch.fx.Node]) -> torch.fx.GraphModule:
+    """A standalone FX graph of `seg`: placeholders for its inputs, its nodes (with the view chains
+    they read), its outputs as a tuple."""
+    graph = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    for k, x in enumerate(seg.inputs):
+        ph = graph.placeholder(f"seg_in_{k}")
+        ph.meta = dict(x.meta)
+        env[x] = ph
+    resolver = _Resolver(forced)
+
+    def copy(node: torch.fx.Node) -> torch.fx.Node:
+        if node in env:
+            return env[node]
+        for x in node.all_input_nodes:
+            if x not in env and resolver.is_alias(x):
+                copy(x)
+        env[node] = graph.node_copy(node, lambda x: env[x])
+        return env[node]
+
+    for node in seg.nodes:
+        for x in node.all_input_nodes:
+            if x not in env:
+                copy(x)
+        copy(node)
+    graph.output(tuple(env[o] for o in seg.outputs))
+    return torch.fx.GraphModule(torch.nn.Module(), graph)

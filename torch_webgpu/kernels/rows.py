@@ -1,0 +1,337 @@
+"""Row kernels: softmax, log_softmax, layer_norm (weight, bias) and rms_norm (weight) of x[rows, n]
+(rows `row_stride` apart from element `offset`, each row contiguous), writing f32 out[rows, n].
+
+One workgroup per row; a row of up to `CACHE_UNITS` loads per thread is held in registers (one read of
+x), longer rows stream. Rows that are few and very long take two passes: chunk statistics (max and
+sum of exps, Welford moments, sum of squares), then every chunk's workgroup combines its row's
+statistics and normalises its chunk. Loads are vec4 when the row layout allows. Statistics (layer_norm
+mean/rstd, rms_norm rstd) go to `stats` [rows, 2] when asked.
+
+torch-free: dtypes "f32", "f16", "bf16".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, f32_word, grid_within
+from .reduce import HELPERS, TARGET_GROUPS
+
+OPS = ("softmax", "log_softmax", "layer_norm", "rms_norm")
+CACHE_UNITS = 8           # loads per thread kept in registers
+MULTIPASS_MIN_N = 65536   # rows at least this long and too few to fill the GPU take two passes
+CHUNK = 16384             # elements per workgroup in the two-pass path
+
+
+@dataclass(frozen=True)
+class RowProblem:
+    """One row op. `weight`/`bias`: present (same dtype as x, contiguous n elements) or not."""
+
+    op: str
+    dtype: str
+    rows: int
+    n: int
+    offset: int = 0
+    row_stride: int = -1      # default n
+    eps: float = 1e-5
+    weight: bool = False
+    bias: bool = False
+    stats: bool = False
+
+    @property
+    def stride(self) -> int:
+        """Elements between rows."""
+        return self.n if self.row_stride < 0 else self.row_stride
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    """The dispatches of one row op and its scratch (role -> bytes)."""
+
+    steps: tuple[KernelLaunch, ...]
+    scratch: dict
+
+
+def variants(p: RowProblem, caps: DeviceCaps) -> list[str]:
+    """Variant names that can run `p`, best default first."""
+    if p.op not in OPS:
+        raise ValueError(f"rows: unknown op {p.op!r} (one of {OPS})")
+    if p.dtype not in ("f32", "f16", "bf16"):
+        raise TypeError(f"rows: '{p.op}' needs a float dtype, got {p.dtype}")
+    return ["workgroup"]
+
+
+def _loads(dtype: str, vec: bool, name: str, buf: str) -> str:
+    """WGSL `{name}(e)` -> element e (scalar) or elements 4e..4e+3 (vec) of buffer `buf` as f32."""
+    if dtype == "f32":
+        return (f"fn {name}(e: u32) -> vec4<f32> {{ return {buf}V[e]; }}\n" if vec else
+                f"fn {name}(e: u32) -> f32 {{ return {buf}[e]; }}\n")
+    if dtype == "f16":
+        if vec:
+            return (f"fn {name}(e: u32) -> vec4<f32> {{ let w = {buf}V[e]; "
+                    f"return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)); }}\n")
+        return f"fn {name}(e: u32) -> f32 {{ return unpack2x16float({buf}[e / 2u])[e % 2u]; }}\n"
+    if vec:
+        return (f"fn {name}(e: u32) -> vec4<f32> {{ let w2 = {buf}V[e]; "
+                f"return vec4<f32>(bf(w2.x, 0u), bf(w2.x, 1u), bf(w2.y, 0u), bf(w2.y, 1u)); }}\n")
+    return f"fn {name}(e: u32) -> f32 {{ return bf({buf}[e / 2u], e % 2u); }}\n"
+
+
+_BF16 = "fn bf(w: u32, k: u32) -> f32 { return bitcast<f32>(((w >> (k * 16u)) & 0xffffu) << 16u); }\n"
+
+
+def _decl(dtype: str, vec: bool, binding: int, buf: str) -> str:
+    if vec:
+        t = "vec4<f32>" if dtype == "f32" else "vec2<u32>"
+        return f"@group(0) @binding({binding}) var<storage, read> {buf}V: array<{t}>;\n"
+    t = "f32" if dtype == "f32" else "u32"
+    return f"@group(0) @binding({binding}) var<storage, read> {buf}: array<{t}>;\n"
+
+
+# per op: statistics from cached/streamed values; `T` is the unit type (f32 or vec4<f32>)
+# stats of a row: (a, b): softmax (max, sum of exp(x - max)); layer_norm (mean, rstd); rms (0, rstd)
+_STATE = {"softmax": "ML", "log_softmax": "ML", "layer_norm": "WF", "rms_norm": "SQ"}
+_STATES = """
+struct ML { m: f32, s: f32 }
+fn ml_comb(a: ML, b: ML) -> ML {
+  if (b.s == 0.0) { return a; } if (a.s == 0.0) { return b; }
+  if (isnan_f(a.m) || isnan_f(b.m)) { return ML(nan_f(), 1.0); }
+  let m = max(a.m, b.m);
+  return ML(m, a.s * exp(a.m - m) + b.s * exp(b.m - m));
+}
+struct WF { n: f32, m: f32, m2: f32 }
+fn wf_comb(s: WF, t: WF) -> WF {
+  if (s.n == 0.0) { return t; } if (t.n == 0.0) { return s; }
+  let n = s.n + t.n; let d = t.m - s.m;
+  return WF(n, s.m + d * (t.n / n), s.m2 + t.m2 + d * d * (s.n / n) * t.n);
+}
+struct SQ { s: f32 }
+fn sq_comb(a: SQ, b: SQ) -> SQ { return SQ(a.s + b.s); }
+"""
+_COMB = {"ML": "ml_comb", "WF": "wf_comb", "SQ": "sq_comb"}
+_WORDS = {"ML": 2, "WF": 3, "SQ": 1}
+
+
+def _hsum(vec: bool, e: str) -> str:
+    return f"dot({e}, vec4<f32>(1.0))" if vec else e
+
+
+def _hmax(vec: bool, e: str) -> str:
+    return f"max_f(max_f({e}.x, {e}.y), max_f({e}.z, {e}.w))" if vec else e
+
+
+def _source(p: RowProblem, vec: bool, cached: int, wg: int, mode: str) -> str:
+    """mode: "row" (a workgroup per row), "stats" (pass 1: chunk statistics) or "apply" (pass 2)."""
+    T = "vec4<f32>" if vec else "f32"
+    st = _STATE[p.op]
+    decl = "struct Params { w: array<vec4<u32>, 4> }\n@group(0) @binding(0) var<uniform> P: Params;\n"
+    decl += _decl(p.dtype, vec, 1, "X")
+    b = 2
+    if mode != "stats":
+        decl += (f"@group(0) @binding({b}) var<storage, read_write> O"
+                 f"{'V' if vec else ''}: array<{T}>;\n")
+        b += 1
+    if mode != "row":
+        acc = "read" if mode == "apply" else "read_write"
+        decl += f"@group(0) @binding({b}) var<storage, {acc}> S: array<{st}>;\n"
+        b += 1
+    if mode != "stats":
+        for flag, buf in ((p.weight, "G"), (p.bias, "B")):
+            if flag:
+                decl += _decl(p.dtype, vec, b, buf)
+                b += 1
+        if p.stats:
+            decl += f"@group(0) @binding({b}) var<storage, read_write> E: array<f32>;\n"
+    fns = (_BF16 if p.dtype == "bf16" else "") + _loads(p.dtype, vec, "ldx", "X")
+    if p.weight and mode != "stats":
+        fns += _loads(p.dtype, vec, "ldg", "G")
+    if p.bias and mode != "stats":
+        fns += _loads(p.dtype, vec, "ldb", "B")
+    comb = _COMB[st]
+    src = decl + "fn prm(k: u32) -> u32 { return P.w[k >> 2u][k & 3u]; }\n" + HELPERS + _STATES + fns
+    src += f"""
+var<workgroup> sh: array<{st}, {wg}>;
+fn wg_comb(v: {st}, lid: u32) -> {st} {{
+  sh[lid] = v;
+  workgroupBarrier();
+  for (var k = {wg // 2}u; k > 0u; k = k >> 1u) {{
+    if (lid < k) {{ sh[lid] = {comb}(sh[lid], sh[lid + k]); }}
+    workgroupBarrier();
+  }}
+  let r = sh[0];
+  workgroupBarrier();
+  return r;
+}}
+"""
+    U = 4 if vec else 1
+    # statistics of a unit value `v` (count c valid elements; units are whole)
+    if st == "ML":
+        unit_stat = "unit_ml(v)"
+        src += f"""fn unit_ml(v: {T}) -> ML {{
+  let m = {_hmax(vec, 'v')};
+  if (m == -inf_f()) {{ return ML(m, 0.0); }}  // a masked unit adds nothing (and no NaN)
+  return ML(m, {_hsum(vec, 'exp(v - m)')});
+}}
+"""
+    elif st == "WF":
+        src += f"""fn unit_wf(v: {T}) -> WF {{
+  let m = {_hsum(vec, 'v')} / {U}.0;
+  let d = v - m;
+  return WF({U}.0, m, {_hsum(vec, 'd * d')});
+}}
+"""
+        unit_stat = "unit_wf(v)"
+    else:
+        unit_stat = f"SQ({_hsum(vec, 'v * v')})"
+    init = {"ML": "ML(-inf_f(), 0.0)", "WF": "WF(0.0, 0.0, 0.0)", "SQ": "SQ(0.0)"}[st]
+    # the output of one unit from the row's combined statistics r
+    w_term = " * ldg(u)" if p.weight else ""
+    b_term = " + ldb(u)" if p.bias else ""
+    outv = {
+        "softmax": "exp(v - r.m) / r.s",
+        "log_softmax": "v - (r.m + log(r.s))",
+        "layer_norm": f"(v - r.m) * rstd{w_term}{b_term}",
+        "rms_norm": f"v * rstd{w_term}",
+    }[p.op]
+    pre = {"layer_norm": "let rstd = inverseSqrt(r.m2 / r.n + eps);",
+           "rms_norm": "let rstd = inverseSqrt(r.s / f32(prm(1u)) + eps);"}.get(p.op, "")
+    stats_store = ""
+    if p.stats and p.op == "layer_norm":
+        stats_store = "E[2u * row] = r.m; E[2u * row + 1u] = rstd;"
+    elif p.stats and p.op == "rms_norm":
+        stats_store = "E[2u * row] = 0.0; E[2u * row + 1u] = rstd;"
+    store = f"O{'V' if vec else ''}[orow + u] = {outv};"
+    # params: 0 rows, 1 n, 2 x_off (units), 3 row stride (units), 4 eps, 5 chunks, 6 chunk units
+    head = f"""
+@compute @workgroup_size({wg})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>) {{
+  let lid = lid3.x;
+  let g = wid.x + wid.y * nwg.x;
+  let nu = prm(1u) / {U}u;
+  let eps = bitcast<f32>(prm(4u));
+"""
+    if mode == "row":
+        src += head + f"""  let row = g;
+  let live = row < prm(0u);
+  let xrow = prm(2u) + row * prm(3u);
+  let orow = row * nu;
+  var part = {init};
+"""
+        if cached:
+            src += f"""  var c: array<{T}, {cached}>;
+  for (var k = 0u; k < {cached}u; k++) {{
+    let u = lid + k * {wg}u;
+    if (live && u < nu) {{ let v = ldx(xrow + u); c[k] = v; part = {comb}(part, {unit_stat}); }}
+  }}
+  let r = wg_comb(part, lid);
+  {pre}
+  if (live) {{
+    for (var k = 0u; k < {cached}u; k++) {{
+      let u = lid + k * {wg}u;
+      if (u < nu) {{ let v = c[k]; {store} }}
+    }}
+    if (lid == 0u) {{ {stats_store} }}
+  }}
+}}
+"""
+        else:
+            src += f"""  if (live) {{
+    for (var u = lid; u < nu; u += {wg}u) {{ let v = ldx(xrow + u); part = {comb}(part, {unit_stat}); }}
+  }}
+  let r = wg_comb(part, lid);
+  {pre}
+  if (live) {{
+    for (var u = lid; u < nu; u += {wg}u) {{ let v = ldx(xrow + u); {store} }}
+    if (lid == 0u) {{ {stats_store} }}
+  }}
+}}
+"""
+        return src
+    src += head + """  let C = prm(5u);
+  let row = g / C; let c = g % C;
+  let live = row < prm(0u);
+  let xrow = prm(2u) + row * prm(3u);
+  let orow = row * nu;
+  let start = c * prm(6u);
+  let end = min(start + prm(6u), nu);
+"""
+    if mode == "stats":
+        src += f"""  var part = {init};
+  if (live) {{
+    for (var u = start + lid; u < end; u += {wg}u) {{
+      let v = ldx(xrow + u); part = {comb}(part, {unit_stat});
+    }}
+  }}
+  let r = wg_comb(part, lid);
+  if (live && lid == 0u) {{ S[g] = r; }}
+}}
+"""
+        return src
+    src += f"""  var part = {init};
+  if (live) {{ for (var k = lid; k < C; k += {wg}u) {{ part = {comb}(part, S[row * C + k]); }} }}
+  let r = wg_comb(part, lid);
+  {pre}
+  if (live) {{
+    for (var u = start + lid; u < end; u += {wg}u) {{ let v = ldx(xrow + u); {store} }}
+    if (lid == 0u && c == 0u) {{ {stats_store} }}
+  }}
+}}
+"""
+    return src
+
+
+def _read_only(roles, partials_read: bool = False) -> frozenset[int]:
+    read = {"x", "weight", "bias"} | ({"partials"} if partials_read else set())
+    return frozenset(i for i, r in enumerate(roles) if r in read)
+
+
+def plan_rows(p: RowProblem, caps: DeviceCaps, variant: str | None = None) -> RowPlan:
+    """The dispatches of `p` on `caps`. Roles: "x", "out" (f32 [rows, n]), "weight", "bias", "stats"
+    (f32 [rows, 2]) and scratch "partials"."""
+    names = variants(p, caps)
+    if (variant or names[0]) not in names:
+        raise ValueError(f"rows variant {variant!r} is not one of {names}")
+    if p.rows == 0 or p.n == 0:
+        return RowPlan((), {})
+    vec = p.n % 4 == 0 and p.offset % 4 == 0 and p.stride % 4 == 0
+    U = 4 if vec else 1   # elements per load unit (offsets and strides are passed in units)
+    nu = p.n // U
+    max_wg = caps.limit("max-compute-invocations-per-workgroup", 256)
+    wg = min(256, max_wg) if nu > 512 else 64
+    max_groups = caps.limit("max-compute-workgroups-per-dimension", 65535)
+    scalar_eps = f32_word(p.eps)
+    st = _STATE[p.op]
+    roles_out = ["out"]
+    roles_tail = [r for r, on in (("weight", p.weight), ("bias", p.bias), ("stats", p.stats)) if on]
+    base_params = [p.rows, p.n, p.offset // U, p.stride // U, scalar_eps]
+    if p.n >= MULTIPASS_MIN_N and p.rows < TARGET_GROUPS // 4:
+        chunk_units = CHUNK // U
+        chunks = ceil_div(nu, chunk_units)
+        params = tuple(base_params + [chunks, chunk_units] + [0] * 9)
+        groups = grid_within(p.rows * chunks, max_groups)
+        s1 = KernelLaunch(name=f"rows.{p.op}.{p.dtype}.stats", wgsl=_source(p, vec, 0, 256, "stats"),
+                          grid=(*groups, 1), workgroup_size=(256, 1, 1), bindings=(PARAMS, "x", "partials"),
+                          params=params, read_only=_read_only((PARAMS, "x", "partials")))
+        roles2 = [PARAMS, "x"] + roles_out + ["partials"] + roles_tail
+        s2 = KernelLaunch(name=f"rows.{p.op}.{p.dtype}.apply", wgsl=_source(p, vec, 0, 256, "apply"),
+                          grid=(*groups, 1), workgroup_size=(256, 1, 1), bindings=tuple(roles2),
+                          params=params, read_only=_read_only(roles2, True))
+        return RowPlan((s1, s2), {"partials": p.rows * chunks * _WORDS[st] * 4})
+    cached = ceil_div(nu, wg)
+    cached = cached if cached <= CACHE_UNITS else 0
+    params = tuple(base_params + [1, nu] + [0] * 9)
+    launch = KernelLaunch(name=f"rows.{p.op}.{p.dtype}.{'vec4' if vec else 'scalar'}.wg{wg}"
+                               f"{'.cached' if cached else '.stream'}",
+                          wgsl=_source(p, vec, cached, wg, "row"), grid=(*grid_within(p.rows, max_groups), 1),
+                          workgroup_size=(wg, 1, 1), bindings=tuple([PARAMS, "x"] + roles_out + roles_tail),
+                          params=params, read_only=_read_only([PARAMS, "x"] + roles_out + roles_tail))
+    return RowPlan((launch,), {})
+
+
+def record_rows(plan: RowPlan, operands: dict, rt=None, dispatch=None) -> None:
+    """Record the plan's dispatches with `operands[role]` = buffer id (or BufferSlice)."""
+    from .launch import record
+
+    for launch in plan.steps:
+        record(launch, {r: operands[r] for r in launch.bindings if r != PARAMS}, rt, dispatch)
