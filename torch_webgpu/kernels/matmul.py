@@ -167,6 +167,9 @@ class SgmatSpec:
 
 VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "tile128x128.r8x8.k16": TiledSpec(128, 128, 16, 8, 8),
+    "tile128x128.r8x8.k8": TiledSpec(128, 128, 8, 8, 8),
+    "tile64x128.r4x8.k16": TiledSpec(64, 128, 16, 4, 8),
+    "tile128x128.r8x8.k32": TiledSpec(128, 128, 32, 8, 8),
     "tile128x64.r8x4.k16": TiledSpec(128, 64, 16, 8, 4),
     "tile64x64.r4x4.k16": TiledSpec(64, 64, 16, 4, 4),
     "tile64x64.r4x4.k32": TiledSpec(64, 64, 32, 4, 4),
@@ -276,13 +279,10 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
     else:
         order = ["tile64x64.r4x4.k16", "tile128x64.r8x4.k16", "tile64x64.r4x4.k32",
                  "tile128x128.r8x8.k16", "tile32x64.r2x4.k32"]
-    for name in order + [n for n in tiled if n not in order]:
-        spec = VARIANTS[name]
-        if _fits(caps, spec.threads, spec.workgroup_bytes(p.dtype)):
-            if vec:
-                names.append(name + VEC_SUFFIX)
-            names.append(name)
-    return names
+    fitting = [n for n in order + [n for n in tiled if n not in order]
+               if _fits(caps, VARIANTS[n].threads, VARIANTS[n].workgroup_bytes(p.dtype))]
+    # vec4 forms first: the autotuner times the first few candidates only
+    return names + ([n + VEC_SUFFIX for n in fitting] if vec else []) + fitting
 
 
 def _params(p: MatmulProblem) -> tuple[int, ...]:
