@@ -27,7 +27,7 @@ RANDOM = {
     "normal.in_place", "normal.number_mean", "rand_like", "randint", "randint_like", "randn", "randn_like",
     "uniform", "nn.functional.dropout", "nn.functional.dropout2d", "nn.functional.dropout3d",
     "nn.functional.alpha_dropout", "nn.functional.feature_alpha_dropout.with_train",
-    "nn.functional.fractional_max_pool2d", "nn.functional.fractional_max_pool3d",
+    "nn.functional.fractional_max_pool2d", "nn.functional.fractional_max_pool3d", "nn.functional.rrelu",
 }
 # results are uninitialized memory: nothing to compare
 UNINITIALIZED = {"empty", "empty_like", "empty_permuted", "empty_strided", "new_empty", "new_empty_strided"}

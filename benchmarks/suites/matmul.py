@@ -30,9 +30,41 @@ def bundle_cases(settings: Settings, max_binding_bytes: int) -> list[tuple[str, 
             for n in sizes(settings, "gpu", False)]
 
 
-def run(settings: Settings, backends: list[str]) -> list[Measurement]:
-    """TFLOP/s of an n×n×n f32 matmul per backend."""
+def library_figures(settings: Settings) -> list[Measurement]:
+    """The kernel library's matmul variants on the raw runtime (f32 and f16: 4096³, GPT-2 prefill
+    128×768×3072 and decode 1×768×3072), each checked against torch before timing, beside torch CUDA
+    in the same run: the best variant per case as `webgpu-library` (every variant in its params)."""
+    from .. import matmul_library
+
+    rows = matmul_library.figures(smoke=settings.smoke, reps=max(3, settings.repeats), verbose=False)
     results = []
+    for case, dtype in sorted({(r["case"], r["dtype"]) for r in rows}):
+        mine = [r for r in rows if (r["case"], r["dtype"]) == (case, dtype)]
+        name = f"matmul {dtype} {case} (library)"
+        for r in mine:
+            if "error" in r and r["variant"] != "-":
+                settings.record_failure("micro", f"{name} {r['variant']}", "webgpu-library",
+                                        RuntimeError(r["error"]))
+        timed = [r for r in mine if "tflops" in r and r["variant"] != "torch-cuda"]
+        if timed:
+            best = max(timed, key=lambda r: r["tflops"])
+            results.append(summarize("micro", name, "webgpu-library", "TFLOP/s", [best["tflops"]],
+                                     {"variant": best["variant"],
+                                      "variants": {r["variant"]: round(r["tflops"], 3) for r in timed}}))
+        for r in mine:
+            if r["variant"] == "torch-cuda":
+                results.append(summarize("micro", name, "torch-cuda", "TFLOP/s", [r["tflops"]]))
+    return results
+
+
+def run(settings: Settings, backends: list[str]) -> list[Measurement]:
+    """TFLOP/s of an n×n×n f32 matmul per backend (and the library's variants with `dawn`)."""
+    results = []
+    if "dawn" in backends:
+        try:
+            results += library_figures(settings)
+        except Exception as exc:  # the library figures must not stop the torch backends' figures
+            settings.record_failure("micro", "matmul (library)", "webgpu-library", exc)
     adapter_is_cpu = webgpu_adapter_is_cpu(backends)
     for backend in available_torch_backends(backends, settings.bundle_dir):
         for n in sizes(settings, backend.size_class, adapter_is_cpu):

@@ -4,6 +4,7 @@ against torch; every figure is checked against torch on the CPU before it is tim
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -128,4 +129,81 @@ def run(settings: Settings, backends: list[str]) -> list[Measurement]:
                 scale = 1e9 if case.unit == "GB/s" else 1e12
                 results.append(summarize("micro", case.name, backend.name, case.unit,
                                          [case.work / t / scale for t in times]))
+    return results + library_figures(settings, backends)
+
+
+class SelfAttention(nn.Module):
+    """scaled_dot_product_attention, causal or not (BERT: not; GPT-2 prefill: causal)."""
+
+    def __init__(self, causal: bool):
+        super().__init__()
+        self.causal = causal
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return nn.functional.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+
+
+RESNET18_CONVS = [(64, 56), (128, 28), (256, 14), (512, 7)]   # channels, spatial size of each 3x3 stage
+
+
+def library_cases(size: str) -> list[tuple[OpCase, torch.dtype]]:
+    """The kernel library's eager figures (issue 12): ResNet-18's 3x3 convolutions at batch 1 and BERT-base /
+    GPT-2 attention (12 heads of 64, 128 tokens) in f32 and f16, at `size` ("gpu", "small", "smoke")."""
+    shrink = {"gpu": 1, "small": 4, "smoke": 16}[size]
+    tokens = {"gpu": 128, "small": 64, "smoke": 16}[size]
+    g = torch.Generator().manual_seed(0)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=g)
+
+    out = []
+    for chans, hw in RESNET18_CONVS:
+        c = max(4, chans // shrink)
+        out.append((OpCase(f"lib-conv2d-{chans}x{hw}-{size}", f"conv2d 3x3 resnet18 1x{c}x{hw}x{hw}",
+                           lambda c=c: nn.Conv2d(c, c, 3, padding=1),
+                           lambda c=c, hw=hw: (randn(1, c, hw, hw),), 2 * c * c * 9 * hw * hw, "TFLOP/s"),
+                    torch.float32))
+    for model, causal in (("bert", False), ("gpt2", True)):
+        for dtype in (torch.float32, torch.float16):
+            shape = (1, 12, tokens, 64)
+            work = 4 * 12 * tokens * tokens * 64 / (2 if causal else 1)
+            out.append((OpCase(f"lib-attention-{model}-{str(dtype)[6:]}-{size}",
+                               f"attention {model} 1x12x{tokens}x64 {str(dtype)[6:]}",
+                               lambda causal=causal: SelfAttention(causal),
+                               lambda shape=shape: (randn(*shape), randn(*shape), randn(*shape)),
+                               work, "TFLOP/s"), dtype))
+    return out
+
+
+def _check_against_cpu(module: nn.Module, args: tuple, cpu_args: tuple, dtype: torch.dtype) -> None:
+    """Raise AssertionError unless the backend's result matches torch on the CPU (in f32)."""
+    with torch.no_grad():
+        got = module(*args)
+        ref = copy.deepcopy(module).to(device="cpu", dtype=torch.float32)(*(x.float() for x in cpu_args))
+    tol = 2e-2 if dtype == torch.float16 else 1e-3
+    torch.testing.assert_close(got.float().cpu(), ref, atol=tol * max(1.0, ref.abs().max().item()), rtol=tol)
+
+
+def library_figures(settings: Settings, backends: list[str]) -> list[Measurement]:
+    """TFLOP/s of the library's eager conv2d and attention figures, each checked against the CPU first
+    (compiled backends are not measured here: the compiled path has its own model figures)."""
+    results = []
+    adapter_is_cpu = webgpu_adapter_is_cpu(backends)
+    for backend in available_torch_backends([b for b in backends if b != "webgpu-compiled"],
+                                            settings.bundle_dir):
+        for case, dtype in library_cases(_size(settings, backend.size_class, adapter_is_cpu)):
+            torch.manual_seed(0)
+            cpu_args = tuple(x.to(dtype) for x in case.inputs())
+            module = case.build().eval().to(device=backend.device, dtype=dtype)
+            args = tuple(x.to(backend.device) for x in cpu_args)
+            try:
+                _check_against_cpu(module, args, cpu_args, dtype)
+            except Exception as exc:  # a wrong result is a failure, not a figure
+                settings.record_failure("micro", case.name, backend.name, exc)
+                continue
+            with torch.no_grad():
+                times = time_figure(settings, backend, "micro", case.name, module, f"nn-{case.key}", args)
+            if times is not None:
+                results.append(summarize("micro", case.name, backend.name, case.unit,
+                                         [case.work / t / 1e12 for t in times], {"dtype": str(dtype)[6:]}))
     return results

@@ -19,6 +19,7 @@ def test_smoke_run_writes_json_markdown_and_plot(tmp_path):
     assert ("tiny dispatch (batched, 1 submit)", "dawn") in names
     assert ("eager op: add", "webgpu-eager") in names
     assert ("matmul f32 64^3", "webgpu-compiled") in names
+    assert ("matmul f32 64^3 (library)", "webgpu-library") in names  # kernels.matmul, checked then timed
     assert ("MLP latency", "webgpu-compiled") in names
     assert any(name.startswith("GPT-2 tiny decode") for name, _ in names)
     # Compiled figures carry a per-dispatch profile of one call.

@@ -110,7 +110,7 @@ def test_dump_dir_lists_library_and_iree_dispatches(tmp_path, monkeypatch):
     _compile_and_check(model, torch.randn(3, 8))
     (listing,) = tmp_path.glob("graph_*/dispatches.txt")
     kinds = [line.split("\t")[0] for line in listing.read_text().splitlines()]
-    assert kinds.count("library:matmul.f32.simt16") == 2 and "iree" in kinds
+    assert sum(k.startswith("library:matmul.f32.") for k in kinds) == 2 and "iree" in kinds
 
 
 def test_bundle_round_trip_carries_library_dispatches(tmp_path):

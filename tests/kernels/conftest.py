@@ -32,3 +32,11 @@ def with_limits(caps: DeviceCaps, **limits: int) -> DeviceCaps:
     """`caps` with some limits replaced (names with '_' for '-')."""
     named = {k.replace("_", "-"): v for k, v in limits.items()}
     return dataclasses.replace(caps, limits={**caps.limits, **named})
+
+
+@pytest.fixture(scope="session")
+def rt():
+    """The process-wide Runtime (raw buffers for torch-free library launches)."""
+    from torch_webgpu.runtime import get_runtime
+
+    return get_runtime()

@@ -157,3 +157,25 @@ def test_reduction_past_the_binding_limit(webgpu):
     assert x.sum().item() == n
     x[n - 3] = 7.0
     assert x.amax().item() == 7.0 and x.argmax().item() == n - 3
+
+
+def test_int64_inputs_are_exact(webgpu, caps):
+    """int64 elements as u32 pairs: sums, products, extremes and their indices past 2**32, exactly;
+    also through 4 KiB binding windows."""
+    torch.manual_seed(5)
+    x = torch.randint(-2**40, 2**40, (13, 3001), dtype=torch.int64)
+    x[3, 5], x[7, 9] = 2**62, -2**62
+    small = torch.randint(-1000, 1000, (13, 3), dtype=torch.int64)
+    cases = [(lambda t: t.sum(1), x), (lambda t: t.sum(0), x), (lambda t: t.amax(1), x),
+             (lambda t: t.amin(), x),
+             (lambda t: t.argmax(1), x), (lambda t: t.argmin(0), x), (lambda t: t.any(1), x),
+             (lambda t: torch.count_nonzero(t, 0), x), (lambda t: t.prod(1), small),
+             (lambda t: t.max(1).values, x)]
+    for f, t in cases:
+        want, got = f(t), f(t.to(webgpu))
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got.cpu(), want)
+    tiny = with_limits(caps, max_storage_buffer_binding_size=4096, min_storage_buffer_offset_alignment=256)
+    v, i = library_reduce("argmax", x.to(webgpu), (1,), (13,), "l", with_index=True, caps=tiny)
+    torch.testing.assert_close(i.cpu(), x.argmax(1))
+    torch.testing.assert_close(v.cpu(), x.amax(1))

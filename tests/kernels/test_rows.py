@@ -10,7 +10,8 @@ import torch
 from torch_webgpu.kernels.rows import RowProblem, plan_rows
 
 F = torch.nn.functional
-SHAPES = [(7, 13), (33, 1024), (5, 4096), (3, 12000), (2, 70001), (2, 70000), (4, 5, 6), (1, 1)]
+# scalar and vec4 rows in registers (64- and 256-wide), streamed rows, two passes, 3-D, one element
+SHAPES = [(7, 13), (33, 1024), (5, 4096), (3, 12000), (2, 70000), (4, 5, 6), (1, 1)]
 
 
 def _close(got, want, rtol=1e-4, atol=1e-4):
@@ -75,3 +76,16 @@ def test_plans(caps):
     assert two.steps[0].grid[0] >= 64
     with pytest.raises(TypeError, match="float"):
         plan_rows(RowProblem("softmax", "i32", 2, 8), caps)
+
+
+@pytest.mark.parametrize("shape", [(7, 13), (33, 1024), (2, 70001)], ids=str)
+def test_softmax_backwards(webgpu, shape):
+    """softmax/log_softmax backward rows (output and gradient read together; two passes when long)."""
+    torch.manual_seed(3)
+    for fn in (lambda t: t.softmax(-1), lambda t: t.log_softmax(-1)):
+        x = torch.randn(shape, requires_grad=True)
+        g = torch.randn(shape)
+        fn(x).backward(g)
+        xd = x.detach().to(webgpu).requires_grad_()
+        fn(xd).backward(g.to(webgpu))
+        _close(xd.grad, x.grad, atol=1e-5)

@@ -1,4 +1,5 @@
-"""torch.fft on webgpu (Stockham radix-2 for powers of two, direct DFT otherwise) against torch CPU."""
+"""torch.fft on webgpu (Stockham radix-2 for powers of two, a direct DFT for other short lengths, Bluestein
+for other long ones) against torch CPU."""
 
 import pytest
 import torch
@@ -45,3 +46,24 @@ def test_stft(webgpu):
     window = torch.hann_window(16)
     got = torch.stft(x.to(webgpu), 16, hop_length=4, window=window.to(webgpu), return_complex=True)
     _close(got, torch.stft(x, 16, hop_length=4, window=window, return_complex=True))
+
+
+@pytest.mark.parametrize("n", [100, 1000, 2**14])  # Bluestein (two lengths), a long Stockham network
+def test_long_transforms(webgpu, n):
+    x = torch.randn(2, n)
+    for f in (torch.fft.fft, torch.fft.ifft, torch.fft.rfft):
+        got, want = f(x.to(webgpu)).cpu(), f(x)
+        assert ((got - want).abs().max() / want.abs().max()).item() < 2e-6
+    spectrum = torch.fft.rfft(x)
+    torch.testing.assert_close(torch.fft.irfft(spectrum.to(webgpu), n=n).cpu(), x, rtol=1e-5, atol=1e-5)
+
+
+def test_istft_and_unfold_backward(webgpu):
+    x = torch.randn(2, 200)
+    window = torch.hann_window(32)
+    spec = torch.stft(x, 32, hop_length=8, window=window, return_complex=True)
+    got = torch.istft(spec.to(webgpu), 32, hop_length=8, window=window.to(webgpu), length=200)
+    _close(got, torch.istft(spec, 32, hop_length=8, window=window, length=200))
+    grad = torch.randn(3, 4, 5)  # windows of size 5, step 2 along dim 1 of a [3, 11] input
+    _close(torch.ops.aten.unfold_backward(grad.to(webgpu), [3, 11], 1, 5, 2),
+           torch.ops.aten.unfold_backward(grad, [3, 11], 1, 5, 2))

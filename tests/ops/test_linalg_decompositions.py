@@ -72,3 +72,8 @@ def test_matrix_exp(webgpu, scale):
     # float32 accuracy relative to the result's size (small entries of a large exponential cancel)
     err = (got.double() - want).abs().amax((-2, -1)) / want.abs().amax((-2, -1))
     assert err.max().item() < 2e-5
+
+
+def test_size_limit_is_a_clear_error(webgpu):
+    with pytest.raises(NotImplementedError, match="up to 256"):
+        torch.linalg.eigvalsh(torch.zeros(300, 300, device=webgpu))

@@ -86,3 +86,42 @@ def test_solve_triangular(webgpu, upper, left, unit):
 def test_float16_is_refused(webgpu):
     with pytest.raises(TypeError, match="float32"):
         torch.linalg.inv(torch.eye(3, dtype=torch.float16, device=webgpu))
+
+
+def test_inv_with_the_fallback_on(monkeypatch):
+    """issue 11 item 2: inv's info check no longer goes through the CPU fallback's int32 `any`."""
+    monkeypatch.delenv("TORCH_WEBGPU_FALLBACK", raising=False)
+    A = torch.randn(5, 5).add(5 * torch.eye(5))
+    _close(torch.linalg.inv(A.to("webgpu")), torch.linalg.inv(A), 1e-4)
+    with pytest.raises(torch.linalg.LinAlgError):
+        torch.linalg.inv(torch.zeros(2, 2, device="webgpu"))
+
+
+@pytest.mark.parametrize("op", ["det", "slogdet", "solve", "inv", "cholesky"])
+def test_gradients_match_cpu(webgpu, op):
+    """torch's backward formulas read the LU/pivots these kernels return (det's LU is of A^T, as on CPU)."""
+    A = torch.randn(2, 4, 4) + 4 * torch.eye(4)
+    B = torch.randn(2, 4, 2)
+    f = {"det": lambda a, b: torch.linalg.det(a), "slogdet": lambda a, b: torch.linalg.slogdet(a)[1],
+         "solve": torch.linalg.solve, "inv": lambda a, b: torch.linalg.inv(a),
+         "cholesky": lambda a, b: torch.linalg.cholesky(a @ a.mT)}[op]
+    grads = []
+    for device in (webgpu, "cpu"):
+        a, b = A.to(device).requires_grad_(), B.to(device).requires_grad_()
+        f(a, b).sum().backward()
+        grads.append(a.grad.cpu())
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("n", [6, 40])
+def test_ldl_indefinite_pivots_match_lapack(webgpu, n):
+    X = torch.randn(3, n, n)
+    A = X + X.mT  # indefinite: Bunch-Kaufman takes 1x1 and 2x2 pivots
+    LD, piv, info = torch.linalg.ldl_factor_ex(A.to(webgpu))
+    eLD, epiv, einfo = torch.linalg.ldl_factor_ex(A)
+    assert torch.equal(piv.cpu(), epiv) and torch.equal(info.cpu(), einfo)
+    assert (epiv < 0).any()
+    _close(LD, eLD, 1e-3)
+    B = torch.randn(3, n, 2)
+    X = torch.linalg.ldl_solve(LD, piv, B.to(webgpu)).cpu()
+    torch.testing.assert_close(A @ X, B, rtol=1e-2, atol=1e-2)

@@ -23,6 +23,7 @@ CLAIMED_FLOAT32 = [
     "__rsub__", "_chunk_cat", "_native_batch_norm_legit", "_softmax_backward_data", "abs", "acos", "acosh",
     "add", "addcdiv", "addcmul", "addmm", "addmm.decomposed", "addmv", "addr", "alias_copy", "all",
     "allclose", "amax", "amin", "aminmax", "any", "argmax", "argmin", "argsort", "argwhere", "as_strided",
+    "as_strided.partial_views",
     "as_strided_copy", "as_strided_scatter", "asin", "asinh", "atan", "atan2", "atanh", "atleast_1d",
     "atleast_2d", "atleast_3d", "baddbmm", "bfloat16", "block_diag", "bmm", "bmm.triton_optimized", "bool",
     "broadcast_shapes", "broadcast_tensors", "broadcast_to", "bucketize", "byte", "cartesian_prod", "cat",

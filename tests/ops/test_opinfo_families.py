@@ -28,12 +28,21 @@ _SPECIAL = [
     "digamma", "nextafter",
 ]
 _TENSOR = ["equal", "addbmm", "renorm", "cov", "corrcoef", "nn.functional.channel_shuffle",
-           "masked_scatter", "put", "nonzero_static", "histc", "histogram", "cdist", "nn.functional.pdist"]
+           "masked_scatter", "put", "nonzero_static", "histc", "histogram", "cdist", "nn.functional.pdist",
+           "frexp", "nn.functional.multi_margin_loss", "nn.functional.multilabel_margin_loss",
+           "nn.functional.interpolate.bicubic", "nn.functional.interpolate.trilinear",
+           *(f"nn.functional.max_unpool{k}d{v}" for k in (1, 2, 3) for v in ("", ".grad")),
+           "nn.functional.embedding_bag", "nn.functional.grid_sample", "grid_sampler_2d", "grid_sampler_3d",
+           "mode", "nn.functional.ctc_loss"]
 CLAIMED = sorted(_SPECIAL + _TENSOR)
+# float16 results that still differ from the CPU's by one half ulp in a few elements (the CPU's float16
+# trilinear rounding order is not reproduced yet); float32 is claimed
+_NOT_FLOAT16 = {"nn.functional.interpolate.trilinear"}
 
 _OPS = {opinfo_name(op): op for op in op_db}
 _CASES = [(torch.float32, n) for n in CLAIMED] + [
-    (torch.float16, n) for n in CLAIMED if _OPS[n].supports_dtype(torch.float16, "cpu")]
+    (torch.float16, n) for n in CLAIMED
+    if n not in _NOT_FLOAT16 and _OPS[n].supports_dtype(torch.float16, "cpu")]
 
 
 @pytest.mark.parametrize(("dtype", "name"), _CASES, ids=[f"{str(d)[6:]}-{n}" for d, n in _CASES])

@@ -55,7 +55,7 @@ def plan_partition(prepared: PreparedGraph, example_inputs: list[Any], target: A
     """The partition of a prepared graph when the library applies to it, else None (all IREE)."""
     if not library_enabled() or not _static(example_inputs):
         return None
-    return partition(prepared.graph_module, shader_f16=target.shader_f16)
+    return partition(prepared.graph_module, caps_for_target(target))
 
 
 def _nbytes(val: torch.Tensor) -> int:

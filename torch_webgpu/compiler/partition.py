@@ -26,7 +26,9 @@ ALIASES = frozenset({
     aten.view.default, aten._unsafe_view.default, aten.permute.default, aten.t.default,
     aten.transpose.int, aten.expand.default, aten.unsqueeze.default, aten.squeeze.dim,
     aten.squeeze.dims, aten.squeeze.default, aten.slice.Tensor, aten.select.int, aten.alias.default,
+    aten.clone.default,   # same values: a library operand reads the source through its strides
 })
+_SCALES = frozenset({aten.mul.Tensor, aten.mul.Scalar})
 MATMULS = frozenset({aten.mm.default, aten.bmm.default})
 _ACTIVATIONS = {aten.relu.default: "relu", aten.silu.default: "silu", aten.sigmoid.default: "sigmoid",
                 aten.tanh.default: "tanh"}
@@ -53,6 +55,7 @@ class Operand:
 
     base: torch.fx.Node
     view: torch.Tensor          # a meta tensor over the base's contiguous storage (shape, strides, offset)
+    scale: float = 1.0          # the op reads scale * view (scalar multiplications skipped on the way)
 
     def layout(self, shape: tuple[int, ...]) -> Layout:
         """The (batch, row, col) layout of the view reshaped to the 3-D `shape` (ValueError if it cannot)."""
@@ -132,6 +135,8 @@ class Partition:
 
 
 def _replay_alias(node: torch.fx.Node, source: torch.Tensor) -> torch.Tensor:
+    if node.target is aten.clone.default:
+        return source
     args = [source, *node.args[1:]]
     return node.target(*args, **node.kwargs)
 
@@ -147,25 +152,43 @@ class _Resolver:
                 and node not in self.forced and isinstance(node.args[0], torch.fx.Node)
                 and isinstance(_val(node), torch.Tensor))
 
-    def resolve(self, node: torch.fx.Node) -> Operand | None:
+    def resolve(self, node: torch.fx.Node, scalable: bool = False) -> Operand | None:
         """The operand of `node` over its materialized base, or None (a view meta tensors cannot replay:
-        the caller forces that node to be materialized)."""
+        the caller forces that node to be materialized). `scalable`: multiplications by a Python scalar
+        on the way are skipped and their product kept in `Operand.scale` (a matmul folds it into alpha)."""
         chain = []
         base = node
-        while self.is_alias(base):
-            chain.append(base)
-            base = base.args[0]
+        scale = 1.0
+        while True:
+            if self.is_alias(base):
+                chain.append(base)
+                base = base.args[0]
+            elif (scalable and isinstance(base, torch.fx.Node) and base.op == "call_function"
+                  and base.target in _SCALES and len(base.args) == 2 and not base.kwargs
+                  and isinstance(base.args[0], torch.fx.Node) and _scalar(base.args[1]) is not None
+                  and isinstance(_val(base.args[0]), torch.Tensor)
+                  and _val(base.args[0]).dtype == _val(base).dtype
+                  and tuple(_val(base.args[0]).shape) == tuple(_val(base).shape)):
+                scale *= _scalar(base.args[1])
+                base = base.args[0]
+            else:
+                break
         val = _val(base)
         if not isinstance(val, torch.Tensor):
             return None
         view = torch.empty(tuple(val.shape), dtype=val.dtype, device="meta")
+        replayed: list[torch.fx.Node] = []
         for alias in reversed(chain):
             try:
                 view = _replay_alias(alias, view)
             except (RuntimeError, TypeError, ValueError):
-                self.forced.add(alias)
-                return None
-        return Operand(base, view)
+                # Not a strided view of the base: materialize the last copy before it (a `clone` whose
+                # contiguous result this view needs) or the view itself, and read from there.
+                clones = [n for n in replayed if n.target is aten.clone.default]
+                self.forced.add(clones[-1] if clones else alias)
+                return self.resolve(node, scalable)
+            replayed.append(alias)
+        return Operand(base, view, scale)
 
 
 def _scalar(x: Any) -> float | None:
@@ -182,10 +205,11 @@ def _add_operand(node: torch.fx.Node, cur: torch.fx.Node) -> torch.fx.Node | Non
 
 
 class _Matcher:
-    def __init__(self, graph: torch.fx.Graph, resolver: _Resolver, shader_f16: bool):
+    def __init__(self, graph: torch.fx.Graph, resolver: _Resolver, caps: DeviceCaps):
         self.order = {n: i for i, n in enumerate(graph.nodes)}
         self.resolver = resolver
-        self.shader_f16 = shader_f16
+        self.caps = caps
+        self.shader_f16 = caps.shader_f16
         output = next(n for n in graph.nodes if n.op == "output")
         self.graph_outputs = set(output.all_input_nodes)
 
@@ -201,20 +225,27 @@ class _Matcher:
         if dtype is None or a_val.dtype != val.dtype or b_val.dtype != val.dtype or (
                 dtype == "f16" and not self.shader_f16) or val.numel() == 0:
             return None
-        a, b = self.resolver.resolve(a_node), self.resolver.resolve(b_node)
+        a, b = self.resolver.resolve(a_node, scalable=True), self.resolver.resolve(b_node, scalable=True)
         if a is None or b is None:
             return None
         if root.target is aten.mm.default:
             batch, (m, k), n = 1, a_val.shape, b_val.shape[1]
         else:
             (batch, m, k), n = a_val.shape, b_val.shape[2]
-        op = LibraryOp(root, root, [], int(batch), int(m), int(n), int(k), dtype, a, b)
+        op = LibraryOp(root, root, [], int(batch), int(m), int(n), int(k), dtype, a, b,
+                       alpha=a.scale * b.scale)
         try:
             op.a.layout((op.batch, op.m, op.k))
             op.b.layout((op.batch, op.k, op.n))
         except ValueError:
             return None
         self._epilogue(op)
+        try:
+            launch = op.launch(self.caps)
+        except (ValueError, TypeError):
+            return None   # no variant for this problem on the target (IREE compiles it)
+        if max(launch.grid) > self.caps.limit("max-compute-workgroups-per-dimension", 65535):
+            return None
         return op
 
     def _epilogue_operand(self, op: LibraryOp, other: torch.fx.Node, cur: torch.fx.Node) -> Operand | None:
@@ -292,13 +323,13 @@ class _Matcher:
             cur = op.final = user
 
 
-def partition(gm: torch.fx.GraphModule, shader_f16: bool = False) -> Partition | None:
-    """The schedule of segments and library ops of a prepared static graph, or None if no op in it
-    goes to the library."""
+def partition(gm: torch.fx.GraphModule, caps: DeviceCaps) -> Partition | None:
+    """The schedule of segments and library ops of a prepared static graph for a device with `caps`, or
+    None if no op in it goes to the library."""
     graph = gm.graph
     forced: set[torch.fx.Node] = set()
     resolver = _Resolver(forced)
-    matcher = _Matcher(graph, resolver, shader_f16)
+    matcher = _Matcher(graph, resolver, caps)
     ops: list[LibraryOp] = []
     taken: set[torch.fx.Node] = set()
     for node in graph.nodes:

@@ -29,6 +29,8 @@ class DeviceCaps:
     vendor: str = ""
     architecture: str = ""
     subgroup_matrix_configs: tuple[tuple[str, str, int, int, int], ...] = ()  # (in, out, M, N, K)
+    driver: str = ""  # the adapter's driver description (autotuning results are per driver)
+    cpu: bool = False  # a software adapter (lavapipe): autotuning is off unless asked for
 
     @property
     def shader_f16(self) -> bool:
@@ -72,7 +74,9 @@ class DeviceCaps:
         configs = tuple(getattr(info, "subgroup_matrix_configs", ()) or ())
         return DeviceCaps(features=frozenset(info.features), limits=dict(info.limits),
                           subgroup_size=int(lo) if lo and lo == hi else None, vendor=info.vendor,
-                          architecture=info.architecture, subgroup_matrix_configs=configs)
+                          architecture=info.architecture, subgroup_matrix_configs=configs,
+                          driver=str(getattr(info, "description", "")),
+                          cpu=str(getattr(info, "adapter_type", "")).upper() == "CPU")
 
 
 @dataclass(frozen=True)

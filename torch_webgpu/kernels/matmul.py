@@ -1,38 +1,24 @@
 """Matmul family: out[b] = epilogue(alpha * A[b] @ B[b]) for batched, strided (transposed) operands.
 
-The problem is declarative (`MatmulProblem`); `plan_matmul` picks a variant for a device and returns a
-`KernelLaunch`. Epilogue, in order: `alpha * acc`, `+ beta * bias` (broadcast by strides), activation,
-`+ residual`.
+The problem is declarative (`MatmulProblem`); `variants` lists what can run it on a device (best default
+first) and `plan_matmul` returns the `KernelLaunch` of one. Epilogue, in order: `alpha * acc`,
+`+ beta * bias` (broadcast by strides), activation, `+ residual`. Variants are parameters of the
+templates in matmul_wgsl.py: register-tiled SIMT (tile, outputs per invocation, K depth, vec4 loads),
+split-K matrix-vector (subgroup or workgroup reduction), and tensor cores (subgroup matrices).
+Storage may be f32 or f16 (shader-f16); accumulation is always f32.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
+from . import matmul_wgsl as wgsl
 from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, f32_word
+from .matmul_wgsl import ACTIVATIONS, ERF_WGSL
 
-ACTIVATIONS = {
-    None: "v",
-    "relu": "max(v, 0.0)",
-    "gelu": "0.5 * v * (1.0 + erf_approx(v * 0.70710678118654752))",
-    "gelu_tanh": ("0.5 * v * (1.0 + tanh(clamp(0.7978845608028654 * (v + 0.044715 * v * v * v), "
-                  "-15.0, 15.0)))"),
-    "silu": "v / (1.0 + exp(-v))",
-    "sigmoid": "1.0 / (1.0 + exp(-v))",
-    "tanh": "tanh(clamp(v, -15.0, 15.0))",
-}
-
-# Abramowitz–Stegun 7.1.26 is too coarse for torch's tolerances; this erf keeps |err| < 1.2e-7.
-ERF_WGSL = """
-fn erf_approx(x: f32) -> f32 {
-  let z = abs(x);
-  let t = 1.0 / (1.0 + 0.5 * z);
-  let r = t * exp(-z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 +
-          t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 +
-          t * (-0.82215223 + t * 0.17087277)))))))));
-  return select(r - 1.0, 1.0 - r, x >= 0.0);
-}
-"""
+__all__ = ["ACTIVATIONS", "ERF_WGSL", "Layout", "MatmulProblem", "plan_matmul", "variants",
+           "VARIANTS", "TiledSpec", "GemvSpec", "SgmatSpec", "Piece", "split_for_binding"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +33,18 @@ class Layout:
     def words(self) -> list[int]:
         """The four u32 params of this layout."""
         return [self.offset, self.batch_stride, self.row_stride, self.col_stride]
+
+    def t(self) -> Layout:
+        """The transposed view (rows and columns swapped)."""
+        return Layout(self.offset, self.batch_stride, self.col_stride, self.row_stride)
+
+    def vec4_along(self, axis: str, extent: int) -> bool:
+        """Whole vec4s along `axis` ("row" or "col", the one of stride 1 and `extent` elements):
+        offset, the other strides and the extent are multiples of 4."""
+        unit, other = (self.col_stride, self.row_stride) if axis == "col" else (self.row_stride,
+                                                                                 self.col_stride)
+        return (unit == 1 and extent % 4 == 0 and self.offset % 4 == 0 and other % 4 == 0
+                and self.batch_stride % 4 == 0)
 
 
 @dataclass(frozen=True)
@@ -73,62 +71,218 @@ class MatmulProblem:
             return 1 << max(0, (x - 1).bit_length())
         return f"b{bucket(self.batch)}m{bucket(self.m)}n{bucket(self.n)}k{bucket(self.k)}"
 
+    def layout_class(self) -> str:
+        """Which operand axes are contiguous and vec4-loadable (variants depend on it)."""
+        def cls(lay: Layout, rows: int, cols: int) -> str:
+            if lay.col_stride == 1:
+                return "r4" if lay.vec4_along("col", cols) else "r"
+            if lay.row_stride == 1:
+                return "c4" if lay.vec4_along("row", rows) else "c"
+            return "s"
+        return f"a{cls(self.a, self.m, self.k)}b{cls(self.b, self.k, self.n)}"
 
-TILE = 16
+    @property
+    def flops(self) -> int:
+        """2·batch·M·N·K."""
+        return 2 * self.batch * self.m * self.n * self.k
+
+    def normalized(self) -> MatmulProblem:
+        """Strides of size-1 dims set to 0 (they are never stepped), so layout checks see real ones."""
+        def norm(lay: Layout | None, rows: int, cols: int) -> Layout | None:
+            if lay is None:
+                return None
+            return Layout(lay.offset, lay.batch_stride if self.batch > 1 else 0,
+                          lay.row_stride if rows > 1 else 0, lay.col_stride if cols > 1 else 0)
+        return replace(self, a=norm(self.a, self.m, self.k), b=norm(self.b, self.k, self.n),
+                       out=norm(self.out, self.m, self.n), bias=norm(self.bias, self.m, self.n),
+                       residual=norm(self.residual, self.m, self.n))
+
+    def transposed(self) -> MatmulProblem:
+        """The same product as out^T = B^T @ A^T (M and N swapped), for kernels that want small M."""
+        return replace(self, m=self.n, n=self.m, a=self.b.t(), b=self.a.t(), out=self.out.t(),
+                       bias=self.bias.t() if self.bias else None,
+                       residual=self.residual.t() if self.residual else None)
 
 
-def _simt_source(p: MatmulProblem) -> str:
-    t = p.dtype
-    enable = "enable f16;\n" if t == "f16" else ""
-    bias_decl = f"@group(0) @binding(4) var<storage, read> C: array<{t}>;\n" if p.bias else ""
-    res_binding = 5 if p.bias else 4
-    res_decl = (f"@group(0) @binding({res_binding}) var<storage, read> R: array<{t}>;\n"
-                if p.residual else "")
-    bias_term = ("  v = v + beta * f32(C[P.c.x + batch * P.c.y + row * P.c.z + col * P.c.w]);\n"
-                 if p.bias else "")
-    res_term = ("  v = v + f32(R[P.r.x + batch * P.r.y + row * P.r.z + col * P.r.w]);\n"
-                if p.residual else "")
-    act = ACTIVATIONS[p.activation]
-    erf = ERF_WGSL if p.activation == "gelu" else ""
-    return f"""{enable}
-struct Params {{ mnkb: vec4<u32>, a: vec4<u32>, b: vec4<u32>, o: vec4<u32>, c: vec4<u32>, r: vec4<u32>,
-                ab: vec4<f32> }}
-@group(0) @binding(0) var<uniform> P: Params;
-@group(0) @binding(1) var<storage, read> A: array<{t}>;
-@group(0) @binding(2) var<storage, read> B: array<{t}>;
-@group(0) @binding(3) var<storage, read_write> O: array<{t}>;
-{bias_decl}{res_decl}{erf}
-var<workgroup> As: array<array<f32, {TILE}>, {TILE}>;
-var<workgroup> Bs: array<array<f32, {TILE}>, {TILE}>;
-@compute @workgroup_size({TILE}, {TILE})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {{
-  let M = P.mnkb.x; let N = P.mnkb.y; let K = P.mnkb.z;
-  let batch = wid.z;
-  let row = wid.y * {TILE}u + lid.y;
-  let col = wid.x * {TILE}u + lid.x;
-  let abase = P.a.x + batch * P.a.y;
-  let bbase = P.b.x + batch * P.b.y;
-  var acc = 0.0;
-  for (var t = 0u; t < K; t += {TILE}u) {{
-    let ka = t + lid.x;
-    var av = 0.0;
-    if (row < M && ka < K) {{ av = f32(A[abase + row * P.a.z + ka * P.a.w]); }}
-    As[lid.y][lid.x] = av;
-    let kb = t + lid.y;
-    var bv = 0.0;
-    if (kb < K && col < N) {{ bv = f32(B[bbase + kb * P.b.z + col * P.b.w]); }}
-    Bs[lid.y][lid.x] = bv;
-    workgroupBarrier();
-    for (var k = 0u; k < {TILE}u; k++) {{ acc = fma(As[lid.y][k], Bs[k][lid.x], acc); }}
-    workgroupBarrier();
-  }}
-  if (row >= M || col >= N) {{ return; }}
-  let alpha = P.ab.x; let beta = P.ab.y;
-  var v = alpha * acc;
-{bias_term}  v = {act};
-{res_term}  O[P.o.x + batch * P.o.y + row * P.o.z + col * P.o.w] = {t}(v);
-}}
-"""
+@dataclass(frozen=True)
+class TiledSpec:
+    """Register-tiled SIMT: a bm × bn tile per workgroup, tm × tn outputs per invocation, bk-deep K tiles."""
+
+    bm: int
+    bn: int
+    bk: int
+    tm: int
+    tn: int
+
+    @property
+    def threads(self) -> int:
+        """Invocations per workgroup."""
+        return (self.bm // self.tm) * (self.bn // self.tn)
+
+    def workgroup_bytes(self, dtype: str) -> int:
+        """Workgroup memory of the K tiles (kept in f32)."""
+        return 4 * self.bk * (self.bm + self.bn)
+
+
+@dataclass(frozen=True)
+class GemvSpec:
+    """Few rows: `ln` columns per workgroup, `lk` invocations splitting K; `subgroup` reduces with
+    subgroupAdd (k-contiguous B only)."""
+
+    lk: int
+    ln: int
+    k_fast: bool
+    subgroup: bool = False
+
+    @property
+    def threads(self) -> int:
+        """Invocations per workgroup."""
+        return self.lk * self.ln
+
+    def workgroup_bytes(self, dtype: str, mr: int = 4, sg: int = 1) -> int:
+        """Workgroup memory of the partial sums."""
+        return 4 * mr * self.ln * (self.lk // sg if self.subgroup else self.lk)
+
+
+@dataclass(frozen=True)
+class SgmatSpec:
+    """Tensor cores: sg_m × sg_n subgroups, each fm × fn 16×16 result matrices, bk-deep f16 K tiles."""
+
+    sg_m: int
+    sg_n: int
+    fm: int
+    fn: int
+    bk: int = 32
+
+    @property
+    def tile(self) -> tuple[int, int]:
+        """(rows, cols) of the output tile of one workgroup."""
+        return self.sg_m * self.fm * 16, self.sg_n * self.fn * 16
+
+    def workgroup_bytes(self, dtype: str) -> int:
+        """Workgroup memory: f16 K tiles and one f32 16×16 scratch per subgroup."""
+        bm, bn = self.tile
+        return 2 * self.bk * (bm + bn) + 4 * 256 * self.sg_m * self.sg_n
+
+
+VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
+    "tile128x128.r8x8.k16": TiledSpec(128, 128, 16, 8, 8),
+    "tile128x128.r8x8.k8": TiledSpec(128, 128, 8, 8, 8),
+    "tile64x128.r4x8.k16": TiledSpec(64, 128, 16, 4, 8),
+    "tile128x128.r8x8.k32": TiledSpec(128, 128, 32, 8, 8),
+    "tile128x64.r8x4.k16": TiledSpec(128, 64, 16, 8, 4),
+    "tile64x64.r4x4.k16": TiledSpec(64, 64, 16, 4, 4),
+    "tile64x64.r4x4.k32": TiledSpec(64, 64, 32, 4, 4),
+    "tile32x64.r2x4.k32": TiledSpec(32, 64, 32, 2, 4),
+    "tile16x64.r1x4.k32": TiledSpec(16, 64, 32, 1, 4),
+    "tile32x32.r2x2.k16": TiledSpec(32, 32, 16, 2, 2),
+    "gemv.k64n4.sg": GemvSpec(64, 4, True, True),
+    "gemv.k64n4.wg": GemvSpec(64, 4, True),
+    "gemv.k32n8.wg": GemvSpec(32, 8, True),
+    "gemv.n16k16.wg": GemvSpec(16, 16, False),
+    "gemv.n64k4.wg": GemvSpec(4, 64, False),
+    # One subgroup per workgroup: Dawn requires subgroup-uniform matrix offsets, which WGSL can prove only
+    # from the workgroup id (several subgroups per workgroup failed to compile on the H200).
+    "sgmat.w1x1.f2x2.k32": SgmatSpec(1, 1, 2, 2),
+    "sgmat.w1x1.f4x2.k32": SgmatSpec(1, 1, 4, 2),
+    "sgmat.w1x1.f4x4.k32": SgmatSpec(1, 1, 4, 4),
+}
+
+GEMV_MAX_ROWS = 4      # M at or below this (or N, transposed) runs as matrix-vector
+VEC_SUFFIX = ".v4"     # the vec4-load form of a variant
+
+
+def _sg_size(caps: DeviceCaps) -> int | None:
+    if caps.subgroup_size:
+        return caps.subgroup_size
+    lo, hi = caps.limits.get("subgroup-min-size"), caps.limits.get("subgroup-max-size")
+    return int(lo) if lo and lo == hi else None
+
+
+def _fits(caps: DeviceCaps, threads: int, nbytes: int) -> bool:
+    return (threads <= caps.limit("max-compute-invocations-per-workgroup", 256)
+            and nbytes <= caps.limit("max-compute-workgroup-storage-size", 16384))
+
+
+def _tiled_modes(p: MatmulProblem) -> tuple[str, str]:
+    """Load form of A and B in the tiled kernel: vec4 along k/i when possible, else the scalar order
+    that walks the contiguous axis."""
+    if p.a.vec4_along("col", p.k):
+        a = "k"
+    elif p.a.vec4_along("row", p.m):
+        a = "i"
+    else:
+        a = "si" if p.a.row_stride == 1 and p.a.col_stride != 1 else "sk"
+    if p.b.vec4_along("col", p.n):
+        b = "i"
+    elif p.b.vec4_along("row", p.k):
+        b = "k"
+    else:
+        b = "sk" if p.b.row_stride == 1 and p.b.col_stride != 1 else "si"
+    return a, b
+
+
+def _gemv_problem(p: MatmulProblem) -> MatmulProblem | None:
+    """The orientation in which the gemv kernel runs `p` (few rows), or None."""
+    if p.m <= GEMV_MAX_ROWS:
+        return p
+    if p.n <= GEMV_MAX_ROWS:
+        return p.transposed()
+    return None
+
+
+def _gemv_vec(p: MatmulProblem) -> bool:
+    return p.a.vec4_along("col", p.k) and p.b.vec4_along("row", p.k)
+
+
+def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
+    """Variant names that can run `p` on `caps`, best default first."""
+    p = p.normalized()
+    if p.dtype not in ("f32", "f16") or (p.dtype == "f16" and not caps.shader_f16):
+        return []
+    names: list[str] = []
+    g = _gemv_problem(p)
+    if g is not None:
+        b_k_contig = g.b.row_stride == 1
+        for name, spec in VARIANTS.items():
+            if not isinstance(spec, GemvSpec):
+                continue
+            sg = _sg_size(caps)
+            if spec.subgroup and not (caps.subgroups and sg and spec.lk % sg == 0 and spec.k_fast):
+                continue
+            if spec.k_fast != b_k_contig:
+                continue
+            if _fits(caps, spec.threads, spec.workgroup_bytes(p.dtype, GEMV_MAX_ROWS, sg or 1)):
+                if spec.k_fast and _gemv_vec(g):
+                    names.append(name + VEC_SUFFIX)
+                names.append(name)
+    sg = _sg_size(caps)
+    if (p.dtype == "f16" and caps.subgroup_matrix and sg
+            and ("f16", "f32", 16, 16, 16) in caps.subgroup_matrix_configs and min(p.m, p.n) >= 16):
+        # measured on the H200: f2x2 39 TFLOP/s at 4096^3, the larger tiles ~3 (staging-bound)
+        for name in [n for n in VARIANTS if n.startswith("sgmat")]:
+            spec = VARIANTS[name]
+            threads = spec.sg_m * spec.sg_n * sg
+            if _fits(caps, threads, spec.workgroup_bytes(p.dtype)) and 256 % sg == 0:
+                names.append(name)
+    a_mode, b_mode = _tiled_modes(p)
+    vec = a_mode in ("k", "i") or b_mode in ("k", "i")
+    tiled = [n for n, s in VARIANTS.items() if isinstance(s, TiledSpec)]
+    # default orders from the H200 run of 2026-12-01 (benchmarks/matmul_library.py)
+    if p.m * p.n >= 1 << 20 and p.m >= 256:
+        order = tiled
+    elif p.m <= 16:
+        order = ["tile16x64.r1x4.k32", "tile32x32.r2x2.k16", "tile32x64.r2x4.k32"]
+    elif p.m <= 512 or p.m * p.n < 1 << 18:
+        order = ["tile64x64.r4x4.k32", "tile64x64.r4x4.k16", "tile32x64.r2x4.k32", "tile32x32.r2x2.k16",
+                 "tile16x64.r1x4.k32", "tile128x64.r8x4.k16"]
+    else:
+        order = ["tile64x64.r4x4.k16", "tile128x64.r8x4.k16", "tile64x64.r4x4.k32",
+                 "tile128x128.r8x8.k16", "tile32x64.r2x4.k32"]
+    fitting = [n for n in order + [n for n in tiled if n not in order]
+               if _fits(caps, VARIANTS[n].threads, VARIANTS[n].workgroup_bytes(p.dtype))]
+    # vec4 forms first: the autotuner times the first few candidates only
+    return names + ([n + VEC_SUFFIX for n in fitting] if vec else []) + fitting
 
 
 def _params(p: MatmulProblem) -> tuple[int, ...]:
@@ -138,29 +292,145 @@ def _params(p: MatmulProblem) -> tuple[int, ...]:
                  + [f32_word(p.alpha), f32_word(p.beta), 0, 0])
 
 
-def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
-    """Variant names that can run `p` on `caps`, best default first."""
-    if p.dtype == "f16" and not caps.shader_f16:
-        return []
-    return ["simt16"]
+def _check(p: MatmulProblem, caps: DeviceCaps, grid: tuple[int, int, int]) -> None:
+    limit = caps.limit("max-compute-workgroups-per-dimension", 65535)
+    if max(grid) > limit:
+        raise ValueError(f"matmul {p.batch}x{p.m}x{p.n}x{p.k}: grid {grid} exceeds the device's "
+                         f"{limit} workgroups per dimension; split the problem along batch/M/N")
 
 
 def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) -> KernelLaunch:
     """The launch of `p` on `caps` (`variant`: one of `variants(p, caps)`, default the first)."""
     names = variants(p, caps)
     if not names:
-        raise TypeError(f"matmul: dtype {p.dtype} needs the adapter feature 'shader-f16'")
-    variant = variant or names[0]
-    if variant not in names:
-        raise ValueError(f"matmul variant {variant!r} is not one of {names}")
+        if p.dtype == "f16":
+            raise TypeError("matmul: dtype f16 needs the adapter feature 'shader-f16'")
+        raise TypeError(f"matmul: dtype {p.dtype} is not supported by the library (f32, f16)")
+    p = p.normalized()
     if p.activation not in ACTIVATIONS:
         raise ValueError(f"matmul epilogue: unknown activation {p.activation!r} "
                          f"({sorted(map(str, ACTIVATIONS))})")
-    if p.batch > caps.limit("max-compute-workgroups-per-dimension", 65535):
-        raise ValueError(f"matmul batch {p.batch} exceeds the device's workgroup grid")
+    variant = variant or names[0]
+    if variant not in names:
+        raise ValueError(f"matmul variant {variant!r} is not one of {names}")
+    base = variant.removesuffix(VEC_SUFFIX)
+    vec = variant.endswith(VEC_SUFFIX)
+    spec = VARIANTS[base]
+    run = p
+    if isinstance(spec, GemvSpec):
+        run = _gemv_problem(p)
+        assert run is not None
+    epi = wgsl.Epilogue(p.dtype, p.bias is not None, p.residual is not None, p.activation)
+    if isinstance(spec, TiledSpec):
+        a_mode, b_mode = _tiled_modes(p)
+        if not vec:
+            a_mode = {"k": "sk", "i": "si"}.get(a_mode, a_mode)
+            b_mode = {"k": "sk", "i": "si"}.get(b_mode, b_mode)
+        src = wgsl.tiled_source(epi, spec.bm, spec.bn, spec.bk, spec.tm, spec.tn, a_mode, b_mode)
+        grid = (ceil_div(p.n, spec.bn), ceil_div(p.m, spec.bm), p.batch)
+        wg = (spec.bn // spec.tn, spec.bm // spec.tm, 1)
+    elif isinstance(spec, GemvSpec):
+        mr = 1 << max(0, (min(run.m, GEMV_MAX_ROWS) - 1).bit_length())
+        sg = _sg_size(caps) if spec.subgroup else None
+        src = wgsl.gemv_source(epi, spec.lk, spec.ln, mr, vec, spec.k_fast, sg)
+        grid = (ceil_div(run.n, spec.ln), ceil_div(run.m, mr), p.batch)
+        wg = (spec.lk, spec.ln, 1) if spec.k_fast else (spec.ln, spec.lk, 1)
+    else:
+        sg = _sg_size(caps)
+        assert sg is not None
+        src = wgsl.sgmat_source(epi, spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg)
+        bm, bn = spec.tile
+        grid = (ceil_div(p.n, bn), ceil_div(p.m, bm), p.batch)
+        wg = (spec.sg_m * spec.sg_n * sg, 1, 1)
+    _check(run, caps, grid)
     bindings = [PARAMS, "a", "b", "out"] + (["bias"] if p.bias else []) + (["residual"] if p.residual else [])
+    if run is not p:  # transposed: A' is B and B' is A
+        bindings[1], bindings[2] = "b", "a"
     read_only = frozenset(i for i, r in enumerate(bindings) if r not in ("out", PARAMS))
-    return KernelLaunch(name=f"matmul.{p.dtype}.{variant}", wgsl=_simt_source(p),
-                        grid=(ceil_div(p.n, TILE), ceil_div(p.m, TILE), p.batch),
-                        workgroup_size=(TILE, TILE, 1), bindings=tuple(bindings), params=_params(p),
-                        read_only=read_only)
+    return KernelLaunch(name=f"matmul.{p.dtype}.{variant}", wgsl=src, grid=grid, workgroup_size=wg,
+                        bindings=tuple(bindings), params=_params(run), read_only=read_only)
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One launch of a split problem: offsets are relative to each role's byte window (None: the whole
+    buffer, the problem unchanged)."""
+
+    problem: MatmulProblem
+    windows: dict[str, tuple[int, int]] | None
+
+
+def _roles(p: MatmulProblem) -> dict[str, tuple[Layout, int, int]]:
+    roles = {"a": (p.a, p.m, p.k), "b": (p.b, p.k, p.n), "out": (p.out, p.m, p.n)}
+    if p.bias:
+        roles["bias"] = (p.bias, p.m, p.n)
+    if p.residual:
+        roles["residual"] = (p.residual, p.m, p.n)
+    return roles
+
+
+def _span(p: MatmulProblem, lay: Layout, rows: int, cols: int) -> tuple[int, int]:
+    hi = (lay.offset + (p.batch - 1) * lay.batch_stride + (rows - 1) * lay.row_stride
+          + (cols - 1) * lay.col_stride)
+    return lay.offset, hi + 1
+
+
+def _shift(lay: Layout | None, by: int) -> Layout | None:
+    return None if lay is None else replace(lay, offset=lay.offset + by)
+
+
+def split_for_binding(p: MatmulProblem, itemsize: int, max_binding: int, align: int = 256,
+                      max_workgroups: int = 65535,
+                      buffer_bytes: Mapping[str, int] | None = None) -> list[Piece]:
+    """`p` as launches whose operands each fit one binding of `max_binding` bytes (windows start at
+    multiples of `align`) and whose grids fit `max_workgroups`: split along batch, then M, then N.
+    `buffer_bytes[role]`: the size of each whole buffer (a piece binds whole buffers when all fit)."""
+    spans = {r: _span(p, *v) for r, v in _roles(p).items()}
+    too_big = {r for r, (lo, hi) in spans.items() if hi * itemsize - (lo * itemsize // align) * align
+               > max_binding}
+    grid_ok = p.batch <= max_workgroups and max(p.m, p.n) <= 16 * max_workgroups
+    if not too_big and grid_ok:
+        whole = all((buffer_bytes[r] if buffer_bytes else hi * itemsize) <= max_binding
+                    for r, (_, hi) in spans.items())
+        if whole:
+            return [Piece(p, None)]
+        windows, rebased = {}, {}
+        for role, (lo, hi) in spans.items():
+            start = (lo * itemsize // align) * align
+            windows[role] = (start, -(-(hi * itemsize - start) // 4) * 4)
+            rebased[role] = -(start // itemsize)
+        q = replace(p, a=_shift(p.a, rebased["a"]), b=_shift(p.b, rebased["b"]),
+                    out=_shift(p.out, rebased["out"]), bias=_shift(p.bias, rebased.get("bias", 0)),
+                    residual=_shift(p.residual, rebased.get("residual", 0)))
+        return [Piece(q, windows)]
+    rows_big = bool(too_big & {"a", "out", "bias", "residual"}) or p.m > 16 * max_workgroups
+    if p.batch > 1:
+        h = p.batch // 2
+        parts = [(replace(p, batch=h), 0), (replace(p, batch=p.batch - h), h)]
+        return [piece for q, b0 in parts for piece in split_for_binding(
+            replace(q, a=_shift(q.a, b0 * p.a.batch_stride), b=_shift(q.b, b0 * p.b.batch_stride),
+                    out=_shift(q.out, b0 * p.out.batch_stride),
+                    bias=_shift(q.bias, b0 * p.bias.batch_stride) if p.bias else None,
+                    residual=_shift(q.residual, b0 * p.residual.batch_stride) if p.residual else None),
+            itemsize, max_binding, align, max_workgroups, buffer_bytes)]
+    if p.m > 1 and (rows_big or p.n == 1):
+        h = p.m // 2
+        out: list[Piece] = []
+        for m0, m in ((0, h), (h, p.m - h)):
+            q = replace(p, m=m, a=_shift(p.a, m0 * p.a.row_stride), out=_shift(p.out, m0 * p.out.row_stride),
+                        bias=_shift(p.bias, m0 * p.bias.row_stride) if p.bias else None,
+                        residual=_shift(p.residual, m0 * p.residual.row_stride) if p.residual else None)
+            out += split_for_binding(q, itemsize, max_binding, align, max_workgroups, buffer_bytes)
+        return out
+    if p.n > 1:
+        h = p.n // 2
+        out = []
+        for n0, n in ((0, h), (h, p.n - h)):
+            q = replace(p, n=n, b=_shift(p.b, n0 * p.b.col_stride), out=_shift(p.out, n0 * p.out.col_stride),
+                        bias=_shift(p.bias, n0 * p.bias.col_stride) if p.bias else None,
+                        residual=_shift(p.residual, n0 * p.residual.col_stride) if p.residual else None)
+            out += split_for_binding(q, itemsize, max_binding, align, max_workgroups, buffer_bytes)
+        return out
+    raise ValueError(f"matmul: operand(s) {sorted(too_big)} of a {p.m}x{p.n}x{p.k} piece exceed the device's "
+                     f"storage binding limit ({max_binding} bytes) and splitting along batch/M/N cannot "
+                     "shrink them (one K-row of A, or B stored [K, N] for one batch, must fit one binding)")

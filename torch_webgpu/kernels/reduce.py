@@ -9,18 +9,21 @@ storage binding are bound through windows (several pass-1 launches), so every re
 device's max buffer size. Variants: "tree" (workgroup-memory tree) and "subgroup" (butterfly shuffles,
 when the device has a fixed subgroup size).
 
-torch-free: storage dtypes are "f32", "f16", "bf16", "i32", "i16", "i8", "u8", "bool"; float storage
-computes in f32, integer storage in i32 (sums/products exactly in i64 pairs).
+torch-free: storage dtypes are "f32", "f16", "bf16", "i32", "i16", "i8", "u8", "bool", "i64"; float
+storage computes in f32 ("f"), integer storage in i32 ("i"; sums/products exactly in int64 pairs),
+int64 storage in u32 pairs ("l": exact sums, products, comparisons).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..runtime import BufferSlice, get_runtime
 from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, f32_word, grid_within
 
 WG = 256
@@ -39,17 +42,19 @@ STORAGE: dict[str, tuple[str, int, str]] = {
     "i8": ("i", 4, "extractBits(bitcast<i32>(w), k * 8u, 8u)"),
     "u8": ("i", 4, "i32(extractBits(w, k * 8u, 8u))"),
     "bool": ("i", 4, "i32(extractBits(w, k * 8u, 8u))"),
+    "i64": ("l", 0, ""),   # two words per element (low, high): loads are special-cased
 }
+COMPUTE_TYPE = {"f": "f32", "i": "i32", "l": "vec2<u32>"}
 
 
 def itemsize(dtype: str) -> int:
     """Bytes per element of a storage dtype."""
-    return 4 // STORAGE[dtype][1]
+    return 8 if dtype == "i64" else 4 // STORAGE[dtype][1]
 
 
 def lanes(dtype: str) -> int:
     """Elements per vec4<u32> load."""
-    return 4 * STORAGE[dtype][1]
+    return 2 if dtype == "i64" else 4 * STORAGE[dtype][1]
 
 
 HELPERS = """
@@ -77,6 +82,11 @@ fn mul64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
   return vec2<u32>(lo.x, lo.y + a.x * b.y + a.y * b.x);
 }
 fn i64_of(x: i32) -> vec2<u32> { return vec2<u32>(bitcast<u32>(x), select(0u, 0xffffffffu, x < 0)); }
+fn lt64(a: vec2<u32>, b: vec2<u32>) -> bool {
+  return bitcast<i32>(a.y) < bitcast<i32>(b.y) || (a.y == b.y && a.x < b.x);
+}
+fn max64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> { if (lt64(a, b)) { return b; } return a; }
+fn min64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> { if (lt64(b, a)) { return b; } return a; }
 """
 
 
@@ -171,6 +181,24 @@ def _welford(fin: str) -> OpSpec:
                   "w_acc(s, x)", "w_comb(s, t)", fin, "f32", decl=_W)
 
 
+_VL = """
+struct VL { v: vec2<u32>, i: u32 }
+fn vl_better(x: vec2<u32>, xi: u32, s: VL) -> bool {
+  if (s.i == 0xffffffffu) { return xi != 0xffffffffu; }
+  if (xi == 0xffffffffu) { return false; }
+  return {cmp} || (all(x == s.v) && xi < s.i);
+}
+fn vl_acc(s: VL, x: vec2<u32>, l: u32) -> VL { if (vl_better(x, l, s)) { return VL(x, l); } return s; }
+fn vl_comb(s: VL, t: VL) -> VL { if (vl_better(t.v, t.i, s)) { return t; } return s; }
+"""
+
+
+def _arg64(cmp: str) -> OpSpec:
+    return OpSpec("VL", 3, "array<u32, 3>(s.v.x, s.v.y, s.i)", "VL(vec2<u32>(w[0], w[1]), w[2])",
+                  "VL(vec2<u32>(0u, 0u), 0xffffffffu)", "vl_acc(s, x, l)", "vl_comb(s, t)", "s.v", "i64",
+                  index="s.i", decl=_VL.replace("{cmp}", cmp))
+
+
 _ANY = _scalar("u32", "0u", "s | select(0u, 1u, x != {zero})", "s | t")
 _ALL = _scalar("u32", "1u", "s & select(0u, 1u, x != {zero})", "s & t")
 _COUNT = OpSpec("u32", 1, "array<u32, 1>(s)", "w[0]", "0u", "s + select(0u, 1u, x != {zero})", "s + t",
@@ -210,18 +238,33 @@ INT_OPS: dict[str, OpSpec] = {
     "argmin": _arg("<", "i32"),
     "any": _ANY, "all": _ALL, "count_nonzero": _COUNT,
 }
+# compute kind "l": elements are int64 as vec2<u32> (low, high)
+_L64 = dict(state="vec2<u32>", words=2, pack="array<u32, 2>(s.x, s.y)", unpack="vec2<u32>(w[0], w[1])",
+            out="i64", fin="s")
+INT64_OPS: dict[str, OpSpec] = {
+    "sum": OpSpec(init="vec2<u32>(0u, 0u)", acc="add64(s, x)", comb="add64(s, t)", **_L64),
+    "prod": OpSpec(init="vec2<u32>(1u, 0u)", acc="mul64(s, x)", comb="mul64(s, t)", **_L64),
+    "amax": OpSpec(init="vec2<u32>(0u, 0x80000000u)", acc="max64(s, x)", comb="max64(s, t)", **_L64),
+    "amin": OpSpec(init="vec2<u32>(0xffffffffu, 0x7fffffffu)", acc="min64(s, x)", comb="min64(s, t)", **_L64),
+    "argmax": _arg64("lt64(s.v, x)"),
+    "argmin": _arg64("lt64(x, s.v)"),
+    "any": _ANY, "all": _ALL, "count_nonzero": _COUNT,
+}
 OUT_BYTES = {"f32": 4, "i32": 4, "u32": 4, "i64": 8}
+_TABLES = {"f": FLOAT_OPS, "i": INT_OPS, "l": INT64_OPS}
+_KIND_NAMES = {"f": "float", "i": "integer", "l": "int64"}
 
 
+@functools.cache
 def op_spec(op: str, compute: str) -> OpSpec:
-    """The spec of `op` in compute kind "f" or "i", or a clear error."""
-    table = FLOAT_OPS if compute == "f" else INT_OPS
+    """The spec of `op` in compute kind "f", "i" or "l", or a clear error."""
+    table = _TABLES[compute]
     if op not in table:
-        raise TypeError(f"reduce: '{op}' is not defined for {'float' if compute == 'f' else 'integer'} "
-                        f"elements (ops: {sorted(table)})")
+        raise TypeError(f"reduce: '{op}' is not defined for {_KIND_NAMES[compute]} elements "
+                        f"(ops: {sorted(table)})")
     spec = table[op]
-    zero = "0.0" if compute == "f" else "0"
-    return dataclasses.replace(spec, acc=spec.acc.replace("{zero}", zero))
+    nonzero = {"f": "x != 0.0", "i": "x != 0", "l": "any(x != vec2<u32>(0u))"}[compute]
+    return dataclasses.replace(spec, acc=spec.acc.replace("x != {zero}", nonzero))
 
 
 @dataclass(frozen=True)
@@ -378,12 +421,22 @@ fn store_partial(e: u32, s: {spec.state}) {{
 """
 
 
+def _element_loads(dtype: str, ct: str, conv: str, elem: str, per_word: int) -> str:
+    """WGSL `ld(e)` (element e of X in the compute type) and `elem(word, k)` for vec4 unpacking."""
+    if dtype == "i64":
+        return "fn ld(e: u32) -> vec2<u32> { return vec2<u32>(X[2u * e], X[2u * e + 1u]); }\n"
+    return (f"fn elem(w: u32, k: u32) -> {ct} {{ return {conv}({elem}); }}\n"
+            f"fn ld(e: u32) -> {ct} {{ return elem(X[e / {per_word}u], e % {per_word}u); }}\n")
+
+
 def _pass1_source(p: ReduceProblem, mode: str, vec: bool, final: bool, subgroup: bool) -> str:
     """Pass 1 over x: mode "row" (a workgroup per (row, chunk), inner == 1) or "col" (a thread per
     (row, chunk, column)); writes finished outputs (`final`) or partial states."""
     spec = p.spec
     kind, per_word, elem = STORAGE[p.dtype]
-    ct = "f32" if p.kind == "f" else "i32"
+    ct = COMPUTE_TYPE[p.kind]
+    if kind == "l" and p.kind != "l":
+        raise TypeError(f"reduce: int64 elements reduce exactly only ('{p.op}' in compute kind {p.kind!r})")
     conv = "" if kind == p.kind else ct
     decls = "@group(0) @binding(1) var<storage, read> X: array<u32>;\n"
     if vec:
@@ -391,10 +444,9 @@ def _pass1_source(p: ReduceProblem, mode: str, vec: bool, final: bool, subgroup:
     decls += _out_decls(spec, final, p.with_index, 3 if vec else 2)
     src = _header(spec, p, subgroup) + decls
     src += f"""
-fn elem(w: u32, k: u32) -> {ct} {{ return {conv}({elem}); }}
-fn ld(e: u32) -> {ct} {{ return elem(X[e / {per_word}u], e % {per_word}u); }}
+{_element_loads(p.dtype, ct, conv, elem, per_word)}
 fn acc(s: {spec.state}, x: {ct}, l: u32) -> {spec.state} {{
-  let scalar = bitcast<f32>(prm(13u));
+{"  let scalar = bitcast<f32>(prm(13u));" if "scalar" in spec.acc else ""}
   return {spec.acc};
 }}
 """
@@ -433,6 +485,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
             e = j * per_word + k
             comp = "xyzw"[j]
             unpack.append(f"    s = acc(s, elem(v.{comp}, {k}u), l0 + {e}u);")
+    if p.dtype == "i64":
+        unpack = ["    s = acc(s, v.xy, l0);", "    s = acc(s, v.zw, l0 + 1u);"]
     body_vec = "\n".join(unpack)
     if vec:
         loop = f"""
@@ -558,11 +612,43 @@ def _chunking(p: ReduceProblem, mode: str, budget: int) -> tuple[int, int]:
     return chunk_len, ceil_div(p.length, chunk_len)
 
 
+_PLAN_CACHE: dict[tuple, Any] = {}
+_PLAN_CACHE_SIZE = 512
+_CAPS_KEYS: dict[int, tuple[DeviceCaps, tuple]] = {}
+
+
+def _caps_key(caps: DeviceCaps) -> tuple:
+    """A hashable identity of `caps` (features, subgroup size and every limit), memoised per object."""
+    hit = _CAPS_KEYS.get(id(caps))
+    if hit is None or hit[0] is not caps:
+        if len(_CAPS_KEYS) > 64:
+            _CAPS_KEYS.clear()
+        hit = _CAPS_KEYS[id(caps)] = (caps, (caps.key, tuple(sorted(caps.limits.items()))))
+    return hit[1]
+
+
+def cached_plan(planner: Callable, p: Any, caps: DeviceCaps, variant: str | None) -> Any:
+    """`planner(p, caps, variant)` memoised: eager ops plan the same problems again and again, and WGSL
+    generation costs more host time than a small dispatch."""
+    key = (planner.__name__, p, _caps_key(caps), variant)
+    plan = _PLAN_CACHE.get(key)
+    if plan is None:
+        if len(_PLAN_CACHE) >= _PLAN_CACHE_SIZE:
+            _PLAN_CACHE.clear()
+        plan = _PLAN_CACHE[key] = planner(p, caps, variant)
+    return plan
+
+
 def plan_reduce(p: ReduceProblem, caps: DeviceCaps, variant: str | None = None) -> ReducePlan:
-    """The dispatches that reduce `p` on `caps` (`variant`: one of `variants(p, caps)`).
+    """The dispatches that reduce `p` on `caps` (`variant`: one of `variants(p, caps)`); memoised.
 
     Operand roles: "x" and "x_vec4" (both x's buffer), "out", "index" (with_index), scratch
     "partials" (allocated by the caller, `plan.scratch` bytes)."""
+    return cached_plan(_plan_reduce, p, caps, variant)
+
+
+def _plan_reduce(p: ReduceProblem, caps: DeviceCaps, variant: str | None = None) -> ReducePlan:
+    """The uncached planner of `plan_reduce`."""
     names = variants(p, caps)
     variant = variant or names[0]
     if variant not in names:
@@ -650,22 +736,36 @@ def record_plan(plan: ReducePlan, operands: Mapping[str, int], rt: Any = None,
                 dispatch: Callable | None = None) -> None:
     """Record every step of `plan` with `operands[role]` = buffer id (x, out, index and the scratch
     roles; "x_vec4" binds x's buffer); windows become BufferSlices."""
-    from ..runtime import BufferSlice
-    from .launch import record
-
+    rt = rt or get_runtime()
     ids = dict(operands)
     ids.setdefault("x_vec4", ids.get("x"))
     for step in plan.steps:
-        binds = {}
-        for role in step.launch.bindings:
+        launch = step.launch
+        binds: list[Any] = []
+        for role in launch.bindings:
             if role == PARAMS:
-                continue
-            if role in step.windows:
+                binds.append(rt.constant(launch.params_bytes()))
+            elif role in step.windows:
                 off, n = step.windows[role]
-                binds[role] = BufferSlice(ids[role], off, n)
+                binds.append(BufferSlice(ids[role], off, n))
             else:
-                binds[role] = ids[role]
-        record(step.launch, binds, rt, dispatch)
+                binds.append(ids[role])
+        (dispatch or rt.dispatch)(kernel_of(launch, rt), binds, launch.grid, launch.name)
+
+
+_KERNELS: dict[tuple[int, int], tuple[KernelLaunch, Any]] = {}
+
+
+def kernel_of(launch: KernelLaunch, rt: Any) -> Any:
+    """The runtime's compiled kernel of `launch` (memoised per launch object: plans are memoised, so
+    the WGSL is not hashed again on every eager call)."""
+    key = (id(launch), id(rt))
+    hit = _KERNELS.get(key)
+    if hit is None or hit[0] is not launch:
+        if len(_KERNELS) > 4 * _PLAN_CACHE_SIZE:
+            _KERNELS.clear()
+        hit = _KERNELS[key] = (launch, rt.kernel(launch.wgsl, launch.entry_point, label=launch.name))
+    return hit[1]
 
 
 def bytes_read(p: ReduceProblem) -> int:

@@ -1,11 +1,12 @@
 """Row kernels: softmax, log_softmax, layer_norm (weight, bias) and rms_norm (weight) of x[rows, n]
-(rows `row_stride` apart from element `offset`, each row contiguous), writing f32 out[rows, n].
+(rows `row_stride` apart from element `offset`, each row contiguous), writing f32 out[rows, n]; and the
+softmax/log_softmax backwards (x = the forward's output, "grad" = its gradient, laid out likewise).
 
 One workgroup per row; a row of up to `CACHE_UNITS` loads per thread is held in registers (one read of
 x), longer rows stream. Rows that are few and very long take two passes: chunk statistics (max and
 sum of exps, Welford moments, sum of squares), then every chunk's workgroup combines its row's
 statistics and normalises its chunk. Loads are vec4 when the row layout allows. Statistics (layer_norm
-mean/rstd, rms_norm rstd) go to `stats` [rows, 2] when asked.
+mean/rstd, rms_norm rstd) go to `stats` [2, rows] when asked.
 
 torch-free: dtypes "f32", "f16", "bf16".
 """
@@ -14,10 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..runtime import get_runtime
 from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, f32_word, grid_within
-from .reduce import HELPERS, TARGET_GROUPS
+from .reduce import HELPERS, TARGET_GROUPS, cached_plan, kernel_of
 
-OPS = ("softmax", "log_softmax", "layer_norm", "rms_norm")
+OPS = ("softmax", "log_softmax", "layer_norm", "rms_norm", "softmax_backward", "log_softmax_backward")
 CACHE_UNITS = 8           # loads per thread kept in registers
 MULTIPASS_MIN_N = 65536   # rows at least this long and too few to fill the GPU take two passes
 CHUNK = 16384             # elements per workgroup in the two-pass path
@@ -37,6 +39,18 @@ class RowProblem:
     weight: bool = False
     bias: bool = False
     stats: bool = False
+    grad_offset: int = 0        # backwards: where the gradient's rows are
+    grad_row_stride: int = -1
+
+    @property
+    def backward(self) -> bool:
+        """A softmax/log_softmax backward (reads "grad" beside x)."""
+        return self.op.endswith("_backward")
+
+    @property
+    def grad_stride(self) -> int:
+        """Elements between the gradient's rows."""
+        return self.n if self.grad_row_stride < 0 else self.grad_row_stride
 
     @property
     def stride(self) -> int:
@@ -90,7 +104,8 @@ def _decl(dtype: str, vec: bool, binding: int, buf: str) -> str:
 
 # per op: statistics from cached/streamed values; `T` is the unit type (f32 or vec4<f32>)
 # stats of a row: (a, b): softmax (max, sum of exp(x - max)); layer_norm (mean, rstd); rms (0, rstd)
-_STATE = {"softmax": "ML", "log_softmax": "ML", "layer_norm": "WF", "rms_norm": "SQ"}
+_STATE = {"softmax": "ML", "log_softmax": "ML", "layer_norm": "WF", "rms_norm": "SQ",
+          "softmax_backward": "SQ", "log_softmax_backward": "SQ"}
 _STATES = """
 struct ML { m: f32, s: f32 }
 fn ml_comb(a: ML, b: ML) -> ML {
@@ -127,6 +142,9 @@ def _source(p: RowProblem, vec: bool, cached: int, wg: int, mode: str) -> str:
     decl = "struct Params { w: array<vec4<u32>, 4> }\n@group(0) @binding(0) var<uniform> P: Params;\n"
     decl += _decl(p.dtype, vec, 1, "X")
     b = 2
+    if p.backward:
+        decl += _decl(p.dtype, vec, 2, "D")
+        b = 3
     if mode != "stats":
         decl += (f"@group(0) @binding({b}) var<storage, read_write> O"
                  f"{'V' if vec else ''}: array<{T}>;\n")
@@ -143,6 +161,8 @@ def _source(p: RowProblem, vec: bool, cached: int, wg: int, mode: str) -> str:
         if p.stats:
             decl += f"@group(0) @binding({b}) var<storage, read_write> E: array<f32>;\n"
     fns = (_BF16 if p.dtype == "bf16" else "") + _loads(p.dtype, vec, "ldx", "X")
+    if p.backward:
+        fns += _loads(p.dtype, vec, "ldd", "D")
     if p.weight and mode != "stats":
         fns += _loads(p.dtype, vec, "ldg", "G")
     if p.bias and mode != "stats":
@@ -181,6 +201,10 @@ fn wg_comb(v: {st}, lid: u32) -> {st} {{
 }}
 """
         unit_stat = "unit_wf(v)"
+    elif p.op == "softmax_backward":
+        unit_stat = f"SQ({_hsum(vec, 'gd * v')})"
+    elif p.op == "log_softmax_backward":
+        unit_stat = f"SQ({_hsum(vec, 'gd')})"
     else:
         unit_stat = f"SQ({_hsum(vec, 'v * v')})"
     init = {"ML": "ML(-inf_f(), 0.0)", "WF": "WF(0.0, 0.0, 0.0)", "SQ": "SQ(0.0)"}[st]
@@ -192,14 +216,17 @@ fn wg_comb(v: {st}, lid: u32) -> {st} {{
         "log_softmax": "v - (r.m + log(r.s))",
         "layer_norm": f"(v - r.m) * rstd{w_term}{b_term}",
         "rms_norm": f"v * rstd{w_term}",
+        "softmax_backward": "v * (gd - r.s)",
+        "log_softmax_backward": "gd - exp(v) * r.s",
     }[p.op]
+    load = "let v = ldx(xrow + u);" + (" let gd = ldd(drow + u);" if p.backward else "")
     pre = {"layer_norm": "let rstd = inverseSqrt(r.m2 / r.n + eps);",
            "rms_norm": "let rstd = inverseSqrt(r.s / f32(prm(1u)) + eps);"}.get(p.op, "")
     stats_store = ""
     if p.stats and p.op == "layer_norm":
-        stats_store = "E[2u * row] = r.m; E[2u * row + 1u] = rstd;"
+        stats_store = "E[row] = r.m; E[prm(0u) + row] = rstd;"
     elif p.stats and p.op == "rms_norm":
-        stats_store = "E[2u * row] = 0.0; E[2u * row + 1u] = rstd;"
+        stats_store = "E[row] = 0.0; E[prm(0u) + row] = rstd;"
     store = f"O{'V' if vec else ''}[orow + u] = {outv};"
     # params: 0 rows, 1 n, 2 x_off (units), 3 row stride (units), 4 eps, 5 chunks, 6 chunk units
     head = f"""
@@ -215,21 +242,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         src += head + f"""  let row = g;
   let live = row < prm(0u);
   let xrow = prm(2u) + row * prm(3u);
+  let drow = prm(7u) + row * prm(8u);
   let orow = row * nu;
   var part = {init};
 """
         if cached:
+            keep = "c[k] = v;" + (" cg[k] = gd;" if p.backward else "")
+            restore = "let v = c[k];" + (" let gd = cg[k];" if p.backward else "")
+            grads = f"  var cg: array<{T}, {cached}>;\n" if p.backward else ""
             src += f"""  var c: array<{T}, {cached}>;
-  for (var k = 0u; k < {cached}u; k++) {{
+{grads}  for (var k = 0u; k < {cached}u; k++) {{
     let u = lid + k * {wg}u;
-    if (live && u < nu) {{ let v = ldx(xrow + u); c[k] = v; part = {comb}(part, {unit_stat}); }}
+    if (live && u < nu) {{ {load} {keep} part = {comb}(part, {unit_stat}); }}
   }}
   let r = wg_comb(part, lid);
   {pre}
   if (live) {{
     for (var k = 0u; k < {cached}u; k++) {{
       let u = lid + k * {wg}u;
-      if (u < nu) {{ let v = c[k]; {store} }}
+      if (u < nu) {{ {restore} {store} }}
     }}
     if (lid == 0u) {{ {stats_store} }}
   }}
@@ -237,12 +268,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
 """
         else:
             src += f"""  if (live) {{
-    for (var u = lid; u < nu; u += {wg}u) {{ let v = ldx(xrow + u); part = {comb}(part, {unit_stat}); }}
+    for (var u = lid; u < nu; u += {wg}u) {{ {load} part = {comb}(part, {unit_stat}); }}
   }}
   let r = wg_comb(part, lid);
   {pre}
   if (live) {{
-    for (var u = lid; u < nu; u += {wg}u) {{ let v = ldx(xrow + u); {store} }}
+    for (var u = lid; u < nu; u += {wg}u) {{ {load} {store} }}
     if (lid == 0u) {{ {stats_store} }}
   }}
 }}
@@ -252,6 +283,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
   let row = g / C; let c = g % C;
   let live = row < prm(0u);
   let xrow = prm(2u) + row * prm(3u);
+  let drow = prm(7u) + row * prm(8u);
   let orow = row * nu;
   let start = c * prm(6u);
   let end = min(start + prm(6u), nu);
@@ -260,7 +292,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         src += f"""  var part = {init};
   if (live) {{
     for (var u = start + lid; u < end; u += {wg}u) {{
-      let v = ldx(xrow + u); part = {comb}(part, {unit_stat});
+      {load} part = {comb}(part, {unit_stat});
     }}
   }}
   let r = wg_comb(part, lid);
@@ -273,7 +305,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
   let r = wg_comb(part, lid);
   {pre}
   if (live) {{
-    for (var u = start + lid; u < end; u += {wg}u) {{ let v = ldx(xrow + u); {store} }}
+    for (var u = start + lid; u < end; u += {wg}u) {{ {load} {store} }}
     if (lid == 0u && c == 0u) {{ {stats_store} }}
   }}
 }}
@@ -282,19 +314,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
 
 
 def _read_only(roles, partials_read: bool = False) -> frozenset[int]:
-    read = {"x", "weight", "bias"} | ({"partials"} if partials_read else set())
+    read = {"x", "grad", "weight", "bias"} | ({"partials"} if partials_read else set())
     return frozenset(i for i, r in enumerate(roles) if r in read)
 
 
 def plan_rows(p: RowProblem, caps: DeviceCaps, variant: str | None = None) -> RowPlan:
-    """The dispatches of `p` on `caps`. Roles: "x", "out" (f32 [rows, n]), "weight", "bias", "stats"
-    (f32 [rows, 2]) and scratch "partials"."""
+    """The dispatches of `p` on `caps` (memoised). Roles: "x", "out" (f32 [rows, n]), "weight", "bias",
+    "stats" (f32 [2, rows]: mean, then rstd) and scratch "partials"."""
+    return cached_plan(_plan_rows, p, caps, variant)
+
+
+def _plan_rows(p: RowProblem, caps: DeviceCaps, variant: str | None = None) -> RowPlan:
+    """The uncached planner of `plan_rows`."""
     names = variants(p, caps)
     if (variant or names[0]) not in names:
         raise ValueError(f"rows variant {variant!r} is not one of {names}")
     if p.rows == 0 or p.n == 0:
         return RowPlan((), {})
-    vec = p.n % 4 == 0 and p.offset % 4 == 0 and p.stride % 4 == 0
+    vec = p.n % 4 == 0 and p.offset % 4 == 0 and p.stride % 4 == 0 and (
+        not p.backward or (p.grad_offset % 4 == 0 and p.grad_stride % 4 == 0))
     U = 4 if vec else 1   # elements per load unit (offsets and strides are passed in units)
     nu = p.n // U
     max_wg = caps.limit("max-compute-invocations-per-workgroup", 256)
@@ -305,33 +343,36 @@ def plan_rows(p: RowProblem, caps: DeviceCaps, variant: str | None = None) -> Ro
     roles_out = ["out"]
     roles_tail = [r for r, on in (("weight", p.weight), ("bias", p.bias), ("stats", p.stats)) if on]
     base_params = [p.rows, p.n, p.offset // U, p.stride // U, scalar_eps]
+    grad_words = [p.grad_offset // U, p.grad_stride // U]
+    head = [PARAMS, "x"] + (["grad"] if p.backward else [])
     if p.n >= MULTIPASS_MIN_N and p.rows < TARGET_GROUPS // 4:
         chunk_units = CHUNK // U
         chunks = ceil_div(nu, chunk_units)
-        params = tuple(base_params + [chunks, chunk_units] + [0] * 9)
+        params = tuple(base_params + [chunks, chunk_units] + grad_words + [0] * 7)
         groups = grid_within(p.rows * chunks, max_groups)
+        roles1 = head + ["partials"]
         s1 = KernelLaunch(name=f"rows.{p.op}.{p.dtype}.stats", wgsl=_source(p, vec, 0, 256, "stats"),
-                          grid=(*groups, 1), workgroup_size=(256, 1, 1), bindings=(PARAMS, "x", "partials"),
-                          params=params, read_only=_read_only((PARAMS, "x", "partials")))
-        roles2 = [PARAMS, "x"] + roles_out + ["partials"] + roles_tail
+                          grid=(*groups, 1), workgroup_size=(256, 1, 1), bindings=tuple(roles1),
+                          params=params, read_only=_read_only(roles1))
+        roles2 = head + roles_out + ["partials"] + roles_tail
         s2 = KernelLaunch(name=f"rows.{p.op}.{p.dtype}.apply", wgsl=_source(p, vec, 0, 256, "apply"),
                           grid=(*groups, 1), workgroup_size=(256, 1, 1), bindings=tuple(roles2),
                           params=params, read_only=_read_only(roles2, True))
         return RowPlan((s1, s2), {"partials": p.rows * chunks * _WORDS[st] * 4})
     cached = ceil_div(nu, wg)
     cached = cached if cached <= CACHE_UNITS else 0
-    params = tuple(base_params + [1, nu] + [0] * 9)
+    params = tuple(base_params + [1, nu] + grad_words + [0] * 7)
     launch = KernelLaunch(name=f"rows.{p.op}.{p.dtype}.{'vec4' if vec else 'scalar'}.wg{wg}"
                                f"{'.cached' if cached else '.stream'}",
                           wgsl=_source(p, vec, cached, wg, "row"), grid=(*grid_within(p.rows, max_groups), 1),
-                          workgroup_size=(wg, 1, 1), bindings=tuple([PARAMS, "x"] + roles_out + roles_tail),
-                          params=params, read_only=_read_only([PARAMS, "x"] + roles_out + roles_tail))
+                          workgroup_size=(wg, 1, 1), bindings=tuple(head + roles_out + roles_tail),
+                          params=params, read_only=_read_only(head + roles_out + roles_tail))
     return RowPlan((launch,), {})
 
 
 def record_rows(plan: RowPlan, operands: dict, rt=None, dispatch=None) -> None:
     """Record the plan's dispatches with `operands[role]` = buffer id (or BufferSlice)."""
-    from .launch import record
-
+    rt = rt or get_runtime()
     for launch in plan.steps:
-        record(launch, {r: operands[r] for r in launch.bindings if r != PARAMS}, rt, dispatch)
+        binds = [rt.constant(launch.params_bytes()) if r == PARAMS else operands[r] for r in launch.bindings]
+        (dispatch or rt.dispatch)(kernel_of(launch, rt), binds, launch.grid, launch.name)

@@ -14,12 +14,15 @@ import torch
 from . import copy
 from .registry import register
 
-# A conjugated tensor dispatches through the Conjugate key, whose fallback would materialise it with a
-# copy, i.e. with _copy_from again (endless recursion). The device's copies resolve conjugate bits
-# themselves (ops/copy.py), so they take conjugated tensors as they are.
+# A conjugated (negated) tensor dispatches through the Conjugate (Negative) key, whose fallback would
+# materialise it with a copy, i.e. with _copy_from again (endless recursion). The device's copies resolve
+# conjugate and negative bits themselves (ops/copy.py), so they take such tensors as they are.
 _CONJUGATE = torch.library.Library("aten", "IMPL", "Conjugate")  # noqa: TOR901 (kept for the process)
 _CONJUGATE.impl("_copy_from", copy._copy_from)
 _CONJUGATE.impl("_copy_from_and_resize", copy._copy_from_and_resize)
+_NEGATIVE = torch.library.Library("aten", "IMPL", "Negative")  # noqa: TOR901 (the same for negative bits)
+_NEGATIVE.impl("_copy_from", copy._copy_from)
+_NEGATIVE.impl("_copy_from_and_resize", copy._copy_from_and_resize)
 
 
 def _alias(t: torch.Tensor, dtype: torch.dtype, offset: int, sizes, strides) -> torch.Tensor:
@@ -64,3 +67,58 @@ def conj_physical_out(self, *, out):
     out.resize_(self.shape)
     copy.copy_on_device(value, out)
     return out
+
+
+def _pairs_out(out: torch.Tensor, shape) -> torch.Tensor:
+    """out resized to `shape` (complex64), as its float32 (real, imag) view."""
+    if out.dtype != torch.complex64:
+        raise TypeError(f"webgpu: expected a complex64 out= tensor, got {out.dtype}")
+    out.resize_(shape)
+    return torch.view_as_real(out)
+
+
+@register("complex.out", planned=False)
+def complex_out(real, imag, *, out):
+    """torch.complex(out=): real and imaginary float32 parts into complex64 pairs."""
+    if real.dtype != torch.float32 or imag.dtype != torch.float32:
+        raise TypeError(f"webgpu: torch.complex supports float32 parts (complex64), got {real.dtype}, "
+                        f"{imag.dtype}")
+    shape = torch.broadcast_shapes(real.shape, imag.shape)
+    pairs = _pairs_out(out, shape)
+    copy.copy_on_device(real.expand(shape), pairs[..., 0])
+    copy.copy_on_device(imag.expand(shape), pairs[..., 1])
+    return out
+
+
+@register("polar.out", planned=False)
+def polar_out(abs, angle, *, out):  # noqa: A002 (aten's argument names)
+    """torch.polar(out=): abs * (cos(angle), sin(angle))."""
+    shape = torch.broadcast_shapes(abs.shape, angle.shape)
+    pairs = _pairs_out(out, shape)
+    copy.copy_on_device((abs * torch.cos(angle)).expand(shape), pairs[..., 0])
+    copy.copy_on_device((abs * torch.sin(angle)).expand(shape), pairs[..., 1])
+    return out
+
+
+def _angle(x: torch.Tensor) -> torch.Tensor:
+    if x.is_complex():
+        pairs = torch.view_as_real(x.resolve_conj())
+        return torch.atan2(pairs[..., 1], pairs[..., 0])
+    if not x.is_floating_point():
+        x = x.to(torch.float32)
+    # real numbers: pi for negatives, 0 otherwise, NaN stays NaN
+    return torch.where(torch.isnan(x), x, torch.where(x < 0, torch.pi, 0.0).to(x.dtype))
+
+
+@register("angle", planned=False)
+def angle(self):
+    """torch.angle: the argument of complex values (pi / 0 for negative / other reals)."""
+    return _angle(self)
+
+
+@register("angle.out", planned=False)
+def angle_out(self, *, out):
+    """torch.angle(out=)."""
+    value = _angle(self)
+    out.resize_(value.shape)
+    return out.copy_(value)

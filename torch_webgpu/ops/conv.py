@@ -1,13 +1,18 @@
-"""Aten convolution and convolution_backward (1-d and 2-d, grouped, strided, dilated, transposed) on the
-direct kernels of codegen/conv.py; 3-d inputs go to ops/conv3d.py (sums of 2-d convolutions)."""
+"""Aten convolution and convolution_backward (1-d and 2-d, grouped, strided, dilated, transposed).
+
+Forward f32/f16 convolutions (and transposed ones) run on the kernel library's implicit GEMM
+(kernels/conv.py) with the bias fused; bfloat16 and the backward pass use the direct kernels of
+codegen/conv.py; 3-d inputs go to ops/conv3d.py (sums of 2-d convolutions)."""
 
 from __future__ import annotations
 
 import torch
 
+from ..kernels.conv import Conv2dProblem, Strided1, Strided4, plan_conv2d
 from . import conv3d
 from .codegen.conv import launch_conv
 from .elementwise import operand
+from .library_launch import device_caps, library_dtype, record_launch
 from .reductions import cast_into
 from .registry import register
 from .tensor_buffers import new_empty
@@ -51,6 +56,27 @@ def _check(op: str, *tensors) -> None:
             raise TypeError(f"webgpu: '{op}' supports float32/float16/bfloat16, got {t.dtype}")
 
 
+def _strided4(t: torch.Tensor) -> Strided4:
+    return Strided4(t.storage_offset(), tuple(t.stride()))
+
+
+def _library_forward(x, w, bias, s, p, d, groups, transposed, opad, shape) -> torch.Tensor | None:
+    """The forward convolution on the library's kernels, or None where it does not apply."""
+    dtype = library_dtype(x, w, bias)
+    if dtype is None or min(*x.shape, *w.shape, *shape) == 0:
+        return None
+    n, c, h, wd = x.shape
+    out = new_empty(shape, x.dtype, x)
+    problem = Conv2dProblem(n=n, cin=c, h=h, w=wd, cout=shape[1], kh=w.shape[2], kw=w.shape[3], stride=s,
+                            padding=p, dilation=d, groups=groups, transposed=transposed,
+                            output_padding=opad, dtype=dtype, x=_strided4(x), weight=_strided4(w),
+                            out=_strided4(out),
+                            bias=None if bias is None else Strided1(bias.storage_offset(), bias.stride()[0]))
+    tensors = {"x": x, "weight": w, "out": out} | ({"bias": bias} if bias is not None else {})
+    record_launch(plan_conv2d(problem, device_caps()), tensors)
+    return out
+
+
 @register("convolution")
 def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):  # noqa: A002
     """aten.convolution (conv1d/conv2d/conv3d and transposed)."""
@@ -72,17 +98,21 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
         if oh <= 0 or ow <= 0:
             raise RuntimeError("Calculated output size is too small for the input and kernel")
         shape = (n, w.shape[0], oh, ow)
-        out = _run("fwd", x, w, shape, s, p, d, (kh, kw), w.shape[1], w.shape[0] // groups, input.dtype, bias,
-                   input)
+        out = _library_forward(x, w, bias, s, p, d, groups, False, opad, shape)
+        if out is None:
+            out = _run("fwd", x, w, shape, s, p, d, (kh, kw), w.shape[1], w.shape[0] // groups,
+                       input.dtype, bias, input)
     else:
         cout = w.shape[1] * groups
         oh = (h - 1) * s[0] - 2 * p[0] + d[0] * (kh - 1) + opad[0] + 1
         ow = (wd - 1) * s[1] - 2 * p[1] + d[1] * (kw - 1) + opad[1] + 1
         shape = (n, cout, oh, ow)
-        out = _run("data", x, w, shape, s, p, d, (kh, kw), w.shape[1], w.shape[0] // groups, input.dtype,
-                   None, input)
-        if bias is not None:
-            out = out + bias.reshape(1, -1, 1, 1)
+        out = _library_forward(x, w, bias, s, p, d, groups, True, opad, shape)
+        if out is None:
+            out = _run("data", x, w, shape, s, p, d, (kh, kw), w.shape[1], w.shape[0] // groups,
+                       input.dtype, None, input)
+            if bias is not None:
+                out = out + bias.reshape(1, -1, 1, 1)
     return out.squeeze(2) if nd == 1 else out
 
 

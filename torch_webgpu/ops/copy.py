@@ -21,7 +21,6 @@ from .tensor_buffers import (
     fits_one_binding,
     pack_u32,
     runtime,
-    split_for_binding,
     windowed_binding,
 )
 
@@ -90,6 +89,14 @@ def copy_on_device(src: torch.Tensor, dst: torch.Tensor) -> None:
     check_supported(dst.dtype, "copy")
     if src.shape != dst.shape:
         src = src.expand(dst.shape)
+    if src.is_neg() or dst.is_neg():  # negative bits (e.g. the imaginary part of a conjugate view)
+        physical = torch._neg_view(dst) if dst.is_neg() else dst
+        copy_on_device(torch._neg_view(src) if src.is_neg() else src, physical)
+        if src.is_neg() != dst.is_neg():
+            pairs = torch.view_as_real(physical.conj() if physical.is_conj() else physical) \
+                if physical.is_complex() else physical
+            pairs.neg_()
+        return
     if src.is_complex() or dst.is_complex():
         _copy_complex(src, dst)
         return
@@ -108,8 +115,11 @@ def copy_on_device(src: torch.Tensor, dst: torch.Tensor) -> None:
         rt.copy(src_id, dst_id, nbytes, byte_offset(src), byte_offset(dst))
         return
     if not (fits_one_binding(src) and fits_one_binding(dst)):
-        # Views wider than one kernel binding: copy them in halves along one dim.
-        dim = split_for_binding(dst if not fits_one_binding(dst) else src)
+        # Views wider than one kernel binding: copy them in halves along the dim that shrinks the wide
+        # one's extent most (its largest stride), so a transposed view needs few launches.
+        wide = dst if not fits_one_binding(dst) else src
+        dim = max(((n - 1) * st, d) for d, (n, st) in enumerate(zip(wide.shape, wide.stride(), strict=True))
+                  if n > 1)[1]
         half = dst.shape[dim] // 2
         copy_on_device(src.narrow(dim, 0, half), dst.narrow(dim, 0, half))
         rest = dst.shape[dim] - half
@@ -142,6 +152,8 @@ def upload(src: torch.Tensor, dst: torch.Tensor) -> None:
     host = src.to(dst.dtype).expand(dst.shape).resolve_conj().resolve_neg().contiguous()
     if dst.is_conj():  # dst's storage holds the conjugates of its values
         host = host.conj().resolve_conj()
+    if dst.is_neg():  # ... or their negatives
+        host = host.neg()
     nbytes = dst.numel() * dst.element_size()
     if dst.is_contiguous() and not (byte_offset(dst) | nbytes) % 4:
         runtime().upload(buffer_id(dst), _raw_bytes(host.reshape(-1)), byte_offset(dst))
@@ -161,6 +173,8 @@ def download(src: torch.Tensor) -> torch.Tensor:
     check_supported(src.dtype, "copy from webgpu")
     if src.is_conj():  # the storage holds the conjugates: read them, conjugate on the host
         return download(src.conj()).conj().resolve_conj()
+    if src.is_neg():  # the storage holds the negated values
+        return download(torch._neg_view(src)).neg()
     if not src.is_contiguous():
         src = src.contiguous()
     nbytes = src.numel() * src.element_size()

@@ -130,6 +130,10 @@ def run_elementwise(spec: EltOp, values: Sequence, params: dict, mode_value=None
     promote = spec.promote
     if op == "div" and spec.mode and mode_value is None:
         promote = "int_to_float"  # div(rounding_mode=None) is true division
+    if any(isinstance(x, torch.Tensor) and x.is_complex() for x in values):
+        from .complex_arith import elementwise as complex_elementwise  # complex64: on (real, imag) views
+
+        return complex_elementwise(op, values, params, out, inplace)
     compute_dtype, result_dtype = _promote(values, promote)
     if promote == "logical":
         compute_dtype = result_dtype = torch.bool

@@ -3,6 +3,8 @@ every torch.fft function and stft reach after torch's own padding, trimming and 
 
 Data are complex64 tensors seen as float32 (real, imag) pairs. An n-D transform is a 1-D transform per
 dim (codegen/fft.py): the dim is moved last, made contiguous, transformed row by row and moved back.
+Lengths that are not powers of two run a direct DFT up to DIRECT_MAX, Bluestein's chirp convolution
+through power-of-two transforms above (O(n log n), chirps from float64 host tables).
 r2c transforms the real input with zero imaginary parts and keeps the first n // 2 + 1 outputs along
 the last dim (onesided); c2r rebuilds the Hermitian spectrum (X[n - k] = conj X[k]) and keeps the real
 part of its inverse, so imaginary parts of the self-conjugate bins are ignored, as by pocketfft.
@@ -24,6 +26,7 @@ from .out_args import write_out
 from .registry import register
 from .tensor_buffers import new_empty, runtime, windowed_binding
 
+DIRECT_MAX = 64  # lengths up to this (not powers of two) run the direct DFT; longer ones Bluestein
 _TWIDDLES: dict[int, torch.Tensor] = {}
 
 
@@ -54,6 +57,8 @@ def _transform_rows(pairs: torch.Tensor, inverse: bool) -> torch.Tensor:
     rows, n, _ = pairs.shape
     if rows == 0 or n <= 1:
         return pairs.clone()
+    if n & (n - 1) and n > DIRECT_MAX:
+        return _bluestein(pairs, inverse)
     w = _twiddles(n)
     if n & (n - 1) == 0:  # Stockham radix-2: log2 n passes, ping-pong between two buffers
         buffers = [new_empty(pairs.shape, torch.float32, pairs) for _ in range(2)]
@@ -65,6 +70,48 @@ def _transform_rows(pairs: torch.Tensor, inverse: bool) -> torch.Tensor:
     out = new_empty(pairs.shape, torch.float32, pairs)
     _launch("dft", [rows * n, n, 0, int(inverse)], pairs, out, w, rows * n)
     return out
+
+
+def _cmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Elementwise complex product of float pairs [..., 2] (broadcasting)."""
+    ar, ai, br, bi = a[..., 0], a[..., 1], b[..., 0], b[..., 1]
+    return torch.stack([ar * br - ai * bi, ar * bi + ai * br], dim=-1)
+
+
+_CHIRPS: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def _chirp(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(c [n, 2] with c_k = exp(-pi i k^2 / n), FFT_M of the wrapped conj(c) [M, 2]) for Bluestein."""
+    cached = _CHIRPS.get(n)
+    if cached is None:
+        m = 1 << (2 * n - 2).bit_length()  # a power of two >= 2n - 1
+        k = np.arange(n, dtype=np.int64)
+        angle = -np.pi * ((k * k) % (2 * n)) / n  # k^2 mod 2n keeps the float64 angle exact
+        c = np.stack([np.cos(angle), np.sin(angle)], -1)
+        b = np.zeros((m, 2))
+        b[:n] = c * [1.0, -1.0]
+        b[m - n + 1:] = b[1:n][::-1]
+        chirp = torch.from_numpy(c.astype(np.float32)).to("webgpu")
+        kernel = _transform_rows(torch.from_numpy(b.astype(np.float32)).to("webgpu").reshape(1, m, 2), False)
+        cached = _CHIRPS[n] = (chirp, kernel.reshape(m, 2))
+    return cached
+
+
+def _bluestein(pairs: torch.Tensor, inverse: bool) -> torch.Tensor:
+    """A length-n DFT as a circular convolution of power-of-two length M >= 2n - 1 (Bluestein):
+    X_k = c_k sum_j (x_j c_j) conj(c_{k-j}), c_k = exp(-pi i k^2 / n); the inverse conjugates around it."""
+    rows, n, _ = pairs.shape
+    sign = torch.tensor([1.0, -1.0], device=pairs.device)
+    x = pairs * sign if inverse else pairs  # inverse DFT(x) = conj(DFT(conj(x)))
+    chirp, kernel = _chirp(n)
+    m = kernel.shape[0]
+    a = torch.zeros(rows, m, 2, device=pairs.device)
+    a[:, :n] = _cmul(x, chirp)
+    spectrum = _cmul(_transform_rows(a, False), kernel)
+    conv = _transform_rows(spectrum.contiguous(), True)[:, :n] * (1.0 / m)
+    out = _cmul(conv, chirp)
+    return (out * sign if inverse else out).contiguous()
 
 
 def _along(pairs: torch.Tensor, dim: int, inverse: bool) -> torch.Tensor:

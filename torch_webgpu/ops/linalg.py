@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from .codegen.matmul import launch_matmul
+from .codegen.matmul import launch_library_matmul, launch_matmul, library_handles
 from .codegen.operand import Operand
 from .elementwise import operand, prepare_out
 from .reductions import cast_into
@@ -43,7 +43,9 @@ def _product(op: str, a: torch.Tensor, b: torch.Tensor, dst: torch.Tensor, bias:
     bsz = a.shape[0] if batched else 1
     m, k = a.shape[-2], a.shape[-1]
     n = b.shape[-1]
-    wide = torch.int32 if dst.dtype == torch.int32 else torch.float32  # int32: exact wrapping arithmetic
+    library = library_handles(dst.dtype)  # f32 and f16 (shader-f16): the kernel library, in place
+    # int32: exact wrapping arithmetic; bf16 (and f16 without shader-f16): f32 result, then cast
+    wide = dst.dtype if library else torch.int32 if dst.dtype == torch.int32 else torch.float32
     target = dst if dst.dtype == wide else new_empty(dst.shape, wide, dst)
     if target.numel():
         if k == 0:
@@ -56,8 +58,8 @@ def _product(op: str, a: torch.Tensor, b: torch.Tensor, dst: torch.Tensor, bias:
             bias3 = None
             if bias is not None and beta != 0:
                 bias3 = _as3(bias.expand(target.shape), (bsz, m, n))
-            launch_matmul(_as3(a, (bsz, m, k)), _as3(b, (bsz, k, n)), _as3(target, (bsz, m, n)), bias3,
-                          alpha, beta)
+            launch = launch_library_matmul if library else launch_matmul
+            launch(_as3(a, (bsz, m, k)), _as3(b, (bsz, k, n)), _as3(target, (bsz, m, n)), bias3, alpha, beta)
     if target is not dst:
         cast_into(target, dst)
     return dst

@@ -39,6 +39,14 @@ def flat(t: torch.Tensor, dims: int = 2) -> torch.Tensor:
     return t.reshape(batch, *t.shape[t.dim() - dims:])
 
 
+def check_size(family: str, op: str, rows: int, cols: int) -> None:
+    """A clear error for matrices larger than the workgroup-per-matrix kernel of `family` handles."""
+    limit = linalg_kernels.MAX_DIM[family]
+    if max(rows, cols) > limit and min(rows, cols) > 0:
+        raise NotImplementedError(f"webgpu: '{op}' on {rows}x{cols} matrices: the device's {family} kernel "
+                                  f"(one workgroup per matrix) handles dimensions up to {limit}")
+
+
 def work_copy(A: torch.Tensor) -> torch.Tensor:
     """A fresh contiguous [batch, rows, cols] float32 copy of A (kernels overwrite it)."""
     return flat(A).clone(memory_format=torch.contiguous_format)
@@ -75,6 +83,7 @@ def per_invocation(work: int) -> tuple[int, int, int]:
 
 def lu_factor(A: torch.Tensor):
     """(LU [b, m, n], pivots int32 [b, k], info int32 [b]) of the matrices of A (any batch shape)."""
+    check_size("lu", "torch.linalg.lu_factor", A.shape[-2], A.shape[-1])
     W = work_copy(A)
     b, m, n = W.shape
     k = min(m, n)

@@ -13,6 +13,7 @@ import torch
 from .codegen import linalg_kernels
 from .linalg_batch import (
     check_matrix,
+    check_size,
     flat,
     launch,
     lu_factor,
@@ -31,6 +32,7 @@ from .tensor_buffers import new_empty
 
 def geqrf3(A: torch.Tensor):
     """(reflectors and R [b, m, n], tau [b, k]) of A's matrices (LAPACK geqrf layout)."""
+    check_size("geqrf", "torch.linalg.qr", A.shape[-2], A.shape[-1])
     W = work_copy(A)
     b, m, n = W.shape
     tau = new_empty((b, min(m, n)), torch.float32, A)
@@ -87,6 +89,21 @@ def householder_product_out(input, tau, *, out):  # noqa: A002
     return write_out(out, _householder_product(input, tau))
 
 
+@register("ormqr", planned=False)
+def ormqr(self, input2, input3, left=True, transpose=False):
+    """torch.ormqr: op(Q) C or C op(Q) with Q (m x m) built from geqrf's reflectors (self) and tau."""
+    check_matrix("torch.ormqr", self, square=False, name="input")
+    m = self.shape[-2]
+    if (input3.shape[-2] if left else input3.shape[-1]) != m:
+        raise RuntimeError(f"torch.ormqr: other.shape[{-2 if left else -1}] must be equal to input.shape[-2]")
+    batch = torch.broadcast_shapes(self.shape[:-2], input2.shape[:-1], input3.shape[:-2])
+    V = flat(self.expand(*batch, *self.shape[-2:])).contiguous()
+    tau = flat(input2.expand(*batch, input2.shape[-1]), 1).contiguous()
+    Q = householder3(V, tau, m).reshape(*batch, m, m)
+    Q = Q.mT if transpose else Q
+    return Q @ input3 if left else input3 @ Q
+
+
 def _qr(A: torch.Tensor, mode: str):
     check_matrix("torch.linalg.qr", A, square=False)
     if mode not in ("reduced", "complete", "r"):
@@ -115,6 +132,7 @@ def qr_out(A, mode="reduced", *, Q, R):
 
 def eigh3(A: torch.Tensor):
     """(eigenvalues ascending [b, n], eigenvectors [b, n, n]) of symmetric [b, n, n] A (both triangles)."""
+    check_size("eigh", "torch.linalg.eigh", A.shape[-2], A.shape[-1])
     W = A.clone(memory_format=torch.contiguous_format)
     b, n, _ = W.shape
     V = new_empty((b, n, n), torch.float32, A)
@@ -160,6 +178,7 @@ def svd3(A: torch.Tensor, full: bool, compute_uv: bool):
     if m < n:
         U, S, Vh = svd3(A.mT, full, compute_uv)
         return (Vh.mT, S, U.mT) if compute_uv else (U, S, Vh)
+    check_size("svd", "torch.linalg.svd", m, n)
     W = A.clone(memory_format=torch.contiguous_format)
     V = new_empty((b, n, n), torch.float32, A)
     if b and n:

@@ -16,6 +16,7 @@ from .linalg_batch import (
 )
 from .linalg_batch import (
     check_matrix,
+    check_size,
     flat,
     launch,
     lu_factor,
@@ -197,9 +198,10 @@ def inv_ex(A, *, check_errors=False):
 # ---- det / slogdet -------------------------------------------------------------------------------------
 
 def _det_parts(op: str, A: torch.Tensor):
-    """(det, sign, log|det|) each of A's batch shape, and the LU factorization."""
+    """(det, sign, log|det|) each of A's batch shape, and the LU factorization (of A^T when A is
+    contiguous, as torch's backward formulas expect; det(A^T) = det(A))."""
     check_matrix(op, A)
-    lu, piv, _ = _lu_factor(op, A, True)
+    lu, piv, _ = _lu_factor(op, A.mT if A.is_contiguous() else A, True)
     n = A.shape[-1]
     batch = _batch(A)
     lu3, piv3 = flat(lu), flat(piv, 1)
@@ -231,6 +233,7 @@ def slogdet_out(A, *, sign, logabsdet, LU, pivots):
 def cholesky_lower(A: torch.Tensor, upper: bool = False):
     """(L or U = L^T of A's batch shape, info): Cholesky of A's lower triangle (upper: of its upper one)."""
     check_matrix("torch.linalg.cholesky", A)
+    check_size("cholesky", "torch.linalg.cholesky", A.shape[-2], A.shape[-1])
     W = work_copy(A.mT if upper else A)
     b, n, _ = W.shape
     info = new_empty((b,), torch.int32, A)
@@ -324,3 +327,39 @@ def triangular_solve_out(self, A, upper=True, transpose=False, unitriangular=Fal
     T = A.mT if transpose else A
     sol = _solve_triangular(T, self, upper != transpose, True, unitriangular)
     return write_out(X, sol), write_out(M, A.clone())
+
+
+# ---- LDL^T (Bunch-Kaufman) -----------------------------------------------------------------------------
+
+@register("linalg_ldl_factor_ex.out", planned=False)
+def ldl_factor_ex_out(self, *, hermitian=False, check_errors=False, LD, pivots, info):
+    """torch.linalg.ldl_factor_ex(out=): LAPACK sytf2 pivoting (lower), one invocation per matrix."""
+    check_matrix("torch.linalg.ldl_factor_ex", self)
+    W = work_copy(self)
+    b, n, _ = W.shape
+    piv = new_empty((b, n), torch.int32, self)
+    inf = new_empty((b,), torch.int32, self)
+    if b and n:
+        launch("ldl", [b, n, offset(W), offset(piv), offset(inf)], [W, piv, inf], per_invocation(b))
+    elif b:
+        inf.zero_()
+    inf = inf.reshape(_batch(self))
+    if check_errors:
+        raise_for_info(inf, "torch.linalg.ldl_factor_ex", self.dim() == 2)
+    return (write_out(LD, W.reshape(self.shape)), write_out(pivots, piv.reshape(*_batch(self), n)),
+            write_out(info, inf))
+
+
+@register("linalg_ldl_solve.out", planned=False)
+def ldl_solve_out(LD, pivots, B, *, hermitian=False, out):
+    """torch.linalg.ldl_solve(out=): LAPACK sytrs (lower), one invocation per right-hand column."""
+    check_matrix("torch.linalg.ldl_solve", LD, name="LD")
+    if B.dim() < 2 or B.shape[-2] != LD.shape[-1]:
+        raise RuntimeError("torch.linalg.ldl_solve: Incompatible shapes of LD and B for the equation "
+                           f"LD X = B ({LD.shape[-2]}x{LD.shape[-1]} and {tuple(B.shape[-2:])})")
+    LD3, piv3, X, batch = _broadcast(LD, pivots, B)
+    b, n, k = X.shape
+    if b and n and k:
+        launch("ldl_solve", [b * k, n, k, offset(LD3), offset(X), offset(piv3)], [LD3, X, piv3],
+               per_invocation(b * k))
+    return write_out(out, X.reshape(*batch, *B.shape[-2:]))

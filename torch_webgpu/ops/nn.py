@@ -23,9 +23,10 @@ _ROW_DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16
 
 
 def library_rows(op: str, x2: torch.Tensor, weight: torch.Tensor | None = None,
-                 bias: torch.Tensor | None = None, eps: float = 0.0, stats: torch.Tensor | None = None
-                 ) -> torch.Tensor:
-    """Row op `op` of the 2-D x2 [rows, n] (unit stride along rows) through kernels/rows.py -> f32."""
+                 bias: torch.Tensor | None = None, eps: float = 0.0, stats: torch.Tensor | None = None,
+                 grad: torch.Tensor | None = None) -> torch.Tensor:
+    """Row op `op` of the 2-D x2 [rows, n] (unit stride along rows; backwards: `grad` likewise, same
+    dtype) through kernels/rows.py -> f32."""
     rows, n = x2.shape
     y = new_empty((rows, n), torch.float32, x2)
 
@@ -36,10 +37,11 @@ def library_rows(op: str, x2: torch.Tensor, weight: torch.Tensor | None = None,
     b = dense(bias.to(x2.dtype)) if bias is not None else None
     problem = RowProblem(op, _ROW_DTYPES[x2.dtype], rows, n, x2.storage_offset(),
                          x2.stride(0) if rows > 1 else n, float(eps), w is not None, b is not None,
-                         stats is not None)
+                         stats is not None, grad.storage_offset() if grad is not None else 0,
+                         grad.stride(0) if grad is not None and rows > 1 else n)
     plan = plan_rows(problem, device_caps())
     operands = {"x": buffer_id(x2), "out": buffer_id(y)}
-    for role, t in (("weight", w), ("bias", b), ("stats", stats)):
+    for role, t in (("weight", w), ("bias", b), ("stats", stats), ("grad", grad)):
         if t is not None:
             operands[role] = buffer_id(t)
     scratch = {r: new_empty((-(-nb // 4),), torch.int32, x2) for r, nb in plan.scratch.items()}
@@ -57,10 +59,11 @@ def _rows(kind: str, x: torch.Tensor, dim: int, result_dtype: torch.dtype, g: to
     xv = x if nd else x.reshape(1)
     gv = None if g is None else (g if nd else g.reshape(1))
     dim = dim % max(nd, 1)
-    moved = xv.movedim(dim, -1)
-    if g is None and dim == xv.dim() - 1 and xv.dtype in _ROW_DTYPES and _unit_rows(moved):
-        # forward rows along the last, unit-stride dim: the kernel library (vec4, rows in registers)
-        tmp = library_rows(kind, moved.reshape(-1, moved.shape[-1]) if moved.numel() else moved.reshape(0, 1))
+    last = dim == xv.dim() - 1 and xv.dtype in _ROW_DTYPES and _unit_rows(xv)
+    if last and (gv is None or (gv.dtype == xv.dtype and gv.shape == xv.shape and _unit_rows(gv))):
+        # rows along the last, unit-stride dim: the kernel library (vec4, rows in registers)
+        n = xv.shape[-1]
+        tmp = library_rows(kind, xv.reshape(-1, n), grad=gv.reshape(-1, n) if gv is not None else None)
     else:
         tmp = new_empty(xv.shape, torch.float32, x)
         launch_rows(kind, operand(xv), dim, operand(tmp), operand(gv) if gv is not None else None)
@@ -128,7 +131,7 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):  # noqa: A002
     for s in normalized_shape:
         n *= s
     x2 = input.contiguous().reshape(rows, n)
-    stats = new_empty((rows, 2), torch.float32, input)
+    stats = new_empty((2, rows), torch.float32, input)  # mean, rstd: each a contiguous view
     fused = input.dtype in _ROW_DTYPES and all(
         t is None or (t.dtype == input.dtype and t.shape == tuple(normalized_shape)) for t in (weight, bias))
     if rows and n:
@@ -143,13 +146,13 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):  # noqa: A002
     if bias is not None and not fused:
         y = y + bias
     stat_shape = lead + (1,) * k
-    mean = stats[:, 0].reshape(stat_shape)
-    rstd = stats[:, 1].reshape(stat_shape)
+    mean = stats[0].reshape(stat_shape)
+    rstd = stats[1].reshape(stat_shape)
     if input.dtype != torch.float32:
         y = y.to(input.dtype)
         mean = mean.to(input.dtype)
         rstd = rstd.to(input.dtype)
-    return y, mean.contiguous(), rstd.contiguous()
+    return y, mean, rstd
 
 
 @register("native_layer_norm_backward")
@@ -461,7 +464,7 @@ def fused_rms_norm(input, normalized_shape, weight, eps):  # noqa: A002
     if eps is None:
         eps = torch.finfo(input.dtype).eps
     x2 = input.contiguous().reshape(rows, n)
-    stats = new_empty((rows, 2), torch.float32, input)
+    stats = new_empty((2, rows), torch.float32, input)  # mean, rstd: each a contiguous view
     fused = weight is None or (weight.dtype == input.dtype and tuple(weight.shape) == tuple(normalized_shape))
     if rows and n:
         y = library_rows("rms_norm", x2, weight if fused else None, None, eps, stats)
@@ -471,11 +474,11 @@ def fused_rms_norm(input, normalized_shape, weight, eps):  # noqa: A002
     y = y.reshape(input.shape)
     if weight is not None and not fused:
         y = y * weight
-    rstd = stats[:, 1].reshape(lead + (1,) * k)
+    rstd = stats[1].reshape(lead + (1,) * k)
     if input.dtype != torch.float32:
         y = y.to(input.dtype)
         rstd = rstd.to(input.dtype)
-    return y, rstd.contiguous()
+    return y, rstd
 
 
 @register("_fused_rms_norm_backward")

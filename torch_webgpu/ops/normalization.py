@@ -1,5 +1,7 @@
 """Batch norm (train and eval, + backward) and group norm (+ backward), composed from webgpu reductions
-and elementwise kernels; running statistics are updated in place on the device."""
+(the kernel library's multi-pass reductions) and elementwise kernels; group norm's statistics and
+normalisation are one library row kernel (layer_norm over each group). Running statistics are updated
+in place on the device."""
 
 from __future__ import annotations
 
@@ -102,11 +104,17 @@ def native_batch_norm_backward(grad_out, input, weight, running_mean, running_va
 @register("native_group_norm")
 def native_group_norm(input, weight, bias, N, C, HxW, group, eps):  # noqa: A002, N803
     """aten.native_group_norm -> (out, mean [N, G], rstd [N, G])."""
-    x = input.float().reshape(N, group, (C // group) * HxW)
-    mean = x.mean(-1)
-    var = x.var(-1, correction=0)
-    rstd = torch.rsqrt(var + eps)
-    y = ((x - mean.unsqueeze(-1)) * rstd.unsqueeze(-1)).reshape(input.shape)
+    from .nn import library_rows  # nn imports the conv kernels; group norm needs only its row helper
+
+    rows, n = N * group, (C // group) * HxW
+    stats = torch.empty((2, rows), dtype=torch.float32, device=input.device)
+    if rows and n:
+        y = library_rows("layer_norm", input.contiguous().reshape(rows, n), eps=float(eps), stats=stats)
+    else:
+        y = torch.empty((rows, n), dtype=torch.float32, device=input.device)
+        stats.fill_(float("nan"))
+    y = y.reshape(input.shape)
+    mean, rstd = stats[0].reshape(N, group), stats[1].reshape(N, group)
     shape = _shape(input)
     if weight is not None:
         y = y * weight.reshape(shape)

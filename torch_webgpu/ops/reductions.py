@@ -1,5 +1,6 @@
-"""Aten kernels for reductions (codegen/reduction.py): sum, mean, prod, amax/amin, max/min(dim),
-argmax/argmin, var/std(_mean), vector norms, all/any, logsumexp, nansum; and cumsum/cumprod scans."""
+"""Aten kernels for reductions through the kernel library (kernels/reduce.py: multi-pass, any size, every
+storage dtype): sum, mean, prod, amax/amin, max/min(dim), argmax/argmin, var/std(_mean), vector norms,
+all/any, count_nonzero, logsumexp, nansum; and cumsum/cumprod scans."""
 
 from __future__ import annotations
 
@@ -14,11 +15,8 @@ from .codegen.dtypes import convert, dtype_info
 from .codegen.elementwise import grid, launch
 from .codegen.operand import pack_u32
 from .codegen.recording import dispatch
-from .codegen.reduction import launch_reduce
 from .codegen.wgsl_math import PRELUDE
 from .elementwise import operand
-from .integer_extremes import EXACT_INT, integer_extreme
-from .integer_extremes import SPECS as EXTREME_SPECS
 from .integer_scans import integer_cumsum
 from .registry import register
 from .tensor_buffers import buffer_id, new_empty, runtime
@@ -95,9 +93,10 @@ _EXACT_IN_F32 = (torch.float32, torch.float16, torch.bfloat16, torch.int16, torc
                  torch.bool)
 
 
-# storage dtypes the kernel library reads (kernels/reduce.py); int64 inputs take codegen/reduction.py
+# storage dtypes the kernel library reads (kernels/reduce.py)
 LIBRARY_DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.int32: "i32",
-                  torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8", torch.bool: "bool"}
+                  torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8", torch.bool: "bool",
+                  torch.int64: "i64"}
 # the spec names of this module -> the library's op names (max/min with indices are arg reductions)
 _LIBRARY_OP = {"max": "argmax", "min": "argmin", "sum_i64": "sum", "prod_i64": "prod"}
 _OUT_DTYPE = {"f32": torch.float32, "i32": torch.int32, "u32": torch.int32, "i64": torch.int64}
@@ -177,40 +176,27 @@ def reduce(op: str, spec: str, x: torch.Tensor, dim, keepdim: bool, result_dtype
     """Run reduction `spec` of x over `dim`; returns values (and int64 indices when with_index)."""
     if result_dtype == torch.int64 and spec in ("sum", "prod", "nansum") and not x.dtype.is_floating_point:
         spec = ("sum" if spec == "nansum" else spec) + "_i64"  # exact integer sums/products in int64
-    if x.dtype == torch.int64 and spec in ("any", "all", "count_nonzero"):
-        x = x != 0  # exact for every int64 value
+    if x.dtype not in LIBRARY_DTYPES:
+        dtype_info(x.dtype, op)
+        raise TypeError(f"webgpu: '{op}' does not support {x.dtype} inputs")
+    dtype_info(result_dtype, op)
+    exact = not x.dtype.is_floating_point and spec in _INT_EXACT
+    if x.dtype == torch.int64 and not exact:
+        x = x.float()  # int64 elements reduce exactly only; float results (dtype=, logsumexp) via f32
+    compute = ("l" if x.dtype == torch.int64 else "i") if exact else "f"
     dims = _dims(x, dim)
     shape = _out_shape(x, dims, keepdim)
-    if x.dtype in LIBRARY_DTYPES:
-        dtype_info(result_dtype, op)
-        compute = "i" if not x.dtype.is_floating_point and spec in _INT_EXACT else "f"
-        if empty_error and x.numel() == 0:
-            raise IndexError(f"{op}(): Expected reduction dim to be specified for input.numel() == 0. "
-                             f"Specify the reduction dim with the 'dim' argument.")
-        if x.numel() == 0 or not _numel(shape):
-            return _empty_result(op, spec, x, shape, result_dtype, out, with_index)
-        scalar = float(next(iter(scalars.values()))) if scalars else 0.0
-        values, indices = library_reduce(_LIBRARY_OP.get(spec, spec), x, dims if x.dim() else (), shape,
-                                         compute, scalar, with_index)
-        if values.dtype == torch.int32 and spec in ("any", "all"):
-            values = values != 0
-        return (values, indices) if with_index else _finish(op, values, result_dtype, out)
-    if x.dtype in EXACT_INT and spec in EXTREME_SPECS:  # exact int64 comparisons (eager-ops' module)
-        values, indices = integer_extreme(spec, x, dims, keepdim)
-        return (values, indices) if with_index else _finish(op, values, result_dtype, out)
-    if not spec.endswith("_i64"):
-        dtype_info(x.dtype, op)
-        raise TypeError(f"webgpu: '{op}' does not support {x.dtype} inputs yet (reductions compute in f32)")
-    dtype_info(result_dtype, op)
     if empty_error and x.numel() == 0:
         raise IndexError(f"{op}(): Expected reduction dim to be specified for input.numel() == 0. "
                          f"Specify the reduction dim with the 'dim' argument.")
-    values = new_empty(shape, torch.int64, x)
-    if values.numel() and x.numel() == 0:
-        values.fill_(_EMPTY_VALUE[spec])
-    elif values.numel():
-        launch_reduce(spec, operand(x), dims if x.dim() else (), buffer_id(values), None, scalars)
-    return _finish(op, values, result_dtype, out)
+    if x.numel() == 0 or not _numel(shape):
+        return _empty_result(op, spec, x, shape, result_dtype, out, with_index)
+    scalar = float(next(iter(scalars.values()))) if scalars else 0.0
+    values, indices = library_reduce(_LIBRARY_OP.get(spec, spec), x, dims if x.dim() else (), shape,
+                                     compute, scalar, with_index)
+    if values.dtype == torch.int32 and spec in ("any", "all"):
+        values = values != 0
+    return (values, indices) if with_index else _finish(op, values, result_dtype, out)
 
 
 def _empty_result(op, spec, x, shape, result_dtype, out, with_index):
@@ -693,14 +679,14 @@ def trace(self):
 
 @register("count_nonzero.dim_IntList")
 def count_nonzero_dims(self, dim):
-    """torch.count_nonzero(dim=[...]) -> int64."""
-    return (self != 0).sum(list(dim))
+    """torch.count_nonzero(dim=[...]) -> int64 (one library reduction)."""
+    return reduce("count_nonzero", "count_nonzero", self, list(dim), False, torch.int64)
 
 
 @register("count_nonzero")
 def count_nonzero(self, dim=None):
-    """torch.count_nonzero(dim=int|None) -> int64."""
-    return (self != 0).sum() if dim is None else (self != 0).sum(dim)
+    """torch.count_nonzero(dim=int|None) -> int64 (one library reduction)."""
+    return reduce("count_nonzero", "count_nonzero", self, dim, False, torch.int64)
 
 
 @register("aminmax")

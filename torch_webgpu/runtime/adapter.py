@@ -16,6 +16,9 @@ WANTED_FEATURES = ("shader-f16", "timestamp-query", "subgroups", "chromium-exper
 # Dawn instance toggles: NVIDIA's Vulkan adapters offer shader-f16 and subgroup matrices (tensor cores)
 # only with them. TORCH_WEBGPU_DAWN_TOGGLES=0 leaves the instance at Dawn's defaults.
 DAWN_INSTANCE_TOGGLES = ("allow_unsafe_apis", "vulkan_enable_f16_on_nvidia")
+# Dawn rounds GPU timestamps to ~33 µs unless unsafe APIs are on and this is off: the autotuner and the
+# per-dispatch profiler need the real resolution.
+DAWN_DISABLED_TOGGLES = ("timestamp_quantization",)
 _instance_toggles: tuple[str, ...] | None = None  # what the Dawn instance of this process got
 
 # Limits that matter to compute work. Others (vertex, texture, dynamic-offset) are left at their
@@ -123,8 +126,9 @@ def configure_instance(gpu_module: ModuleType) -> tuple[str, ...]:
         wanted = wanted_instance_toggles()
         known = extras.all_toggles()
         wanted = tuple(t for t in wanted if t in known)
+        off = [t for t in DAWN_DISABLED_TOGGLES if t in known] if wanted else []
         try:
-            extras.set_instance_extras(enable_toggles=list(wanted))
+            extras.set_instance_extras(enable_toggles=list(wanted), disable_toggles=off)
             toggles = wanted
         except RuntimeError:
             toggles = ()  # someone created the instance first (toggles cannot be added later)

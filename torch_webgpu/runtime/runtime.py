@@ -17,6 +17,7 @@ from .adapter import DeviceInfo, open_device, select_adapter
 from .backend import backend_name, load_backend
 from .buffers import ALIGNMENT, BufferPool, DeviceBuffer, align_up, bucket_size
 from .commands import CommandRecorder
+from .dawn_log import dawn_messages_to_logging
 from .errors import DeviceLostError, LimitExceededError, ValidationError
 from .executables import ExecutableCache, Kernel
 from .profiling import DispatchProfiler, DispatchTiming, now
@@ -60,7 +61,8 @@ class Runtime:
     def __init__(self, backend: str | None = None, adapter: str | None = None):
         self.backend = backend or backend_name()
         self.wgpu = load_backend(self.backend)
-        self.device, self.info = open_device(select_adapter(self.wgpu, adapter), self.backend)
+        with dawn_messages_to_logging():   # Dawn's start-up notices: logger "torch_webgpu.dawn"
+            self.device, self.info = open_device(select_adapter(self.wgpu, adapter), self.backend)
         self.lock = threading.RLock()
         self.executables = ExecutableCache(self.device)
         self.pool = BufferPool(self.device, self.wgpu, self.info.limits, self.executables.forget_buffer,

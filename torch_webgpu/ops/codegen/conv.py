@@ -1,4 +1,5 @@
-"""Direct 2-d convolution kernels (1-d runs as H=1), one invocation per output element, f32 accumulate.
+"""Direct 2-d convolution kernels (1-d runs as H=1), one invocation per output element, f32 accumulate:
+the backward pass and bfloat16 (forward f32/f16 convolutions run on kernels/conv.py).
 
 Three kernels cover convolution and transposed convolution, forward and backward:
   fwd:   out[n,o,p,q] = sum_{i,kh,kw} A[n, g*Ig+i, p*s-pad+kh*d, q*s-pad+kw*d] * W[o, i, kh, kw]
@@ -15,6 +16,7 @@ import torch
 from ...runtime import get_runtime
 from .dtypes import convert, dtype_info
 from .operand import Operand, pack_u32
+from .recording import dispatch
 
 _BODIES = {
     "fwd": """
@@ -120,7 +122,7 @@ def launch_conv(kind: str, a: Operand, b: Operand, out: Operand, stride: tuple[i
     binds = [rt.constant(pack_u32(params)), a.buffer_id, b.buffer_id, out.buffer_id]
     if bias is not None:
         binds.append(bias.buffer_id)
-    rt.dispatch(k, binds, grid_64(total), label=f"conv_{kind}")
+    dispatch(k, binds, grid_64(total), label=f"conv_{kind}")   # captured: repeated calls replay it
 
 
 def grid_64(n: int) -> tuple[int, int, int]:

@@ -14,7 +14,7 @@ import torch
 
 from ...runtime import get_runtime
 from .dtypes import DtypeInfo, convert, dtype_info
-from .operand import MAX_DIMS, Operand, coalesce, numel, pack_u32
+from .operand import MAX_DIMS, Operand, Split, coalesce, narrow, numel, pack_u32, window_bindings
 from .recording import dispatch
 from .wgsl_math import PRELUDE
 from .wgsl_special import helpers_for
@@ -190,6 +190,19 @@ def launch(op: str, expr: str, compute: str, inputs: list, out: Operand,
         return
     out_info = dtype_info(out.dtype, op)
     in_infos = [dtype_info(x.dtype, op) for x in inputs]
+    rt = get_runtime()
+    windows = window_bindings(rt, [out, *inputs], written=0)
+    if isinstance(windows, Split):
+        # Operands wider than one kernel binding: every operand has out's shape, so halve one dim of all
+        # (a packed output stays contiguous only when split along its first dim of size > 1).
+        d = windows.dim if not out_info.packed else next(k for k, m in enumerate(shape) if m > 1)
+        half = shape[d] // 2
+        for start, length in ((0, half), (half, shape[d] - half)):
+            launch(op, expr, compute, [(nm, narrow(x, d, start, length)) for nm, x in named],
+                   narrow(out, d, start, length), scalars, out_kind)
+        return
+    out, *inputs = windows.operands
+    binding_of = [k + 1 for k in windows.slot]   # WGSL binding of each operand (0 is the parameters)
     stride_sets = [tuple(out.strides)] + [tuple(x.strides) for x in inputs]
     cshape, cstrides = coalesce(shape, stride_sets)
     if len(cshape) > MAX_DIMS:
@@ -197,17 +210,14 @@ def launch(op: str, expr: str, compute: str, inputs: list, out: Operand,
                                   f"got shape {shape}")
     if out_info.packed and cstrides[0] != _row_major(cshape):
         raise NotImplementedError(f"webgpu: '{op}' needs a contiguous {out.dtype} output")
-    buffers = [out.buffer_id]
-    for x in inputs:
-        if x.buffer_id not in buffers:
-            buffers.append(x.buffer_id)
-    bindings = {b: i + 1 for i, b in enumerate(buffers)}
+    buffers = windows.bindings
     contiguous = all(st == (1,) for st in cstrides) if cshape else True
-    key = (expr, compute, out_kind, tuple((n, bindings[x.buffer_id], x.dtype) for n, x in named),
+    key = (expr, compute, out_kind, tuple((n, b, x.dtype) for n, b, x in zip(names, binding_of[1:], inputs,
+                                                                           strict=True)),
            tuple((s.name, s.kind) for s in scalars), out.dtype, len(buffers), contiguous)
     src = _SOURCES.get(key)
     if src is None:
-        pairs = [(n, bindings[x.buffer_id], i) for n, x, i in zip(names, inputs, in_infos, strict=True)]
+        pairs = [(n, b, i) for n, b, i in zip(names, binding_of[1:], in_infos, strict=True)]
         src = generate(expr, compute, pairs,
                        [(s.name, s.kind) for s in scalars], (1, out_info), len(buffers) + 1, 1, out_kind,
                        contiguous)
@@ -221,11 +231,10 @@ def launch(op: str, expr: str, compute: str, inputs: list, out: Operand,
         params += [x.offset, *st, *pad]
     for s in scalars:
         params += s.words()
-    rt = get_runtime()
     kernel = _KERNELS.get((id(rt), key))
     if kernel is None:
         kernel = _KERNELS[(id(rt), key)] = rt.kernel(src, label=op)
-    dispatch(kernel, [rt.constant(pack_u32(params))] + buffers, grid(work), label=op)
+    dispatch(kernel, [rt.constant(pack_u32(params)), *buffers], grid(work), label=op)
 
 
 def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:

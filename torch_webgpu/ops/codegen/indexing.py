@@ -7,7 +7,8 @@ scatter: out[c] = base[c] (+)= S[c with dim=j] for every j with I[c with dim=j] 
          backward)
 Indices are int64 (low word) or int32; negative ones count from the end; out-of-range reads give 0.
 P = [n, ndim, dim, dim_size(of X/out), shape[8], then per operand (offset, strides[8]), index shape[8],
-alpha].
+alpha]; gather appends [lo, len, masked]: X holds rows [lo, lo + len) of dim, masked launches write only
+the outputs whose index falls there (a source wider than one kernel binding is gathered in such chunks).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import torch
 from ...runtime import get_runtime
 from .dtypes import INT64_INDEX_LOAD, convert, dtype_info
 from .elementwise import grid
-from .operand import MAX_DIMS, Operand, pack_u32
+from .operand import MAX_DIMS, Operand, Split, narrow, pack_u32, window_bindings
 from .wgsl_math import PRELUDE
 
 _H = 4 + MAX_DIMS
@@ -99,12 +100,16 @@ def _gather_source(x_dtype, i_dtype, out_dtype) -> str:
         raise NotImplementedError("gather into packed dtypes")
     xb, ib = _H, _H + _BLK
     inputs = [("X", "lx", _t(xi.kind), xi.load), ("I", "li", "i32", _index_load(i_dtype))]
+    lo = _H + 3 * _BLK
     return _kernel(inputs, f"""  var k = li(off(&c, {ib}u));
   if (k < 0) {{ k = k + i32(P[3]); }}
+  let kk = k - i32(P[{lo}u]);
+  let mine = k >= 0 && u32(k) < P[3] && kk >= 0 && u32(kk) < P[{lo + 1}u];
+  if (!mine && P[{lo + 2}u] != 0u) {{ return; }}
   var v = {_zero(xi.kind)};
-  if (k >= 0 && u32(k) < P[3]) {{
+  if (mine) {{
     c[P[2]] = 0u;
-    v = lx(off(&c, {xb}u) + u32(k) * P[{xb + 1}u + P[2]]);
+    v = lx(off(&c, {xb}u) + u32(kk) * P[{xb + 1}u + P[2]]);
   }}
   var co = coords(t);
   let v2 = {convert("v", xi.kind, oi.kind)};
@@ -112,17 +117,40 @@ def _gather_source(x_dtype, i_dtype, out_dtype) -> str:
 """)
 
 
-def launch_gather(x: Operand, index: Operand, out: Operand, dim: int) -> None:
-    """out[c] = x[c with dim = index[c]]; index is already broadcast to out's shape; out 32-bit."""
+def launch_gather(x: Operand, index: Operand, out: Operand, dim: int, lo: int = 0, length: int | None = None,
+                  masked: bool = False) -> None:
+    """out[c] = x[c with dim = index[c]]; index is already broadcast to out's shape; out 32-bit.
+
+    Operands wider than one kernel binding are split: out and index along any dim (x too, but along
+    `dim`), and x along `dim` into chunks [lo, lo + length) that write only their own outputs (`masked`;
+    the first chunk also writes the zeros of out-of-range indices)."""
+    length = x.sizes[dim] if length is None else length
     n, params, pad = _params(out, dim, x.sizes[dim])
     if n == 0:
         return
-    for o in (x, index, out):
-        params += [o.offset, *o.strides, *pad]
     rt = get_runtime()
+    chunk = narrow(x, dim, lo, length)
+    windows = window_bindings(rt, [chunk, index, out], written=2)
+    if isinstance(windows, Split):
+        d = windows.dim
+        if windows.operand == 0 and d == dim:   # the source's rows: chunks along dim
+            half = length // 2
+            launch_gather(x, index, out, dim, lo, half, masked)
+            launch_gather(x, index, out, dim, lo + half, length - half, True)
+            return
+        size = out.sizes[d]
+        for start, part in ((0, size // 2), (size // 2, size - size // 2)):
+            xs = x if d == dim else narrow(x, d, start, part)
+            launch_gather(xs, narrow(index, d, start, part), narrow(out, d, start, part), dim, lo, length,
+                          masked)
+        return
+    for o in windows.operands:
+        params += [o.offset, *o.strides, *pad]
+    params += [lo, length, int(masked)]
     k = rt.kernel(_gather_source(x.dtype, index.dtype, out.dtype), label="gather")
-    rt.dispatch(k, [rt.constant(pack_u32(params)), x.buffer_id, index.buffer_id, out.buffer_id], grid(n, 64),
-                label="gather")
+    # one binding per operand (the kernel declares three), windows of any buffer larger than one binding
+    rt.dispatch(k, [rt.constant(pack_u32(params)), *(windows.bindings[i] for i in windows.slot)],
+                grid(n, 64), label="gather")
 
 
 def _scatter_source(mode: str, base_dtype, src_dtype, i_dtype, src_scalar: bool) -> str:
@@ -193,20 +221,29 @@ def _scatter_source(mode: str, base_dtype, src_dtype, i_dtype, src_scalar: bool)
 def launch_scatter(mode: str, base: Operand, src: Operand | float | int | bool, index: Operand, out: Operand,
                    dim: int, alpha: float | int = 1, include_self: bool = True) -> None:
     """out = base with src scattered along dim at index (mode add/set/mul/mean/amax/amin); index and src
-    share index's shape; include_self=False starts each hit element from the reduction's identity."""
+    share index's shape; include_self=False starts each hit element from the reduction's identity.
+    Operands may lie in buffers larger than one kernel binding (each is bound through a window)."""
     n, params, pad = _params(out, dim, out.sizes[dim] if out.sizes else 1)
     if n == 0:
         return
     scalar = not isinstance(src, Operand)
-    for o in (base, None if scalar else src, index, out):
+    rt = get_runtime()
+    windows = window_bindings(rt, [base, index if scalar else src, index, out], written=3)
+    if isinstance(windows, Split):
+        from ...runtime import LimitExceededError
+
+        raise LimitExceededError(
+            f"webgpu: scatter_{mode} of operands spanning more than one kernel binding "
+            f"(max-storage-buffer-binding-size {rt.max_storage_binding}) is not split yet; scatter into "
+            "slices of the tensor instead")
+    wbase, wsrc, windex, wout = windows.operands
+    for o in (wbase, None if scalar else wsrc, windex, wout):
         params += [0] * _BLK if o is None else [o.offset, *o.strides, *pad]
     params += [*index.sizes, *pad]
     kind = dtype_info(base.dtype).kind
     conv = float if kind == "f32" else int
     params += [conv(alpha), conv(src) if scalar else 0, int(include_self)]
-    rt = get_runtime()
     src_dtype = base.dtype if scalar else src.dtype
     k = rt.kernel(_scatter_source(mode, base.dtype, src_dtype, index.dtype, scalar), label=f"scatter_{mode}")
-    src_buf = index.buffer_id if scalar else src.buffer_id
-    rt.dispatch(k, [rt.constant(pack_u32(params)), base.buffer_id, src_buf, index.buffer_id, out.buffer_id],
+    rt.dispatch(k, [rt.constant(pack_u32(params)), *(windows.bindings[i] for i in windows.slot)],
                 grid(n, 64), label=f"scatter_{mode}")

@@ -16,6 +16,8 @@ Families (parameter words P in the comment of each template):
   lu_det    det, sign and log|det| from an LU factorization, one invocation per matrix
   eigh      cyclic Jacobi rotations of a symmetric matrix (A -> diag, V accumulates the rotations)
   svd       one-sided (Hestenes) Jacobi: orthogonalises the columns of A (m >= n), V accumulates
+  ldl       Bunch-Kaufman L D L^T (LAPACK sytf2, lower), one invocation per matrix (serial pivoting)
+  ldl_solve LAPACK sytrs (lower) with ldl's factors, one invocation per right-hand column
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from ...runtime import Kernel, get_runtime
 WG = 64  # invocations per workgroup
 LOCAL_DIM = 32  # a matrix with rows, cols <= LOCAL_DIM lives in workgroup memory (2 x 4 KiB at most)
 MAX_SWEEPS = 30  # Jacobi sweeps before giving up on convergence (quadratic: ~6-10 are typical)
+# Largest matrix dimension per workgroup-per-matrix family: one workgroup does O(n^3) work (Jacobi: per
+# sweep), and one dispatch that runs for seconds risks the GPU watchdog (device lost)
+MAX_DIM = {"lu": 1024, "cholesky": 1024, "geqrf": 1024, "eigh": 256, "svd": 256}
 
 _HEADER = """
 @group(0) @binding(0) var<storage, read> P: array<u32>;
@@ -431,8 +436,152 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 }
 """
 
+_LDL = """
+// P = [batch, n, offset A, offset pivots, offset info]: LAPACK sytf2 (lower) Bunch-Kaufman L D L^T, serial
+// per matrix (its pivot choices depend on every previous step). A row-major, A(i, j) with i >= j used.
+@group(0) @binding(0) var<storage, read> P: array<u32>;
+@group(0) @binding(1) var<storage, read_write> A: array<f32>;
+@group(0) @binding(2) var<storage, read_write> PIV: array<i32>;
+@group(0) @binding(3) var<storage, read_write> INFO: array<i32>;
+var<private> ab: u32;
+var<private> an: u32;
+fn g(i: u32, j: u32) -> f32 { return A[ab + i * an + j]; }
+fn s(i: u32, j: u32, v: f32) { A[ab + i * an + j] = v; }
+fn swap(i0: u32, j0: u32, i1: u32, j1: u32) { let t = g(i0, j0); s(i0, j0, g(i1, j1)); s(i1, j1, t); }
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let b = gid.x + gid.y * nwg.x * WGu;
+  if (b >= P[0]) { return; }
+  let n = P[1]; an = n; ab = P[2] + b * n * n;
+  let alpha = (1.0 + sqrt(17.0)) / 8.0;
+  var info = 0i;
+  var k = 0u;
+  while (k < n) {
+    var kstep = 1u;
+    let absakk = abs(g(k, k));
+    var imax = k; var colmax = 0.0;
+    for (var i = k + 1u; i < n; i++) { let v = abs(g(i, k)); if (v > colmax) { colmax = v; imax = i; } }
+    var kp = k;
+    if (max(absakk, colmax) == 0.0 || absakk != absakk) {
+      if (info == 0i) { info = i32(k + 1u); }
+    } else if (absakk < alpha * colmax) {
+      var rowmax = 0.0;
+      for (var j = k; j < imax; j++) { rowmax = max(rowmax, abs(g(imax, j))); }
+      for (var i = imax + 1u; i < n; i++) { rowmax = max(rowmax, abs(g(i, imax))); }
+      if (absakk >= alpha * colmax * (colmax / rowmax)) {
+        kp = k;
+      } else if (abs(g(imax, imax)) >= alpha * rowmax) {
+        kp = imax;
+      } else {
+        kp = imax; kstep = 2u;
+      }
+    }
+    let kk = k + kstep - 1u;
+    if (kp != kk) {
+      for (var i = kp + 1u; i < n; i++) { swap(i, kk, i, kp); }
+      for (var j = kk + 1u; j < kp; j++) { swap(j, kk, kp, j); }
+      swap(kk, kk, kp, kp);
+      if (kstep == 2u) { swap(k + 1u, k, kp, k); }
+    }
+    if (kstep == 1u) {
+      if (k + 1u < n && g(k, k) != 0.0) {
+        let d11 = 1.0 / g(k, k);
+        for (var j = k + 1u; j < n; j++) {
+          let xj = g(j, k);
+          for (var i = j; i < n; i++) { s(i, j, g(i, j) - d11 * g(i, k) * xj); }
+        }
+        for (var i = k + 1u; i < n; i++) { s(i, k, g(i, k) * d11); }
+      }
+      PIV[P[3] + b * n + k] = i32(kp + 1u);
+    } else {
+      if (k + 2u < n) {
+        var d21 = g(k + 1u, k);
+        let d11 = g(k + 1u, k + 1u) / d21;
+        let d22 = g(k, k) / d21;
+        let t = 1.0 / (d11 * d22 - 1.0);
+        d21 = t / d21;
+        for (var j = k + 2u; j < n; j++) {
+          let wk = d21 * (d11 * g(j, k) - g(j, k + 1u));
+          let wkp1 = d21 * (d22 * g(j, k + 1u) - g(j, k));
+          for (var i = j; i < n; i++) { s(i, j, g(i, j) - g(i, k) * wk - g(i, k + 1u) * wkp1); }
+          s(j, k, wk); s(j, k + 1u, wkp1);
+        }
+      }
+      PIV[P[3] + b * n + k] = -i32(kp + 1u);
+      PIV[P[3] + b * n + k + 1u] = -i32(kp + 1u);
+    }
+    k += kstep;
+  }
+  for (var i = 0u; i < n; i++) { for (var j = i + 1u; j < n; j++) { s(i, j, 0.0); } }
+  INFO[P[4] + b] = info;
+}
+"""
+
+_LDL_SOLVE = """
+// P = [batch * k, n, k, offset LD, offset X, offset pivots]: LAPACK sytrs (lower), one invocation per column
+@group(0) @binding(0) var<storage, read> P: array<u32>;
+@group(0) @binding(1) var<storage, read> LD: array<f32>;
+@group(0) @binding(2) var<storage, read_write> X: array<f32>;
+@group(0) @binding(3) var<storage, read> PIV: array<i32>;
+var<private> lb: u32;
+var<private> ln: u32;
+var<private> xb: u32;
+var<private> xk: u32;
+fn a(i: u32, j: u32) -> f32 { return LD[lb + i * ln + j]; }
+fn x(i: u32) -> f32 { return X[xb + i * xk]; }
+fn sx(i: u32, v: f32) { X[xb + i * xk] = v; }
+fn swap(i: u32, p: u32) { if (i != p) { let t = x(i); sx(i, x(p)); sx(p, t); } }
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let g = gid.x + gid.y * nwg.x * WGu;
+  if (g >= P[0]) { return; }
+  let n = P[1]; let kc = P[2];
+  let b = g / kc; let c = g % kc;
+  ln = n; lb = P[3] + b * n * n; xk = kc; xb = P[4] + b * n * kc + c;
+  let pb = P[5] + b * n;
+  var k = 0u;
+  while (k < n) {  // L D y = P^T b
+    let pv = PIV[pb + k];
+    if (pv > 0) {
+      swap(k, u32(pv - 1));
+      for (var i = k + 1u; i < n; i++) { sx(i, x(i) - a(i, k) * x(k)); }
+      sx(k, x(k) / a(k, k));
+      k += 1u;
+    } else {
+      swap(k + 1u, u32(-pv - 1));
+      for (var i = k + 2u; i < n; i++) { sx(i, x(i) - a(i, k) * x(k) - a(i, k + 1u) * x(k + 1u)); }
+      let akm1k = a(k + 1u, k);
+      let akm1 = a(k, k) / akm1k; let ak = a(k + 1u, k + 1u) / akm1k;
+      let denom = akm1 * ak - 1.0;
+      let bkm1 = x(k) / akm1k; let bk = x(k + 1u) / akm1k;
+      sx(k, (ak * bkm1 - bk) / denom); sx(k + 1u, (akm1 * bk - bkm1) / denom);
+      k += 2u;
+    }
+  }
+  var kk = i32(n) - 1;
+  while (kk >= 0) {  // L^T x = y, then the interchanges back
+    let k1 = u32(kk);
+    let pv = PIV[pb + k1];
+    var sum = 0.0;
+    for (var i = k1 + 1u; i < n; i++) { sum += a(i, k1) * x(i); }
+    sx(k1, x(k1) - sum);
+    if (pv > 0) {
+      swap(k1, u32(pv - 1));
+      kk -= 1;
+    } else {
+      var sum2 = 0.0;
+      for (var i = k1 + 1u; i < n; i++) { sum2 += a(i, k1 - 1u) * x(i); }
+      sx(k1 - 1u, x(k1 - 1u) - sum2);
+      swap(k1, u32(-pv - 1));
+      kk -= 2;
+    }
+  }
+}
+"""
+
 _WORKGROUP_FAMILIES = {"lu": _LU, "cholesky": _CHOLESKY, "geqrf": _GEQRF, "eigh": _EIGH, "svd": _SVD}
-_INVOCATION_FAMILIES = {"trsm": _TRSM, "orgqr": _ORGQR, "lu_det": _LU_DET}
+_INVOCATION_FAMILIES = {"trsm": _TRSM, "orgqr": _ORGQR, "lu_det": _LU_DET, "ldl": _LDL,
+                        "ldl_solve": _LDL_SOLVE}
 
 
 def fits_local(rows: int, cols: int) -> bool:

@@ -97,3 +97,69 @@ def launch_matmul(a: Operand, b: Operand, out: Operand, bias: Operand | None = N
     if batch > 65535:
         raise NotImplementedError(f"webgpu: matmul batch {batch} exceeds 65535")
     dispatch(kernel, binds, (-(-n // TILE), -(-m // TILE), batch), label="matmul")
+
+
+# ---- the kernel library (f32 and f16 storage, f32 accumulation) -----------------------------------
+
+LIBRARY_DTYPES = {torch.float32: "f32", torch.float16: "f16"}
+
+
+def _caps():
+    from ...kernels import DeviceCaps
+
+    rt = get_runtime()
+    caps = getattr(rt, "_library_caps", None)
+    if caps is None:
+        caps = rt._library_caps = DeviceCaps.from_runtime(rt)
+    return caps
+
+
+def library_handles(dtype: torch.dtype) -> bool:
+    """True when the kernel library computes matmuls of `dtype` on this device (f32; f16 with shader-f16)."""
+    name = LIBRARY_DTYPES.get(dtype)
+    return name == "f32" or (name == "f16" and _caps().shader_f16)
+
+
+def launch_library_matmul(a: Operand, b: Operand, out: Operand, bias: Operand | None = None,
+                          alpha: float = 1.0, beta: float = 0.0, residual: Operand | None = None,
+                          activation: str | None = None) -> None:
+    """Record out = act(alpha * a @ b + beta * bias) + residual through kernels.matmul for 3-d operands
+    of one float dtype (split into several launches when an operand exceeds the binding limit)."""
+    from ...kernels import autotune, record
+    from ...kernels.matmul import Layout, MatmulProblem, plan_matmul, split_for_binding, variants
+    from ...runtime import BufferSlice
+
+    batch, m, k = a.sizes
+    n = b.sizes[2]
+    if batch == 0 or m == 0 or n == 0:
+        return
+    dtype = LIBRARY_DTYPES[out.dtype]
+    rt = get_runtime()
+    caps = _caps()
+
+    def lay(o: Operand) -> Layout:
+        return Layout(o.offset, *o.strides)
+
+    p = MatmulProblem(batch, m, n, k, lay(a), lay(b), lay(out), dtype=dtype,
+                      bias=lay(bias) if bias is not None else None,
+                      residual=lay(residual) if residual is not None else None,
+                      activation=activation, alpha=float(alpha), beta=float(beta))
+    ids = {"a": a.buffer_id, "b": b.buffer_id, "out": out.buffer_id}
+    if bias is not None:
+        ids["bias"] = bias.buffer_id
+    if residual is not None:
+        ids["residual"] = residual.buffer_id
+    itemsize = out.dtype.itemsize
+    align = caps.limit("min-storage-buffer-offset-alignment", 256)
+    sizes = {role: rt.buffer(i).aligned_nbytes for role, i in ids.items()}
+    for piece in split_for_binding(p, itemsize, rt.max_storage_binding, align, rt.max_workgroups, sizes):
+        operands = dict(ids) if piece.windows is None else {
+            role: BufferSlice(ids[role], *piece.windows[role]) for role in ids}
+        q = piece.problem
+        names = variants(q, caps)
+
+        def measure(name: str, q=q, operands=operands) -> float:
+            return autotune.time_launch(rt, plan_matmul(q, caps, name), operands)
+
+        variant = autotune.choose("matmul", q, caps, names, measure)
+        record(plan_matmul(q, caps, variant), operands, rt, dispatch=dispatch)

@@ -238,7 +238,6 @@ OPS: list[EltOp] = [
         "laguerre_polynomial_l", "legendre_polynomial_p")),
     bi("special_zeta", "zeta_(a, b)", promote="int_to_float"),
     EltOp("polygamma", "polygamma_(n, a)", params=("n",), param_kinds={"n": "i32"}, promote="int_to_float"),
-    bi("nextafter", "nextafter_(a, b)"),
 ]
 
 OPS = [op for op in OPS if not op.name.endswith("_unused")]

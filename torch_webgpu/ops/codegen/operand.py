@@ -76,3 +76,91 @@ def _f32_bits(v: float) -> tuple[int]:
 
 
 _F32_BITS = _f32_bits
+
+
+def narrow(op: Operand, dim: int, start: int, length: int) -> Operand:
+    """Elements [start, start + length) of `op` along `dim` (a view: same buffer, moved offset)."""
+    sizes = list(op.sizes)
+    sizes[dim] = length
+    return Operand(op.buffer_id, op.offset + start * op.strides[dim], op.dtype, tuple(sizes), op.strides)
+
+
+def byte_extent(op: Operand) -> tuple[int, int]:
+    """[first, last + 1) byte range of op's buffer that its elements touch (op has elements)."""
+    last = op.offset + sum((n - 1) * s for n, s in zip(op.sizes, op.strides, strict=True))
+    return op.offset * op.dtype.itemsize, (last + 1) * op.dtype.itemsize
+
+
+def widest_dim(op: Operand) -> int | None:
+    """The dim whose halving shrinks op's byte extent most (largest (size - 1) * stride), or None."""
+    spans = [((n - 1) * s, d) for d, (n, s) in enumerate(zip(op.sizes, op.strides, strict=True)) if n > 1]
+    return max(spans)[1] if spans else None
+
+
+@dataclass(frozen=True)
+class Split:
+    """window_bindings' answer when operands sharing a binding span more than one: halve `dim` of
+    operand `operand` (and whatever shares that dim with it) and launch each half."""
+
+    operand: int
+    dim: int
+
+
+@dataclass(frozen=True)
+class Windows:
+    """window_bindings' answer: the bindings to pass, which one each operand uses, and the operands with
+    offsets rebased onto their binding."""
+
+    bindings: list
+    slot: list[int]
+    operands: list[Operand]
+
+
+def window_bindings(rt, operands: list[Operand], written: int = -1) -> Windows | Split:
+    """Bindings for a kernel's operands (operand `written` is the one it writes, -1 for none).
+
+    A buffer that fits one binding is bound whole, once. Operands of a larger buffer get a BufferSlice
+    covering just their elements, from an aligned start: one per read-only operand, and one shared by
+    every operand of the written operand's buffer (WebGPU forbids a written range aliasing another
+    binding). Returns a Split when some binding would still exceed max-storage-buffer-binding-size.
+    Lets kernels that address elements by offset and strides use any part of any buffer."""
+    from ...runtime import BufferSlice, LimitExceededError
+
+    limit = rt.max_storage_binding
+    align = int(rt.info.limits.get("min-storage-buffer-offset-alignment", 256))
+    written_buf = operands[written].buffer_id if written >= 0 else None
+    groups: dict[object, list[int]] = {}
+    for i, op in enumerate(operands):
+        whole = op.buffer_id == 0 or rt.buffer(op.buffer_id).aligned_nbytes <= limit
+        key = op.buffer_id if whole or op.buffer_id == written_buf else ("window", i)
+        groups.setdefault(key, []).append(i)
+    bindings: list = []
+    slot = [0] * len(operands)
+    rebased = list(operands)
+    for key, members in groups.items():
+        if not isinstance(key, tuple) and (key == 0 or rt.buffer(key).aligned_nbytes <= limit):
+            binding = key
+        else:
+            spans = {i: byte_extent(operands[i]) for i in members if numel(operands[i].sizes)}
+            start = min(s for s, _ in spans.values())
+            end = max(e for _, e in spans.values())
+            base = start - start % align
+            if end - base > limit:
+                widest = max(spans, key=lambda i: spans[i][1] - spans[i][0])
+                dim = widest_dim(operands[widest])
+                if dim is None:
+                    raise LimitExceededError(
+                        f"operands of one buffer span {end - base} bytes, more than one kernel binding "
+                        f"(max-storage-buffer-binding-size {limit}); make one of them contiguous first")
+                return Split(widest, dim)
+            buf = operands[members[0]].buffer_id
+            binding = BufferSlice(buf, base, -(-(end - base) // 4) * 4)
+            for i in members:
+                op = operands[i]
+                offset = op.offset - base // op.dtype.itemsize
+                rebased[i] = Operand(buf, offset, op.dtype, op.sizes, op.strides)
+        if binding not in bindings:
+            bindings.append(binding)
+        for i in members:
+            slot[i] = bindings.index(binding)
+    return Windows(bindings, slot, rebased)

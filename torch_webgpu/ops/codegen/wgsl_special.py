@@ -3,7 +3,8 @@
 Ported from ATen/native/Math.h (Cephes, Faddeeva, SciPy derived; the same algorithms and coefficients as
 torch's CPU kernels, evaluated in f32). Unlike wgsl_math.PRELUDE, which every elementwise shader carries,
 a shader gets only the functions its formula reaches (`helpers_for`), so the many coefficient tables here
-cost nothing to shaders that do not use them. Functions may call PRELUDE helpers (isnan_, inf_, pow_, ...).
+cost nothing to shaders that do not use them. Functions may call PRELUDE helpers (isnan_, inf_, pow_,
+sin_/cos_ with exact argument reduction, ...).
 """
 
 from __future__ import annotations
@@ -11,33 +12,37 @@ from __future__ import annotations
 import re
 
 SOURCE = r"""
-fn sincos_oct(ax: f32, shift: u32) -> vec2<f32> {
-  // Cephes sinf/cosf: Cody-Waite reduction by pi/4 in three parts, then minimax polynomials; lavapipe's
-  // builtin sin/cos lose ~1e-5 absolute past a few periods. Returns (value, sign flip) for octant+shift.
-  var j = u32(ax * 1.2732395447351628);
-  j = (j + 1u) & 0xfffffffeu;
-  let y = f32(j);
-  let z = ((ax - y * 0.78515625) - y * 2.4187564849853515625e-4) - y * 3.77489497744594108e-8;
-  j = (j + shift) & 7u;
-  let flip = select(1.0, -1.0, j > 3u);
-  let zz = z * z;
-  if ((j & 2u) != 0u) {
-    return vec2<f32>(((2.443315711809948e-5 * zz - 1.388731625493765e-3) * zz + 4.166664568298827e-2)
-        * zz * zz
-        - 0.5 * zz + 1.0, flip);
+fn nextafter16_(a: f32, b: f32) -> f32 {
+  // a float16 value's neighbour toward b, stepped on its 16-bit pattern (a is exact in f32)
+  if (isnan_(a) || isnan_(b)) { return nan_(); }
+  if (a == b) { return b; }
+  if (a == 0.0) { return unpack2x16float(select(0x8001u, 1u, b > 0.0)).x; }
+  let bits = pack2x16float(vec2<f32>(a, 0.0)) & 0xffffu;
+  return unpack2x16float(select(bits - 1u, bits + 1u, (a < b) == (a > 0.0))).x;
+}
+fn nextafterbf16_(a: f32, b: f32) -> f32 {
+  if (isnan_(a) || isnan_(b)) { return nan_(); }
+  if (a == b) { return b; }
+  if (a == 0.0) { return bitcast<f32>(select(0x80010000u, 0x10000u, b > 0.0)); }
+  let bits = bitcast<u32>(a) >> 16u;
+  return bitcast<f32>(select(bits - 1u, bits + 1u, (a < b) == (a > 0.0)) << 16u);
+}
+fn frexp_parts(x: f32) -> vec2<u32> {
+  // (bits of the mantissa in [0.5, 1) with x's sign, exponent as i32 bits); zero/inf/NaN: (x, 0).
+  // Subnormals are normalized from their bits, so a flush-to-zero device still splits them exactly.
+  let bits = bitcast<u32>(x);
+  let field = (bits >> 23u) & 0xffu;
+  let frac = bits & 0x7fffffu;
+  if (field == 0xffu || (field == 0u && frac == 0u)) { return vec2<u32>(bits, 0u); }
+  if (field == 0u) {
+    let shift = countLeadingZeros(frac) - 8u;
+    let m = (frac << shift) & 0x7fffffu;
+    return vec2<u32>((bits & 0x80000000u) | (126u << 23u) | m, bitcast<u32>(-125 - i32(shift)));
   }
-  return vec2<f32>(((-1.9515295891e-4 * zz + 8.3321608736e-3) * zz - 1.6666654611e-1) * zz * z + z, flip);
+  return vec2<u32>((bits & 0x807fffffu) | (126u << 23u), bitcast<u32>(i32(field) - 126));
 }
-fn sin_(x: f32) -> f32 {
-  if (!isfinite_(x)) { return nan_(); }
-  let r = sincos_oct(abs(x), 0u);
-  return select(1.0, -1.0, x < 0.0) * r.y * r.x;
-}
-fn cos_(x: f32) -> f32 {
-  if (!isfinite_(x)) { return nan_(); }
-  let r = sincos_oct(abs(x), 2u);
-  return r.y * r.x;
-}
+fn frexp_mantissa_(x: f32) -> f32 { return bitcast<f32>(frexp_parts(x).x); }
+fn frexp_exponent_(x: f32) -> i32 { return bitcast<i32>(frexp_parts(x).y); }
 fn acos_(x: f32) -> f32 { return atan2(sqrt((1.0 - x) * (1.0 + x)), x); }
 fn chbevl_step(x: f32, b: vec3<f32>, c: f32) -> vec3<f32> { return vec3<f32>(x * b.x - b.y + c, b.x, b.y); }
 fn i0e_small(y: f32) -> f32 {

@@ -1,0 +1,201 @@
+"""The kernel library's matmul variants on the raw runtime (no eager device, no torch_webgpu._C), each
+checked against torch before it is timed, beside torch CUDA in the same run.
+
+`python -m benchmarks.matmul_library [--smoke] [--json FILE]`: every variant of every case, TFLOP/s
+from GPU timestamps (wall clock where the device has none), the winner per case, and torch CUDA's figure
+(TF32 off for f32). The suite `matmul` calls `figures` for its `webgpu-library` rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import statistics
+import sys
+import time
+import types
+from pathlib import Path
+
+import numpy as np
+
+
+def _import_library():
+    """torch_webgpu.runtime and .kernels, also where the eager device's _C is not built (the H200)."""
+    try:
+        importlib.import_module("torch_webgpu")
+    except ImportError:
+        for name in [m for m in sys.modules if m == "torch_webgpu" or m.startswith("torch_webgpu.")]:
+            del sys.modules[name]
+        pkg = types.ModuleType("torch_webgpu")
+        pkg.__path__ = [str(Path(__file__).resolve().parents[1] / "torch_webgpu")]
+        sys.modules["torch_webgpu"] = pkg
+    runtime = importlib.import_module("torch_webgpu.runtime")
+    kernels = importlib.import_module("torch_webgpu.kernels")
+    matmul = importlib.import_module("torch_webgpu.kernels.matmul")
+    return runtime, kernels, matmul
+
+
+# (label, batch, M, N, K, B stored as [N, K] (a linear layer's weight) instead of [K, N])
+CASES = [("4096^3", 1, 4096, 4096, 4096, False),
+         ("prefill 128x768x3072 B[K,N]", 1, 128, 3072, 768, False),
+         ("prefill 128x768x3072 B[N,K]", 1, 128, 3072, 768, True),
+         ("decode 1x768x3072 B[N,K]", 1, 1, 3072, 768, True),
+         ("decode 1x768x3072 B[K,N]", 1, 1, 3072, 768, False)]
+SMOKE_CASES = [("64^3", 1, 64, 64, 64, False), ("decode 1x64x96 B[N,K]", 1, 1, 96, 64, True)]
+
+
+def _time_variant(rt, kernels, launch, operands, reps: int) -> float:
+    """Median seconds of `reps` runs (timestamps when available)."""
+    kernels.record(launch, operands, rt)
+    rt.synchronize()
+    if "timestamp-query" in rt.info.features:
+        with rt.profile() as timings:
+            for _ in range(reps):
+                kernels.record(launch, operands, rt)
+        return statistics.median(t.seconds for t in timings)
+    values = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        kernels.record(launch, operands, rt)
+        rt.synchronize()
+        values.append(time.perf_counter() - start)
+    return statistics.median(values)
+
+
+def _torch_cuda(a: np.ndarray, b: np.ndarray, reps: int) -> float | None:
+    """Median seconds of torch CUDA's matmul of the same operands (TF32 off), or None without CUDA."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+    torch.matmul(ta, tb)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.matmul(ta, tb)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) * 1e-3)
+    return statistics.median(times)
+
+
+def _reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    try:
+        import torch
+        if torch.cuda.is_available():
+            torch.backends.cuda.matmul.allow_tf32 = False
+            return (torch.from_numpy(a).cuda().double() @ torch.from_numpy(b).cuda().double()).cpu().numpy()
+    except ImportError:
+        pass
+    return a.astype(np.float64) @ b.astype(np.float64)
+
+
+def figures(smoke: bool = False, reps: int = 10, dtypes=("f32", "f16"),
+            only: str | None = None, verbose: bool = True) -> list[dict]:
+    """One row per (case, dtype, variant) with TFLOP/s and the check's error, plus torch CUDA's rows."""
+    runtime, kernels, mm = _import_library()
+    rt = runtime.get_runtime()
+    caps = kernels.DeviceCaps.from_runtime(rt)
+    rows: list[dict] = []
+    rng = np.random.default_rng(0)
+    for label, batch, m, n, k, b_nk in SMOKE_CASES if smoke else CASES:
+        for dtype in dtypes:
+            if dtype == "f16" and not caps.shader_f16:
+                rows.append({"case": label, "dtype": dtype, "variant": "-", "error": "no shader-f16"})
+                continue
+            npt = np.float32 if dtype == "f32" else np.float16
+            a = rng.standard_normal((m, k), dtype=np.float32).astype(npt)
+            b_store = rng.standard_normal((n, k) if b_nk else (k, n), dtype=np.float32).astype(npt)
+            b = b_store.T if b_nk else b_store
+            ref = _reference(a.astype(np.float32), np.ascontiguousarray(b).astype(np.float32))
+            ids = {}
+            for role, arr in (("a", a), ("b", b_store), ("out", np.zeros((m, n), npt))):
+                ids[role] = rt.allocate(arr.nbytes)
+                rt.upload(ids[role], np.ascontiguousarray(arr))
+            b_lay = mm.Layout(0, 0, 1, k) if b_nk else mm.Layout(0, 0, n, 1)
+            p = mm.MatmulProblem(batch, m, n, k, mm.Layout(0, 0, k, 1), b_lay, mm.Layout(0, 0, n, 1),
+                                 dtype=dtype)
+            flops = 2.0 * m * n * k
+            names = mm.variants(p, caps)
+            if only:
+                names = [v for v in names if any(o in v for o in only.split(","))]
+            if smoke:  # CI-sized: the two default variants only
+                names = names[:2]
+            for variant in names:
+                row = {"case": label, "dtype": dtype, "variant": variant, "m": m, "n": n, "k": k}
+                try:
+                    launch = mm.plan_matmul(p, caps, variant)
+                    rt.fill(ids["out"], 0x7FC00000 if dtype == "f32" else 0x7E007E00)  # NaN: unwritten
+                    kernels.record(launch, ids, rt)
+                    got = rt.download_array(ids["out"], npt, m * n).reshape(m, n).astype(np.float64)
+                    err = float(np.nanmax(np.abs(got - ref)) / max(1e-30, float(np.abs(ref).max())))
+                    if not np.isfinite(got).all():
+                        err = float("inf")
+                    row["rel_error"] = err
+                    if err > (1e-4 if dtype == "f32" else 1e-2):
+                        row["error"] = f"wrong result (max relative error {err:.3g})"
+                    else:
+                        seconds = _time_variant(rt, kernels, launch, ids, reps)
+                        row["us"] = seconds * 1e6
+                        row["tflops"] = flops / max(seconds, 1e-9) / 1e12
+                except Exception as exc:  # one variant failing must not stop the others
+                    row["error"] = f"{type(exc).__name__}: {str(exc)[-3000:]}"
+                rows.append(row)
+                if verbose:
+                    print(json.dumps(row), flush=True)
+            cuda = _torch_cuda(a, b, reps)
+            if cuda is not None:
+                rows.append({"case": label, "dtype": dtype, "variant": "torch-cuda",
+                             "tflops": flops / cuda / 1e12})
+                if verbose:
+                    print(json.dumps(rows[-1]), flush=True)
+            for i in ids.values():
+                rt.free(i)
+    return rows
+
+
+def summary(rows: list[dict]) -> list[str]:
+    """Per (case, dtype): the best library variant, its TFLOP/s and the ratio to torch CUDA."""
+    lines = []
+    keys = sorted({(r["case"], r["dtype"]) for r in rows}, key=str)
+    for case, dtype in keys:
+        ours = [r for r in rows if (r["case"], r["dtype"]) == (case, dtype) and "tflops" in r
+                and r["variant"] != "torch-cuda"]
+        cuda = [r["tflops"] for r in rows if (r["case"], r["dtype"]) == (case, dtype)
+                and r["variant"] == "torch-cuda"]
+        if not ours:
+            lines.append(f"{case} {dtype}: no variant ran")
+            continue
+        best = max(ours, key=lambda r: r["tflops"])
+        ratio = f" = {best['tflops'] / cuda[0]:.2f}x torch CUDA ({cuda[0]:.1f})" if cuda else ""
+        lines.append(f"{case} {dtype}: {best['variant']} {best['tflops']:.2f} TFLOP/s{ratio}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: run the figures, print the summary, optionally write JSON."""
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--only", default=None, help="comma-separated substrings of the variants to run")
+    ap.add_argument("--dtypes", default="f32,f16")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    runtime, _, _ = _import_library()
+    print(runtime.get_runtime().describe(), flush=True)
+    rows = figures(args.smoke, args.reps, tuple(args.dtypes.split(",")), args.only)
+    for line in summary(rows):
+        print(line)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+"""Every matmul variant lavapipe can run, against torch CPU: odd sizes, transposed operands, batch
+strides, each epilogue, f16 storage; the subgroup-matrix variant's WGSL is generated and checked for
+its structure (lavapipe has no subgroup matrices; the H200 run validates it)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from torch_webgpu.kernels.matmul import (
+    ACTIVATIONS,
+    VARIANTS,
+    Layout,
+    MatmulProblem,
+    plan_matmul,
+    variants,
+)
+
+from .helpers import TORCH, run_launch
+
+TORCH_ACT = {None: lambda v: v, "relu": torch.relu, "gelu": torch.nn.functional.gelu,
+             "gelu_tanh": lambda v: torch.nn.functional.gelu(v, approximate="tanh"),
+             "silu": torch.nn.functional.silu, "sigmoid": torch.sigmoid, "tanh": torch.tanh}
+
+
+def lay(t: torch.Tensor) -> Layout:
+    """The Layout of a 3-d tensor view."""
+    return Layout(t.storage_offset(), t.stride(0), t.stride(1), t.stride(2))
+
+
+def operands(b, m, n, k, dtype, ta=False, tb=False, sliced=False, gen=None):
+    """A [b,m,k], B [b,k,n] (optionally stored transposed, or as a sliced view with batch strides)."""
+    t = TORCH[dtype]
+    a = torch.randn(b, k, m, generator=gen).to(t).transpose(1, 2) if ta else \
+        torch.randn(b, m, k, generator=gen).to(t)
+    bb = torch.randn(b, n, k, generator=gen).to(t).transpose(1, 2) if tb else \
+        torch.randn(b, k, n, generator=gen).to(t)
+    if sliced:  # every other batch of a bigger tensor, offset by one row
+        a = torch.randn(2 * b, m + 1, k, generator=gen).to(t)[::2, 1:]
+    return a, bb
+
+
+def check(rt, caps, p, a, bb, variant, bias=None, residual=None, act=None, alpha=1.0, beta=1.0):
+    """Run one variant and compare with torch (f32 math on CPU, rounded like the output dtype)."""
+    o = torch.full((p.batch, p.m, p.n), float("nan"), dtype=a.dtype)
+    p = dataclasses.replace(p, out=lay(o))
+    ops = {"a": a, "b": bb}
+    if bias is not None:
+        ops["bias"] = bias
+    if residual is not None:
+        ops["residual"] = residual
+    got = run_launch(rt, plan_matmul(p, caps, variant), ops, o)
+    ref = alpha * (a.float() @ bb.float())
+    if bias is not None:
+        ref = ref + beta * bias.float()
+    ref = TORCH_ACT[act](ref)
+    if residual is not None:
+        ref = ref + residual.float()
+    tol = dict(atol=2e-2, rtol=2e-2) if a.dtype == torch.float16 else dict(atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(got.float(), ref.to(a.dtype).float(), **tol)
+
+
+def problem(a, bb, dtype, **kw) -> MatmulProblem:
+    """The MatmulProblem of A @ B (output layout filled in by check)."""
+    b, m, k = a.shape
+    n = bb.shape[2]
+    return MatmulProblem(b, m, n, k, lay(a), lay(bb), Layout(0, m * n, n, 1), dtype=dtype, **kw)
+
+
+# (b, m, n, k, a transposed, b transposed): odd sizes, transposed operands, gemv rows, mv columns
+CASES = [(1, 33, 47, 29, False, False), (2, 64, 64, 64, False, True), (3, 17, 72, 40, True, False),
+         (1, 1, 96, 64, False, True), (2, 3, 40, 33, False, False), (1, 70, 1, 36, False, False),
+         (1, 130, 132, 20, True, True)]
+
+
+def _variant_cases():
+    """Each variant on the cases that offer it, one case per variant and dtype (the suite stays fast)."""
+    seen: dict[str, int] = {}
+    from torch_webgpu.kernels import DeviceCaps
+    from torch_webgpu.runtime import get_runtime
+
+    caps = DeviceCaps.from_runtime(get_runtime())
+    for dtype in ("f32", "f16"):
+        for case in CASES:
+            a, bb = operands(*case[:4], dtype, *case[4:])
+            for v in variants(problem(a, bb, dtype), caps) if (dtype != "f16" or caps.shader_f16) else ():
+                if seen.get((dtype, v), 0) < 1:
+                    seen[(dtype, v)] = seen.get((dtype, v), 0) + 1
+                    yield pytest.param(dtype, case, v, id=f"{dtype}-{v}-{'x'.join(map(str, case[:4]))}")
+
+
+@pytest.mark.parametrize("dtype,case,variant", list(_variant_cases()))
+def test_variant_matches_torch(rt, caps, dtype, case, variant):
+    gen = torch.Generator().manual_seed(sum(case[:4]))
+    a, bb = operands(*case[:4], dtype, *case[4:], gen=gen)
+    check(rt, caps, problem(a, bb, dtype), a, bb, variant)
+
+
+def test_default_variant_on_every_case(rt, caps):
+    gen = torch.Generator().manual_seed(1)
+    for case in CASES:
+        a, bb = operands(*case[:4], "f32", *case[4:], gen=gen)
+        check(rt, caps, problem(a, bb, "f32"), a, bb, None)
+
+
+def test_vec4_form_is_picked_when_layouts_allow(caps):
+    a, bb = operands(1, 64, 64, 64, "f32")
+    assert variants(problem(a, bb, "f32"), caps)[0].endswith(".v4")
+    a, bb = operands(1, 64, 63, 62, "f32")  # K and N not multiples of 4: scalar loads only
+    assert not any(v.endswith(".v4") for v in variants(problem(a, bb, "f32"), caps))
+
+
+@pytest.mark.parametrize("act", sorted(ACTIVATIONS, key=str))
+def test_epilogues(rt, caps, act):
+    gen = torch.Generator().manual_seed(3)
+    a, bb = operands(2, 37, 45, 31, "f32", gen=gen)
+    bias = torch.randn(45, generator=gen).expand(2, 37, 45)  # broadcast bias (stride 0 rows/batch)
+    residual = torch.randn(2, 37, 45, generator=gen)
+    p = problem(a, bb, "f32", bias=lay(bias), residual=lay(residual), activation=act, alpha=0.5, beta=2.0)
+    cheap = [v for v in variants(p, caps) if v.startswith(("tile32x32", "tile16x64", "tile32x64"))]
+    check(rt, caps, p, a, bb, cheap[len(str(act)) % len(cheap)], bias, residual, act, 0.5, 2.0)
+
+
+def test_gemv_epilogue_and_f16(rt, caps):
+    gen = torch.Generator().manual_seed(4)
+    for dtype in ("f32", "f16") if caps.shader_f16 else ("f32",):
+        a, bb = operands(1, 2, 72, 48, dtype, tb=True, gen=gen)
+        bias = torch.randn(72, generator=gen).to(TORCH[dtype]).expand(1, 2, 72)
+        p = problem(a, bb, dtype, bias=lay(bias), activation="relu", beta=0.5)
+        names = [v for v in variants(p, caps) if v.startswith("gemv")]
+        assert names
+        for v in names:
+            check(rt, caps, p, a, bb, v, bias, act="relu", beta=0.5)
+
+
+def test_subgroup_reduction_gemv(rt, caps):
+    if not caps.subgroups and "subgroups" not in caps.features:
+        pytest.skip("adapter has no subgroups")
+    sg_caps = caps if caps.subgroup_size else dataclasses.replace(caps, subgroup_size=8)  # lavapipe: 8
+    gen = torch.Generator().manual_seed(5)
+    a, bb = operands(1, 1, 40, 256, "f32", tb=True, gen=gen)
+    p = problem(a, bb, "f32")
+    names = [v for v in variants(p, sg_caps) if ".sg" in v]
+    assert names and names[0].startswith("gemv.k64n4.sg")
+    for v in names:
+        check(rt, sg_caps, p, a, bb, v)
+
+
+def test_batch_strides_and_sliced_views(rt, caps):
+    gen = torch.Generator().manual_seed(6)
+    a, bb = operands(3, 20, 36, 24, "f32", sliced=True, gen=gen)
+    bb = torch.randn(36, 24, generator=gen).t().unsqueeze(0).expand(3, 24, 36)  # shared weight, stride 0
+    p = problem(a, bb, "f32")
+    for v in variants(p, caps)[:2]:
+        check(rt, caps, p, a, bb, v)
+
+
+def test_subgroup_matrix_variant_source(caps):
+    tc = dataclasses.replace(caps, features=caps.features | {"shader-f16",
+                                                             "chromium-experimental-subgroup-matrix"},
+                             subgroup_size=32, subgroup_matrix_configs=(("f16", "f32", 16, 16, 16),),
+                             limits=dict(caps.limits) | {"max-compute-workgroup-storage-size": 49152})
+    a, bb = operands(1, 256, 256, 256, "f16")
+    p = problem(a, bb, "f16")
+    names = variants(p, tc)
+    assert names[0] == "sgmat.w1x1.f2x2.k32"
+    assert all(n in names for n in VARIANTS if n.startswith("sgmat"))
+    launch = plan_matmul(p, tc)
+    assert "enable chromium_experimental_subgroup_matrix;" in launch.wgsl
+    assert "subgroupMatrixMultiplyAccumulate" in launch.wgsl and launch.workgroup_size == (32, 1, 1)
+    assert "li / 32u" not in launch.wgsl  # matrix offsets from the workgroup id only (Dawn: uniform)
+    assert not any(n.startswith("sgmat") for n in variants(problem(*operands(1, 256, 256, 256, "f32"),
+                                                                     "f32"), tc))
+
+
+def test_errors(caps):
+    a, bb = operands(1, 4, 4, 4, "f32")
+    with pytest.raises(ValueError, match="activation"):
+        plan_matmul(problem(a, bb, "f32", activation="swish"), caps)
+    with pytest.raises(ValueError, match="not one of"):
+        plan_matmul(problem(a, bb, "f32"), caps, "tile999")
+    no_f16 = dataclasses.replace(caps, features=caps.features - {"shader-f16"})
+    with pytest.raises(TypeError, match="shader-f16"):
+        plan_matmul(problem(a, bb, "f16"), no_f16)

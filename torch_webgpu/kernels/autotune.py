@@ -1,0 +1,150 @@
+"""Autotuning on the device that runs the code: candidates of a kernel family are timed once per
+(kernel, shape class, layout class, dtype, device caps + driver) and the winner is cached on disk.
+
+The cache is one JSON file, `autotune.json`, in TORCH_WEBGPU_AUTOTUNE_DIR, else next to the compile
+cache (TORCH_WEBGPU_CACHE_DIR/autotune), else the platform's user cache dir. `TORCH_WEBGPU_AUTOTUNE=0`
+uses each family's default variant; problems under TORCH_WEBGPU_AUTOTUNE_MIN_FLOPS (default 2**30)
+are never tuned, which keeps the first eager call of small ops cheap. Software adapters (lavapipe) tune
+only with TORCH_WEBGPU_AUTOTUNE=1: their timings say nothing about a GPU and compiles cost seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .launch import DeviceCaps, KernelLaunch, record
+
+DEFAULT_MIN_FLOPS = 1 << 30
+MAX_CANDIDATES = 6
+
+_lock = threading.Lock()
+_memory: dict[str, dict[str, Any]] = {}
+_loaded_from: Path | None = None
+
+
+def enabled() -> bool:
+    """False when TORCH_WEBGPU_AUTOTUNE=0 (defaults only)."""
+    return os.environ.get("TORCH_WEBGPU_AUTOTUNE", "1").strip().lower() not in ("0", "off", "false", "no")
+
+
+def min_flops() -> int:
+    """The FLOP count under which problems keep the default variant."""
+    value = os.environ.get("TORCH_WEBGPU_AUTOTUNE_MIN_FLOPS", "").strip()
+    return int(float(value)) if value else DEFAULT_MIN_FLOPS
+
+
+def cache_file() -> Path:
+    """Where the winners are kept."""
+    own = os.environ.get("TORCH_WEBGPU_AUTOTUNE_DIR")
+    if own:
+        return Path(own) / "autotune.json"
+    compile_cache = os.environ.get("TORCH_WEBGPU_CACHE_DIR")
+    if compile_cache:
+        return Path(compile_cache) / "autotune" / "autotune.json"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("torch-webgpu")) / "autotune" / "autotune.json"
+
+
+def tuning_key(kernel: str, problem: Any, caps: DeviceCaps) -> str:
+    """The cache key: kernel, problem classes, dtype, device identity and driver."""
+    layout = problem.layout_class() if hasattr(problem, "layout_class") else ""
+    return "|".join([kernel, problem.shape_class(), layout, str(getattr(problem, "dtype", "")),
+                     caps.key, caps.driver])
+
+
+def _entries() -> dict[str, dict[str, Any]]:
+    global _loaded_from, _memory
+    path = cache_file()
+    if _loaded_from != path:
+        _memory = {}
+        try:
+            _memory = json.loads(path.read_text())
+        except (OSError, ValueError):
+            _memory = {}
+        _loaded_from = path
+    return _memory
+
+
+def cached_choice(key: str) -> str | None:
+    """The cached winner for `key`, if any."""
+    with _lock:
+        entry = _entries().get(key)
+    return entry["variant"] if entry else None
+
+
+def _store(key: str, variant: str, timings: Mapping[str, float]) -> None:
+    with _lock:
+        entries = _entries()
+        entries[key] = {"variant": variant, "seconds": dict(timings)}
+        path = cache_file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".autotune-")
+        with os.fdopen(fd, "w") as f:
+            json.dump(entries, f, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+
+
+def choose(kernel: str, problem: Any, caps: DeviceCaps, candidates: Sequence[str],
+           measure: Callable[[str], float]) -> str:
+    """The variant to run: the cached winner, else (when enabled and the problem is big enough) the
+    fastest of `candidates` by `measure(name) -> seconds`, cached; else the default `candidates[0]`."""
+    if not candidates:
+        raise ValueError(f"{kernel}: no candidate variants")
+    if len(candidates) == 1 or not enabled():
+        return candidates[0]
+    if caps.cpu and os.environ.get("TORCH_WEBGPU_AUTOTUNE", "").strip() != "1":
+        return candidates[0]
+    key = tuning_key(kernel, problem, caps)
+    hit = cached_choice(key)
+    if hit in candidates:
+        return hit
+    if getattr(problem, "flops", 0) < min_flops():
+        return candidates[0]
+    timings: dict[str, float] = {}
+    for name in candidates[:MAX_CANDIDATES]:
+        try:
+            timings[name] = measure(name)
+        except Exception:  # a candidate this driver cannot compile or run is not a winner
+            timings[name] = float("inf")
+    winner = min(timings, key=timings.__getitem__)
+    if timings[winner] == float("inf"):
+        return candidates[0]  # nothing ran: the default's own error surfaces when it is recorded
+    _store(key, winner, timings)
+    return winner
+
+
+def time_launch(rt: Any, launch: KernelLaunch, operands: Mapping[str, Any], reps: int = 3) -> float:
+    """Seconds of one run of `launch` on the device: the best of `reps` (after a warm-up that also
+    compiles it), from timestamp queries when the device has them, else the wall clock around
+    a synchronize."""
+    from ..runtime.profiling import now
+
+    record(launch, operands, rt)
+    rt.synchronize()
+    best = float("inf")
+    for _ in range(reps):
+        if "timestamp-query" in rt.info.features:
+            with rt.profile() as timings:
+                record(launch, operands, rt)
+            seconds = sum(t.seconds for t in timings) or float("inf")
+        else:
+            start = now()
+            record(launch, operands, rt)
+            rt.synchronize()
+            seconds = now() - start
+        best = min(best, seconds)
+    return best
+
+
+def forget() -> None:
+    """Drop the in-memory copy of the cache (the file is read again on next use)."""
+    global _loaded_from
+    with _lock:
+        _loaded_from = None

@@ -1,0 +1,301 @@
+"""WGSL of the matmul family, generated from one parametrized template per kernel shape.
+
+Three bodies share the params struct and the epilogue: `tiled` (register-tiled SIMT: workgroup-memory
+K tiles, TM×TN outputs per thread, optional vec4 global loads per operand), `gemv` (one workgroup per
+block of N columns, split-K across invocations, reduced through subgroups or workgroup memory) and
+`sgmat` (tensor cores through chromium-experimental-subgroup-matrix, K tiles staged in workgroup
+memory). Every variant accumulates in f32; `dtype` is only the storage type of the operands.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ACTIVATIONS = {
+    None: "v",
+    "relu": "max(v, 0.0)",
+    "gelu": "0.5 * v * (1.0 + erf_approx(v * 0.70710678118654752))",
+    "gelu_tanh": ("0.5 * v * (1.0 + tanh(clamp(0.7978845608028654 * (v + 0.044715 * v * v * v), "
+                  "-15.0, 15.0)))"),
+    "silu": "v / (1.0 + exp(-v))",
+    "sigmoid": "1.0 / (1.0 + exp(-v))",
+    "tanh": "tanh(clamp(v, -15.0, 15.0))",
+}
+
+# Abramowitz–Stegun 7.1.26 is too coarse for torch's tolerances; this erf keeps |err| < 1.2e-7.
+ERF_WGSL = """
+fn erf_approx(x: f32) -> f32 {
+  let z = abs(x);
+  let t = 1.0 / (1.0 + 0.5 * z);
+  let r = t * exp(-z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 +
+          t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 +
+          t * (-0.82215223 + t * 0.17087277)))))))));
+  return select(r - 1.0, 1.0 - r, x >= 0.0);
+}
+"""
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """What follows the product: storage dtype, bias (with beta), activation, residual."""
+
+    dtype: str
+    bias: bool
+    residual: bool
+    activation: str | None
+
+
+def header(e: Epilogue, a_elem: str, b_elem: str, extra_enables: tuple[str, ...] = ()) -> str:
+    """Enables, the params struct and the bindings (A and B typed `a_elem`/`b_elem`: scalar or vec4)."""
+    t = e.dtype
+    enables = "".join(f"enable {x};\n" for x in (("f16",) if t == "f16" else ()) + extra_enables)
+    lines = [enables,
+             "struct Params { mnkb: vec4<u32>, a: vec4<u32>, b: vec4<u32>, o: vec4<u32>, c: vec4<u32>,",
+             "                r: vec4<u32>, ab: vec4<f32> }",
+             "@group(0) @binding(0) var<uniform> P: Params;",
+             f"@group(0) @binding(1) var<storage, read> A: array<{a_elem}>;",
+             f"@group(0) @binding(2) var<storage, read> B: array<{b_elem}>;",
+             f"@group(0) @binding(3) var<storage, read_write> O: array<{t}>;"]
+    if e.bias:
+        lines.append(f"@group(0) @binding(4) var<storage, read> C: array<{t}>;")
+    if e.residual:
+        lines.append(f"@group(0) @binding({5 if e.bias else 4}) var<storage, read> R: array<{t}>;")
+    return "\n".join(lines) + "\n" + (ERF_WGSL if e.activation == "gelu" else "")
+
+
+def finish_fn(e: Epilogue) -> str:
+    """`finish(batch, row, col, acc)`: bounds check, alpha, bias*beta, activation, residual, store."""
+    bias = ("  v = v + P.ab.y * f32(C[P.c.x + batch * P.c.y + row * P.c.z + col * P.c.w]);\n"
+            if e.bias else "")
+    res = "  v = v + f32(R[P.r.x + batch * P.r.y + row * P.r.z + col * P.r.w]);\n" if e.residual else ""
+    return f"""
+fn finish(batch: u32, row: u32, col: u32, acc: f32) {{
+  if (row >= P.mnkb.x || col >= P.mnkb.y) {{ return; }}
+  var v = P.ab.x * acc;
+{bias}  v = {ACTIVATIONS[e.activation]};
+{res}  O[P.o.x + batch * P.o.y + row * P.o.z + col * P.o.w] = {e.dtype}(v);
+}}
+"""
+
+
+def _tile_load(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, dim: str, mode: str,
+               threads: int, i_is_row: bool) -> str:
+    """Code that copies a (bi × bk) tile of operand `src` (outer index i, inner k) into the workgroup
+    array `tile` laid out [k][i] (f32). `mode`: "k" / "i" (vec4 along that axis, stride 1) or a
+    scalar order "sk" / "si" (which axis consecutive invocations walk)."""
+    # element (i, k) of the operand sits at base + i * si + k * sk
+    si, sk = (f"P.{lay}.z", f"P.{lay}.w") if i_is_row else (f"P.{lay}.w", f"P.{lay}.z")
+    base = f"(P.{lay}.x + batch * P.{lay}.y)"
+    vec = mode in ("k", "i")
+    units = bi * bk // (4 if vec else 1)
+    iters = -(-units // threads)
+    out = [f"  for (var u = 0u; u < {iters}u; u++) {{", f"    let e = li + u * {threads}u;"]
+    if units % threads:
+        out.append(f"    if (e >= {units}u) {{ break; }}")
+    if mode in ("sk", "k"):
+        kw = bk // 4 if vec else bk
+        out += [f"    let kk = (e % {kw}u){' * 4u' if vec else ''};", f"    let ii = e / {kw}u;"]
+    else:
+        iw = bi // 4 if vec else bi
+        out += [f"    let ii = (e % {iw}u){' * 4u' if vec else ''};", f"    let kk = e / {iw}u;"]
+    out.append(f"    let gi = {i0} + ii; let gk = t + kk;")
+    if not vec:
+        out += ["    var x = 0.0;",
+                f"    if (gi < {dim} && gk < K) {{ x = f32({src}[{base} + gi * {si} + gk * {sk}]); }}",
+                f"    {tile}[kk * {bi}u + ii] = x;"]
+    else:
+        index = (f"({base} + gi * {si} + gk) / 4u" if mode == "k" else f"({base} + gi + gk * {sk}) / 4u")
+        out += ["    var x = vec4<f32>(0.0);",
+                f"    if (gi < {dim} && gk < K) {{ x = vec4<f32>({src}[{index}]); }}"]
+        for q in range(4):
+            dst = f"(kk + {q}u) * {bi}u + ii" if mode == "k" else f"kk * {bi}u + ii + {q}u"
+            out.append(f"    {tile}[{dst}] = x[{q}];")
+    out.append("  }")
+    return "\n".join(out)
+
+
+def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mode: str,
+                 b_mode: str) -> str:
+    """Register-tiled SIMT matmul: a (bm × bn) output tile per workgroup, (tm × tn) per invocation at
+    rows ty + i * TY and cols tx + j * TX (conflict-free workgroup reads, coalesced stores)."""
+    t = e.dtype
+    tx, ty = bn // tn, bm // tm
+    threads = tx * ty
+    a_elem = f"vec4<{t}>" if a_mode in ("k", "i") else t
+    b_elem = f"vec4<{t}>" if b_mode in ("k", "i") else t
+    accs = "\n".join(f"  var acc{i}_{j} = 0.0;" for i in range(tm) for j in range(tn))
+    reads = "\n".join([f"      let a{i} = As[k * {bm}u + lid.y + {i * ty}u];" for i in range(tm)]
+                      + [f"      let b{j} = Bs[k * {bn}u + lid.x + {j * tx}u];" for j in range(tn)])
+    fmas = "\n".join(f"      acc{i}_{j} = fma(a{i}, b{j}, acc{i}_{j});" for i in range(tm) for j in range(tn))
+    stores = "\n".join(f"  finish(batch, m0 + lid.y + {i * ty}u, n0 + lid.x + {j * tx}u, acc{i}_{j});"
+                       for i in range(tm) for j in range(tn))
+    load_a = _tile_load("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True)
+    load_b = _tile_load("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False)
+    return f"""{header(e, a_elem, b_elem)}{finish_fn(e)}
+var<workgroup> As: array<f32, {bm * bk}>;
+var<workgroup> Bs: array<f32, {bn * bk}>;
+@compute @workgroup_size({tx}, {ty})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,
+        @builtin(local_invocation_index) li: u32) {{
+  let M = P.mnkb.x; let N = P.mnkb.y; let K = P.mnkb.z;
+  let batch = wid.z;
+  let m0 = wid.y * {bm}u; let n0 = wid.x * {bn}u;
+{accs}
+  for (var t = 0u; t < K; t += {bk}u) {{
+{load_a}
+{load_b}
+    workgroupBarrier();
+    for (var k = 0u; k < {bk}u; k++) {{
+{reads}
+{fmas}
+    }}
+    workgroupBarrier();
+  }}
+{stores}
+}}
+"""
+
+
+def gemv_source(e: Epilogue, lk: int, ln: int, mr: int, vec: bool, k_fast: bool,
+                subgroup: int | None) -> str:
+    """Matrix-vector / few-row matmul: each workgroup owns `ln` columns and `mr` rows; `lk` invocations
+    split K per column and are reduced by subgroupAdd (`subgroup` = size) or a workgroup-memory tree.
+    `k_fast`: consecutive invocations walk K (B contiguous along K: linear weights), else N."""
+    t = e.dtype
+    v = 4 if vec else 1
+    elem = f"vec4<{t}>" if vec else t
+    kl, nl = ("lid.x", "lid.y") if k_fast else ("lid.y", "lid.x")
+    wg = (lk, ln) if k_fast else (ln, lk)
+    enables = ("subgroups",) if subgroup else ()
+    a_idx = "abase + row * P.a.z + k * P.a.w" if not vec else "(abase + row * P.a.z + k) / 4u"
+    b_idx = "bbase + k * P.b.z + col * P.b.w" if not vec else "(bbase + k + col * P.b.w) / 4u"
+    wide = "vec4<f32>" if vec else "f32"
+    loads = [f"      let bv = {wide}(B[{b_idx}]);"]
+    for r in range(mr):
+        loads.append(f"      if (m0 + {r}u < M) {{ let row = m0 + {r}u; "
+                     f"acc{r} += {'dot(' if vec else ''}{wide}(A[{a_idx}]){', bv)' if vec else ' * bv'}; }}")
+    accs = "\n".join(f"  var acc{r} = 0.0;" for r in range(mr))
+    parts = lk // subgroup if subgroup else lk
+    red_size = mr * ln * parts
+    if subgroup:
+        reduce = "\n".join(f"  acc{r} = subgroupAdd(acc{r});" for r in range(mr))
+        reduce += f"\n  let part = {kl} / {subgroup}u;\n  if ({kl} % {subgroup}u == 0u) {{\n"
+        reduce += "\n".join(f"    red[({r}u * {ln}u + {nl}) * {parts}u + part] = acc{r};" for r in range(mr))
+        reduce += "\n  }\n  workgroupBarrier();\n"
+    else:
+        reduce = "\n".join(f"  red[({r}u * {ln}u + {nl}) * {parts}u + {kl}] = acc{r};" for r in range(mr))
+        reduce += "\n  workgroupBarrier();\n"
+    # tree over the `parts` partials of each (row, col), then the first lane finishes
+    tree = ""
+    if parts > 1:
+        tree = f"""  for (var s = {parts // 2}u; s > 0u; s = s >> 1u) {{
+    if ({kl} < s) {{
+      for (var r = 0u; r < {mr}u; r++) {{
+        let i = (r * {ln}u + {nl}) * {parts}u + {kl};
+        red[i] += red[i + s];
+      }}
+    }}
+    workgroupBarrier();
+  }}
+"""
+    done = "\n".join(f"    finish(batch, m0 + {r}u, col, red[({r}u * {ln}u + {nl}) * {parts}u]);"
+                     for r in range(mr))
+    return f"""{header(e, elem, elem, enables)}{finish_fn(e)}
+var<workgroup> red: array<f32, {red_size}>;
+@compute @workgroup_size({wg[0]}, {wg[1]})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {{
+  let M = P.mnkb.x; let N = P.mnkb.y; let K = P.mnkb.z;
+  let batch = wid.z;
+  let m0 = wid.y * {mr}u;
+  let col = wid.x * {ln}u + {nl};
+  let abase = P.a.x + batch * P.a.y;
+  let bbase = P.b.x + batch * P.b.y;
+{accs}
+  for (var kb = 0u; kb < K; kb += {lk * v}u) {{
+    let k = kb + {kl} * {v}u;
+    if (k < K && col < N) {{
+{chr(10).join(loads)}
+    }}
+  }}
+{reduce}{tree}  if ({kl} == 0u) {{
+{done}
+  }}
+}}
+"""
+
+
+def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, sg_size: int) -> str:
+    """Tensor-core matmul (f16 operands, f32 results, 16×16×16 subgroup matrices): `sg_m × sg_n`
+    subgroups per workgroup, each owning (fm × fn) result matrices; A and B K-tiles are staged in
+    workgroup memory as f16 (zero-padded at the edges, so any shape and stride works)."""
+    t = e.dtype
+    bm, bn = sg_m * fm * 16, sg_n * fn * 16
+    nsg = sg_m * sg_n
+    threads = nsg * sg_size
+    lds = []
+    for name, rows, cols, src, lay, r0, rdim, c0, cdim in (
+            ("As", bm, bk, "A", "a", "m0", "M", "t", "K"), ("Bs", bk, bn, "B", "b", "t", "K", "n0", "N")):
+        iters = -(-rows * cols // threads)
+        lds.append(f"""  for (var u = 0u; u < {iters}u; u++) {{
+    let e = li + u * {threads}u;
+    if (e < {rows * cols}u) {{
+      let r = e / {cols}u; let c = e % {cols}u;
+      let gr = {r0} + r; let gc = {c0} + c;
+      var x = {t}(0.0);
+      if (gr < {rdim} && gc < {cdim}) {{ x = {t}({src}[P.{lay}.x + batch * P.{lay}.y + gr * P.{lay}.z
+                                                     + gc * P.{lay}.w]); }}
+      {name}[e] = f16(x);
+    }}
+  }}""")
+    decl = "\n".join(f"  var c{i}_{j} = subgroup_matrix_result<f32, 16, 16>();"
+                     for i in range(fm) for j in range(fn))
+    mma = []
+    for i in range(fm):
+        mma.append(f"      let a{i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&As, "
+                   f"(sm * {fm * 16}u + {i * 16}u) * {bk}u + kk, false, {bk}u);")
+    for j in range(fn):
+        mma.append(f"      let b{j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&Bs, "
+                   f"kk * {bn}u + sn * {fn * 16}u + {j * 16}u, false, {bn}u);")
+    for i in range(fm):
+        for j in range(fn):
+            mma.append(f"      c{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, c{i}_{j});")
+    outs = []
+    per_lane = 256 // sg_size
+    for i in range(fm):
+        for j in range(fn):
+            outs.append(f"""  subgroupMatrixStore(&Cs, sg * 256u, c{i}_{j}, false, 16u);
+  workgroupBarrier();
+  for (var q = 0u; q < {per_lane}u; q++) {{
+    let x = lane + q * {sg_size}u;
+    finish(batch, m0 + sm * {fm * 16}u + {i * 16}u + x / 16u, n0 + sn * {fn * 16}u + {j * 16}u + x % 16u,
+           Cs[sg * 256u + x]);
+  }}
+  workgroupBarrier();""")
+    # Subgroup-matrix builtins want subgroup-uniform offsets; with one subgroup per workgroup the
+    # offsets come from the workgroup id alone, which the uniformity analysis can prove.
+    subgroup_ids = ("  let sg = 0u; let lane = li; let sm = 0u; let sn = 0u;" if nsg == 1 else
+                    f"  let sg = li / {sg_size}u; let lane = li % {sg_size}u;\n"
+                    f"  let sm = sg / {sg_n}u; let sn = sg % {sg_n}u;")
+    return f"""diagnostic(off, subgroup_uniformity);
+{header(e, t, t, ("chromium_experimental_subgroup_matrix",))}{finish_fn(e)}
+var<workgroup> As: array<f16, {bm * bk}>;
+var<workgroup> Bs: array<f16, {bk * bn}>;
+var<workgroup> Cs: array<f32, {nsg * 256}>;
+@compute @workgroup_size({threads})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {{
+  let M = P.mnkb.x; let N = P.mnkb.y; let K = P.mnkb.z;
+  let batch = wid.z;
+  let m0 = wid.y * {bm}u; let n0 = wid.x * {bn}u;
+{subgroup_ids}
+{decl}
+  for (var t = 0u; t < K; t += {bk}u) {{
+{chr(10).join(lds)}
+    workgroupBarrier();
+    for (var kk = 0u; kk < {bk}u; kk += 16u) {{
+{chr(10).join(mma)}
+    }}
+    workgroupBarrier();
+  }}
+{chr(10).join(outs)}
+}}
+"""
