@@ -194,15 +194,23 @@ def _both(label: str, name: str, goal: float) -> list[Target]:
             Target(f"{label} eager", name, "webgpu-eager", "torch-cuda", goal)]
 
 
+def _matmul(label: str, name: str, library_case: str, dtype: str, goal: float) -> list[Target]:
+    """Compiled and eager rows (suite figures `name`), and the kernel library's best variant on the raw
+    runtime (`matmul <dtype> <case> (library)`, beside torch CUDA's figure of the same name)."""
+    library = re.escape(f"matmul {dtype} {library_case} (library)")
+    return [*_both(label, name, goal),
+            Target(f"{label} library", library, "webgpu-library", "torch-cuda", goal)]
+
+
 ISSUE12_TARGETS: tuple[Target, ...] = (
     *_models("ResNet-18 batch 1", r"ResNet-18 \(batch 1\) latency"),
     *_models("BERT-base 128 tokens", r"BERT-base encoder \(128 tokens\) latency"),
     *_models("ViT-B/16 batch 1", r"ViT-B/16 \(batch 1\) latency"),
     *_models("GPT-2 small prefill 128 tokens", r"GPT-2 small prefill \(128 tokens\) latency"),
-    *_both("f32 matmul 4096³ vs torch CUDA f32 (TF32 off)", r"matmul f32 4096\^3", 0.8),
-    *_both("f32 matmul 128×768×3072 vs torch CUDA f32 (TF32 off)",
-           r"matmul f32 (prefill )?128[x×]768[x×]3072.*", 0.5),
-    *_both("f16 matmul 4096³ vs torch CUDA f16", r"matmul f16 4096\^3.*", 0.4),
+    *_matmul("f32 matmul 4096³ vs torch CUDA f32 (TF32 off)", r"matmul f32 4096\^3", "4096^3", "f32", 0.8),
+    *_matmul("f32 matmul 128×768×3072 (GPT-2 prefill) vs torch CUDA f32 (TF32 off)",
+             r"matmul f32 (prefill )?128x768x3072", "prefill 128x768x3072 B[K,N]", "f32", 0.5),
+    *_matmul("f16 matmul 4096³ vs torch CUDA f16", r"matmul f16 4096\^3", "4096^3", "f16", 0.4),
     Target("f16 model compiled (BERT-base or GPT-2)", r"(BERT|GPT-2).*f16.* latency", "webgpu-compiled",
            "torch-cuda", None),
     *_both("sum f32 512 MiB", r"sum f32 512 MiB", 0.7),

@@ -52,7 +52,8 @@ fi
 BUDGET_S=${BUDGET_S:-470}       # from this script's start to the report written
 CHECK_S=${CHECK_S:-60}          # cap on the separate bundle check (the harness checks every figure again)
 REPORT_S=25                     # kept back for the report and plot
-BACKENDS=${BACKENDS:-webgpu-eager,webgpu-compiled,ort-webgpu,torch-cuda,inductor-cuda}
+# dawn: the matmul suite's kernel-library variants on the raw runtime ("webgpu-library" rows)
+BACKENDS=${BACKENDS:-dawn,webgpu-eager,webgpu-compiled,ort-webgpu,torch-cuda,inductor-cuda}
 LATE=${LATE:-inductor-cuda}
 SUITES=${SUITES:-models,matmul,nn_ops,bandwidth}   # the costliest and most looked-at first
 export TORCH_WEBGPU_SUBGROUP_SIZE=${TORCH_WEBGPU_SUBGROUP_SIZE:-32}   # Dawn reports NVIDIA's as 4…128

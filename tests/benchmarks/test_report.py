@@ -53,3 +53,12 @@ def test_autotune_choices_read_from_the_autotuners_cache_file(tmp_path, monkeypa
     assert autotune_choices() == {"matmul|m128|f32": {"variant": "simt64"}}
     cache.unlink()
     assert autotune_choices() is None
+
+
+def test_library_matmul_rows_compare_with_torch_cudas_figure_of_the_same_name():
+    name = "matmul f16 4096^3 (library)"
+    table = targets_table([_m(name, "webgpu-library", 300.0, "TFLOP/s"),
+                           _m(name, "torch-cuda", 600.0, "TFLOP/s")])
+    label = "| f16 matmul 4096³ vs torch CUDA f16 library"
+    [row] = [line for line in table.splitlines() if line.startswith(label)]
+    assert "0.50×" in row and row.endswith("PASS |")
