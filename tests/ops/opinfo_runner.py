@@ -64,6 +64,14 @@ def _to_webgpu(x):
     return storage.as_strided(x.shape, x.stride(), x.storage_offset())
 
 
+def _webgpu_kwargs(kwargs: dict) -> dict:
+    """Sample kwargs with tensors moved to webgpu and a `device=` (factories) pointed at webgpu."""
+    moved = tree_map(_to_webgpu, kwargs)
+    if "device" in moved and torch.device(moved["device"]).type == "cpu":
+        moved["device"] = "webgpu"
+    return moved
+
+
 def _to_cpu(x):
     return x.cpu() if isinstance(x, torch.Tensor) else x
 
@@ -103,7 +111,7 @@ def run_op(op, dtype: torch.dtype = torch.float32, max_samples: int = 16) -> OpR
             result.skipped += 1
             continue
         wargs = tree_map(_to_webgpu, args)
-        wkwargs = tree_map(_to_webgpu, sample.kwargs)
+        wkwargs = _webgpu_kwargs(sample.kwargs)
         try:
             actual = op(*wargs, **wkwargs)
         except Exception as exc:  # noqa: BLE001
