@@ -120,6 +120,13 @@ def _bert(tiny: bool) -> ModelCase:
                      lambda: (torch.randint(0, cfg.vocab_size, (1, seq)),), seq, "tokens/s")
 
 
+def _bert_f16(tiny: bool) -> ModelCase:
+    """BERT in float16 (issue 12: an f16 model compiled for the GPU; needs shader-f16)."""
+    case = _bert(tiny)
+    return ModelCase(case.name.replace("encoder", "encoder f16"), lambda: case.build().half(), case.inputs,
+                     case.items, case.item_unit)
+
+
 def _vit(tiny: bool) -> ModelCase:
     from transformers import ViTConfig, ViTModel
 
@@ -143,4 +150,5 @@ class _LogitsOnly(nn.Module):
 
 def model_cases(tiny: bool) -> list[ModelCase]:
     """Every benchmark model, tiny (smoke) or full size."""
-    return [_mlp(tiny), _resnet(tiny), _gpt2(tiny), _gpt2_decode(tiny), _bert(tiny), _vit(tiny)]
+    return [_mlp(tiny), _resnet(tiny), _gpt2(tiny), _gpt2_decode(tiny), _bert(tiny), _bert_f16(tiny),
+            _vit(tiny)]

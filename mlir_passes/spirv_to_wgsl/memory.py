@@ -70,6 +70,9 @@ class MemoryOps:
     def _word_refs(self, ptr: Ptr) -> tuple[list[str], SpirvType]:
         """References to the u32 words of a merged (aliased or atomic) binding covered by `ptr`."""
         group, elem, e, comp = self._storage_parts(ptr)
+        if isinstance(elem, Scalar) and elem.kind == "f16":
+            # Half of a word: the caller reads it (a store would race with the other half's writer).
+            return [f"{group.name}[u32({e}) / 2u]", f"u32({e}) % 2u"], elem
         words = size_align(elem)[0] // 4
         base = f"{e}" if words == 1 else f"({e}) * {words}"
         if comp is not None:
@@ -79,6 +82,8 @@ class MemoryOps:
         return [f"{group.name}[{base} + {k}]" if k else f"{group.name}[{base}]" for k in range(words)], elem
 
     def _from_words(self, words: list[str], t: SpirvType) -> str:
+        if isinstance(t, Scalar) and t.kind == "f16":
+            return f"bitcast<vec2<f16>>({words[0]})[{words[1]}]"
         if isinstance(t, Scalar):
             return f"bitcast<{t.kind}>({words[0]})"
         assert isinstance(t, Vector)
@@ -157,6 +162,9 @@ class MemoryOps:
             root.storage.written = True
             if root.storage.merged:
                 words, wt = self._word_refs(ptr)
+                if isinstance(wt, Scalar) and wt.kind == "f16":
+                    raise UnsupportedSpirvError("store of one f16 into an aliased binding (half a word: "
+                                                "WGSL has no 16-bit stores); compile this graph in float32")
                 for w, v in zip(words, self._to_words(value, wt, len(words)), strict=False):
                     self.line(f"atomicStore(&{w}, {v});" if root.storage.atomic else f"{w} = {v};")
                 return

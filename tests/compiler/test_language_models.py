@@ -59,3 +59,31 @@ def test_graph_returning_a_registered_buffer(device):
     assert table.device.type == device   # as eager: the buffer itself
     torch.testing.assert_close(doubled.cpu(), x * 2)
     torch.testing.assert_close(table.cpu(), torch.arange(6.0).reshape(2, 3) + 1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["llama", "qwen2"])
+def test_architecture_in_float16_matches_cpu(name, rt):
+    if "shader-f16" not in rt.info.features:
+        pytest.skip("the adapter lacks shader-f16")
+    model = _model(name).half()
+    ids = torch.randint(0, 256, (1, 12), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        want = model(ids).logits.float()
+        got = torch.compile(model, backend=webgpu_backend)(ids).logits.float()
+    torch.testing.assert_close(got, want, atol=2e-2, rtol=2e-2)
+
+
+def test_float16_bert_reads_half_words_of_aliased_bindings(rt):
+    # IREE views one binding as f16 scalars and as wider vectors; the scalars read halves of u32 words.
+    if "shader-f16" not in rt.info.features:
+        pytest.skip("the adapter lacks shader-f16")
+    config = transformers.BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=2,
+                                     intermediate_size=128, vocab_size=128)
+    torch.manual_seed(0)
+    model = transformers.BertModel(config).eval().half()
+    ids = torch.randint(0, 128, (1, 8), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        want = model(ids)[0].float()
+        got = torch.compile(model, backend=webgpu_backend)(ids)[0].float()
+    torch.testing.assert_close(got, want, atol=2e-2, rtol=2e-2)
