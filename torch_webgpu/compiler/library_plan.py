@@ -91,6 +91,7 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     where: dict[torch.fx.Node, tuple[str, int]] = {ph: (f"in{k}", 0) for k, ph in enumerate(placeholders)}
     variants: dict[str, str] = {}
+    placed: list[tuple[str, int, int, torch.fx.Node]] = []
     for index, step in enumerate(part.steps):
         if isinstance(step, LibraryOp):
             launch = step.launch(caps)
@@ -105,9 +106,17 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
             key = composer.add_library(launch, operands)
             variants[key] = launch.name
             continue
-        locations = composer.add_segment("", next(segment_plans), [where[x] for x in step.inputs])
+        bound = [where[x] for x in step.inputs]
+        locations = composer.add_segment("", next(segment_plans), bound)
         for node, loc in zip(step.outputs, locations, strict=True):
+            if loc in bound and step.inputs[bound.index(loc)] is not node:
+                # IREE updated an input in place (index_put into a KV cache returns the argument): the
+                # value may have other readers across segments, which one IREE module would have seen.
+                raise SegmentLayoutError(f"segment output {node} was written into its input "
+                                         f"{step.inputs[bound.index(loc)]}")
             where[node] = loc
+            placed.append((loc[0], loc[1], loc[1] + _nbytes(value_of(node)), node))
+    _check_disjoint(placed)
     output_locations = []
     for i, operand in enumerate(part.outputs):
         if operand is None:
@@ -126,3 +135,19 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
     plan.meta = {"target": target.key(), "dispatches": plan.dispatch_count, "library": variants,
                  "segments": sum(1 for s in part.steps if not isinstance(s, LibraryOp))}
     return plan, composer.dispatches_text()
+
+
+class SegmentLayoutError(RuntimeError):
+    """IREE's segments wrote a value over another that must survive (an in-place index_put of a static
+    KV cache); the caller compiles the graph without the library."""
+
+
+def _check_disjoint(placed: list[tuple[str, int, int, Any]]) -> None:
+    by_buffer: dict[str, list[tuple[int, int, Any]]] = {}
+    for buf, start, end, node in placed:
+        by_buffer.setdefault(buf, []).append((start, end, node))
+    for buf, ranges in by_buffer.items():
+        ranges.sort(key=lambda r: r[0])
+        for (s0, e0, n0), (s1, e1, n1) in zip(ranges, ranges[1:], strict=False):
+            if s1 < e0 and s1 < e1 and s0 < e0:
+                raise SegmentLayoutError(f"segment outputs {n0} and {n1} overlap in {buf}")

@@ -174,7 +174,7 @@ def compile_plan(prepared: PreparedGraph, example_inputs: list[Any], target: Any
 
 def _compile_uncached(prepared: PreparedGraph, example_inputs: list[Any], torch_text: str, target: Any,
                       constants: dict[str, np.ndarray], dumper: _Dumper) -> Plan:
-    from .library_plan import compile_partitioned, plan_partition
+    from .library_plan import SegmentLayoutError, compile_partitioned, plan_partition
     from .partition import value_of
 
     inputs = [_spec(v) for v in example_inputs] + [
@@ -196,8 +196,13 @@ def _compile_uncached(prepared: PreparedGraph, example_inputs: list[Any], torch_
                   [_spec(v) for v in output_vals]) for gm, _, output_vals in segments]
         return _iree_plans(str(module), [name for _, name, _ in segments], target, specs, dumper)
 
-    plan, listing = compile_partitioned(prepared, part, inputs[:len(example_inputs)], outputs, constants,
-                                        target, compile_segments)
+    try:
+        plan, listing = compile_partitioned(prepared, part, inputs[:len(example_inputs)], outputs,
+                                            constants, target, compile_segments)
+    except SegmentLayoutError as exc:
+        log.warning("library dispatches off for this graph: %s", exc)
+        plan = _iree_plan(torch_text, "main", target, inputs, outputs, prepared.output_map, constants, dumper)
+        listing = "".join(f"iree\t{n.args['entry_point']}\n" for n in plan.main if n.op is LowIROp.DISPATCH)
     dumper.write("dispatches.txt", listing)
     return plan
 
