@@ -23,7 +23,7 @@ def webgpu(monkeypatch):
 @pytest.fixture
 def caps(webgpu) -> DeviceCaps:
     """The library's caps of the open device."""
-    from torch_webgpu.ops.reductions import device_caps
+    from torch_webgpu.ops.library_launch import device_caps
 
     return device_caps()
 

@@ -3,7 +3,6 @@ webgpu tensors bound by role."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 
 import torch
@@ -15,10 +14,17 @@ from .tensor_buffers import buffer_id, runtime
 WGSL_DTYPES = {torch.float32: "f32", torch.float16: "f16"}
 
 
-@functools.cache
+_caps: dict[int, DeviceCaps] = {}
+
+
 def device_caps() -> DeviceCaps:
-    """What library variants the eager device may use (its adapter's features and limits)."""
-    return DeviceCaps.from_runtime(runtime())
+    """What library variants the eager device may use (its adapter's features and limits; cached per
+    runtime)."""
+    rt = runtime()
+    caps = _caps.get(id(rt))
+    if caps is None:
+        caps = _caps[id(rt)] = DeviceCaps.from_runtime(rt)
+    return caps
 
 
 def library_dtype(*tensors: torch.Tensor | None) -> str | None:

@@ -14,8 +14,9 @@ from .codegen.operand import pack_u32
 from .codegen.recording import dispatch
 from .codegen.rowwise import launch_rows
 from .elementwise import operand
+from .library_launch import device_caps
 from .out_args import write_out
-from .reductions import cast_into, device_caps
+from .reductions import cast_into
 from .registry import register
 from .tensor_buffers import buffer_id, new_empty
 

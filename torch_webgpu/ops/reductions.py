@@ -18,6 +18,7 @@ from .codegen.recording import dispatch
 from .codegen.wgsl_math import PRELUDE
 from .elementwise import operand
 from .integer_scans import integer_cumsum
+from .library_launch import device_caps
 from .registry import register
 from .tensor_buffers import buffer_id, new_empty, runtime
 
@@ -100,16 +101,6 @@ LIBRARY_DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "b
 # the spec names of this module -> the library's op names (max/min with indices are arg reductions)
 _LIBRARY_OP = {"max": "argmax", "min": "argmin", "sum_i64": "sum", "prod_i64": "prod"}
 _OUT_DTYPE = {"f32": torch.float32, "i32": torch.int32, "u32": torch.int32, "i64": torch.int64}
-_caps: dict[int, DeviceCaps] = {}
-
-
-def device_caps() -> DeviceCaps:
-    """The kernel library's view of the open device (cached per runtime)."""
-    rt = runtime()
-    caps = _caps.get(id(rt))
-    if caps is None:
-        caps = _caps[id(rt)] = DeviceCaps.from_runtime(rt)
-    return caps
 
 
 def _numel(shape) -> int:
