@@ -11,6 +11,10 @@ from .resources import GlobalVar
 from .types import Array, Pointer, Scalar, SpirvType, Struct, Vector, scalar_of, size_align, value_type
 
 
+def _is_f16(t: SpirvType) -> bool:
+    return isinstance(t, Scalar) and t.kind == "f16"
+
+
 @dataclass(frozen=True)
 class Ptr:
     """A symbolic pointer: a root variable and the access-chain indices (values or ints) into it."""
@@ -129,7 +133,8 @@ class MemoryOps:
         elif isinstance(root, GlobalVar) and root.kind == "storage" and root.storage.merged:
             words, wt = self._word_refs(ptr)
             if root.storage.atomic:
-                words = [f"atomicLoad(&{w})" for w in words]
+                # an f16 element's second entry is its half index, not a word
+                words = [f"atomicLoad(&{w})" if k == 0 or not _is_f16(wt) else w for k, w in enumerate(words)]
             self.define(op.results[0], self._from_words(words, wt))
         else:
             self.define(op.results[0], self.ref(ptr))
@@ -162,9 +167,16 @@ class MemoryOps:
             root.storage.written = True
             if root.storage.merged:
                 words, wt = self._word_refs(ptr)
-                if isinstance(wt, Scalar) and wt.kind == "f16":
-                    raise UnsupportedSpirvError("store of one f16 into an aliased binding (half a word: "
-                                                "WGSL has no 16-bit stores); compile this graph in float32")
+                if _is_f16(wt):
+                    if not root.storage.atomic:
+                        raise UnsupportedSpirvError("internal: half-word f16 store missed by the prepass")
+                    word, half = words
+                    shift = self.fresh("sh")
+                    self.line(f"let {shift} = 16u * ({half});")
+                    self.line(f"atomicAnd(&{word}, ~(0xffffu << {shift}));")
+                    bits = f"bitcast<u32>(vec2<f16>({value}, 0.0h)) & 0xffffu"
+                    self.line(f"atomicOr(&{word}, ({bits}) << {shift});")
+                    return
                 for w, v in zip(words, self._to_words(value, wt, len(words)), strict=False):
                     self.line(f"atomicStore(&{w}, {v});" if root.storage.atomic else f"{w} = {v};")
                 return

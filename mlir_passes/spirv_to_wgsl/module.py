@@ -10,6 +10,7 @@ from .errors import UnsupportedSpirvError
 from .function import FunctionEmitter
 from .op_tables import ATOMIC_RMW, BUILTINS
 from .resources import Binding, GlobalVar, collect_globals, push_constant_count
+from .types import Scalar
 from .wgsl_types import Helpers, TypeNamer
 
 _ATOMIC_OPS = set(ATOMIC_RMW) | {"spirv.AtomicLoad", "spirv.AtomicStore", "spirv.AtomicCompareExchange",
@@ -63,6 +64,15 @@ def _wgsl_ident(name: str) -> str:
     ident = re.sub(r"[^A-Za-z0-9_]", "_", name)
     ident = re.sub(r"__+", "_", ident).strip("_") or "main"
     return ident if not ident[0].isdigit() else f"k_{ident}"
+
+
+def _half_word_store(var: GlobalVar | None) -> bool:
+    """A store through `var` writes half a u32 word: an f16 scalar element of a merged binding."""
+    if var is None or var.storage is None:
+        return False
+    elem = var.storage.elem_types.get(var.symbol)
+    return (isinstance(elem, Scalar) and elem.kind == "f16"
+            and len(set(var.storage.elem_types.values())) > 1)
 
 
 def _root_symbol(value) -> str | None:
@@ -152,6 +162,10 @@ def _translate_entry(name, func, workgroup_size, globals_: dict[str, GlobalVar],
             if op.name not in ATOMIC_RMW:
                 raise UnsupportedSpirvError(f"{op.name} is not supported by the WGSL translator")
             var.storage.atomic = True
+        elif op.name == "spirv.Store" and _half_word_store(globals_.get(_root_symbol(op.operands[0]))):
+            # An f16 written into a binding merged to u32 words: two invocations may own the two halves
+            # of one word, so the halves are updated with atomicAnd/atomicOr.
+            globals_[_root_symbol(op.operands[0])].storage.atomic = True
     namer = TypeNamer()
     helpers = Helpers(namer)
     first = FunctionEmitter(func, globals_, namer, helpers, push_constants)

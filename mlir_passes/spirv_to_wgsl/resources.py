@@ -102,7 +102,7 @@ def collect_globals(module_op) -> dict[str, GlobalVar]:
     for group in bindings.values():
         for symbol, elem in group.elem_types.items():
             # Scalar f16 elements read as halves of a word; other sub-word shapes have no word form.
-            half = isinstance(elem, Scalar) and elem.kind == "f16" and not group.atomic
+            half = isinstance(elem, Scalar) and elem.kind == "f16"
             if group.merged and size_align(elem)[0] % 4 and not half:
                 raise UnsupportedSpirvError(
                     f"aliased storage variable {symbol} has {elem} elements; merging needs 32-bit words")

@@ -75,7 +75,8 @@ def test_architecture_in_float16_matches_cpu(name, rt):
 
 
 def test_float16_bert_reads_half_words_of_aliased_bindings(rt):
-    # IREE views one binding as f16 scalars and as wider vectors; the scalars read halves of u32 words.
+    # IREE views one binding as f16 scalars and as wider vectors: the scalars read halves of u32 words and
+    # write them with atomicAnd/atomicOr (the other half may belong to another invocation).
     if "shader-f16" not in rt.info.features:
         pytest.skip("the adapter lacks shader-f16")
     config = transformers.BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=2,
