@@ -9,7 +9,8 @@ from .out_args import write_out
 from .registry import register
 
 
-def _reduce(x: torch.Tensor, reduction: int) -> torch.Tensor:
+def reduce_loss(x: torch.Tensor, reduction: int) -> torch.Tensor:
+    """A loss's elementwise values reduced as aten's `reduction` enum says (0 none, 1 mean, 2 sum)."""
     if reduction == 1:
         return x.mean()
     if reduction == 2:
@@ -31,8 +32,8 @@ def smooth_l1_loss(self, target, reduction=1, beta=1.0):
     """aten.smooth_l1_loss."""
     d = (self - target).abs()
     if beta == 0:
-        return _reduce(d, reduction)
-    return _reduce(torch.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta), reduction)
+        return reduce_loss(d, reduction)
+    return reduce_loss(torch.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta), reduction)
 
 
 register("smooth_l1_loss.out")(_out(smooth_l1_loss))
@@ -54,7 +55,7 @@ def smooth_l1_loss_backward(grad_output, self, target, reduction, beta):
 def huber_loss(self, target, reduction=1, delta=1.0):
     """aten.huber_loss."""
     d = (self - target).abs()
-    return _reduce(torch.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)), reduction)
+    return reduce_loss(torch.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)), reduction)
 
 
 register("huber_loss.out")(_out(huber_loss))
@@ -75,7 +76,7 @@ def binary_cross_entropy(self, target, weight=None, reduction=1):
     loss = -(target * self.log().clamp_min(-100) + (1 - target) * (1 - self).log().clamp_min(-100))
     if weight is not None:
         loss = loss * weight
-    return _reduce(loss, reduction)
+    return reduce_loss(loss, reduction)
 
 
 register("binary_cross_entropy.out")(_out(binary_cross_entropy))
@@ -103,7 +104,7 @@ def binary_cross_entropy_with_logits(self, target, weight=None, pos_weight=None,
         loss = (1 - target) * self + log_sig_neg
     if weight is not None:
         loss = loss * weight
-    return _reduce(loss, reduction)
+    return reduce_loss(loss, reduction)
 
 
 @register("log_sigmoid_forward")

@@ -4,16 +4,9 @@ from __future__ import annotations
 
 import torch
 
+from .losses import reduce_loss
 from .out_args import write_out
 from .registry import register
-
-
-def _reduce(x: torch.Tensor, reduction: int) -> torch.Tensor:
-    if reduction == 1:
-        return x.mean()
-    if reduction == 2:
-        return x.sum()
-    return x
 
 
 @register("multi_margin_loss")
@@ -38,7 +31,7 @@ def multi_margin_loss(self, target, p=1, margin=1, weight=None, reduction=1):
     loss = z.masked_fill(is_target, 0).sum(1) / c
     if self.dim() < 2 and reduction == 0:
         loss = loss.reshape(target.shape if target.dim() else ())
-    return _reduce(loss, reduction)
+    return reduce_loss(loss, reduction)
 
 
 @register("multi_margin_loss.out")
@@ -67,7 +60,7 @@ def multilabel_margin_loss_forward(self, target, reduction):
     is_target_out = is_target.to(self.dtype).reshape(self.shape)
     if self.dim() < 2:
         loss = loss.reshape(())
-    return _reduce(loss, reduction), is_target_out
+    return reduce_loss(loss, reduction), is_target_out
 
 
 @register("multilabel_margin_loss_forward.output")

@@ -15,6 +15,7 @@ from .codegen.recording import dispatch
 from .codegen.rowwise import launch_rows
 from .elementwise import operand
 from .library_launch import device_caps
+from .losses import reduce_loss
 from .out_args import write_out
 from .reductions import cast_into
 from .registry import register
@@ -188,19 +189,11 @@ def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, we
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 
 
-def _reduce_loss(x: torch.Tensor, reduction: int) -> torch.Tensor:
-    if reduction == 1:
-        return x.mean()
-    if reduction == 2:
-        return x.sum()
-    return x
-
-
 @register("mse_loss")
 def mse_loss(self, target, reduction=1):
     """aten.mse_loss."""
     d = self - target
-    return _reduce_loss(d * d, reduction)
+    return reduce_loss(d * d, reduction)
 
 
 @register("mse_loss.out")
