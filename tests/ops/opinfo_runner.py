@@ -125,3 +125,14 @@ def run_op(op, dtype: torch.dtype = torch.float32, max_samples: int = 16) -> OpR
             result.failed += 1
             result.errors[f"mismatch {type(exc).__name__}: {' '.join(str(exc).split())[:160]}"] += 1
     return result
+
+
+def assert_all_samples_pass(op, dtype: torch.dtype, max_samples: int) -> OpResult:
+    """Run a claimed op's samples (recorded in RESULTS) and require that some ran and every one passed."""
+    result = run_op(op, dtype, max_samples)
+    name = opinfo_name(op)
+    RESULTS[(name, str(dtype).removeprefix("torch."))] = result
+    assert result.total > 0, f"{name}: no {dtype} sample ran ({result.skipped} skipped by the CPU)"
+    assert result.passed == result.total, (f"{name} {dtype}: {result.passed}/{result.total} passed; "
+                                           f"{dict(result.errors)}")
+    return result

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.testing._internal.common_methods_invocations import op_db
 
-from .opinfo_runner import RESULTS, opinfo_name, run_op
+from .opinfo_runner import assert_all_samples_pass, opinfo_name
 
 MAX_SAMPLES = 6
 F16_SAMPLES = 3
@@ -47,8 +47,4 @@ _CASES = [(torch.float32, n) for n in CLAIMED] + [
 
 @pytest.mark.parametrize(("dtype", "name"), _CASES, ids=[f"{str(d)[6:]}-{n}" for d, n in _CASES])
 def test_opinfo_family(webgpu, dtype, name):
-    result = run_op(_OPS[name], dtype, MAX_SAMPLES if dtype == torch.float32 else F16_SAMPLES)
-    RESULTS[(name, str(dtype)[6:])] = result
-    assert result.total > 0, f"{name}: no {dtype} sample ran ({result.skipped} skipped by the CPU)"
-    assert result.passed == result.total, (f"{name} {dtype}: {result.passed}/{result.total} passed; "
-                                           f"{dict(result.errors)}")
+    assert_all_samples_pass(_OPS[name], dtype, MAX_SAMPLES if dtype == torch.float32 else F16_SAMPLES)

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.testing._internal.common_methods_invocations import op_db
 
-from .opinfo_runner import RESULTS, opinfo_name, run_op
+from .opinfo_runner import assert_all_samples_pass, opinfo_name
 
 SAMPLES = 4
 
@@ -27,15 +27,9 @@ _OPS = {opinfo_name(op): op for op in op_db}
 
 @pytest.mark.parametrize("name", CLAIMED)
 def test_opinfo_fft(webgpu, name):
-    result = run_op(_OPS[name], max_samples=SAMPLES)
-    RESULTS[(name, "float32")] = result
-    assert result.total > 0, f"{name}: no sample ran ({result.skipped} skipped by the CPU)"
-    assert result.passed == result.total, (f"{name}: {result.passed}/{result.total} passed; "
-                                           f"{dict(result.errors)}")
+    assert_all_samples_pass(_OPS[name], torch.float32, SAMPLES)
 
 
 @pytest.mark.parametrize("name", CLAIMED_FLOAT16)
 def test_opinfo_float16(webgpu, name):
-    result = run_op(_OPS[name], torch.float16, max_samples=SAMPLES)
-    RESULTS[(name, "float16")] = result
-    assert result.total > 0 and result.passed == result.total, f"{name}: {dict(result.errors)}"
+    assert_all_samples_pass(_OPS[name], torch.float16, SAMPLES)

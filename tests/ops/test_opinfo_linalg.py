@@ -8,9 +8,10 @@ linalg.eig/eigvals (non-symmetric eigenproblem, complex results).
 """
 
 import pytest
+import torch
 from torch.testing._internal.common_methods_invocations import op_db
 
-from .opinfo_runner import RESULTS, opinfo_name, run_op
+from .opinfo_runner import assert_all_samples_pass, opinfo_name
 
 SAMPLES = 4
 
@@ -31,8 +32,4 @@ _OPS = {opinfo_name(op): op for op in op_db}
 
 @pytest.mark.parametrize("name", CLAIMED)
 def test_opinfo_linalg(webgpu, name):
-    result = run_op(_OPS[name], max_samples=SAMPLES)
-    RESULTS[(name, "float32")] = result
-    assert result.total > 0, f"{name}: no sample ran ({result.skipped} skipped by the CPU)"
-    assert result.passed == result.total, (f"{name}: {result.passed}/{result.total} passed; "
-                                           f"{dict(result.errors)}")
+    assert_all_samples_pass(_OPS[name], torch.float32, SAMPLES)
