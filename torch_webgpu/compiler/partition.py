@@ -326,6 +326,8 @@ class _Matcher:
 def partition(gm: torch.fx.GraphModule, caps: DeviceCaps) -> Partition | None:
     """The schedule of segments and library ops of a prepared static graph for a device with `caps`, or
     None if no op in it goes to the library."""
+    from .quant_partition import match_quant_linear  # a family built on this module (import cycle)
+
     graph = gm.graph
     forced: set[torch.fx.Node] = set()
     resolver = _Resolver(forced)
@@ -334,7 +336,7 @@ def partition(gm: torch.fx.GraphModule, caps: DeviceCaps) -> Partition | None:
     taken: set[torch.fx.Node] = set()
     for node in graph.nodes:
         if node.op == "call_function" and node.target in MATMULS and node not in taken:
-            op = matcher.match(node)
+            op = match_quant_linear(node, matcher) or matcher.match(node)
             if op is not None:
                 ops.append(op)
                 taken.update([op.root, op.final, *op.absorbed])
