@@ -79,7 +79,8 @@ class QuantLinearOp(LibraryOp):
             QuantWeight(self.fmt, self.group, self.zero is not None, scale_dtype), self.dtype,
             bias=_2d(self.bias.layout(shape_o)) if self.bias else None,
             residual=_2d(self.residual.layout(shape_o)) if self.residual else None,
-            activation=self.activation, alpha=self.alpha, beta=self.beta)
+            activation=self.activation, alpha=self.alpha, beta=self.beta,
+            a_dtype=_DTYPES[_val(self.a.base).dtype])
 
     def launch(self, caps: DeviceCaps) -> KernelLaunch:
         """The library's launch of this op on `caps` (its default variant there)."""
@@ -185,14 +186,23 @@ def match_quant_linear(root: torch.fx.Node, matcher: Any) -> QuantLinearOp | Non
     if not isinstance(val, torch.Tensor) or not isinstance(a_val, torch.Tensor):
         return None
     dtype = _DTYPES.get(val.dtype)
-    if dtype is None or a_val.dtype != val.dtype or (dtype == "f16" and not matcher.shader_f16):
+    chain: list[torch.fx.Node] = []
+    if _call(a_node, _CONVERTS) and val.dtype == torch.float32 and (
+            _val(a_node.args[0]) is not None and _val(a_node.args[0]).dtype == torch.float16):
+        # f16 linears decompose to f32 matmuls of upcast operands: the kernel reads the f16 activations
+        if _single_use(a_node):
+            chain.append(a_node)
+        a_node = a_node.args[0]
+        a_val = _val(a_node)
+    if dtype is None or a_val.dtype not in _DTYPES or not matcher.shader_f16 and (
+            torch.float16 in (a_val.dtype, val.dtype)):
         return None
     m, k = (int(d) for d in a_val.shape)
     n = int(val.shape[1])
-    chain: list[torch.fx.Node] = []
-    b = _strip(b_node, _TRANSPOSES | _CONVERTS, chain)
+    b_chain: list[torch.fx.Node] = []
+    b = _strip(b_node, _TRANSPOSES | _CONVERTS, b_chain)
     per_channel_scale = None
-    if chain and any(_call(c, _CONVERTS) for c in chain) and _val(b) is not None and (
+    if b_chain and any(_call(c, _CONVERTS) for c in b_chain) and _val(b) is not None and (
             _val(b).dtype == torch.int8):
         # Int8WeightOnlyConfig: convert(permute(q)); the scale multiplies the product
         found = None
@@ -214,9 +224,10 @@ def match_quant_linear(root: torch.fx.Node, matcher: Any) -> QuantLinearOp | Non
             return None
         zero, group, per_channel_scale = None, k, found
     else:
-        if not all(_call(c, _TRANSPOSES) for c in chain) or len(chain) != 1:
-            return None
-        found = _dequant_per_group(b, resolver, val.dtype, chain)
+        if [c for c in b_chain if _call(c, _TRANSPOSES)] != b_chain[-1:] or len(b_chain) > 2:
+            return None   # permute(W), or convert(permute(W)) of an f16 W
+        w_dtype = _val(b).dtype if isinstance(_val(b), torch.Tensor) else None
+        found = _dequant_per_group(b, resolver, w_dtype, b_chain)
         if found is None:
             return None
         q, scale, zero, group = found
@@ -229,8 +240,9 @@ def match_quant_linear(root: torch.fx.Node, matcher: Any) -> QuantLinearOp | Non
         op.a.layout((1, m, k))
     except ValueError:
         return None
-    if any(_order(matcher, o) >= matcher.order[root] for o in (q, scale, zero) if o is not None):
-        return None
+    if any(_depends_on(o.base, root) for o in (q, scale, zero) if o is not None):
+        return None   # weights are computed before the op (a segment may place them after it in the graph)
+    chain += b_chain
     op.absorbed += [c for c in chain if c.target not in _VIEWS and c.target not in _TRANSPOSES]
     if per_channel_scale is not None:
         # the epilogue continues after the scale multiplication, which the kernel applies per group
@@ -253,8 +265,17 @@ def match_quant_linear(root: torch.fx.Node, matcher: Any) -> QuantLinearOp | Non
     return op
 
 
-def _order(matcher: Any, operand: Any) -> int:
-    return matcher.order[operand.base]
+def _depends_on(node: torch.fx.Node, root: torch.fx.Node) -> bool:
+    """`node` is `root` or computed from it."""
+    seen, frontier = set(), [node]
+    while frontier:
+        x = frontier.pop()
+        if x is root:
+            return True
+        if x not in seen:
+            seen.add(x)
+            frontier += x.all_input_nodes
+    return False
 
 
 def repack(ops: list, constant_placeholders: list[torch.fx.Node],

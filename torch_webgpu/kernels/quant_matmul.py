@@ -68,13 +68,19 @@ class QuantMatmulProblem:
     activation: str | None = None
     alpha: float = 1.0
     beta: float = 1.0
+    a_dtype: str | None = None    # storage of A when it differs (f16 activations, f32 result)
+
+    @property
+    def activation_dtype(self) -> str:
+        """The storage type of A."""
+        return self.a_dtype or self.dtype
 
     def check(self) -> None:
         """ValueError/TypeError naming what the library cannot run."""
         w = self.weight
         if w.fmt not in WEIGHT_FORMATS:
             raise ValueError(f"quant matmul: weight format {w.fmt!r} is not one of {sorted(WEIGHT_FORMATS)}")
-        if self.dtype not in ("f32", "f16") or w.scale_dtype not in ("f32", "f16"):
+        if {self.dtype, self.activation_dtype, w.scale_dtype} - {"f32", "f16"}:
             raise TypeError(f"quant matmul: activations {self.dtype} / scales {w.scale_dtype} "
                             "(f32 or f16 only)")
         if self.k % CHUNK or w.group % CHUNK or self.k % w.group:
@@ -90,7 +96,7 @@ def quant_variants(p: QuantMatmulProblem, caps: DeviceCaps) -> list[str]:
         p.check()
     except (ValueError, TypeError):
         return []
-    if "f16" in (p.dtype, p.weight.scale_dtype) and not caps.shader_f16:
+    if "f16" in (p.dtype, p.activation_dtype, p.weight.scale_dtype) and not caps.shader_f16:
         return []
     threads = caps.limit("max-compute-invocations-per-workgroup", 256)
     wg_bytes = caps.limit("max-compute-workgroup-storage-size", 16384)
@@ -108,13 +114,13 @@ def quant_variants(p: QuantMatmulProblem, caps: DeviceCaps) -> list[str]:
 
 
 def _header(p: QuantMatmulProblem, e: Epilogue) -> tuple[str, list[str]]:
-    t, s = p.dtype, p.weight.scale_dtype
+    t, s, ta = p.dtype, p.weight.scale_dtype, p.activation_dtype
     roles = [PARAMS, "a", "q", "scale", "out"] + (["zero"] if p.weight.zero else []) + (
         ["bias"] if p.bias else []) + (["residual"] if p.residual else [])
-    arrays = {"a": f"A: array<{t}>", "q": "Q: array<u32>", "scale": f"S: array<{s}>",
+    arrays = {"a": f"A: array<{ta}>", "q": "Q: array<u32>", "scale": f"S: array<{s}>",
               "out": f"O: array<{t}>", "zero": "Z: array<u32>", "bias": f"C: array<{t}>",
               "residual": f"R: array<{t}>"}
-    lines = ["enable f16;" if "f16" in (t, s) else "",
+    lines = ["enable f16;" if "f16" in (t, s, ta) else "",
              "struct Params { mnkb: vec4<u32>, a: vec4<u32>, o: vec4<u32>, c: vec4<u32>, r: vec4<u32>,",
              "                ab: vec4<f32>, q: vec4<u32> }",
              "@group(0) @binding(0) var<uniform> P: Params;"]
@@ -283,7 +289,8 @@ def plan_quant_matmul(p: QuantMatmulProblem, caps: DeviceCaps, variant: str | No
         raise ValueError(f"quant matmul {p.m}x{p.n}x{p.k}: grid {grid} exceeds {limit} workgroups per "
                          "dimension")
     read_only = frozenset(i for i, r in enumerate(roles) if r not in ("out", PARAMS))
-    name = f"qmatmul.{p.weight.fmt}g{p.weight.group}{'z' if p.weight.zero else ''}.{p.dtype}.{variant}"
+    dtypes = p.dtype if p.activation_dtype == p.dtype else f"{p.activation_dtype}to{p.dtype}"
+    name = f"qmatmul.{p.weight.fmt}g{p.weight.group}{'z' if p.weight.zero else ''}.{dtypes}.{variant}"
     return KernelLaunch(name=name, wgsl=src, grid=grid, workgroup_size=wg, bindings=tuple(roles),
                         params=_params(p), read_only=read_only)
 
