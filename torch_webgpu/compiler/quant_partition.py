@@ -98,8 +98,16 @@ def _call(node: Any, targets: frozenset) -> bool:
     return isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target in targets
 
 
+_CHECKS = frozenset({aten._assert_tensor_metadata.default})   # torch.export's no-op dtype checks
+
+
+def _checks(node: torch.fx.Node) -> list[torch.fx.Node]:
+    return [u for u in node.users if u.op == "call_function" and u.target in _CHECKS]
+
+
 def _single_use(node: torch.fx.Node) -> bool:
-    return len(node.users) == 1
+    """One real user (torch.export's metadata assertions on the value do not count)."""
+    return len(node.users) - len(_checks(node)) == 1
 
 
 def _strip(node: Any, targets: frozenset, chain: list) -> Any:
@@ -244,6 +252,9 @@ def match_quant_linear(root: torch.fx.Node, matcher: Any) -> QuantLinearOp | Non
         return None   # weights are computed before the op (a segment may place them after it in the graph)
     chain += b_chain
     op.absorbed += [c for c in chain if c.target not in _VIEWS and c.target not in _TRANSPOSES]
+    # assertions on the weights and their views would make IREE read int8 tensors: dropped with them
+    weight_nodes = [n for o in (q, scale, zero) if o is not None for n in _view_closure(o.base)]
+    op.absorbed += [c for n in chain + weight_nodes for c in _checks(n) if c not in op.absorbed]
     if per_channel_scale is not None:
         # the epilogue continues after the scale multiplication, which the kernel applies per group
         op.final = per_channel_scale
@@ -263,6 +274,16 @@ def match_quant_linear(root: torch.fx.Node, matcher: Any) -> QuantLinearOp | Non
     if _val(scale.base).dtype == torch.float16 and (n * (k // group)) % 2:
         return None
     return op
+
+
+def _view_closure(node: torch.fx.Node) -> list[torch.fx.Node]:
+    """`node` and the views of it (through views and transposes)."""
+    out, frontier = [], [node]
+    while frontier:
+        x = frontier.pop()
+        out.append(x)
+        frontier += [u for u in x.users if u.target in _VIEWS or u.target in _TRANSPOSES]
+    return out
 
 
 def _depends_on(node: torch.fx.Node, root: torch.fx.Node) -> bool:
@@ -316,7 +337,11 @@ def repack(ops: list, constant_placeholders: list[torch.fx.Node],
 
 def _feeds_quant(node: torch.fx.Node, inside: set[torch.fx.Node]) -> bool:
     """`node` reaches a quantized linear's own nodes through single-use views and conversions only."""
-    while node not in inside and len(node.users) == 1 and (
+    if node in inside:
+        return True
+    while _single_use(node) and (
             node.target in _VIEWS or node.target in _TRANSPOSES or node.target in _CONVERTS):
-        (node,) = node.users
-    return node in inside
+        (node,) = [u for u in node.users if u.target not in _CHECKS]
+        if node in inside:
+            return True
+    return False
