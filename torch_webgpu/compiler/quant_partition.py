@@ -21,6 +21,7 @@ import numpy as np
 import torch
 import torch.fx
 
+from torch_webgpu.kernels import autotune
 from torch_webgpu.kernels.launch import DeviceCaps, KernelLaunch
 from torch_webgpu.kernels.matmul import Layout
 from torch_webgpu.kernels.quant_matmul import (
@@ -30,9 +31,10 @@ from torch_webgpu.kernels.quant_matmul import (
     pack_scales,
     pack_weight,
     plan_quant_matmul,
+    quant_variants,
 )
 
-from .partition import LibraryOp, Operand, value_of
+from .partition import LibraryOp, Operand, Tunable, value_of
 
 aten, prims = torch.ops.aten, torch.ops.prims
 _CONVERTS = frozenset({prims.convert_element_type.default, aten._to_copy.default})
@@ -85,6 +87,13 @@ class QuantLinearOp(LibraryOp):
     def launch(self, caps: DeviceCaps) -> KernelLaunch:
         """The library's launch of this op on `caps` (its default variant there)."""
         return plan_quant_matmul(self.problem(), caps)
+
+    def candidates(self, caps: DeviceCaps) -> Tunable:
+        """The variants the machine that runs the plan times once (the default first)."""
+        p = self.problem()
+        names = quant_variants(p, caps)[:autotune.MAX_CANDIDATES]
+        return Tunable(autotune.problem_key("quant_matmul", p), p.flops,
+                       [plan_quant_matmul(p, caps, v) for v in names])
 
 
 def _2d(lay: Layout) -> Layout:

@@ -71,6 +71,18 @@ class QuantMatmulProblem:
     a_dtype: str | None = None    # storage of A when it differs (f16 activations, f32 result)
 
     @property
+    def flops(self) -> int:
+        """2·M·N·K."""
+        return 2 * self.m * self.n * self.k
+
+    def shape_class(self) -> str:
+        """A coarse key for autotuning (shapes in one class share a winner) with the weight format."""
+        def bucket(x: int) -> int:
+            return 1 << max(0, (x - 1).bit_length())
+        w = self.weight
+        return f"m{bucket(self.m)}n{bucket(self.n)}k{bucket(self.k)}{w.fmt}g{w.group}{'z' if w.zero else ''}"
+
+    @property
     def activation_dtype(self) -> str:
         """The storage type of A."""
         return self.a_dtype or self.dtype
