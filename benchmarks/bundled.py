@@ -34,10 +34,11 @@ def bundle_cases(settings: Settings, max_binding_bytes: int) -> list[tuple[str, 
 
 
 def model_weights(module: Any) -> dict[str, Any]:
-    """Every parameter and buffer of `module` by its state-dict name (tied weights under each name)."""
-    weights = dict(module.named_buffers(remove_duplicate=False))
-    weights.update(module.named_parameters(remove_duplicate=False))
-    return weights
+    """Every parameter and buffer of `module` by its state-dict name (tied weights under each name;
+    torchao's quantized weights as their parts, see torch_webgpu.bundle.exporter.model_weights)."""
+    from torch_webgpu.bundle.exporter import model_weights as weights
+
+    return weights(module)
 
 
 def prepare(out: Path, settings: Settings, target_name: str, iree: bool = True) -> list[str]:

@@ -62,3 +62,16 @@ def test_quantized_bundle_runs_without_torch(config, tmp_path):
     with torch.no_grad():
         want = model(x)
     torch.testing.assert_close(torch.from_numpy(np.load(tmp_path / "y.npy")), want, atol=1e-3, rtol=0)
+
+
+def test_external_quantized_weights_are_packed_at_load(tmp_path):
+    """external_weights=True: the caller passes torchao's int8 parts; the loader packs them (int4 two per
+    byte) as the compiler did."""
+    from torch_webgpu.bundle.exporter import model_weights
+
+    model = _quantized_mlp("int4g32")
+    x = torch.randn(2, 64, generator=torch.Generator().manual_seed(1))
+    path = torch_webgpu.export(model, [x], tmp_path / "bundle", external_weights=True)
+    y = torch_webgpu.load(path, weights=model_weights(model))(x.numpy())
+    with torch.no_grad():
+        torch.testing.assert_close(torch.from_numpy(y), model(x), atol=1e-3, rtol=0)

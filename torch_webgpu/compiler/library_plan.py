@@ -92,7 +92,7 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
 
     caps = caps_for_target(target)
     n_user = len(inputs)
-    constants = repack(part.library_ops, placeholders_of(prepared)[n_user:], constants)
+    constants, packed = repack(part.library_ops, placeholders_of(prepared)[n_user:], constants)
     composer = PlanComposer(inputs, constants)
     graph = prepared.graph_module.graph
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
@@ -142,6 +142,8 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
     plan.meta = {"target": target.key(), "dispatches": plan.dispatch_count,
                  "library": composer.library_entries,
                  "segments": sum(1 for s in part.steps if not isinstance(s, LibraryOp))}
+    if packed:
+        plan.meta["packed_constants"] = packed   # how quant weights were packed (bundle external weights)
     return plan, composer.dispatches_text()
 
 

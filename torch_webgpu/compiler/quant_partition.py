@@ -27,9 +27,7 @@ from torch_webgpu.kernels.matmul import Layout
 from torch_webgpu.kernels.quant_matmul import (
     QuantMatmulProblem,
     QuantWeight,
-    pack_bytes,
-    pack_scales,
-    pack_weight,
+    pack_constant,
     plan_quant_matmul,
     quant_variants,
 )
@@ -309,9 +307,11 @@ def _depends_on(node: torch.fx.Node, root: torch.fx.Node) -> bool:
 
 
 def repack(ops: list, constant_placeholders: list[torch.fx.Node],
-           constants: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+           constants: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, dict]]:
     """`constants` with the q / scale / zero constants that only quantized linears read packed for the
-    kernel (int4-ranged q two per byte); updates each op's format and bound sizes."""
+    kernel (int4-ranged q two per byte), and how each packed one was made from the original
+    ({"pack": "i4" | "i8" | "bytes" | "scales", "shape": [N, K] of a weight}: a loader given the original
+    weights applies `pack_constant`); updates each op's format and bound sizes."""
     names = {ph: name for ph, name in zip(constant_placeholders, constants, strict=True)}
     quant = [op for op in ops if isinstance(op, QuantLinearOp)]
     readers: dict[torch.fx.Node, set[str]] = {}
@@ -320,6 +320,7 @@ def repack(ops: list, constant_placeholders: list[torch.fx.Node],
             readers.setdefault(operand.base, set()).add(role)
     inside = {x for op in quant for x in (op.root, op.final, *op.absorbed)}
     out = dict(constants)
+    how: dict[str, dict] = {}
     for op in quant:
         for role in ("q", "scale", "zero"):
             operand = op.roles().get(role)
@@ -331,17 +332,20 @@ def repack(ops: list, constant_placeholders: list[torch.fx.Node],
             value = constants[name]
             if role == "q":
                 fits = value.size and int(value.min()) >= -8 and int(value.max()) <= 7
-                packed = pack_weight(value.reshape(op.n, op.k), "i4" if fits else "i8")
+                how[name] = {"pack": "i4" if fits else "i8", "shape": [op.n, op.k]}
                 users = [o for o in quant if o.q.base is operand.base]
                 for o in users:
-                    o.fmt = "i4" if fits else "i8"
+                    o.fmt = how[name]["pack"]
             else:
-                packed = pack_bytes(value) if role == "zero" else pack_scales(value)
+                how[name] = {"pack": "bytes" if role == "zero" else "scales"}
+            packed = pack_constant(value, how[name])
             out[name] = packed
             for o in quant:
                 if o.roles().get(role) is not None and o.roles()[role].base is operand.base:
                     o.packed_bytes[role] = int(packed.nbytes)
-    return out
+    return out, how
+
+
 
 
 def _feeds_quant(node: torch.fx.Node, inside: set[torch.fx.Node]) -> bool:

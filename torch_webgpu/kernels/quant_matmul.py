@@ -28,7 +28,7 @@ from .matmul import Layout
 from .matmul_wgsl import ACTIVATIONS, ERF_WGSL, Epilogue, finish_fn
 
 __all__ = ["QuantWeight", "QuantMatmulProblem", "plan_quant_matmul", "quant_variants", "pack_weight",
-           "pack_bytes", "pack_scales", "WEIGHT_FORMATS", "GEMV_MAX_ROWS", "CHUNK"]
+           "pack_bytes", "pack_scales", "pack_constant", "WEIGHT_FORMATS", "GEMV_MAX_ROWS", "CHUNK"]
 
 WEIGHT_FORMATS = {"i8": 4, "i4": 8}   # weights per u32 word
 CHUNK = 8                             # weights one invocation dequantizes at a time (one group only)
@@ -339,3 +339,16 @@ def pack_scales(s: np.ndarray) -> np.ndarray:
     if flat.dtype == np.float16 and flat.size % 2:
         flat = np.concatenate([flat, np.zeros(1, np.float16)])
     return flat
+
+
+def pack_constant(value: np.ndarray, how: dict) -> np.ndarray:
+    """A plan constant from the original weight: `how["pack"]` "i4"/"i8" (q, `how["shape"]` [N, K]),
+    "bytes" (zero points) or "scales" (torch-free: bundle loaders given external weights use it)."""
+    kind = how["pack"]
+    if kind in ("i4", "i8"):
+        return pack_weight(np.asarray(value).reshape(how["shape"]), kind)
+    if kind == "bytes":
+        return pack_bytes(value)
+    if kind == "scales":
+        return pack_scales(value)
+    raise ValueError(f"unknown packing {kind!r} (i4, i8, bytes, scales)")
