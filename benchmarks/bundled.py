@@ -24,10 +24,12 @@ def bundle_key(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-")
 
 
-def bundle_cases(settings: Settings, max_binding_bytes: int) -> list[tuple[str, Any, tuple]]:
-    """(key, module, example inputs) of every bundled figure, at the sizes a GPU run measures."""
+def bundle_cases(settings: Settings, max_binding_bytes: int,
+                 suites: list[str] | None = None) -> list[tuple[str, Any, tuple]]:
+    """(key, module, example inputs) of every bundled figure (of `suites`, default BUNDLED_SUITES), at
+    the sizes a GPU run measures."""
     cases = []
-    for name in BUNDLED_SUITES:
+    for name in suites or BUNDLED_SUITES:
         module = importlib.import_module(f"benchmarks.suites.{name}")
         cases += module.bundle_cases(settings, max_binding_bytes)
     return cases
@@ -41,7 +43,8 @@ def model_weights(module: Any) -> dict[str, Any]:
     return weights(module)
 
 
-def prepare(out: Path, settings: Settings, target_name: str, iree: bool = True) -> list[str]:
+def prepare(out: Path, settings: Settings, target_name: str, iree: bool = True,
+            suites: list[str] | None = None) -> list[str]:
     """Export every bundled figure into `out/<key>` (weights left out: the GPU machine builds the same
     model and passes them) and, with `iree`, its Vulkan .vmfb into `out/iree/<key>.vmfb`.
 
@@ -51,7 +54,7 @@ def prepare(out: Path, settings: Settings, target_name: str, iree: bool = True) 
     from torch_webgpu.bundle import exporter as ex
 
     target = ex.make_target(target_name)
-    cases = bundle_cases(settings, target.iree.max_binding_bytes)
+    cases = bundle_cases(settings, target.iree.max_binding_bytes, suites)
     (out / IREE_DIR).mkdir(parents=True, exist_ok=True)
     failed = []
     for key, module, inputs in tqdm(cases, desc="bundles", unit="bundle"):
