@@ -43,6 +43,19 @@ def model_weights(module: Any) -> dict[str, Any]:
     return weights(module)
 
 
+def _has_f16(module: Any, inputs: Any) -> bool:
+    """The module has float16 weights (torchao's quantized ones: their scales) or inputs."""
+    import torch
+
+    tensors = list(module.state_dict().values()) + [x for x in inputs if isinstance(x, torch.Tensor)]
+    for t in tensors:
+        flat = hasattr(t, "__tensor_flatten__")
+        parts = [getattr(t, a) for a in t.__tensor_flatten__()[0]] if flat else [t]
+        if any(isinstance(p, torch.Tensor) and p.dtype == torch.float16 for p in parts):
+            return True
+    return False
+
+
 def prepare(out: Path, settings: Settings, target_name: str, iree: bool = True,
             suites: list[str] | None = None) -> list[str]:
     """Export every bundled figure into `out/<key>` (weights left out: the GPU machine builds the same
@@ -54,14 +67,19 @@ def prepare(out: Path, settings: Settings, target_name: str, iree: bool = True,
     from torch_webgpu.bundle import exporter as ex
 
     target = ex.make_target(target_name)
+    f16_target = None
     cases = bundle_cases(settings, target.iree.max_binding_bytes, suites)
     (out / IREE_DIR).mkdir(parents=True, exist_ok=True)
     failed = []
     for key, module, inputs in tqdm(cases, desc="bundles", unit="bundle"):
         try:
+            tgt = target
+            if _has_f16(module, inputs):   # f16 code only where the model is f16 (needs shader-f16)
+                f16_target = f16_target or ex.make_target(target_name, f16=True)
+                tgt = f16_target
             traced = ex.trace(module.eval(), list(inputs))
-            plan = ex.compile_traced(traced, target)
-            ex.write_plan_bundle(plan, traced, target, out / key, source=f"benchmarks:{key}",
+            plan = ex.compile_traced(traced, tgt)
+            ex.write_plan_bundle(plan, traced, tgt, out / key, source=f"benchmarks:{key}",
                                  external_weights=True)
             if iree:
                 from .iree_vulkan import compile_vmfb
