@@ -157,7 +157,7 @@ def test_batch_strides_and_sliced_views(rt, caps):
         check(rt, caps, p, a, bb, v)
 
 
-def test_subgroup_matrix_variant_source(caps):
+def test_subgroup_matrix_variant_source(caps, monkeypatch):
     tc = dataclasses.replace(caps, features=caps.features | {"shader-f16",
                                                              "chromium-experimental-subgroup-matrix"},
                              subgroup_size=32, subgroup_matrix_configs=(("f16", "f32", 16, 16, 16),),
@@ -166,13 +166,20 @@ def test_subgroup_matrix_variant_source(caps):
     p = problem(a, bb, "f16")
     names = variants(p, tc)
     assert names[0] == "sgmat.w1x1.f2x2.k32"
-    assert all(n in names for n in VARIANTS if n.startswith("sgmat"))
+    assert all(n in names for n in VARIANTS if n.startswith("sgmat.w1x1"))
+    assert not any(n.startswith("sgmat.w2") or n.startswith("sgmat.w4") for n in names)
     launch = plan_matmul(p, tc)
     assert "enable chromium_experimental_subgroup_matrix;" in launch.wgsl
     assert "subgroupMatrixMultiplyAccumulate" in launch.wgsl and launch.workgroup_size == (32, 1, 1)
     assert "li / 32u" not in launch.wgsl  # matrix offsets from the workgroup id only (Dawn: uniform)
     assert not any(n.startswith("sgmat") for n in variants(problem(*operands(1, 256, 256, 256, "f32"),
                                                                      "f32"), tc))
+    # Several subgroups per workgroup: each takes its matrices by li / 32, with the matrix builtins'
+    # uniformity rule off (the workgroup-scope analysis cannot prove a per-subgroup value uniform).
+    monkeypatch.setenv("TORCH_WEBGPU_SGMAT_MULTI", "1")   # offered on request only (not run on hardware)
+    multi = plan_matmul(p, tc, "sgmat.w4x2.f2x2.k32")
+    assert multi.workgroup_size == (256, 1, 1) and multi.grid == (4, 2, 1)
+    assert "li / 32u" in multi.wgsl and "diagnostic(off, chromium.subgroup_matrix_uniformity);" in multi.wgsl
 
 
 def test_errors(caps):

@@ -10,6 +10,7 @@ Storage may be f32 or f16 (shader-f16); accumulation is always f32.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -181,12 +182,22 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "gemv.k32n8.wg": GemvSpec(32, 8, True),
     "gemv.n16k16.wg": GemvSpec(16, 16, False),
     "gemv.n64k4.wg": GemvSpec(4, 64, False),
-    # One subgroup per workgroup: Dawn requires subgroup-uniform matrix offsets, which WGSL can prove only
-    # from the workgroup id (several subgroups per workgroup failed to compile on the H200).
+    # One subgroup per workgroup: matrix offsets from the workgroup id only (measured on the H200; the
+    # default). Several subgroups per workgroup share the staged K tiles; they failed to compile on the
+    # H200 while only `subgroup_uniformity` was off (matmul_wgsl.sgmat_source); not yet run since, so
+    # offered only with TORCH_WEBGPU_SGMAT_MULTI=1.
     "sgmat.w1x1.f2x2.k32": SgmatSpec(1, 1, 2, 2),
     "sgmat.w1x1.f4x2.k32": SgmatSpec(1, 1, 4, 2),
     "sgmat.w1x1.f4x4.k32": SgmatSpec(1, 1, 4, 4),
+    "sgmat.w2x2.f2x2.k32": SgmatSpec(2, 2, 2, 2),
+    "sgmat.w4x2.f2x2.k32": SgmatSpec(4, 2, 2, 2),
 }
+
+def multi_subgroup_matrices() -> bool:
+    """TORCH_WEBGPU_SGMAT_MULTI=1 offers the tensor-core variants with several subgroups per workgroup
+    (not yet checked on hardware: the autotuner times candidates without comparing their results)."""
+    return os.environ.get("TORCH_WEBGPU_SGMAT_MULTI", "0") == "1"
+
 
 GEMV_MAX_ROWS = 4      # M at or below this (or N, transposed) runs as matrix-vector
 VEC_SUFFIX = ".v4"     # the vec4-load form of a variant
@@ -262,6 +273,8 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
         # measured on the H200: f2x2 39 TFLOP/s at 4096^3, the larger tiles ~3 (staging-bound)
         for name in [n for n in VARIANTS if n.startswith("sgmat")]:
             spec = VARIANTS[name]
+            if spec.sg_m * spec.sg_n > 1 and not multi_subgroup_matrices():
+                continue
             threads = spec.sg_m * spec.sg_n * sg
             if _fits(caps, threads, spec.workgroup_bytes(p.dtype)) and 256 % sg == 0:
                 names.append(name)

@@ -271,13 +271,18 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
            Cs[sg * 256u + x]);
   }}
   workgroupBarrier();""")
-    # Subgroup-matrix builtins want subgroup-uniform offsets; with one subgroup per workgroup the
-    # offsets come from the workgroup id alone, which the uniformity analysis can prove.
+    # Subgroup-matrix builtins want subgroup-uniform offsets. With one subgroup per workgroup they come
+    # from the workgroup id alone, which the (workgroup-scope) uniformity analysis proves; with several,
+    # the subgroup index li / sg_size is uniform per subgroup (1-D workgroups of whole subgroups: NVIDIA's
+    # warps are consecutive invocations), which the analysis cannot see: its rule for the matrix builtins,
+    # chromium.subgroup_matrix_uniformity (not subgroup_uniformity), is turned off, as llama.cpp's WebGPU
+    # tensor-core matmul does.
     subgroup_ids = ("  let sg = 0u; let lane = li; let sm = 0u; let sn = 0u;" if nsg == 1 else
                     f"  let sg = li / {sg_size}u; let lane = li % {sg_size}u;\n"
                     f"  let sm = sg / {sg_n}u; let sn = sg % {sg_n}u;")
+    matrix_rule = "diagnostic(off, chromium.subgroup_matrix_uniformity);\n" if nsg > 1 else ""
     return f"""diagnostic(off, subgroup_uniformity);
-{header(e, t, t, ("chromium_experimental_subgroup_matrix",))}{finish_fn(e)}
+{matrix_rule}{header(e, t, t, ("chromium_experimental_subgroup_matrix",))}{finish_fn(e)}
 var<workgroup> As: array<f16, {bm * bk}>;
 var<workgroup> Bs: array<f16, {bk * bn}>;
 var<workgroup> Cs: array<f32, {nsg * 256}>;
