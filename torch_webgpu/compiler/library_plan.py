@@ -98,7 +98,6 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
     graph = prepared.graph_module.graph
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     where: dict[torch.fx.Node, tuple[str, int]] = {ph: (f"in{k}", 0) for k, ph in enumerate(placeholders)}
-    variants: dict[str, str] = {}
     # Where each value lives, for the hazards of in-place writes: (buffer, start, end, node).
     placed: list[tuple[str, int, int, torch.fx.Node]] = [
         (f"in{k}", 0, _nbytes(value_of(ph)), ph) for k, ph in enumerate(placeholders)
@@ -118,8 +117,8 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
             where[step.final] = composer.new_buffer(name, out_bytes)
             placed.append((name, 0, out_bytes, step.final))
             operands["out"] = (name, 0, out_bytes)
-            key = composer.add_library(launch, operands)
-            variants[key] = launch.name
+            tunable = step.candidates(caps) if hasattr(step, "candidates") else None
+            composer.add_library(launch, operands, tunable)
             continue
         segment_plan = next(segment_plans)
         bound = [where[x] for x in step.inputs]
@@ -160,7 +159,8 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
         output_locations.append((buf, offset + int(operand.view.storage_offset()) * itemsize,
                                  int(operand.view.numel()) * itemsize))
     plan = composer.plan(outputs, prepared.output_map, output_locations)
-    plan.meta = {"target": target.key(), "dispatches": plan.dispatch_count, "library": variants,
+    plan.meta = {"target": target.key(), "dispatches": plan.dispatch_count,
+                 "library": composer.library_entries,
                  "segments": sum(1 for s in part.steps if not isinstance(s, LibraryOp))}
     return plan, composer.dispatches_text()
 
