@@ -129,3 +129,25 @@ def test_scatter_into_a_slice_of_a_big_buffer(small_bindings, name):
     fn = SCATTERS[name]
     got = fn(whole.to("webgpu")[900:964], rows.to("webgpu"), src.to("webgpu"))
     torch.testing.assert_close(got.cpu(), fn(whole[900:964], rows, src))
+
+
+SCANS = {
+    "cumsum_rows": lambda x: x.cumsum(1),
+    "cumsum_columns": lambda x: x.cumsum(0),
+    "cumsum_flat": lambda x: x.flatten().cumsum(0),
+    "logcumsumexp": lambda x: x.logcumsumexp(0),
+    "cumprod": lambda x: (1 + x * 1e-2).cumprod(1),
+    "cummax_flat": lambda x: x.flatten().cummax(0),
+    "cummin_columns": lambda x: x.cummin(0),
+}
+
+
+@pytest.mark.parametrize("name", list(SCANS))
+def test_scans_of_tensors_wider_than_one_binding(small_bindings, name):
+    x = _big(256, 200)
+    got, want = SCANS[name](x.to("webgpu")), SCANS[name](x)
+    if isinstance(want, tuple):
+        got, want = tuple(t.cpu() for t in got), tuple(want)
+    else:
+        got = got.cpu()
+    torch.testing.assert_close(got, want, atol=1e-3, rtol=1e-4)
