@@ -98,3 +98,20 @@ def test_sinc_of_large_arguments_uses_the_reduced_sine(webgpu):
     # at integers sin(pi * x) is the sine of f32(pi * x) - a multiple of pi: a tiny value, all reduction
     x = torch.randint(-4_000_000, 4_000_000, (20000,), generator=torch.Generator().manual_seed(0)).float()
     torch.testing.assert_close(torch.sinc(x.to("webgpu")).cpu(), torch.sinc(x), rtol=1e-5, atol=0)
+
+
+INT64_DIVISIONS = {
+    "remainder": torch.remainder, "fmod": torch.fmod, "floor_divide": torch.floor_divide,
+    "div_trunc": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+    "div_floor": lambda a, b: torch.div(a, b, rounding_mode="floor"),
+}
+
+
+@pytest.mark.parametrize("name", list(INT64_DIVISIONS))
+def test_int64_division_in_u32_pairs(webgpu, name):
+    # both signs, operands past 32 bits, int64's minimum (take_along_dim wraps indices with remainder)
+    a = torch.tensor([7, -7, 7, -7, 0, 2**40 + 3, -(2**40) - 5, 2**62, -2**63, 5, 123456789012, -1])
+    b = torch.tensor([3, 3, -3, -3, 5, 7, 2**33 + 1, -3, 3, 2**40, -1000003, 2**35])
+    fn = INT64_DIVISIONS[name]
+    torch.testing.assert_close(fn(a.to(webgpu), b.to(webgpu)).cpu(), fn(a, b))
+    torch.testing.assert_close(fn(a.to(webgpu), -7).cpu(), fn(a, -7))
