@@ -25,7 +25,7 @@ _SPECIAL = [
     "special.hermite_polynomial_h", "special.laguerre_polynomial_l", "special.legendre_polynomial_p",
     "special.zeta", "polygamma.polygamma_n_0", "polygamma.polygamma_n_1", "polygamma.polygamma_n_2",
     "polygamma.polygamma_n_3", "polygamma.polygamma_n_4", "special.polygamma.special_polygamma_n_0",
-    "digamma", "nextafter",
+    "digamma", "nextafter", "igamma", "igammac",
 ]
 _TENSOR = ["equal", "addbmm", "renorm", "cov", "corrcoef", "nn.functional.channel_shuffle",
            "masked_scatter", "put", "nonzero_static", "histc", "histogram", "cdist", "nn.functional.pdist",

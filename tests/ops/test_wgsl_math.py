@@ -115,3 +115,21 @@ def test_int64_division_in_u32_pairs(webgpu, name):
     fn = INT64_DIVISIONS[name]
     torch.testing.assert_close(fn(a.to(webgpu), b.to(webgpu)).cpu(), fn(a, b))
     torch.testing.assert_close(fn(a.to(webgpu), -7).cpu(), fn(a, -7))
+
+
+@pytest.mark.parametrize("low,high", [(0.01, 2.0), (0.5, 30.0), (50.0, 500.0), (1000.0, 20000.0)], ids=str)
+def test_incomplete_gamma_against_float64(webgpu, low, high):
+    # large a goes through Stirling's series (a * log(x) - x - lgamma(a) would cancel ~a * log(a) in f32)
+    gen = torch.Generator().manual_seed(0)
+    a = torch.rand(2000, generator=gen) * (high - low) + low
+    x = a * torch.rand(2000, generator=gen) * 2
+    for fn in (torch.igamma, torch.igammac):
+        err = (fn(a.to(webgpu), x.to(webgpu)).cpu().double() - fn(a.double(), x.double())).abs().max()
+        assert err.item() < 5e-6, (fn.__name__, err.item())
+
+
+def test_incomplete_gamma_special_values(webgpu):
+    values = torch.tensor([0.0, 1.0, float("inf"), float("nan"), -1.0, 2.0])
+    a, x = torch.meshgrid(values, values, indexing="ij")
+    for fn in (torch.igamma, torch.igammac):
+        torch.testing.assert_close(fn(a.to(webgpu), x.to(webgpu)).cpu(), fn(a, x), equal_nan=True)

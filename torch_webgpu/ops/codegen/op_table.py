@@ -237,6 +237,8 @@ OPS: list[EltOp] = [
         "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
         "laguerre_polynomial_l", "legendre_polynomial_p")),
     bi("special_zeta", "zeta_(a, b)", promote="int_to_float"),
+    bi("igamma", "igamma_(a, b)", promote="int_to_float"),
+    bi("igammac", "igammac_(a, b)", promote="int_to_float"),
     EltOp("polygamma", "polygamma_(n, a)", params=("n",), param_kinds={"n": "i32"}, promote="int_to_float"),
 ]
 
