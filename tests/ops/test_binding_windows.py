@@ -139,6 +139,8 @@ SCANS = {
     "cumprod": lambda x: (1 + x * 1e-2).cumprod(1),
     "cummax_flat": lambda x: x.flatten().cummax(0),
     "cummin_columns": lambda x: x.cummin(0),
+    "int_cumsum_flat": lambda x: (x * 1000).to(torch.int32).flatten().cumsum(0),
+    "bool_cumsum_columns": lambda x: (x > 0).cumsum(0),
 }
 
 

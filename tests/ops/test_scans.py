@@ -63,3 +63,13 @@ def test_long_cumsum_stays_accurate(webgpu):
     assert err < 2e-3, err   # one thread per row was 5e-3; the CPU (double accumulation) 3e-5
     ref = x.double().logcumsumexp(0)
     assert (x.to(webgpu).logcumsumexp(0).cpu().double() - ref).abs().max().item() < 1e-4
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.bool], ids=str)
+def test_exact_integer_cumsum_of_long_rows(webgpu, dtype):
+    # int64 sums past 2**31 and float32's 2**24, over rows that take two recursion levels
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randint(0, 2**30, (2, 3 * BLOCK * BLOCK + 5), generator=gen).to(dtype)
+    if dtype == torch.int64:
+        x = x * 2**20
+    torch.testing.assert_close(x.to(webgpu).cumsum(1).cpu(), x.cumsum(1))

@@ -1,5 +1,6 @@
 """Blocked scans along the last dim of a contiguous float32 (rows, length) tensor: cumsum, cumprod,
-logcumsumexp and cummax/cummin (with indices).
+logcumsumexp and cummax/cummin (with indices); and the exact int64 cumsum of integer tensors (cumsum_i64,
+u32 pairs added with carry).
 
 One invocation per row would run a long row serially on one GPU thread (300k steps for a 300k vector) and
 round every step in float32. Instead each row is cut into blocks of BLOCK elements:
@@ -24,19 +25,35 @@ from .tensor_buffers import buffer_id, max_binding_bytes, new_empty, runtime, wi
 BLOCK = 128  # elements one invocation scans serially in step 1
 
 # identity and the combination of an accumulated prefix `a` with a later value `b`
-_INIT = {"cumsum": "0.0", "cumprod": "1.0", "logcumsumexp": "-inf_()"}
-_COMBINE = {"cumsum": "a + b", "cumprod": "a * b", "logcumsumexp": "logaddexp_(a, b)"}
+# cumsum_i64: the exact int64 cumsum of integer and bool inputs, (low, high) u32 pairs added with carry
+_INIT = {"cumsum": "0.0", "cumprod": "1.0", "logcumsumexp": "-inf_()", "cumsum_i64": "vec2<u32>(0u, 0u)"}
+_COMBINE = {"cumsum": "a + b", "cumprod": "a * b", "logcumsumexp": "logaddexp_(a, b)",
+            "cumsum_i64": "add64(a, b)"}
 EXTREMES = {"cummax": ">", "cummin": "<"}
+
+
+def _accessors(word: str, loads: str, stores: str) -> str:
+    """WGSL ld_N(i) for each array N in `loads` and st_N(i, v) for each in `stores`: element i, an f32 or
+    an int64 held as two u32 words."""
+    out = ""
+    for n in loads:
+        out += (f"fn ld_{n}(i: u32) -> f32 {{ return {n}[i]; }}\n" if word == "f32" else
+                f"fn ld_{n}(i: u32) -> vec2<u32> {{ return vec2<u32>({n}[2u * i], {n}[2u * i + 1u]); }}\n")
+    for n in stores:
+        out += (f"fn st_{n}(i: u32, v: f32) {{ {n}[i] = v; }}\n" if word == "f32" else
+                f"fn st_{n}(i: u32, v: vec2<u32>) {{ {n}[2u * i] = v.x; {n}[2u * i + 1u] = v.y; }}\n")
+    return out
+
 
 # P = [blocks in this launch, length, BLOCK, blocks per row, first block, x offset, y offset, first element,
 #      i offset]; block k covers [k % bpr * BLOCK, ..) of row k / bpr
 _HEAD = """
 @group(0) @binding(0) var<storage, read> P: array<u32>;
 {prelude}
-@group(0) @binding(1) var<storage, read> X: array<f32>;
-@group(0) @binding(2) var<storage, read_write> Y: array<f32>;
-@group(0) @binding(3) var<storage, read_write> T: array<f32>;
-{extra}
+@group(0) @binding(1) var<storage, read> X: array<{word}>;
+@group(0) @binding(2) var<storage, read_write> Y: array<{word}>;
+@group(0) @binding(3) var<storage, read_write> T: array<{word}>;
+{extra}{access}
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
   let t = gid.x + gid.y * nwg.x * 64u;
@@ -52,23 +69,23 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 _BLOCK_SCAN = """
   var acc = {init};
   for (var i = 0u; i < len; i++) {{
-    let a = acc; let b = X[P[5] + rel + i];
+    let a = acc; let b = ld_X(P[5] + rel + i);
     acc = {combine};
-    Y[P[6] + rel + i] = acc;
+    st_Y(P[6] + rel + i, acc);
   }}
-  T[k] = acc;
+  st_T(k, acc);
 """
 
 _BLOCK_EXTREME = """
   var acc = 0.0; var idx = 0u;
   for (var i = 0u; i < len; i++) {{
-    let x = X[P[5] + rel + i];
+    let x = ld_X(P[5] + rel + i);
     // NaN sticks once seen; ties move to the later index (as torch's CPU kernel does)
     if (i == 0u || (!isnan_(acc) && (isnan_(x) || x {cmp}= acc))) {{ acc = x; idx = c0 + i; }}
-    Y[P[6] + rel + i] = acc;
+    st_Y(P[6] + rel + i, acc);
     I[2u * (P[8] + rel + i)] = idx; I[2u * (P[8] + rel + i) + 1u] = 0u;
   }}
-  T[k] = acc; TI[k] = idx;
+  st_T(k, acc); TI[k] = idx;
 """
 
 _EXTREME_BINDINGS = """
@@ -80,9 +97,9 @@ _EXTREME_BINDINGS = """
 _FIXUP = """
 @group(0) @binding(0) var<storage, read> P: array<u32>;
 {prelude}
-@group(0) @binding(1) var<storage, read> T: array<f32>;
-@group(0) @binding(2) var<storage, read_write> Y: array<f32>;
-{extra}
+@group(0) @binding(1) var<storage, read> T: array<{word}>;
+@group(0) @binding(2) var<storage, read_write> Y: array<{word}>;
+{extra}{access}
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
   let t = gid.x + gid.y * nwg.x * 64u;
@@ -96,14 +113,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 """
 
 _FIXUP_SCAN = """
-  let a = T[p]; let b = Y[P[5] + t];
-  Y[P[5] + t] = {combine};
+  let a = ld_T(p); let b = ld_Y(P[5] + t);
+  st_Y(P[5] + t, {combine});
 """
 
 _FIXUP_EXTREME = """
-  let a = T[p]; let b = Y[P[5] + t];
+  let a = ld_T(p); let b = ld_Y(P[5] + t);
   if (!(!isnan_(a) && (isnan_(b) || b {cmp}= a))) {{
-    Y[P[5] + t] = a; I[2u * (P[6] + t)] = TI[2u * p];
+    st_Y(P[5] + t, a); I[2u * (P[6] + t)] = TI[2u * p];
   }}
 """
 
@@ -115,33 +132,34 @@ _FIXUP_EXTREME_BINDINGS = """
 
 def _sources(op: str) -> tuple[str, str]:
     """WGSL of step 1 (block scan) and step 3 (fixup) for `op`."""
+    word = "u32" if op.endswith("_i64") else "f32"
+    head = dict(prelude=PRELUDE, word=word, access=_accessors(word, "X", "YT"))
+    fix = dict(prelude=PRELUDE, word=word, access=_accessors(word, "TY", "Y"))
     if op in EXTREMES:
         cmp = EXTREMES[op]
-        return (_HEAD.format(prelude=PRELUDE, extra=_EXTREME_BINDINGS, body=_BLOCK_EXTREME.format(cmp=cmp)),
-                _FIXUP.format(prelude=PRELUDE, extra=_FIXUP_EXTREME_BINDINGS,
-                              body=_FIXUP_EXTREME.format(cmp=cmp)))
-    return (_HEAD.format(prelude=PRELUDE, extra="",
-                         body=_BLOCK_SCAN.format(init=_INIT[op], combine=_COMBINE[op])),
-            _FIXUP.format(prelude=PRELUDE, extra="", body=_FIXUP_SCAN.format(combine=_COMBINE[op])))
+        return (_HEAD.format(**head, extra=_EXTREME_BINDINGS, body=_BLOCK_EXTREME.format(cmp=cmp)),
+                _FIXUP.format(**fix, extra=_FIXUP_EXTREME_BINDINGS, body=_FIXUP_EXTREME.format(cmp=cmp)))
+    return (_HEAD.format(**head, extra="", body=_BLOCK_SCAN.format(init=_INIT[op], combine=_COMBINE[op])),
+            _FIXUP.format(**fix, extra="", body=_FIXUP_SCAN.format(combine=_COMBINE[op])))
 
 
 def _chunk_elements(op: str) -> int:
     """Elements one launch may cover: its windows of the result (and the int64 indices) fit one binding."""
     align = int(runtime().info.limits.get("min-storage-buffer-offset-alignment", 256))
-    return max(1, (max_binding_bytes() - align) // (8 if op in EXTREMES else 4))
+    return max(1, (max_binding_bytes() - align) // (8 if op in EXTREMES or op.endswith("_i64") else 4))
 
 
 def blocked_scan(op: str, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The scan `op` of each row of contiguous float32 (rows, length) `x`: (values, int64 indices or
-    None), both contiguous (rows, length)."""
+    """The scan `op` of each row of contiguous (rows, length) `x` (float32; int64 for cumsum_i64):
+    (values, int64 indices for cummax/cummin or None), both contiguous (rows, length)."""
     rows, length = x.shape
     extreme = op in EXTREMES
-    y = new_empty(x.shape, torch.float32, x)
+    y = new_empty(x.shape, x.dtype, x)
     idx = new_empty(x.shape, torch.int64, x) if extreme else None
     if x.numel() == 0:
         return y, idx
     per_row = -(-length // BLOCK)
-    totals = new_empty((rows, per_row), torch.float32, x)
+    totals = new_empty((rows, per_row), x.dtype, x)
     total_idx = new_empty((rows, per_row), torch.int32, x) if extreme else None
     rt = runtime()
     scan_src, fixup_src = _sources(op)
