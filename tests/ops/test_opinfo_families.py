@@ -13,6 +13,8 @@ from .opinfo_runner import assert_all_samples_pass, opinfo_name
 MAX_SAMPLES = 6
 F16_SAMPLES = 3
 
+# not claimed: special.hermite_polynomial_he (one sample's float32 recurrence cancels: at x=3.764, n=7
+# float64 gives 43.709187, webgpu 43.708862, the CPU 43.709286, itself outside the float32 tolerance)
 _SPECIAL = [
     "i0", "special.i0e", "special.i1", "special.i1e", "special.ndtri", "special.log_ndtr", "special.erfcx",
     "special.airy_ai", "special.bessel_j0", "special.bessel_j1", "special.bessel_y0", "special.bessel_y1",
@@ -22,6 +24,7 @@ _SPECIAL = [
     "special.chebyshev_polynomial_v", "special.chebyshev_polynomial_w",
     "special.shifted_chebyshev_polynomial_t",
     "special.shifted_chebyshev_polynomial_u", "special.shifted_chebyshev_polynomial_v",
+    "special.shifted_chebyshev_polynomial_w",
     "special.hermite_polynomial_h", "special.laguerre_polynomial_l", "special.legendre_polynomial_p",
     "special.zeta", "polygamma.polygamma_n_0", "polygamma.polygamma_n_1", "polygamma.polygamma_n_2",
     "polygamma.polygamma_n_3", "polygamma.polygamma_n_4", "special.polygamma.special_polygamma_n_0",

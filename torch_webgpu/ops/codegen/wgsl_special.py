@@ -109,7 +109,19 @@ fn frexp_parts(x: f32) -> vec2<u32> {
 }
 fn frexp_mantissa_(x: f32) -> f32 { return bitcast<f32>(frexp_parts(x).x); }
 fn frexp_exponent_(x: f32) -> i32 { return bitcast<i32>(frexp_parts(x).y); }
-fn acos_(x: f32) -> f32 { return atan2(sqrt((1.0 - x) * (1.0 + x)), x); }
+fn asin_small(x: f32) -> f32 {
+  // asin on |x| <= 0.5: x + x^3 P(x^2), Cephes' asinf minimax polynomial (~1 ulp)
+  let z = x * x;
+  return ((((4.2163199048e-2 * z + 2.4181311049e-2) * z + 4.5470025998e-2) * z + 7.4953002686e-2) * z
+          + 1.6666752422e-1) * z * x + x;
+}
+fn acos_(x: f32) -> f32 {
+  // through asin of a half-angle argument near +-1 (an atan2 of sqrt((1-x)(1+x)) lost ~1e-6 there, which
+  // the polynomials' n * acos(x) multiplies)
+  if (x < -0.5) { return 3.141592653589793 - 2.0 * asin_small(sqrt(0.5 * (1.0 + x))); }
+  if (x > 0.5) { return 2.0 * asin_small(sqrt(0.5 * (1.0 - x))); }
+  return 1.5707963267948966 - asin_small(x);
+}
 fn chbevl_step(x: f32, b: vec3<f32>, c: f32) -> vec3<f32> { return vec3<f32>(x * b.x - b.y + c, b.x, b.y); }
 fn i0e_small(y: f32) -> f32 {
   var A = array<f32, 30>(-4.41534164647933937950E-18, 3.33079451882223809783E-17,
