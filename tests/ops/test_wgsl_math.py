@@ -133,3 +133,20 @@ def test_incomplete_gamma_special_values(webgpu):
     a, x = torch.meshgrid(values, values, indexing="ij")
     for fn in (torch.igamma, torch.igammac):
         torch.testing.assert_close(fn(a.to(webgpu), x.to(webgpu)).cpu(), fn(a, x), equal_nan=True)
+
+
+INT64_POWERS_AND_SHIFTS = {"pow": torch.pow, "shl": torch.bitwise_left_shift,
+                           "shr": torch.bitwise_right_shift}
+
+
+@pytest.mark.parametrize("name", list(INT64_POWERS_AND_SHIFTS))
+def test_int64_powers_and_shifts_in_u32_pairs(webgpu, name):
+    # negative exponents (1, +-1 or 0 as torch), wrapping powers; shifts across the word boundary, past 63
+    # and negative (0, or the sign for right shifts)
+    a = torch.tensor([3, -3, 2, -1, 1, 0, 7, 2**20, -5, 12345, -(2**62)])
+    b = torch.tensor([2, 3, 62, -3, -7, 5, 0, 3, 27, 4, 64])
+    if name != "pow":
+        b = torch.tensor([0, 1, 31, 32, 33, 63, 64, 70, -1, 5, 61])
+    fn = INT64_POWERS_AND_SHIFTS[name]
+    torch.testing.assert_close(fn(a.to(webgpu), b.to(webgpu)).cpu(), fn(a, b))
+    torch.testing.assert_close(fn(a.to(webgpu), 3).cpu(), fn(a, 3))

@@ -268,6 +268,40 @@ fn remainder64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
   let fix = (r.x != 0u || r.y != 0u) && ((bitcast<i32>(r.y) < 0) != (bitcast<i32>(b.y) < 0));
   return select(r, add64(r, b), fix);
 }
+fn pow64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+  // integer power by squaring (wraps like torch's int64); negative exponents as torch: 1, +-1 or 0
+  let one = vec2<u32>(1u, 0u);
+  if (bitcast<i32>(b.y) < 0) {
+    if (eq64(a, one)) { return one; }
+    if (a.x == 0xffffffffu && a.y == 0xffffffffu) { return select(one, a, (b.x & 1u) == 1u); }
+    return vec2<u32>(0u, 0u);
+  }
+  var r = one; var base = a; var e = b;
+  loop {
+    if (e.x == 0u && e.y == 0u) { break; }
+    if ((e.x & 1u) == 1u) { r = mul64(r, base); }
+    base = mul64(base, base);
+    e = vec2<u32>((e.x >> 1u) | (e.y << 31u), e.y >> 1u);
+  }
+  return r;
+}
+fn shl64(a: vec2<u32>, s: vec2<u32>) -> vec2<u32> {
+  // a << s; shifts past 63 (or negative) give 0, as torch's CPU kernel
+  if (s.y != 0u || s.x >= 64u) { return vec2<u32>(0u, 0u); }
+  let n = s.x;
+  if (n == 0u) { return a; }
+  if (n >= 32u) { return vec2<u32>(0u, a.x << (n - 32u)); }
+  return vec2<u32>(a.x << n, (a.y << n) | (a.x >> (32u - n)));
+}
+fn shr64(a: vec2<u32>, s: vec2<u32>) -> vec2<u32> {
+  // arithmetic a >> s; shifts past 63 (or negative) fill with the sign, as torch's CPU kernel
+  let sign = select(0u, 0xffffffffu, bitcast<i32>(a.y) < 0);
+  if (s.y != 0u || s.x >= 64u) { return vec2<u32>(sign, sign); }
+  let n = s.x;
+  if (n == 0u) { return a; }
+  if (n >= 32u) { return vec2<u32>(bitcast<u32>(bitcast<i32>(a.y) >> (n - 32u)), sign); }
+  return vec2<u32>((a.x >> n) | (a.y << (32u - n)), bitcast<u32>(bitcast<i32>(a.y) >> n));
+}
 fn i64_to_f32(a: vec2<u32>) -> f32 {
   let neg = bitcast<i32>(a.y) < 0;
   let m = select(a, neg64(a), neg);
