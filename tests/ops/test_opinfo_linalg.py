@@ -4,7 +4,9 @@ fallback off (tests/ops/opinfo_runner.py). Every claimed op must pass all of its
 Not claimed: linalg.eigh (eigenvector signs are not unique and op_db compares them raw; eigvalsh and the
 invariants in tests/ops/test_linalg_decompositions.py are checked), matrix_exp (its one failing sample is
 the CPU's float32 error: at [2, 4, 1] float64 gives 0.148295, webgpu 0.148363, the CPU 0.148645),
-linalg.eig/eigvals (non-symmetric eigenproblem, complex results).
+linalg.eigvals (a device kernel, ops/linalg_eigvals.py, but its eigenvalue order is the Schur form's, not
+LAPACK's, and op_db compares raw; tests/ops/test_linalg_eigvals.py matches them as sets), linalg.eig
+(eigenvectors not on the device yet).
 """
 
 import pytest
