@@ -22,7 +22,8 @@ def test_eigvals_match_the_cpu_as_a_set(webgpu, n):
 
 def test_eigvals_special_matrices(webgpu):
     rotation = torch.tensor([[0.0, -1.0], [1.0, 0.0]])
-    torch.testing.assert_close(torch.linalg.eigvals(rotation.to(webgpu)).cpu(), torch.linalg.eigvals(rotation))
+    torch.testing.assert_close(torch.linalg.eigvals(rotation.to(webgpu)).cpu(),
+                               torch.linalg.eigvals(rotation))
     torch.testing.assert_close(torch.linalg.eigvals(torch.eye(4, device=webgpu)).cpu(),
                                torch.ones(4, dtype=torch.complex64))
     torch.testing.assert_close(torch.linalg.eigvals(torch.zeros(3, 3, device=webgpu)).cpu(),

@@ -105,7 +105,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
           var m = nn - 2;
           loop {
             z = g(m, m); r = x - z; let sm = y - z;
-            p = (r * sm - w) / g(m + 1, m) + g(m, m + 1); q = g(m + 1, m + 1) - z - r - sm; r = g(m + 2, m + 1);
+            p = (r * sm - w) / g(m + 1, m) + g(m, m + 1);
+            q = g(m + 1, m + 1) - z - r - sm; r = g(m + 2, m + 1);
             let sc = abs(p) + abs(q) + abs(r);
             p /= sc; q /= sc; r /= sc;
             if (m == l) { break; }
@@ -165,8 +166,8 @@ def eigvals(A: torch.Tensor) -> torch.Tensor:
     if batch and n:
         rt = get_runtime()
         words = [batch, n, offset(work), offset(pairs)]
-        dispatch(rt.kernel(_HQR, label="linalg_eigvals"), [rt.constant(pack_u32(words)), bind(work)[0], bind(pairs)[0]],
-                 grid(batch, 64), label="linalg_eigvals")
+        bindings = [rt.constant(pack_u32(words)), bind(work)[0], bind(pairs)[0]]
+        dispatch(rt.kernel(_HQR, label="linalg_eigvals"), bindings, grid(batch, 64), label="linalg_eigvals")
     return torch.view_as_complex(pairs).reshape(*A.shape[:-1])
 
 
