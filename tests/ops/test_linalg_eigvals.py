@@ -41,3 +41,18 @@ def test_eigvals_rejects_what_it_cannot_do(webgpu):
         torch.linalg.eigvals(torch.ones(2, 3, device=webgpu))
     with pytest.raises(NotImplementedError, match="up to 128"):
         torch.linalg.eigvals(torch.ones(130, 130, device=webgpu))
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 16])
+def test_eig_vectors_satisfy_a_v_equals_v_w(webgpu, n):
+    a = torch.randn(2, n, n, generator=torch.Generator().manual_seed(10 + n))
+    w, v = torch.linalg.eig(a.to(webgpu))
+    assert v.device.type == "webgpu" and v.dtype == torch.complex64 and v.shape == (2, n, n)
+    w, v = w.cpu(), v.cpu()
+    assert _set_distance(w, torch.linalg.eigvals(a.double())) < 1e-5 * n
+    residual = a.to(torch.complex64) @ v - v * w[..., None, :]
+    assert residual.abs().max().item() < 1e-5 * n
+    # LAPACK geev's scaling: unit 2-norm, the largest component real and positive
+    torch.testing.assert_close(v.abs().pow(2).sum(-2), torch.ones(2, n), atol=1e-5, rtol=0)
+    largest = v.gather(-2, v.abs().argmax(-2, keepdim=True))
+    assert largest.imag.abs().max() == 0 and largest.real.min() > 0

@@ -4,7 +4,12 @@ One invocation per matrix (the algorithm is serial: each step's shifts depend on
 elimination with pivoting to upper Hessenberg form (EISPACK elmhes), then Francis double-shift QR
 iterations (EISPACK hqr) until every 1x1 / 2x2 diagonal block has deflated; a 2x2 block gives a complex
 pair. Eigenvalues come in the order the blocks sit on the diagonal, which need not be LAPACK's order (torch
-documents none). Eigenvectors (linalg.eig) are not computed here yet.
+documents none).
+
+linalg.eig adds the eigenvectors by inverse iteration, one invocation per (matrix, eigenvalue): two complex
+solves with (A - (w + d) I), LU with partial pivoting in a scratch matrix, d a tiny shift that keeps the
+factorisation finite. Each vector is normalised as LAPACK's geev does: unit 2-norm, its largest component
+real and positive. (Real eigenvectors are unique only up to sign, complex ones up to phase before that rule.)
 """
 
 from __future__ import annotations
@@ -16,10 +21,12 @@ from .codegen.elementwise import grid
 from .codegen.operand import pack_u32
 from .codegen.recording import dispatch
 from .linalg_batch import bind, check_matrix, offset, work_copy
+from .out_args import write_out
 from .registry import register
 from .tensor_buffers import new_empty
 
 MAX_DIM = 128  # one invocation does O(n^3) serial work per matrix
+MAX_EIG_DIM = 64  # linalg.eig: an n x n complex scratch matrix per eigenvalue
 MAX_ITERATIONS = 60  # QR sweeps per eigenvalue before giving up (NaN); ~2-4 are typical
 
 _HQR = """
@@ -175,3 +182,127 @@ def eigvals(A: torch.Tensor) -> torch.Tensor:
 def linalg_eigvals(self):
     """torch.linalg.eigvals (no autograd): Hessenberg reduction and Francis double-shift QR."""
     return eigvals(self)
+
+
+_EIGVEC = """
+// P = [batch * n, n, offset A, offset W, offset V, offset S]: A [n, n] real; W [n, 2]; V [n, n, 2] (row i,
+// column k = eigenvector k); S scratch [n, n, 2] per invocation
+@group(0) @binding(0) var<storage, read> P: array<u32>;
+@group(0) @binding(1) var<storage, read> A: array<f32>;
+@group(0) @binding(2) var<storage, read> W: array<f32>;
+@group(0) @binding(3) var<storage, read_write> V: array<f32>;
+@group(0) @binding(4) var<storage, read_write> S: array<f32>;
+var<private> sb: u32;
+var<private> nn: u32;
+fn gm(i: u32, j: u32) -> vec2<f32> { let o = sb + 2u * (i * nn + j); return vec2<f32>(S[o], S[o + 1u]); }
+fn sm(i: u32, j: u32, v: vec2<f32>) { let o = sb + 2u * (i * nn + j); S[o] = v.x; S[o + 1u] = v.y; }
+fn cmul(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
+  return vec2<f32>(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+}
+fn cdiv(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
+  // Smith's division (no overflow of |b|^2)
+  if (abs(b.x) >= abs(b.y)) {
+    let r = b.y / b.x; let d = b.x + b.y * r;
+    return vec2<f32>((a.x + a.y * r) / d, (a.y - a.x * r) / d);
+  }
+  let r = b.x / b.y; let d = b.x * r + b.y;
+  return vec2<f32>((a.x * r + a.y) / d, (a.y * r - a.x) / d);
+}
+fn cabs1(a: vec2<f32>) -> f32 { return abs(a.x) + abs(a.y); }
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let t = gid.x + gid.y * nwg.x * 64u;
+  if (t >= P[0]) { return; }
+  let n = P[1]; nn = n;
+  let b = t / n; let k = t % n;
+  let ab = P[2] + b * n * n;
+  let vb = P[4] + b * n * n * 2u;
+  sb = P[5] + t * n * n * 2u;
+  var norm = 0.0;
+  for (var i = 0u; i < n * n; i++) { norm = max(norm, abs(A[ab + i])); }
+  norm = max(norm, 1e-30);
+  // the shift d: large enough that the pivots stay finite, far below the eigenvalue gaps f32 resolves
+  let lam = vec2<f32>(W[P[3] + 2u * t] + norm * 1e-6, W[P[3] + 2u * t + 1u]);
+  for (var i = 0u; i < n; i++) {
+    for (var j = 0u; j < n; j++) {
+      var v = vec2<f32>(A[ab + i * n + j], 0.0);
+      if (i == j) { v = v - lam; }
+      sm(i, j, v);
+    }
+  }
+  // LU with partial pivoting, the row interchanges applied to the right-hand side as they happen: the
+  // right-hand side lives in V's column k
+  for (var i = 0u; i < n; i++) { V[vb + 2u * (i * n + k)] = 1.0; V[vb + 2u * (i * n + k) + 1u] = 0.0; }
+  var perm: array<u32, MAX_EIG_DIM>;
+  for (var c = 0u; c < n; c++) {
+    var piv = c; var best = cabs1(gm(c, c));
+    for (var i = c + 1u; i < n; i++) { let m = cabs1(gm(i, c)); if (m > best) { best = m; piv = i; } }
+    perm[c] = piv;
+    if (piv != c) { for (var j = 0u; j < n; j++) { let x = gm(c, j); sm(c, j, gm(piv, j)); sm(piv, j, x); } }
+    if (best == 0.0) { sm(c, c, vec2<f32>(norm * 1e-7, 0.0)); }
+    let d = gm(c, c);
+    for (var i = c + 1u; i < n; i++) {
+      let f = cdiv(gm(i, c), d);
+      sm(i, c, f);
+      for (var j = c + 1u; j < n; j++) { sm(i, j, gm(i, j) - cmul(f, gm(c, j))); }
+    }
+  }
+  for (var it = 0u; it < 2u; it++) {
+    var x: array<vec2<f32>, MAX_EIG_DIM>;
+    for (var i = 0u; i < n; i++) {
+      x[i] = vec2<f32>(V[vb + 2u * (i * n + k)], V[vb + 2u * (i * n + k) + 1u]);
+    }
+    for (var c = 0u; c < n; c++) { let p = perm[c]; if (p != c) { let y = x[c]; x[c] = x[p]; x[p] = y; } }
+    for (var i = 1u; i < n; i++) { for (var j = 0u; j < i; j++) { x[i] = x[i] - cmul(gm(i, j), x[j]); } }
+    for (var ii = 0u; ii < n; ii++) {
+      let i = n - 1u - ii;
+      for (var j = i + 1u; j < n; j++) { x[i] = x[i] - cmul(gm(i, j), x[j]); }
+      x[i] = cdiv(x[i], gm(i, i));
+    }
+    // normalise: unit 2-norm, the largest component real and positive (LAPACK geev's convention)
+    var big = 0u; var bigv = -1.0; var ss = 0.0;
+    for (var i = 0u; i < n; i++) { let m = dot(x[i], x[i]); ss += m; if (m > bigv) { bigv = m; big = i; } }
+    let phase = x[big] / sqrt(bigv);
+    let scale = vec2<f32>(phase.x, -phase.y) / sqrt(ss);
+    for (var i = 0u; i < n; i++) {
+      let y = cmul(x[i], scale);
+      V[vb + 2u * (i * n + k)] = y.x; V[vb + 2u * (i * n + k) + 1u] = select(y.y, 0.0, i == big);
+    }
+  }
+}
+""".replace("MAX_EIG_DIM", str(MAX_EIG_DIM))
+
+
+def eig(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(complex64 eigenvalues [..., n], complex64 eigenvectors [..., n, n]) of real float32 matrices A."""
+    check_matrix("torch.linalg.eig", A)
+    n = A.shape[-1]
+    if n > MAX_EIG_DIM:
+        raise NotImplementedError(f"webgpu: torch.linalg.eig on {n}x{n} matrices: the device kernel handles "
+                                  f"dimensions up to {MAX_EIG_DIM} (torch.linalg.eigvals: {MAX_DIM})")
+    w = eigvals(A)
+    original = work_copy(A)
+    batch = original.shape[0]
+    pairs = torch.view_as_real(w.reshape(batch, n)).contiguous()
+    vectors = new_empty((batch, n, n, 2), torch.float32, A)
+    if batch and n:
+        scratch = new_empty((batch * n * n * n * 2,), torch.float32, A)
+        rt = get_runtime()
+        words = [batch * n, n, offset(original), offset(pairs), offset(vectors), offset(scratch)]
+        bindings = [rt.constant(pack_u32(words)), *(bind(t)[0] for t in (original, pairs, vectors, scratch))]
+        dispatch(rt.kernel(_EIGVEC, label="linalg_eig_vectors"), bindings, grid(batch * n, 64),
+                 label="linalg_eig_vectors")
+    return w, torch.view_as_complex(vectors).reshape(*A.shape[:-2], n, n)
+
+
+@register("linalg_eig", planned=False)
+def linalg_eig(self):
+    """torch.linalg.eig: eigenvalues by Francis QR, eigenvectors by inverse iteration (LAPACK's scaling)."""
+    return eig(self)
+
+
+@register("linalg_eig.out", planned=False)
+def linalg_eig_out(self, *, eigenvalues, eigenvectors):
+    """torch.linalg.eig(out=)."""
+    w, v = eig(self)
+    return write_out(eigenvalues, w), write_out(eigenvectors, v)
