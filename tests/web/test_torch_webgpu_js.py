@@ -1,0 +1,165 @@
+"""torch-webgpu.js in headless Chromium: bundles compiled for webgpu-core match torch CPU, and bad bundles or
+inputs give the Python loader's errors, word for word."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+import torch_webgpu
+from torch_webgpu.bundle import BundleFormatError, BundleIntegrityError, BundleSignatureError
+from torch_webgpu.bundle.requirements import check_requirements
+
+from tests.bundle.conftest import edit_manifest
+from .conftest import export_model
+
+ATOL = RTOL = 1e-4
+
+
+def _outputs(result: dict) -> list[torch.Tensor]:
+    assert "error" not in result, f"the page raised {result['error']}"
+    return [torch.tensor(o["data"], dtype=getattr(torch, o["dtype"])).reshape(o["shape"]) for o in result["outputs"]]
+
+
+def _page_error(result: dict, url_path: str, fs_path) -> tuple[str, str]:
+    """The page's error name and message, with the bundle URL written as the Python loader's path."""
+    assert "error" in result, f"the page ran the bundle: {result}"
+    error = result["error"]
+    message = error["message"]
+    start = message.find("http://")
+    if start >= 0:
+        end = message.index(url_path) + len(url_path)
+        message = message[:start] + str(fs_path) + message[end:]
+    return error["name"], message
+
+
+@pytest.mark.parametrize("name, shape", [("mlp", (4, 16)), ("conv_block", (1, 3, 8, 8)),
+                                         ("transformer_block", (1, 8, 32))])
+def test_bundle_matches_torch_in_browser_and_python(name, shape, run_in_page, web_root):
+    path, model, x = export_model(name, shape, web_root)
+    with torch.no_grad():
+        expected = model(torch.from_numpy(x))
+    (browser_out,) = _outputs(run_in_page(path, [x]))
+    torch.testing.assert_close(browser_out, expected, atol=ATOL, rtol=RTOL)
+    # The same bundle files through the Python loader.
+    torch.testing.assert_close(torch.from_numpy(torch_webgpu.load(path)(x)), expected, atol=ATOL, rtol=RTOL)
+
+
+def test_signature_matches_python(mlp_web, run_in_page):
+    path, _, x = mlp_web
+    assert run_in_page(path, [x])["signature"] == torch_webgpu.load(path).signature
+
+
+def test_zip_bundle(mlp_web, run_in_page, web_root, page, web_server):
+    _, model, x = mlp_web
+    path = torch_webgpu.export(model, [torch.from_numpy(x)], web_root / "mlp.zip", target="webgpu-core")
+    url = f"{web_server}/files/mlp.zip"
+    result = page.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "import('/torch-webgpu.js').then(async (T) => { const m = await T.load(arguments[0]);"
+        "const [y] = await m.run([new Float32Array(arguments[1])]); m.release(); m.device.destroy();"
+        "done(Array.from(y.data)); }).catch((e) => done(String(e)));", url, x.ravel().tolist())
+    assert isinstance(result, list), result
+    with torch.no_grad():
+        torch.testing.assert_close(torch.tensor(result).reshape(4, 8), model(torch.from_numpy(x)),
+                                   atol=ATOL, rtol=RTOL)
+    assert path.is_file()
+
+
+def test_corrupted_file_gives_the_loaders_error(mlp_web, run_in_page, web_root):
+    path, _, x = mlp_web
+    broken = shutil.copytree(path, web_root / "corrupted.bundle")
+    wgsl = next(broken.glob("*.wgsl"))
+    wgsl.write_text(wgsl.read_text().replace("0u", "1u", 1))
+    with pytest.raises(BundleIntegrityError) as python_error:
+        torch_webgpu.load(broken)
+    name, message = _page_error(run_in_page(broken, [x]), "corrupted.bundle", broken)
+    assert (name, message) == ("BundleIntegrityError", str(python_error.value))
+    assert "hash mismatch" in message
+
+
+def test_edited_manifest_gives_the_loaders_error(mlp_web, run_in_page, web_root):
+    path, _, x = mlp_web
+    edited = shutil.copytree(path, web_root / "edited.bundle")
+    edit_manifest(edited, lambda m: m["outputs"][0].update(shape=[4, 9]), reseal=False)
+    with pytest.raises(BundleIntegrityError) as python_error:
+        torch_webgpu.load(edited)
+    assert _page_error(run_in_page(edited, [x]), "edited.bundle", edited) == \
+        ("BundleIntegrityError", str(python_error.value))
+
+
+def test_resealed_manifest_with_unicode_and_floats_verifies(mlp_web, run_in_page, web_root):
+    # The manifest's self-hash covers Python's canonical JSON (ensure_ascii escapes, floats as repr):
+    # the page must rebuild exactly those bytes.
+    path, model, x = mlp_web
+    edited = shutil.copytree(path, web_root / "unicode.bundle")
+    edit_manifest(edited, lambda m: m.update(source="modèle ✓ \"q\"\n.py", note={"z": 1.0, "a": [1e-07, 2.5]}))
+    (out,) = _outputs(run_in_page(edited, [x]))
+    with torch.no_grad():
+        torch.testing.assert_close(out, model(torch.from_numpy(x)), atol=ATOL, rtol=RTOL)
+
+
+def test_format_version_gives_the_loaders_error(mlp_web, run_in_page, web_root):
+    path, _, x = mlp_web
+    future = shutil.copytree(path, web_root / "future.bundle")
+    edit_manifest(future, lambda m: m.update(format_version=2))
+    with pytest.raises(BundleFormatError) as python_error:
+        torch_webgpu.load(future)
+    assert _page_error(run_in_page(future, [x]), "future.bundle", future) == \
+        ("BundleFormatError", str(python_error.value))
+
+
+def test_wrong_input_shape_gives_the_loaders_error(mlp_web, run_in_page):
+    path, _, x = mlp_web
+    wrong = np.zeros((4, 15), np.float32)
+    with pytest.raises(BundleSignatureError) as python_error:
+        torch_webgpu.load(path)(wrong)
+    result = run_in_page(path, [wrong])
+    assert (result["error"]["name"], result["error"]["message"]) == ("BundleSignatureError", str(python_error.value))
+    assert "float32[4, 15], expected float32[4, 16]" in result["error"]["message"]
+
+
+def test_wrong_dtype_and_count_give_the_loaders_errors(mlp_web, run_in_page):
+    path, _, x = mlp_web
+    bundle = torch_webgpu.load(path)
+    for args in ([x.astype(np.int32)], [x, x]):
+        with pytest.raises(BundleSignatureError) as python_error:
+            bundle(*args)
+        result = run_in_page(path, args)
+        assert (result["error"]["name"], result["error"]["message"]) == \
+            ("BundleSignatureError", str(python_error.value))
+
+
+def test_missing_feature_gives_the_loaders_error(mlp_web, run_in_page, page, web_root):
+    path, _, x = mlp_web
+    needy = shutil.copytree(path, web_root / "needs-f16.bundle")
+    edit_manifest(needy, lambda m: m["requires"]["features"].append("shader-f16"))
+    adapter = page.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "Promise.all([import('/torch-webgpu.js'), navigator.gpu.requestAdapter()]).then(([T, a]) => done("
+        "{limits: T.limitsOf(a, a.info), features: [...a.features], name: [a.info.vendor, a.info.architecture]"
+        ".filter((s) => s).join(' ')}));")
+    assert "shader-f16" not in adapter["features"], "SwiftShader was expected to lack shader-f16"
+    requires = json.loads((needy / "manifest.json").read_text())["requires"]
+    with pytest.raises(Exception) as python_error:   # the Python loader's check, given the page's adapter
+        check_requirements(requires, adapter["limits"], adapter["features"], what=f"this adapter ({adapter['name']})")
+    result = run_in_page(needy, [x])
+    assert (result["error"]["name"], result["error"]["message"]) == ("BundleRequirementError", str(python_error.value))
+    assert "feature 'shader-f16'" in result["error"]["message"]
+
+
+def test_host_expressions_match_python(page):
+    from mlir_passes import host_expr
+
+    exprs = [["ceildivsi", ["muli", ["dim", 0, 1], 3], 4], ["divsi", -7, ["dim", 1, 0]],
+             ["remsi", -7, 2], ["remui", 7, ["dim", 0, 0]], ["floordivsi", -7, 2], ["align", ["dim", 0, 1], 64],
+             ["select", ["cmp.slt", ["dim", 0, 0], 3], 10, 20], ["trunci", ["subi", 0, 1]],
+             ["shli", ["dim", 0, 1], 33], ["andi", ["dim", 1, 0], 6], ["maxsi", -2, ["minui", 9, 4]]]
+    shapes = [[2, 77], [3]]
+    got = page.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "import('/torch-webgpu.js').then((T) => done(arguments[0].map((e) => T.evaluate(e, arguments[1]))));",
+        exprs, shapes)
+    assert got == [host_expr.evaluate(e, shapes) for e in exprs]
