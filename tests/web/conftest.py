@@ -45,7 +45,8 @@ const [url, inputs, done] = [arguments[0], arguments[1], arguments[arguments.len
 
 
 def _chromium() -> tuple[str, str]:
-    browser = os.environ.get("TORCH_WEBGPU_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    browser = (os.environ.get("TORCH_WEBGPU_CHROMIUM") or shutil.which("chromium")
+               or shutil.which("chromium-browser"))
     driver = os.environ.get("TORCH_WEBGPU_CHROMEDRIVER") or shutil.which("chromedriver")
     if not browser or not driver:
         missing = " and ".join(n for n, p in (("chromium", browser), ("chromedriver", driver)) if not p)
@@ -101,7 +102,8 @@ def page(browser, web_server):
     available = browser.execute_async_script(
         "const done = arguments[arguments.length - 1];"
         "(navigator.gpu ? navigator.gpu.requestAdapter() : Promise.resolve(null))"
-        ".then((a) => done(a ? a.info.architecture || a.info.vendor || 'adapter' : null), (e) => done(null));")
+        ".then((a) => done(a ? a.info.architecture || a.info.vendor || 'adapter' : null),"
+        " () => done(null));")
     if not available:
         pytest.fail(f"Chromium gave no WebGPU adapter with {' '.join(CHROMIUM_FLAGS)}", pytrace=False)
     return browser
@@ -116,8 +118,8 @@ def run_in_page(page, web_server, web_root):
         if page.current_url != f"{web_server}/files/blank.html":
             page.get(f"{web_server}/files/blank.html")
         url = f"{web_server}/files/{Path(bundle).relative_to(web_root).as_posix()}/"
-        encoded = [{"b64": base64.b64encode(np.ascontiguousarray(x).tobytes()).decode(), "shape": list(x.shape),
-                    "dtype": str(x.dtype)} for x in inputs]
+        encoded = [{"b64": base64.b64encode(np.ascontiguousarray(x).tobytes()).decode(),
+                    "shape": list(x.shape), "dtype": str(x.dtype)} for x in inputs]
         return page.execute_async_script(RUN_JS, url, encoded)
 
     return run

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 import torch_webgpu
+from tests.bundle.conftest import edit_manifest
 from torch_webgpu.bundle import BundleFormatError, BundleIntegrityError, BundleSignatureError
 from torch_webgpu.bundle.requirements import check_requirements
 
-from tests.bundle.conftest import edit_manifest
 from .conftest import export_model
 
 ATOL = RTOL = 1e-4
@@ -20,19 +20,23 @@ ATOL = RTOL = 1e-4
 
 def _outputs(result: dict) -> list[torch.Tensor]:
     assert "error" not in result, f"the page raised {result['error']}"
-    return [torch.tensor(o["data"], dtype=getattr(torch, o["dtype"])).reshape(o["shape"]) for o in result["outputs"]]
+    return [torch.tensor(o["data"], dtype=getattr(torch, o["dtype"])).reshape(o["shape"])
+            for o in result["outputs"]]
+
+
+def _error(result: dict) -> tuple[str, str]:
+    assert "error" in result, f"the page ran the bundle: {result}"
+    return result["error"]["name"], result["error"]["message"]
 
 
 def _page_error(result: dict, url_path: str, fs_path) -> tuple[str, str]:
     """The page's error name and message, with the bundle URL written as the Python loader's path."""
-    assert "error" in result, f"the page ran the bundle: {result}"
-    error = result["error"]
-    message = error["message"]
+    name, message = _error(result)
     start = message.find("http://")
     if start >= 0:
         end = message.index(url_path) + len(url_path)
         message = message[:start] + str(fs_path) + message[end:]
-    return error["name"], message
+    return name, message
 
 
 @pytest.mark.parametrize("name, shape", [("mlp", (4, 16)), ("conv_block", (1, 3, 8, 8)),
@@ -95,7 +99,8 @@ def test_resealed_manifest_with_unicode_and_floats_verifies(mlp_web, run_in_page
     # the page must rebuild exactly those bytes.
     path, model, x = mlp_web
     edited = shutil.copytree(path, web_root / "unicode.bundle")
-    edit_manifest(edited, lambda m: m.update(source="modèle ✓ \"q\"\n.py", note={"z": 1.0, "a": [1e-07, 2.5]}))
+    note = {"z": 1.0, "a": [1e-07, 2.5, -0.0]}
+    edit_manifest(edited, lambda m: m.update(source="modèle ✓ \"q\"\n.py", note=note))
     (out,) = _outputs(run_in_page(edited, [x]))
     with torch.no_grad():
         torch.testing.assert_close(out, model(torch.from_numpy(x)), atol=ATOL, rtol=RTOL)
@@ -116,9 +121,9 @@ def test_wrong_input_shape_gives_the_loaders_error(mlp_web, run_in_page):
     wrong = np.zeros((4, 15), np.float32)
     with pytest.raises(BundleSignatureError) as python_error:
         torch_webgpu.load(path)(wrong)
-    result = run_in_page(path, [wrong])
-    assert (result["error"]["name"], result["error"]["message"]) == ("BundleSignatureError", str(python_error.value))
-    assert "float32[4, 15], expected float32[4, 16]" in result["error"]["message"]
+    name, message = _error(run_in_page(path, [wrong]))
+    assert (name, message) == ("BundleSignatureError", str(python_error.value))
+    assert "float32[4, 15], expected float32[4, 16]" in message
 
 
 def test_wrong_dtype_and_count_give_the_loaders_errors(mlp_web, run_in_page):
@@ -127,9 +132,7 @@ def test_wrong_dtype_and_count_give_the_loaders_errors(mlp_web, run_in_page):
     for args in ([x.astype(np.int32)], [x, x]):
         with pytest.raises(BundleSignatureError) as python_error:
             bundle(*args)
-        result = run_in_page(path, args)
-        assert (result["error"]["name"], result["error"]["message"]) == \
-            ("BundleSignatureError", str(python_error.value))
+        assert _error(run_in_page(path, args)) == ("BundleSignatureError", str(python_error.value))
 
 
 def test_missing_feature_gives_the_loaders_error(mlp_web, run_in_page, page, web_root):
@@ -139,22 +142,24 @@ def test_missing_feature_gives_the_loaders_error(mlp_web, run_in_page, page, web
     adapter = page.execute_async_script(
         "const done = arguments[arguments.length - 1];"
         "Promise.all([import('/torch-webgpu.js'), navigator.gpu.requestAdapter()]).then(([T, a]) => done("
-        "{limits: T.limitsOf(a, a.info), features: [...a.features], name: [a.info.vendor, a.info.architecture]"
-        ".filter((s) => s).join(' ')}));")
+        "{limits: T.limitsOf(a, a.info), features: [...a.features],"
+        " name: [a.info.vendor, a.info.architecture].filter((s) => s).join(' ')}));")
     assert "shader-f16" not in adapter["features"], "SwiftShader was expected to lack shader-f16"
     requires = json.loads((needy / "manifest.json").read_text())["requires"]
     with pytest.raises(Exception) as python_error:   # the Python loader's check, given the page's adapter
-        check_requirements(requires, adapter["limits"], adapter["features"], what=f"this adapter ({adapter['name']})")
-    result = run_in_page(needy, [x])
-    assert (result["error"]["name"], result["error"]["message"]) == ("BundleRequirementError", str(python_error.value))
-    assert "feature 'shader-f16'" in result["error"]["message"]
+        check_requirements(requires, adapter["limits"], adapter["features"],
+                           what=f"this adapter ({adapter['name']})")
+    name, message = _error(run_in_page(needy, [x]))
+    assert (name, message) == ("BundleRequirementError", str(python_error.value))
+    assert "feature 'shader-f16'" in message
 
 
 def test_host_expressions_match_python(page):
     from mlir_passes import host_expr
 
     exprs = [["ceildivsi", ["muli", ["dim", 0, 1], 3], 4], ["divsi", -7, ["dim", 1, 0]],
-             ["remsi", -7, 2], ["remui", 7, ["dim", 0, 0]], ["floordivsi", -7, 2], ["align", ["dim", 0, 1], 64],
+             ["remsi", -7, 2], ["remui", 7, ["dim", 0, 0]], ["floordivsi", -7, 2],
+             ["align", ["dim", 0, 1], 64],
              ["select", ["cmp.slt", ["dim", 0, 0], 3], 10, 20], ["trunci", ["subi", 0, 1]],
              ["shli", ["dim", 0, 1], 33], ["andi", ["dim", 1, 0], 6], ["maxsi", -2, ["minui", 9, 4]]]
     shapes = [[2, 77], [3]]
