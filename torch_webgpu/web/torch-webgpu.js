@@ -457,8 +457,9 @@ async function openSource(source) {
       return zipSource(url, got.bytes);
     }
     const dir = url.endsWith("/") ? url : url + "/";
+    const where = url.replace(/\/+$/, "");
     return {
-      where: url,
+      where,
       name: url.replace(/\/+$/, "").split("/").pop(),
       async member(name) {
         const got = await fetchBytes(new URL(name, dir).href);
@@ -466,7 +467,7 @@ async function openSource(source) {
         if (got.error) throw new BundleError(got.error);
         return got.bytes;
       },
-      missingManifest: `${url}: no ${MANIFEST}; not a torch-webgpu bundle`,
+      missingManifest: `${where}: no ${MANIFEST}; not a torch-webgpu bundle`,
     };
   }
   if (typeof Blob !== "undefined" && source instanceof Blob) {
