@@ -168,3 +168,101 @@ def test_host_expressions_match_python(page):
         "import('/torch-webgpu.js').then((T) => done(arguments[0].map((e) => T.evaluate(e, arguments[1]))));",
         exprs, shapes)
     assert got == [host_expr.evaluate(e, shapes) for e in exprs]
+
+
+class _Embed(torch.nn.Module):
+    """int64 and bool across the boundary: both in, both out."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(10, 4)
+
+    def forward(self, ids, mask):
+        return self.emb(ids) * mask.unsqueeze(-1), ids * 2 + 1, ids > 4
+
+
+def test_int64_and_bool_cross_the_boundary(run_in_page, web_root):
+    torch.manual_seed(0)
+    model = _Embed().eval()
+    ids = torch.tensor([[1, 5, 9, 0], [3, 3, 7, 2]])
+    mask = torch.tensor([[True, False, True, True], [False, True, True, False]])
+    path = torch_webgpu.export(model, [ids, mask], web_root / "embed.bundle", target="webgpu-core")
+    outs = _outputs(run_in_page(path, [ids.numpy(), mask.numpy()]))
+    with torch.no_grad():
+        expected = model(ids, mask)
+    assert [o.dtype for o in outs] == [torch.float32, torch.int64, torch.bool]
+    for got, want in zip(outs, expected, strict=True):
+        torch.testing.assert_close(got, want, atol=ATOL, rtol=RTOL)
+    # Beyond int32: the page refuses as the Python executor does (WGSL has no 64-bit integers).
+    big = np.full((2, 4), 2**40, np.int64)
+    assert _error(run_in_page(path, [big, mask.numpy()]))[0] == "RangeError"
+
+
+class _Square(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        return torch.tanh(self.lin(x))
+
+
+CHAIN_JS = """
+const [url, x, done] = [arguments[0], arguments[1], arguments[arguments.length - 1]];
+import("/torch-webgpu.js").then(async (T) => {
+  const model = await T.load(url);
+  const [onDevice] = await model.run({x: new Float32Array(x)}, {output: "gpu"});
+  const [twice] = await model.run([onDevice.buffer]);               // a GPUBuffer in: zero-copy
+  const [again] = await model.run([{buffer: onDevice.buffer, shape: [4, 16]}]);
+  const kinds = [onDevice.buffer instanceof GPUBuffer, onDevice.deviceDtype, onDevice.shape];
+  onDevice.buffer.destroy(); model.release(); model.device.destroy();
+  done({twice: Array.from(twice.data), again: Array.from(again.data), kinds});
+}).catch((e) => done({error: String(e)}));
+"""
+
+
+def test_gpu_buffers_chain_calls_without_readback(page, web_root):
+    torch.manual_seed(0)
+    model = _Square().eval()
+    x = torch.randn(4, 16)
+    path = torch_webgpu.export(model, [x], web_root / "square.bundle", target="webgpu-core")
+    url = page.current_url.replace("blank.html", f"{path.name}/")
+    result = page.execute_async_script(CHAIN_JS, url, x.ravel().tolist())
+    assert "error" not in result, result
+    assert result["kinds"] == [True, "float32", [4, 16]]
+    with torch.no_grad():
+        expected = model(model(x))
+    for key in ("twice", "again"):
+        torch.testing.assert_close(torch.tensor(result[key]).reshape(4, 16), expected, atol=ATOL, rtol=RTOL)
+
+
+EXTERNAL_JS = """
+const [url, weightsUrl, x] = arguments;
+const done = arguments[arguments.length - 1];
+import("/torch-webgpu.js").then(async (T) => {
+  const errors = [];
+  try { await T.load(url); } catch (e) { errors.push(e.name); }
+  const weights = await (await fetch(weightsUrl)).arrayBuffer();
+  const model = await T.load(url, {weights});
+  const [y] = await model.run([new Float32Array(x)]);
+  model.release(); model.device.destroy();
+  done({y: Array.from(y.data), errors});
+}).catch((e) => done({error: String(e)}));
+"""
+
+
+def test_external_weights_from_a_safetensors_file(mlp_web, page, web_root):
+    from safetensors.torch import save_file
+
+    _, model, x = mlp_web
+    path = torch_webgpu.export(model, [torch.from_numpy(x)], web_root / "code-only.bundle",
+                               target="webgpu-core", external_weights=True)
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(web_root / "mlp.safetensors"))
+    base = page.current_url.replace("blank.html", "")
+    result = page.execute_async_script(EXTERNAL_JS, f"{base}{path.name}/", f"{base}mlp.safetensors",
+                                       x.ravel().tolist())
+    assert "error" not in result, result
+    assert result["errors"] == ["BundleSignatureError"]   # no weights given
+    with torch.no_grad():
+        torch.testing.assert_close(torch.tensor(result["y"]).reshape(4, 8), model(torch.from_numpy(x)),
+                                   atol=ATOL, rtol=RTOL)
