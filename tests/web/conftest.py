@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-# SwiftShader is the adapter Chromium offers on a machine with no GPU (without the last two flags
-# requestAdapter() never resolves there); on a machine with a GPU it keeps the tests deterministic.
-CHROMIUM_FLAGS = ("--headless=new", "--no-sandbox", "--enable-unsafe-webgpu", "--enable-unsafe-swiftshader",
-                  "--use-webgpu-adapter=swiftshader", "--window-size=1100,1000")
+from torch_webgpu.web import HEADLESS_CHROMIUM_FLAGS
+
+# SwiftShader on a machine without a GPU; on a machine with one it keeps the tests deterministic.
+CHROMIUM_FLAGS = (*HEADLESS_CHROMIUM_FLAGS, "--window-size=1100,1000")
 SETUP = "install them with tools/setup_system.sh (Debian: apt-get install chromium chromium-driver)"
 # Runs one bundle in the page: load, run on the given inputs, release; returns outputs or the error.
 RUN_JS = """

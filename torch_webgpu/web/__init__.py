@@ -17,3 +17,8 @@ def asset(name: str) -> Path:
     if name not in (*PAGE_FILES, "package.json") or not path.is_file():
         raise FileNotFoundError(f"torch_webgpu/web has no {name}; the package is incomplete — reinstall it")
     return path
+
+# Headless Chromium with WebGPU on a machine without a GPU: its SwiftShader adapter (without the last two
+# flags requestAdapter() never resolves there). Used by tests/web and benchmarks/web_vs_python.py.
+HEADLESS_CHROMIUM_FLAGS = ("--headless=new", "--no-sandbox", "--enable-unsafe-webgpu",
+                           "--enable-unsafe-swiftshader", "--use-webgpu-adapter=swiftshader")
