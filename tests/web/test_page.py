@@ -142,3 +142,32 @@ def cli_run(capsys):
         return code, out.out, out.err
 
     return run
+
+
+def test_readme_example(page, mlp_web, tmp_path):
+    """The README's complete HTML page, as written there, next to torch-webgpu.js and mlp.bundle/."""
+    from torch_webgpu.web import ASSETS
+
+    readme = (REPO / "README.md").read_text()
+    marker = readme.index("test_page.py::test_readme_example")
+    start = readme.index("```html\n", marker) + len("```html\n")
+    html = readme[start:readme.index("```\n", start)]
+    path, model, _ = mlp_web
+    site = tmp_path / "readme-site"
+    site.mkdir()
+    (site / "index.html").write_text(html)
+    shutil.copyfile(ASSETS / "torch-webgpu.js", site / "torch-webgpu.js")
+    shutil.copytree(path, site / "mlp.bundle")
+    server = make_server({"/": site})
+    serve_in_thread(server)
+    try:
+        page.get(f"http://localhost:{server.server_address[1]}/")
+        deadline = time.monotonic() + 60
+        while page.find_element("id", "out").text == "loading…" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        lines = page.find_element("id", "out").text.splitlines()
+        assert lines[0] == "(x: float32[4, 16]) -> (float32[4, 8])", lines
+        assert re.fullmatch(r"float32\[4,8\]: (-?[\d.e-]+,){3}-?[\d.e-]+", lines[1]), lines
+    finally:
+        server.shutdown()
+        server.server_close()
