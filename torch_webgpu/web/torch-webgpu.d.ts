@@ -73,7 +73,7 @@ export class Model {
   readonly signature: string;
   /** Run the model on `inputs` (in the signature's order, or by input name). Calls run one at a time. */
   run(inputs: Input[] | Record<string, Input> | Input, options?: RunOptions): Promise<Output[]>;
-  /** Destroy the model's buffers. */
+  /** Destroy the model's buffers, and its device if `load` created it (a device passed in stays). */
   release(): void;
 }
 

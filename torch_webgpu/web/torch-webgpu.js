@@ -698,8 +698,6 @@ class Recorder {
   }
 }
 
-function inputDeviceDtype(spec) { return spec.device_dtype; }
-
 // -- the model --------------------------------------------------------------------------------------------
 
 /**
@@ -734,7 +732,13 @@ export async function load(source, options = {}) {
     device = await adapter.requestDevice(deviceDescriptor(manifest.requires, limits));
   }
   const model = new Model(manifest, plan, device, where);
-  await model._build();
+  model._ownsDevice = !options.device;
+  try {
+    await model._build();
+  } catch (exc) {
+    model.release();
+    throw exc;
+  }
   return model;
 }
 
@@ -875,36 +879,32 @@ export class Model {
 
   async _build() {
     const plan = this.plan;
-    this.device.pushErrorScope("validation");
-    this.device.pushErrorScope("out-of-memory");
-    this._static = new Map();
-    for (const [name, size] of Object.entries(plan.buffers)) {
-      if (typeof size === "number") this._static.set(name, [this._buffer(size, name), 0]);
-    }
-    const nUser = plan.inputs.length;
-    const uploaded = new Set(plan.init.filter((n) => n.op === "upload").map((n) => n.constant));
-    const lifted = [...plan.constants.entries()].slice(0, plan.num_constant_inputs);
-    this._constantShapes = lifted.map(([, t]) => t.shape);
-    lifted.forEach(([name, tensor], j) => {
-      const buffer = this._buffer(tensor.bytes.byteLength, name);
-      // Filled by the plan's upload init nodes (plans saved before those existed: here).
-      if (!uploaded.has(name)) this._write(buffer, 0, tensor.bytes);
-      this._static.set(`in${nUser + j}`, [buffer, 0]);
+    await withErrorScope(this.device, `${this.where}: WebGPU rejected the bundle's setup`, async () => {
+      this._static = new Map();
+      for (const [name, size] of Object.entries(plan.buffers)) {
+        if (typeof size === "number") this._static.set(name, [this._buffer(size, name), 0]);
+      }
+      const nUser = plan.inputs.length;
+      const uploaded = new Set(plan.init.filter((n) => n.op === "upload").map((n) => n.constant));
+      const lifted = [...plan.constants.entries()].slice(0, plan.num_constant_inputs);
+      this._constantShapes = lifted.map(([, t]) => t.shape);
+      lifted.forEach(([name, tensor], j) => {
+        const buffer = this._buffer(tensor.bytes.byteLength, name);
+        // Filled by the plan's upload init nodes (plans saved before those existed: here).
+        if (!uploaded.has(name)) this._write(buffer, 0, tensor.bytes);
+        this._static.set(`in${nUser + j}`, [buffer, 0]);
+      });
+      this.dynamic = plan.inputs.some((spec) => spec.shape.some((d) => d === null));
+      if (containsExpression(plan.init)) throw new BundleFormatError("a plan's init nodes cannot depend on the input shapes");
+      const initDispatches = new Map();
+      for (const node of plan.init) if (node.op === "dispatch") initDispatches.set(node, await this._prepareDispatch(node));
+      if (!this.dynamic) await this._layout(plan.inputs.map((spec) => spec.shape));
+      const recorder = new Recorder(this.device);
+      const state = { recorder, buffers: new Map(this._static), dispatches: initDispatches, results: null,
+                      phase: "init" };
+      plan.init.forEach((node, index) => { state.dispatchIndex = index; this._execute(state, node); });
+      recorder.submit();
     });
-    this.dynamic = plan.inputs.some((spec) => spec.shape.some((d) => d === null));
-    if (containsExpression(plan.init)) throw new BundleFormatError("a plan's init nodes cannot depend on the input shapes");
-    const initDispatches = new Map();
-    for (const node of plan.init) if (node.op === "dispatch") initDispatches.set(node, await this._prepareDispatch(node));
-    if (!this.dynamic) await this._layout(plan.inputs.map((spec) => spec.shape));
-    const recorder = new Recorder(this.device);
-    const state = { recorder, buffers: new Map(this._static), dispatches: initDispatches, results: null,
-                    phase: "init" };
-    plan.init.forEach((node, index) => { state.dispatchIndex = index; this._execute(state, node); });
-    recorder.submit();
-    const oom = await this.device.popErrorScope();
-    const invalid = await this.device.popErrorScope();
-    if (oom) throw new BundleError(`${this.where}: out of device memory while loading: ${oom.message}`);
-    if (invalid) throw new BundleError(`${this.where}: WebGPU rejected the bundle's setup: ${invalid.message}`);
   }
 
   /** Writes host bytes into a buffer (4-byte multiples, as WebGPU wants). */
@@ -1122,31 +1122,31 @@ export class Model {
     const layout = await this._layout(checked.map((c) => c.shape));
     const device = this.device;
     const toGPU = options.output === "gpu";
-    device.pushErrorScope("validation");
     const buffers = new Map([...this._static, ...layout.buffers]);
-    checked.forEach((c, k) => {
-      const name = `in${k}`;
-      if (c.kind === "scalar") return;
-      if (c.kind === "gpu") { buffers.set(name, [c.buffer, c.offset]); return; }
-      const [buffer] = layout.hostInputs.get(name);
-      this._write(buffer, 0, this._deviceBytes(k, c.data));
-      buffers.set(name, layout.hostInputs.get(name));
-    });
-    const recorder = new Recorder(device);
-    const state = { recorder, buffers, dispatches: layout.dispatches, layout, results: new Map(), toGPU,
+    const state = { recorder: null, buffers, dispatches: layout.dispatches, layout, results: new Map(), toGPU,
                     phase: layout.key };
-    layout.main.forEach((node, index) => { state.dispatchIndex = index; this._execute(state, node); });
-    recorder.submit();
-    const host = [...state.results.values()].filter((r) => r.kind === "host");
     let raw = null;
-    if (host.length) {
-      const end = Math.max(...host.map((r) => r.offset + r.nbytes));
-      await layout.readback.mapAsync(GPUMapMode.READ, 0, alignUp(Math.max(end, 4), 4));
-      raw = new Uint8Array(layout.readback.getMappedRange(0, alignUp(Math.max(end, 4), 4)).slice(0));
-      layout.readback.unmap();
-    }
-    const error = await device.popErrorScope();
-    if (error) throw new BundleError(`${this.where}: WebGPU rejected the call: ${error.message}`);
+    await withErrorScope(device, `${this.where}: WebGPU rejected the call`, async () => {
+      checked.forEach((c, k) => {
+        const name = `in${k}`;
+        if (c.kind === "scalar") return;
+        if (c.kind === "gpu") { buffers.set(name, [c.buffer, c.offset]); return; }
+        const [buffer] = layout.hostInputs.get(name);
+        this._write(buffer, 0, this._deviceBytes(k, c.data));
+        buffers.set(name, layout.hostInputs.get(name));
+      });
+      state.recorder = new Recorder(device);
+      layout.main.forEach((node, index) => { state.dispatchIndex = index; this._execute(state, node); });
+      state.recorder.submit();
+      const host = [...state.results.values()].filter((r) => r.kind === "host");
+      if (host.length) {
+        // The call's one readback: every host output lies in one buffer.
+        const end = alignUp(Math.max(...host.map((r) => r.offset + r.nbytes), 4), 4);
+        await layout.readback.mapAsync(GPUMapMode.READ, 0, end);
+        raw = new Uint8Array(layout.readback.getMappedRange(0, end).slice(0));
+        layout.readback.unmap();
+      }
+    });
     const outputs = layout.outputs.map((spec, i) => {
       const r = state.results.get(i);
       if (!r) throw new BundleFormatError(`${this.where}: the plan never writes output ${i}`);
@@ -1158,12 +1158,31 @@ export class Model {
     return this.plan.output_map.map((entry) => mapOutput(entry, outputs, checked));
   }
 
-  /** Destroy the model's device buffers (the device stays the caller's, or is destroyed if load made it). */
+  /** Destroy the model's buffers, and its device if `load` created it (a device passed in stays). */
   release() {
     for (const buffer of this._owned) buffer.destroy();
     this._owned = [];
     this._layouts.clear();
+    if (this._ownsDevice) this.device.destroy();
   }
+}
+
+/** Runs `action` inside validation and out-of-memory error scopes; a WebGPU error raised in them becomes a
+ *  BundleError (in preference to what it made `action` throw, e.g. a failed mapAsync). */
+async function withErrorScope(device, what, action) {
+  device.pushErrorScope("validation");
+  device.pushErrorScope("out-of-memory");
+  let failure = null;
+  try {
+    await action();
+  } catch (exc) {
+    failure = exc;
+  }
+  const oom = await device.popErrorScope();
+  const invalid = await device.popErrorScope();
+  if (oom) throw new BundleError(`${what}: out of device memory: ${oom.message}`);
+  if (invalid) throw new BundleError(`${what}: ${invalid.message}`);
+  if (failure) throw failure;
 }
 
 let nextBufferId = 1;
