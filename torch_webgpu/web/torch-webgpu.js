@@ -877,6 +877,13 @@ export class Model {
     return { entry, pipeline, grid, slots, uniform, readOnly: new Set(spec.read_only || []), bindGroups: new Map() };
   }
 
+  /** Prepares every dispatch of `nodes` into `into` (node -> prepared); pipelines build concurrently. */
+  async _prepareAll(nodes, into) {
+    const dispatches = nodes.filter((node) => node.op === "dispatch");
+    const prepared = await Promise.all(dispatches.map((node) => this._prepareDispatch(node)));
+    dispatches.forEach((node, k) => into.set(node, prepared[k]));
+  }
+
   async _build() {
     const plan = this.plan;
     await withErrorScope(this.device, `${this.where}: WebGPU rejected the bundle's setup`, async () => {
@@ -897,7 +904,7 @@ export class Model {
       this.dynamic = plan.inputs.some((spec) => spec.shape.some((d) => d === null));
       if (containsExpression(plan.init)) throw new BundleFormatError("a plan's init nodes cannot depend on the input shapes");
       const initDispatches = new Map();
-      for (const node of plan.init) if (node.op === "dispatch") initDispatches.set(node, await this._prepareDispatch(node));
+      await this._prepareAll(plan.init, initDispatches);
       if (!this.dynamic) await this._layout(plan.inputs.map((spec) => spec.shape));
       const recorder = new Recorder(this.device);
       const state = { recorder, buffers: new Map(this._static), dispatches: initDispatches, results: null,
@@ -935,7 +942,7 @@ export class Model {
       if (spec.device_dtype === SCALAR) return;
       layout.hostInputs.set(`in${k}`, [own(product(shapes[k]) * ITEMSIZE[spec.device_dtype], `in${k}`), 0]);
     });
-    for (const node of layout.main) if (node.op === "dispatch") layout.dispatches.set(node, await this._prepareDispatch(node));
+    await this._prepareAll(layout.main, layout.dispatches);
     // One readback buffer holds every host-bound output of a call.
     layout.readbackOffsets = new Map();
     let total = 0;
