@@ -266,3 +266,45 @@ def test_external_weights_from_a_safetensors_file(mlp_web, page, web_root):
     with torch.no_grad():
         torch.testing.assert_close(torch.tensor(result["y"]).reshape(4, 8), model(torch.from_numpy(x)),
                                    atol=ATOL, rtol=RTOL)
+
+
+VARIANTS_JS = """
+const [url, x] = arguments;
+const done = arguments[arguments.length - 1];
+import("/torch-webgpu.js").then(async (T) => {
+  localStorage.removeItem("torch-webgpu-autotune");
+  const tuned = {autotune: true, autotuneMinFlops: 0, autotuneCandidates: 2};
+  const out = [];
+  for (const options of [{}, tuned, tuned]) {
+    const model = await T.load(url, options);
+    const [y] = await model.run([new Float32Array(x)]);
+    out.push({variants: model.variants, y: Array.from(y.data)});
+    model.release();
+  }
+  done(out);
+}).catch((e) => done({error: `${e.name}: ${e.message}`}));
+"""
+
+
+def test_library_variants_default_on_swiftshader_timed_on_request(mlp_web, page):
+    # Library dispatches carry their variants; like the Python executor the page keeps the defaults on a
+    # software adapter, and with autotune it times them, runs the fastest and caches it.
+    path, model, x = mlp_web
+    main = json.loads((path / "manifest.json").read_text())["plan"]["main"]
+    tunable = [n["tune"] for n in main if "tune" in n]
+    assert tunable, "the MLP's matmuls were expected to carry variants"
+    url = page.current_url.replace("blank.html", f"{path.name}/")
+    runs = page.execute_async_script(VARIANTS_JS, url, x.ravel().tolist())
+    assert "error" not in runs, runs
+    defaults = {t["variants"][0]["entry_point"] for t in tunable}
+    assert set(runs[0]["variants"]) == defaults
+    assert all(v["how"] == "default" for v in runs[0]["variants"].values())
+    for run, how in ((runs[1], "timed"), (runs[2], "cached")):
+        assert len(run["variants"]) == len(tunable)
+        for choice, tune in zip(run["variants"].values(), tunable, strict=True):
+            assert choice["how"] == how and choice["variant"] in [v["variant"] for v in tune["variants"][:2]]
+        assert all(len(c["timings"]) == 2 for c in runs[1]["variants"].values())
+    with torch.no_grad():
+        expected = model(torch.from_numpy(x))
+    for run in runs:
+        torch.testing.assert_close(torch.tensor(run["y"]).reshape(4, 8), expected, atol=ATOL, rtol=RTOL)

@@ -36,6 +36,16 @@ export interface LoadOptions {
   /** The `GPU` object to take the adapter from (default navigator.gpu). */
   gpu?: GPU;
   adapterOptions?: GPURequestAdapterOptions;
+  /** Library dispatches that carry variants: true times them once on this device and runs the fastest
+   *  (winners kept in localStorage); false runs the defaults; "auto" (default) times on hardware adapters
+   *  only (software ones such as SwiftShader keep the defaults). */
+  autotune?: boolean | "auto";
+  /** Problems under this many FLOPs keep the default variant (default 2^30). */
+  autotuneMinFlops?: number;
+  /** At most this many variants are timed (default 6). */
+  autotuneCandidates?: number;
+  /** Where winners are kept (default: localStorage); null keeps none. */
+  autotuneCache?: { get(key: string): string | null; set(key: string, value: string): void } | null;
   /** The weights of a bundle exported with external weights: a safetensors file or name -> tensor. */
   weights?: ArrayBuffer | Uint8Array | Map<string, HostTensor | TypedArray> | Record<string, HostTensor | TypedArray>;
 }
@@ -65,6 +75,8 @@ export interface Manifest {
 export class Model {
   readonly manifest: Manifest;
   readonly device: GPUDevice;
+  /** Entry point -> the variant each tunable library dispatch runs, and how it was chosen. */
+  readonly variants: Record<string, { variant: string; how: "default" | "cached" | "timed"; timings?: Record<string, number> }>;
   /** Completed calls. */
   readonly calls: number;
   readonly inputs: TensorSpec[];

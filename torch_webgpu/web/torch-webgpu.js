@@ -733,6 +733,7 @@ export async function load(source, options = {}) {
   }
   const model = new Model(manifest, plan, device, where);
   model._ownsDevice = !options.device;
+  model._tuning = tuningPolicy(options, device);
   try {
     await model._build();
   } catch (exc) {
@@ -740,6 +741,41 @@ export async function load(source, options = {}) {
     throw exc;
   }
   return model;
+}
+
+const AUTOTUNE_MIN_FLOPS = 2 ** 30;   // smaller problems keep the default variant (kernels/autotune.py)
+const AUTOTUNE_MAX_CANDIDATES = 6;
+const AUTOTUNE_STORAGE_KEY = "torch-webgpu-autotune";
+
+/** A Map-like cache of tuning winners kept in localStorage (in memory where there is none). */
+function winnerCache() {
+  const storage = typeof localStorage !== "undefined" ? localStorage : null;
+  let entries = {};
+  try { entries = JSON.parse((storage && storage.getItem(AUTOTUNE_STORAGE_KEY)) || "{}"); } catch (_) { entries = {}; }
+  return {
+    get: (key) => entries[key] || null,
+    set(key, value) {
+      entries[key] = value;
+      try { if (storage) storage.setItem(AUTOTUNE_STORAGE_KEY, JSON.stringify(entries)); } catch (_) { /* full */ }
+    },
+  };
+}
+
+/** Whether and how a model times its library variants: options.autotune true/false, or by default on
+ *  hardware adapters only (software ones, SwiftShader among them, keep the defaults: their timings say
+ *  nothing about a GPU and their compiles cost seconds). */
+function tuningPolicy(options, device) {
+  const info = device.adapterInfo || {};
+  const name = [info.vendor, info.architecture, info.device, info.description].join(" ");
+  const software = Boolean(info.isFallbackAdapter) || /swiftshader|llvmpipe|lavapipe|software/i.test(name);
+  const setting = options.autotune === undefined ? "auto" : options.autotune;
+  return {
+    enabled: setting === true || (setting === "auto" && !software),
+    minFlops: options.autotuneMinFlops ?? AUTOTUNE_MIN_FLOPS,
+    maxCandidates: options.autotuneCandidates ?? AUTOTUNE_MAX_CANDIDATES,
+    cache: options.autotuneCache === undefined ? winnerCache() : options.autotuneCache,
+    deviceKey: `${name.trim()}|${info.description || ""}`,
+  };
 }
 
 /** The features and limits to request: the bundle's, so a device never has less than the plan needs. */
@@ -771,6 +807,8 @@ export class Model {
     this._limit = device.limits.maxComputeWorkgroupsPerDimension;
     this._align = device.limits.minStorageBufferOffsetAlignment;
     this._fill = null;
+    /** Entry point -> {variant, how: "default" | "cached" | "timed", timings?} of each tunable dispatch. */
+    this.variants = {};
   }
 
   /** Name, shape and dtype of every input. */
@@ -877,6 +915,74 @@ export class Model {
     return { entry, pipeline, grid, slots, uniform, readOnly: new Set(spec.read_only || []), bindGroups: new Map() };
   }
 
+  /**
+   * `nodes` with every library dispatch that carries its variants ("tune") set to one: the cached
+   * winner for this device, else the fastest when timed once here, else the default (the policy of
+   * the Python executor, torch_webgpu/compiler/plan_tuning.py). Variants not chosen are never built.
+   */
+  async _chooseVariants(nodes) {
+    const out = [];
+    for (const node of nodes) {
+      if (node.op !== "dispatch" || !node.tune) { out.push(node); continue; }
+      const { tune, ...defaults } = node;
+      const variants = new Map(tune.variants.map((v) => [v.variant, v]));
+      const names = [...variants.keys()];
+      const choice = await this._pick(tune, names, (name) => this._timeVariant(variants.get(name)));
+      const { variant: _, ...args } = variants.get(choice.variant) || { ...defaults, variant: names[0] };
+      this.variants[args.entry_point] = choice;
+      out.push({ ...args, op: "dispatch" });
+    }
+    return out;
+  }
+
+  async _pick(tune, names, measure) {
+    const policy = this._tuning;
+    const key = `${tune.key}|${policy.deviceKey}`;
+    const cache = policy.cache;
+    const hit = cache ? cache.get(key) : null;
+    if (hit && names.includes(hit)) return { variant: hit, how: "cached" };
+    if (!policy.enabled || names.length === 1 || tune.flops < policy.minFlops) return { variant: names[0], how: "default" };
+    const timings = {};
+    for (const name of names.slice(0, policy.maxCandidates)) {
+      try {
+        timings[name] = await measure(name);
+      } catch (_) {
+        timings[name] = Infinity;   // a candidate this device cannot build or run is not a winner
+      }
+    }
+    const winner = Object.keys(timings).reduce((a, b) => (timings[b] < timings[a] ? b : a));
+    if (timings[winner] === Infinity) return { variant: names[0], how: "default" };
+    if (cache) cache.set(key, winner);
+    return { variant: winner, how: "timed", timings };
+  }
+
+  /** Milliseconds of one run of a variant's dispatch (best of 3 after a warm-up), on scratch buffers. */
+  async _timeVariant(args) {
+    const extent = new Map();
+    for (const [name, offset, size] of args.bindings) extent.set(name, Math.max(extent.get(name) || 0, offset + size));
+    const scratch = new Map([...extent].map(([name, n]) => [name, [this.device.createBuffer({
+      size: alignUp(Math.max(n, 4), 4), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
+    }), 0]]));
+    try {
+      const d = await this._prepareDispatch({ ...args, op: "dispatch" });
+      const state = { buffers: scratch, phase: "tune", dispatchIndex: args.entry_point };
+      let best = Infinity;
+      for (let rep = 0; rep < 4; rep++) {
+        await withErrorScope(this.device, `variant ${args.entry_point}`, async () => {
+          const start = performance.now();
+          state.recorder = new Recorder(this.device);
+          runDispatch(this, { ...state, dispatches: new Map([[args, d]]) }, args);
+          state.recorder.submit();
+          await this.device.queue.onSubmittedWorkDone();
+          if (rep) best = Math.min(best, performance.now() - start);   // rep 0: the warm-up
+        });
+      }
+      return best;
+    } finally {
+      for (const [buffer] of scratch.values()) buffer.destroy();
+    }
+  }
+
   /** Prepares every dispatch of `nodes` into `into` (node -> prepared); pipelines build concurrently. */
   async _prepareAll(nodes, into) {
     const dispatches = nodes.filter((node) => node.op === "dispatch");
@@ -905,6 +1011,7 @@ export class Model {
       if (containsExpression(plan.init)) throw new BundleFormatError("a plan's init nodes cannot depend on the input shapes");
       const initDispatches = new Map();
       await this._prepareAll(plan.init, initDispatches);
+      plan.main = await this._chooseVariants(plan.main);
       if (!this.dynamic) await this._layout(plan.inputs.map((spec) => spec.shape));
       const recorder = new Recorder(this.device);
       const state = { recorder, buffers: new Map(this._static), dispatches: initDispatches, results: null,
