@@ -171,3 +171,24 @@ def test_readme_example(page, mlp_web, tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_serve_page_runs_an_uploaded_image(page, served, web_root, tmp_path):
+    from PIL import Image
+
+    from .conftest import export_model
+
+    path, model, _ = export_model("conv_block", (1, 3, 8, 8), web_root)
+    rgb = np.random.default_rng(0).integers(0, 256, (8, 8, 3), dtype=np.uint8)
+    Image.fromarray(rgb, "RGB").save(tmp_path / "image.png")
+    page.get(served(path))
+    assert _wait_state(page, ("ready", "error")) == "ready", page.find_element("id", "error").text
+    page.find_element("id", "input-file-0").send_keys(str(tmp_path / "image.png"))
+    deadline = time.monotonic() + 10
+    while "image.png" not in page.find_element("id", "input-note-0").text and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _click(page, "run") == "ran", page.find_element("id", "error").text
+    (y,) = _page_outputs(page)
+    x = torch.from_numpy(rgb.transpose(2, 0, 1)[None].astype(np.float32) / 255)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.from_numpy(y), model(x), atol=1e-4, rtol=1e-4)

@@ -44,6 +44,28 @@ function randomInput(spec) {
   }
 }
 
+/** An image file as an input of shape [1, 3, H, W] or [3, H, W] (float32, RGB in [0, 1], resized to W x H). */
+async function imageInput(spec, file) {
+  const shape = spec.shape;
+  const chw = shape.length === 4 && shape[0] === 1 ? shape.slice(1) : shape;
+  if (spec.dtype !== "float32" || chw.length !== 3 || chw[0] !== 3 || chw.includes(null)) {
+    throw new TypeError(`input ${spec.name} is ${typeString(spec)}: an image fills float32 inputs of shape ` +
+                        "[1, 3, H, W] or [3, H, W]; give a .npy file instead");
+  }
+  const [, h, w] = chw;
+  const bitmap = await createImageBitmap(file, { resizeWidth: w, resizeHeight: h, resizeQuality: "high",
+                                                 colorSpaceConversion: "none", premultiplyAlpha: "none" });
+  const canvas = new OffscreenCanvas(w, h);
+  const context = canvas.getContext("2d");
+  context.drawImage(bitmap, 0, 0);
+  const rgba = context.getImageData(0, 0, w, h).data;
+  const data = new Float32Array(3 * h * w);
+  for (let c = 0; c < 3; c++) {
+    for (let i = 0; i < h * w; i++) data[c * h * w + i] = rgba[4 * i + c] / 255;
+  }
+  return { data, shape: shape.slice(), dtype: "float32" };
+}
+
 function describe(value) {
   const v = Array.from(value.data, Number);
   const finite = v.filter(Number.isFinite);
@@ -83,13 +105,15 @@ function renderInputs(model) {
     const type = document.createElement("td"); type.textContent = typeString(spec); type.className = "mono";
     const value = document.createElement("td");
     const file = document.createElement("input");
-    file.type = "file"; file.accept = ".npy"; file.id = `input-file-${k}`;
+    file.type = "file"; file.accept = ".npy,image/*"; file.id = `input-file-${k}`;
     const note = document.createElement("span"); note.className = "hint"; note.id = `input-note-${k}`;
     note.textContent = " random";
     file.addEventListener("change", async () => {
       if (!file.files.length) return;
       try {
-        page.inputs[k] = TorchWebGPU.parseNpy(await file.files[0].arrayBuffer());
+        const chosen = file.files[0];
+        page.inputs[k] = chosen.type.startsWith("image/") ? await imageInput(spec, chosen)
+          : TorchWebGPU.parseNpy(await chosen.arrayBuffer());
         note.textContent = ` ${file.files[0].name}: ${typeString(page.inputs[k])}`;
       } catch (exc) {
         showError(exc);
