@@ -192,3 +192,14 @@ def test_serve_page_runs_an_uploaded_image(page, served, web_root, tmp_path):
     x = torch.from_numpy(rgb.transpose(2, 0, 1)[None].astype(np.float32) / 255)
     with torch.no_grad():
         torch.testing.assert_close(torch.from_numpy(y), model(x), atol=1e-4, rtol=1e-4)
+
+
+def test_serve_page_of_a_zip_bundle(page, served, mlp_web, tmp_path):
+    import torch_webgpu
+
+    _, model, x = mlp_web
+    path = torch_webgpu.export(model, [torch.from_numpy(x)], tmp_path / "mlp.zip", target="webgpu-core")
+    page.get(served(path) + "?run")
+    assert _wait_state(page) == "ran", page.find_element("id", "error").text
+    assert page.find_element("id", "bundle-name").text == "mlp.zip"
+    assert page.find_element("id", "output-0").text.startswith("4x8xf32")
