@@ -3,7 +3,8 @@ on this machine; optionally a screenshot of the `serve` page timing it.
 
     .venv/bin/python -m benchmarks.web_vs_python [--calls 20] [--out DIR] [--screenshot docs/serve-page.png]
 
-Bundles: the MLP, CNN block and transformer block of tests/cli/cli_models.py for webgpu-core. Both sides
+Bundles: the MLP, CNN block and transformer block of tests/cli/cli_models.py for webgpu-core, with the
+kernel library's matmuls and all through IREE (`--library on|off|both`). Both sides
 time host arrays in and out (upload, every dispatch, one readback), after 3 warm-up calls. Without a GPU
 the browser runs on Chromium's SwiftShader and Python on Dawn over Mesa's lavapipe: different software
 rasterisers, so the figures say what each stack costs here, not which GPU code is faster.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import tempfile
@@ -49,20 +51,30 @@ def _stats(times_ms: list[float]) -> dict[str, float]:
     return {"median_ms": statistics.median(times_ms), "min_ms": min(times_ms), "max_ms": max(times_ms)}
 
 
-def export_bundles(directory: Path) -> list[tuple[str, Path, np.ndarray]]:
-    """The benchmark's bundles (webgpu-core) and a seeded input each."""
+def export_bundles(directory: Path, library: bool = True) -> list[tuple[str, Path, np.ndarray]]:
+    """The benchmark's bundles (webgpu-core) and a seeded input each; `library=False`: every op through
+    IREE (TORCH_WEBGPU_LIBRARY=0), no kernel-library dispatches."""
     import torch
 
     import torch_webgpu
     from tests.cli import cli_models
 
     out = []
-    for name, shape in CASES:
-        model = getattr(cli_models, name)().eval()
-        x = torch.randn(*shape, generator=torch.Generator().manual_seed(0))
-        path = torch_webgpu.export(model, [x], directory / f"{name}.bundle", target="webgpu-core",
-                                   source=f"tests/cli/cli_models.py:{name}")
-        out.append((name, path, x.numpy()))
+    old = os.environ.get("TORCH_WEBGPU_LIBRARY")
+    os.environ["TORCH_WEBGPU_LIBRARY"] = "1" if library else "0"
+    try:
+        for name, shape in CASES:
+            model = getattr(cli_models, name)().eval()
+            x = torch.randn(*shape, generator=torch.Generator().manual_seed(0))
+            label = name if library else f"{name}-iree-only"
+            path = torch_webgpu.export(model, [x], directory / f"{label}.bundle", target="webgpu-core",
+                                       source=f"tests/cli/cli_models.py:{name}")
+            out.append((label, path, x.numpy()))
+    finally:
+        if old is None:
+            os.environ.pop("TORCH_WEBGPU_LIBRARY")
+        else:
+            os.environ["TORCH_WEBGPU_LIBRARY"] = old
     return out
 
 
@@ -143,11 +155,17 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--out", type=Path, help="write results.json here")
     parser.add_argument("--screenshot", type=Path, help="save the serve page (transformer block) as a PNG")
+    parser.add_argument("--library", choices=["on", "off", "both"], default="both",
+                        help="bundles with kernel-library dispatches (on), all through IREE (off), or both")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="torch-webgpu-web-bench-") as tmp:
         root = Path(tmp)
         (root / "blank.html").write_text("<!doctype html><title>bench</title>")
-        bundles = export_bundles(root)
+        bundles = []
+        if args.library in ("on", "both"):
+            bundles += export_bundles(root, library=True)
+        if args.library in ("off", "both"):
+            bundles += export_bundles(root, library=False)
         server = make_server({"/": ASSETS, "/files/": root})
         serve_in_thread(server)
         base = f"http://localhost:{server.server_address[1]}/files"
@@ -166,15 +184,16 @@ def main() -> None:
                                             "adapter": page["adapter"]},
                                 "python": time_python(path, x, args.calls)})
             if args.screenshot:
-                screenshot(driver, bundles[-1][1], args.screenshot, args.calls)
+                screenshot(driver, bundles[len(CASES) - 1][1], args.screenshot, args.calls)
         finally:
             driver.quit()
             server.shutdown()
     print(f"per call (median of {args.calls}, ms; host arrays in and out)")
-    print(f"{'bundle':<20}{'dispatches':>11}{'browser':>10}{'python':>10}   adapters")
+    print(f"{'bundle':<30}{'dispatches':>11}{'browser':>10}{'python':>10}{'browser load':>14}   adapters")
     for r in results:
-        print(f"{r['bundle']:<20}{r['dispatches']:>11}{r['browser']['median_ms']:>10.2f}"
-              f"{r['python']['median_ms']:>10.2f}   {r['browser']['adapter']} | {r['python']['adapter']}")
+        print(f"{r['bundle']:<30}{r['dispatches']:>11}{r['browser']['median_ms']:>10.2f}"
+              f"{r['python']['median_ms']:>10.2f}{r['browser']['load_ms']:>14.0f}   "
+              f"{r['browser']['adapter']} | {r['python']['adapter']}")
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "results.json").write_text(json.dumps(results, indent=1))
