@@ -94,6 +94,9 @@ export class Model {
 export function load(source: string | URL | Blob | ArrayBuffer | ArrayBufferView | Map<string, Uint8Array>,
                      options?: LoadOptions): Promise<Model>;
 
+/** Throws BundleFormatError unless `manifest` is a bundle manifest of a format version this module reads. */
+export function checkFormat(manifest: { format?: unknown; format_version?: unknown }, where?: string): void;
+
 /** The verified manifest and files of a bundle (format version and every sha256 checked). */
 export function readBundle(source: string | URL | Blob | ArrayBuffer | ArrayBufferView | Map<string, Uint8Array>):
   Promise<{ manifest: Manifest; files: Map<string, Uint8Array>; where: string; name: string }>;
