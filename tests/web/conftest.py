@@ -23,7 +23,7 @@ const [url, inputs, done] = [arguments[0], arguments[1], arguments[arguments.len
 (async () => {
   const T = await import("/torch-webgpu.js");
   const CLASSES = {float32: Float32Array, int32: Int32Array, int64: BigInt64Array, bool: Uint8Array,
-                   uint8: Uint8Array, int8: Int8Array, int16: Int16Array};
+                   uint8: Uint8Array, int8: Int8Array, int16: Int16Array, float64: Float64Array};
   const decode = (v) => {
     const bytes = Uint8Array.from(atob(v.b64), (c) => c.charCodeAt(0));
     return {data: new CLASSES[v.dtype](bytes.buffer), shape: v.shape, dtype: v.dtype};

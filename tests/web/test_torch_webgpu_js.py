@@ -198,6 +198,19 @@ def test_int64_and_bool_cross_the_boundary(run_in_page, web_root):
     assert _error(run_in_page(path, [big, mask.numpy()]))[0] == "RangeError"
 
 
+class _Double(torch.nn.Module):
+    def forward(self, x):
+        return x * 2 + 1
+
+
+def test_float64_is_demoted_at_the_boundary(run_in_page, web_root):
+    x = torch.randn(3, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    path = torch_webgpu.export(_Double(), [x], web_root / "double.bundle", target="webgpu-core")
+    (out,) = _outputs(run_in_page(path, [x.numpy()]))
+    assert out.dtype == torch.float64
+    torch.testing.assert_close(out, x * 2 + 1, atol=1e-5, rtol=1e-5)
+
+
 class _Square(torch.nn.Module):
     def __init__(self):
         super().__init__()

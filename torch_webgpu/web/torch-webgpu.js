@@ -1211,7 +1211,8 @@ export class Model {
   }
 
   _deviceBytes(k, data) {
-    // Host values in the device dtype: int64 demoted to int32 (range-checked), bool as int32.
+    // Host values in the device dtype: int64 demoted to int32 (range-checked), bool as int32, float64 as
+    // float32.
     const spec = this.plan.inputs[k];
     if (spec.device_dtype === "int32" && data instanceof BigInt64Array) {
       const out = new Int32Array(data.length);
@@ -1227,6 +1228,9 @@ export class Model {
     }
     if (spec.device_dtype === "int32" && data instanceof Uint8Array) {
       return new Uint8Array(Int32Array.from(data, (v) => (v ? 1 : 0)).buffer);
+    }
+    if (spec.device_dtype === "float32" && data instanceof Float64Array) {
+      return new Uint8Array(Float32Array.from(data).buffer);   // float64 is demoted, as IREE does
     }
     return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
   }
@@ -1317,6 +1321,7 @@ function fromDevice(raw, offset, spec) {
   const words = new DeviceCls(raw.buffer.slice(offset, offset + n * DeviceCls.BYTES_PER_ELEMENT));
   if (spec.dtype === "int64") return BigInt64Array.from(words, (v) => BigInt(v));
   if (spec.dtype === "bool") return Uint8Array.from(words, (v) => (v ? 1 : 0));
+  if (spec.dtype === "float64") return Float64Array.from(words);
   if (spec.dtype === "float16" && HAS_F16) return new Float16Array(words.buffer);
   return words;
 }
