@@ -11,6 +11,7 @@ import torch
 import torch_webgpu
 from tests.bundle.conftest import edit_manifest
 from torch_webgpu.bundle import BundleFormatError, BundleIntegrityError, BundleSignatureError
+from torch_webgpu.bundle.format import sha256
 from torch_webgpu.bundle.requirements import check_requirements
 
 from .conftest import export_model
@@ -321,3 +322,18 @@ def test_library_variants_default_on_swiftshader_timed_on_request(mlp_web, page)
         expected = model(torch.from_numpy(x))
     for run in runs:
         torch.testing.assert_close(torch.tensor(run["y"]).reshape(4, 8), expected, atol=ATOL, rtol=RTOL)
+
+
+def test_a_shader_the_device_rejects_is_named_with_its_line(mlp_web, run_in_page, web_root):
+    path, _, x = mlp_web
+    broken = shutil.copytree(path, web_root / "bad-wgsl.bundle")
+    plan = json.loads((broken / "manifest.json").read_text())["plan"]
+    dispatched = next(n["entry_point"] for n in plan["main"] if n["op"] == "dispatch")
+    wgsl = broken / plan["executables"][dispatched]["wgsl_file"]
+    lines = wgsl.read_text().splitlines()
+    wgsl.write_text("\n".join([*lines[:5], "this is not WGSL;", *lines[5:]]) + "\n")
+
+    edit_manifest(broken, lambda m: m["files"].update({wgsl.name: sha256(wgsl.read_bytes())}))
+    name, message = _error(run_in_page(broken, [x]))
+    assert name == "BundleError" and f"({wgsl.name}) does not build on this device" in message, message
+    assert f"{wgsl.name}:6:" in message, message

@@ -1286,7 +1286,8 @@ export class Model {
 }
 
 /** Runs `action` inside validation and out-of-memory error scopes; a WebGPU error raised in them becomes a
- *  BundleError (in preference to what it made `action` throw, e.g. a failed mapAsync). */
+ *  BundleError, in preference to what it made `action` throw (a failed mapAsync) unless that is a
+ *  BundleError of ours (it says more: a shader's file and line). */
 async function withErrorScope(device, what, action) {
   device.pushErrorScope("validation");
   device.pushErrorScope("out-of-memory");
@@ -1298,6 +1299,7 @@ async function withErrorScope(device, what, action) {
   }
   const oom = await device.popErrorScope();
   const invalid = await device.popErrorScope();
+  if (failure instanceof BundleError) throw failure;
   if (oom) throw new BundleError(`${what}: out of device memory: ${oom.message}`);
   if (invalid) throw new BundleError(`${what}: ${invalid.message}`);
   if (failure) throw failure;
