@@ -939,9 +939,10 @@ export class Model {
     const policy = this._tuning;
     const key = `${tune.key}|${policy.deviceKey}`;
     const cache = policy.cache;
+    if (!policy.enabled) return { variant: names[0], how: "default" };   // even with a cached winner
     const hit = cache ? cache.get(key) : null;
     if (hit && names.includes(hit)) return { variant: hit, how: "cached" };
-    if (!policy.enabled || names.length === 1 || tune.flops < policy.minFlops) return { variant: names[0], how: "default" };
+    if (names.length === 1 || tune.flops < policy.minFlops) return { variant: names[0], how: "default" };
     const timings = {};
     for (const name of names.slice(0, policy.maxCandidates)) {
       try {
