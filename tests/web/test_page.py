@@ -203,3 +203,33 @@ def test_serve_page_of_a_zip_bundle(page, served, mlp_web, tmp_path):
     assert _wait_state(page) == "ran", page.find_element("id", "error").text
     assert page.find_element("id", "bundle-name").text == "mlp.zip"
     assert page.find_element("id", "output-0").text.startswith("4x8xf32")
+
+
+def test_export_web_with_external_weights(page, mlp_web, tmp_path, cli_run):
+    from safetensors.torch import save_file
+
+    import torch_webgpu
+
+    _, model, x = mlp_web
+    code_only = torch_webgpu.export(model, [torch.from_numpy(x)], tmp_path / "code-only.bundle",
+                                    target="webgpu-core", external_weights=True)
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp_path / "w.safetensors"))
+    site = tmp_path / "site"
+    cli_run("export-web", code_only, site, "--weights", tmp_path / "w.safetensors")
+    np.save(tmp_path / "x.npy", x)
+    server = make_server({"/": site})
+    serve_in_thread(server)
+    try:
+        page.get(f"http://localhost:{server.server_address[1]}/")
+        assert _wait_state(page, ("ready", "error")) == "ready", page.find_element("id", "error").text
+        page.find_element("id", "input-file-0").send_keys(str(tmp_path / "x.npy"))
+        deadline = time.monotonic() + 10
+        while "x.npy" not in page.find_element("id", "input-note-0").text and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _click(page, "run") == "ran", page.find_element("id", "error").text
+        (y,) = _page_outputs(page)
+        with torch.no_grad():
+            torch.testing.assert_close(torch.from_numpy(y), model(torch.from_numpy(x)), atol=1e-4, rtol=1e-4)
+    finally:
+        server.shutdown()
+        server.server_close()

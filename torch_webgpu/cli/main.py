@@ -119,6 +119,8 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: WebGPU needs a secure context, which "
                         "http:// is only on localhost)")
+    w.add_argument("--weights", metavar="FILE.safetensors",
+                   help="the weights of a bundle compiled with --external-weights (served to the page)")
     w.add_argument("-v", "--verbose", action="store_true", help="log every request")
     w.set_defaults(func=cmd_serve)
 
@@ -128,6 +130,8 @@ def _parser() -> argparse.ArgumentParser:
                     "copy of the bundle into DIR, for any static web host (served over https or localhost).")
     e.add_argument("bundle", help="bundle directory or .zip")
     e.add_argument("directory", metavar="DIR", help="output directory (created)")
+    e.add_argument("--weights", metavar="FILE.safetensors",
+                   help="the weights of a bundle compiled with --external-weights (copied beside it)")
     e.set_defaults(func=cmd_export_web)
     return parser
 
@@ -419,7 +423,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     bundle = Path(args.bundle)
     manifest = read_manifest(bundle)   # a corrupted bundle fails here, not only in the page
-    server = make_server(bundle_mounts(bundle), page_config(bundle), args.host, args.port, args.verbose)
+    weights = Path(args.weights) if args.weights else None
+    server = make_server(bundle_mounts(bundle, weights), page_config(bundle, weights), args.host, args.port,
+                         args.verbose)
     host, port = server.server_address[:2]
     print(f"serving {bundle} {format_signature(manifest['inputs'], manifest['outputs'])}")
     print(f"open http://{'localhost' if host in ('127.0.0.1', '::1') else host}:{port}/ (Ctrl-C stops)",
@@ -437,7 +443,7 @@ def cmd_export_web(args: argparse.Namespace) -> int:
     """`torch-webgpu export-web`."""
     from .web import export_web
 
-    out = export_web(args.bundle, args.directory)
+    out = export_web(args.bundle, args.directory, args.weights)
     print(f"wrote {out}: index.html and torch-webgpu.js with the bundle; serve the directory over https "
           "(or localhost) and open index.html")
     return 0

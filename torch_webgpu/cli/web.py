@@ -20,9 +20,16 @@ _TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".html": "text/ht
           ".safetensors": "application/octet-stream", ".zip": "application/zip"}
 
 
-def page_config(bundle: Path) -> dict[str, Any]:
-    """config.json of the page: where the bundle is (relative to the page) and its name."""
-    return {"bundle": "bundle.zip" if is_zip(bundle) else "bundle/", "name": bundle.name}
+WEIGHTS = "weights.safetensors"   # where the page finds the weights of a bundle with external weights
+
+
+def page_config(bundle: Path, weights: Path | None = None) -> dict[str, Any]:
+    """config.json of the page: where the bundle (and its external weights) are, relative to the page,
+    and its name."""
+    config = {"bundle": "bundle.zip" if is_zip(bundle) else "bundle/", "name": bundle.name}
+    if weights is not None:
+        config["weights"] = WEIGHTS
+    return config
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -92,14 +99,23 @@ def make_server(mounts: Mapping[str, Path], config: dict | None = None, host: st
     return _Server((host, port), mounts, config, verbose)
 
 
-def bundle_mounts(bundle: Path) -> dict[str, Path]:
-    """The page's files at / and the bundle at /bundle/ (or /bundle.zip)."""
+def bundle_mounts(bundle: Path, weights: Path | None = None) -> dict[str, Path]:
+    """The page's files at /, the bundle at /bundle/ (or /bundle.zip), its external weights (a
+    .safetensors file) at /weights.safetensors."""
     mounts: dict[str, Path] = {"/": ASSETS}
     if is_zip(bundle):
         mounts["/bundle.zip"] = bundle
     else:
         mounts["/bundle/"] = bundle
+    if weights is not None:
+        mounts[f"/{WEIGHTS}"] = _weights_file(weights)
     return mounts
+
+
+def _weights_file(weights: Path) -> Path:
+    if not Path(weights).is_file():
+        raise FileNotFoundError(f"no weights file {weights} (a .safetensors file of the model's state_dict)")
+    return Path(weights)
 
 
 def serve_in_thread(server: _Server) -> threading.Thread:
@@ -109,10 +125,11 @@ def serve_in_thread(server: _Server) -> threading.Thread:
     return thread
 
 
-def export_web(bundle: str | Path, directory: str | Path) -> Path:
-    """Write the page, torch-webgpu.js and a copy of `bundle` into `directory` (static files for any web
-    host); the bundle is verified first."""
+def export_web(bundle: str | Path, directory: str | Path, weights: str | Path | None = None) -> Path:
+    """Write the page, torch-webgpu.js and a copy of `bundle` (and of its external `weights`) into
+    `directory` (static files for any web host); the bundle is verified first."""
     bundle, out = Path(bundle), Path(directory)
+    weights = None if weights is None else _weights_file(Path(weights))
     read_manifest(bundle)   # hashes and format version: never publish a corrupted bundle
     if out.exists() and any(out.iterdir()) and not (out / "config.json").exists():
         raise FileExistsError(f"{out} exists, is not empty and not an export-web page; not writing into it")
@@ -131,5 +148,9 @@ def export_web(bundle: str | Path, directory: str | Path) -> Path:
         names = [MANIFEST, *json.loads((bundle / MANIFEST).read_text()).get("files", {})]
         for name in names:
             shutil.copyfile(bundle / name, out / "bundle" / name)
-    (out / "config.json").write_text(json.dumps(page_config(bundle), indent=1))
+    if weights is not None:
+        shutil.copyfile(weights, out / WEIGHTS)
+    elif (out / WEIGHTS).exists():
+        (out / WEIGHTS).unlink()
+    (out / "config.json").write_text(json.dumps(page_config(bundle, weights), indent=1))
     return out

@@ -187,7 +187,13 @@ async function main() {
     const config = await (await fetch("config.json", { cache: "no-store" })).json();
     $("bundle-name").textContent = config.name || "";
     const start = performance.now();
-    page.model = await TorchWebGPU.load(config.bundle);
+    const options = {};
+    if (config.weights) {   // a bundle with external weights: the server has them beside it
+      const response = await fetch(config.weights, { cache: "no-store" });
+      if (!response.ok) throw new Error(`${config.weights}: HTTP ${response.status}`);
+      options.weights = await response.arrayBuffer();
+    }
+    page.model = await TorchWebGPU.load(config.bundle, options);
     renderInfo(page.model, performance.now() - start);
     renderInputs(page.model);
     page.inputs = page.model.inputs.map(randomInput);
