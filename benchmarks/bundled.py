@@ -43,17 +43,11 @@ def model_weights(module: Any) -> dict[str, Any]:
     return weights(module)
 
 
-def _has_f16(module: Any, inputs: Any) -> bool:
-    """The module has float16 weights (torchao's quantized ones: their scales) or inputs."""
+def _is_float16(module: Any) -> bool:
+    """Whether a module's weights are float16 (a `.half()` model)."""
     import torch
 
-    tensors = list(module.state_dict().values()) + [x for x in inputs if isinstance(x, torch.Tensor)]
-    for t in tensors:
-        flat = hasattr(t, "__tensor_flatten__")
-        parts = [getattr(t, a) for a in t.__tensor_flatten__()[0]] if flat else [t]
-        if any(isinstance(p, torch.Tensor) and p.dtype == torch.float16 for p in parts):
-            return True
-    return False
+    return any(t.dtype == torch.float16 for t in [*module.parameters(), *module.buffers()])
 
 
 def prepare(out: Path, settings: Settings, target_name: str, iree: bool = True,
@@ -67,24 +61,21 @@ def prepare(out: Path, settings: Settings, target_name: str, iree: bool = True,
     from torch_webgpu.bundle import exporter as ex
 
     target = ex.make_target(target_name)
-    f16_target = None
     cases = bundle_cases(settings, target.iree.max_binding_bytes, suites)
     (out / IREE_DIR).mkdir(parents=True, exist_ok=True)
     failed = []
     for key, module, inputs in tqdm(cases, desc="bundles", unit="bundle"):
         try:
-            tgt = target
-            if _has_f16(module, inputs):   # f16 code only where the model is f16 (needs shader-f16)
-                f16_target = f16_target or ex.make_target(target_name, f16=True)
-                tgt = f16_target
+            # A float16 model is compiled with the target's shader-f16 (float32 ones stay without it).
+            case_target = ex.make_target(target_name, f16=True) if _is_float16(module) else target
             traced = ex.trace(module.eval(), list(inputs))
-            plan = ex.compile_traced(traced, tgt)
-            ex.write_plan_bundle(plan, traced, tgt, out / key, source=f"benchmarks:{key}",
+            plan = ex.compile_traced(traced, case_target)
+            ex.write_plan_bundle(plan, traced, case_target, out / key, source=f"benchmarks:{key}",
                                  external_weights=True)
             if iree:
                 from .iree_vulkan import compile_vmfb
 
-                vmfb = compile_vmfb(ex.iree_input_text(traced, target), target.iree)
+                vmfb = compile_vmfb(ex.iree_input_text(traced, case_target), case_target.iree)
                 (out / IREE_DIR / f"{key}.vmfb").write_bytes(vmfb)
                 # The plan keeps 64-bit constants as int32; IREE's `main` takes them in their own dtype.
                 dtypes = [str(c.dtype) for c in ex.prepared_constants(traced)]
