@@ -186,14 +186,16 @@ class Runtime:
         return self.device.create_buffer(size=bucket, usage=usage, label="torch-webgpu-readback")
 
     def fill(self, buffer_id: int, pattern: int = 0, offset: int = 0, nbytes: int | None = None) -> None:
-        """Fill a 4-byte-aligned range with a repeated 32-bit `pattern` (0 uses clear_buffer)."""
+        """Fill a byte range with a repeated 32-bit `pattern` whose first byte lands at `offset` (0 on
+        a 4-byte-aligned range uses clear_buffer; unaligned ends keep their neighbours' bytes)."""
         with self.lock:
             buf = self.pool.get(buffer_id)
             nbytes = buf.aligned_nbytes - offset if nbytes is None else nbytes
             self._check_range(buf, offset, nbytes, "fill", buf.aligned_nbytes)
-            if offset % ALIGNMENT or nbytes % ALIGNMENT:
-                raise ValueError(f"fill range must be 4-byte aligned, got offset={offset} nbytes={nbytes}")
             if nbytes == 0:
+                return
+            if offset % ALIGNMENT or nbytes % ALIGNMENT:
+                self._fill_bytes(buffer_id, pattern, offset, nbytes)
                 return
             if pattern == 0:
                 self.recorder.encoder().clear_buffer(buf.gpu, offset, nbytes)
@@ -208,6 +210,20 @@ class Runtime:
             kernel = self.kernel(builtin_kernels.FILL_U32, label="torch-webgpu-fill")
             self.dispatch(kernel, [BufferSlice(buffer_id, 0, offset + nbytes), self.constant(params)],
                           (grid_x, grid_y, 1))
+
+    def _fill_bytes(self, buffer_id: int, pattern: int, offset: int, nbytes: int) -> None:
+        first, end = offset // 4, offset + nbytes
+        words = -(-end // 4) - first
+        rotate = 8 * (offset % 4)   # the pattern's byte k lands at offset + k (mod 4)
+        value = ((pattern << rotate) | (pattern >> (32 - rotate))) & 0xFFFFFFFF if rotate else pattern
+        rows = -(-words // builtin_kernels.FILL_WORKGROUP)
+        grid_x = min(rows, self.max_workgroups)
+        grid_y = -(-rows // grid_x)
+        params = struct.pack("<8I", first, words, value & 0xFFFFFFFF, grid_x * builtin_kernels.FILL_WORKGROUP,
+                             offset, end, 0, 0)
+        kernel = self.kernel(builtin_kernels.FILL_BYTES, label="torch-webgpu-fill-bytes")
+        self.dispatch(kernel, [BufferSlice(buffer_id, 0, align_up(end)), self.constant(params)],
+                      (grid_x, grid_y, 1))
 
     def copy(self, src: int, dst: int, nbytes: int | None = None, src_offset: int = 0,
              dst_offset: int = 0) -> None:
