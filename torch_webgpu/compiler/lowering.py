@@ -21,8 +21,11 @@ import numpy as np
 from mlir_passes import host_expr
 from mlir_passes.dispatch_grid import WORKGROUP_FOLD_OVERRIDE, shader_grid
 from torch_webgpu.runtime import BufferSlice, get_runtime
+from torch_webgpu.runtime.native import executor_choice, native_available
+from torch_webgpu.runtime.native import handle as native_handle
 
 from .low_ir import LowIRNode, LowIROp, Plan, TensorSpec
+from .native_plan import NativeLayout, NativeUnsupported, assert_same_outputs, build_native_layout
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 _NP = {"float32": np.float32, "float16": np.float16, "int32": np.int32, "int16": np.int16, "int8": np.int8,
@@ -179,6 +182,7 @@ class _Layout:
                 self.readback_offsets[node.args["index"]] = total
                 total += -(-node.args["size"] // ALIGN) * ALIGN
         self.readback = self._allocate(compiled, max(total, 4))
+        self.native: dict[bool, NativeLayout | None] = {}   # device outputs? -> program (None: Python)
 
     def _allocate(self, compiled: CompiledPlan, size: int) -> int:
         buf = compiled.rt.allocate(max(int(size), 4))
@@ -196,6 +200,9 @@ class CompiledPlan:
         self.rt = rt or get_runtime()
         self.shader_source = shader_source
         self.calls = 0
+        self.executor = "native" if native_available(self.rt) else "python"
+        self.check_native = executor_choice() == "check"
+        self.native_unsupported: str | None = None   # why a layout fell back to the Python executor
         self._kernels = {name: self._kernel(name) for name in plan.executables}
         self._owned: list[int] = []
         self._scratch: dict[tuple[int, int], int] = {}
@@ -409,13 +416,8 @@ class CompiledPlan:
 
     def _widen_int32(self, src: int, src_offset: int, dst: int, dst_offset: int, count: int) -> None:
         """Sign-extend `count` int32 (IREE's demoted int64) into an int64 device tensor, on the GPU."""
-        if src_offset % 4 or dst_offset % 8:
-            raise ValueError("int64 output widening needs 4-byte aligned source and 8-byte aligned target")
-        rows = -(-count // _WIDEN_WORKGROUP)
-        grid_x = min(rows, int(self.rt.info.limits.get("max-compute-workgroups-per-dimension", 65535)))
-        params = struct.pack("<4I", count, src_offset // 4, dst_offset // 4, grid_x * _WIDEN_WORKGROUP)
-        kernel = self.rt.kernel(_WIDEN_INT32_WGSL, label="torch-webgpu-widen-int32")
-        self.rt.dispatch(kernel, [src, dst, self.rt.constant(params)], (grid_x, -(-rows // grid_x), 1))
+        kernel, grid, params = widen_int32_launch(self, src_offset, dst_offset, count)
+        self.rt.dispatch(kernel, [src, dst, self.rt.constant(params)], grid)
 
     def __call__(self, *args: Any) -> list[Any]:
         """Run the graph once; outputs on the inputs' device (numpy arrays for numpy inputs)."""
@@ -427,12 +429,62 @@ class CompiledPlan:
             state.layout = layout
             state.results = {}
             state.to_device = next((t.device for t in args if _is_webgpu(t)), None)
-            for node in layout.main:
-                SHADER_TO_FUNC[node.op](state, node)
+            native = self._native(layout, state.to_device is not None)
+            if native is not None:
+                self._record_native(native, state, buffers)
+            else:
+                for node in layout.main:
+                    SHADER_TO_FUNC[node.op](state, node)
             outputs = self._finish(state, args, _numpy_mode(args))
+            if native is not None and self.check_native and not native.checked:
+                # TORCH_WEBGPU_EXECUTOR=check: the first call of every native program is re-run by the
+                # Python executor (the reference) and must give the same bits.
+                reference = _State(self, buffers, layout.dispatches)
+                reference.layout, reference.results, reference.to_device = layout, {}, state.to_device
+                for node in layout.main:
+                    SHADER_TO_FUNC[node.op](reference, node)
+                assert_same_outputs(outputs, self._finish(reference, args, _numpy_mode(args)),
+                                    self.plan.meta.get("name", "plan"))
+                native.checked = True
             del keep_alive   # every use is recorded: freeing now is ordered after them
         self.calls += 1
         return [_map_output(i, outputs, args) for i in self.plan.output_map]
+
+    def _native(self, layout: _Layout, device_outputs: bool) -> NativeLayout | None:
+        """The layout's native program for this output mode, or None where the Python executor runs
+        (TORCH_WEBGPU_EXECUTOR=python, no native extension, a profiled call, or nodes it does not cover)."""
+        if self.executor != "native" or self.rt.profiling:
+            return None
+        if device_outputs not in layout.native:
+            try:
+                layout.native[device_outputs] = build_native_layout(self, layout, device_outputs)
+            except NativeUnsupported as exc:
+                layout.native[device_outputs] = None
+                self.native_unsupported = str(exc)
+        return layout.native[device_outputs]
+
+    def _record_native(self, native: NativeLayout, state: _State,
+                       buffers: dict[str, tuple[int, int]]) -> None:
+        """One call through the native program: per-call buffers into its slots, then record it."""
+        pool = self.rt.pool
+        slots: list[int] = []
+        for k in native.input_slots:
+            buf_id, base = buffers[f"in{k}"]
+            slots += (native_handle(pool.get(buf_id).gpu), base)
+        results = dict(native.results)
+        if native.output_slots:
+            import torch
+
+            layout = state.layout
+            for i in native.output_slots:
+                spec = layout.outputs[i]
+                out = torch.empty(spec.shape, dtype=getattr(torch, spec.dtype), device=state.to_device)
+                ptr = out.data_ptr()
+                # A fresh storage starts at offset 0; an empty one has no buffer (and no command uses it).
+                slots += (native_handle(pool.get(ptr >> 32 or layout.readback).gpu), 0)
+                results[i] = ("device", out)
+        state.results = results
+        native.program.record(tuple(slots))
 
     def _finish(self, state: Any, args: Sequence[Any], numpy_mode: bool = False) -> list[Any]:
         layout = state.layout
@@ -467,6 +519,18 @@ class CompiledPlan:
     def release(self) -> None:
         """Give the plan's buffers back to the runtime pool."""
         _free_all(self.rt, self._owned)
+
+
+def widen_int32_launch(compiled: CompiledPlan, src_offset: int, dst_offset: int,
+                       count: int) -> tuple[Any, tuple[int, int, int], bytes]:
+    """Kernel, grid and uniform bytes that sign-extend `count` int32 at `src_offset` into int64."""
+    if src_offset % 4 or dst_offset % 8:
+        raise ValueError("int64 output widening needs 4-byte aligned source and 8-byte aligned target")
+    rows = -(-count // _WIDEN_WORKGROUP)
+    grid_x = min(rows, int(compiled.rt.info.limits.get("max-compute-workgroups-per-dimension", 65535)))
+    params = struct.pack("<4I", count, src_offset // 4, dst_offset // 4, grid_x * _WIDEN_WORKGROUP)
+    kernel = compiled.rt.kernel(_WIDEN_INT32_WGSL, label="torch-webgpu-widen-int32")
+    return kernel, (grid_x, -(-rows // grid_x), 1), params
 
 
 def _map_output(entry: Any, outputs: list[Any], args: Sequence[Any]) -> Any:

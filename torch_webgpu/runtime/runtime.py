@@ -93,6 +93,11 @@ class Runtime:
         """How many command buffers were submitted so far."""
         return self.recorder.submits
 
+    @property
+    def profiling(self) -> bool:
+        """True inside `profile()` (dispatches are timed one by one)."""
+        return self._profiler is not None
+
     def check_alive(self) -> None:
         """Raise DeviceLostError if the device was lost."""
         state = getattr(self._lost, "_state", "pending") if self._lost is not None else "pending"
@@ -199,15 +204,20 @@ class Runtime:
                 self.recorder.encoder().clear_buffer(buf.gpu, offset, nbytes)
                 self._maybe_submit()
                 return
-            words = nbytes // 4
-            rows = -(-words // builtin_kernels.FILL_WORKGROUP)
-            grid_x = min(rows, self.max_workgroups)
-            grid_y = -(-rows // grid_x)
-            row_words = grid_x * builtin_kernels.FILL_WORKGROUP
-            params = struct.pack("<4I", offset // 4, words, pattern & 0xFFFFFFFF, row_words)
-            kernel = self.kernel(builtin_kernels.FILL_U32, label="torch-webgpu-fill")
-            self.dispatch(kernel, [BufferSlice(buffer_id, 0, offset + nbytes), self.constant(params)],
-                          (grid_x, grid_y, 1))
+            self.dispatch(*self.fill_launch(buffer_id, pattern, offset, nbytes))
+
+    def fill_launch(self, buffer_id: int, pattern: int, offset: int,
+                    nbytes: int) -> tuple[Kernel, list[Binding], tuple[int, int, int]]:
+        """Kernel, bindings and grid of the dispatch that fills an aligned range with a non-zero pattern."""
+        words = nbytes // 4
+        rows = -(-words // builtin_kernels.FILL_WORKGROUP)
+        grid_x = min(rows, self.max_workgroups)
+        grid_y = -(-rows // grid_x)
+        row_words = grid_x * builtin_kernels.FILL_WORKGROUP
+        params = struct.pack("<4I", offset // 4, words, pattern & 0xFFFFFFFF, row_words)
+        kernel = self.kernel(builtin_kernels.FILL_U32, label="torch-webgpu-fill")
+        bindings: list[Binding] = [BufferSlice(buffer_id, 0, offset + nbytes), self.constant(params)]
+        return kernel, bindings, (grid_x, grid_y, 1)
 
     def copy(self, src: int, dst: int, nbytes: int | None = None, src_offset: int = 0,
              dst_offset: int = 0) -> None:
@@ -313,6 +323,11 @@ class Runtime:
     def _forget_dispatch_bindings(self, buffer_id: int) -> None:
         for key in self._bound_by_id.pop(buffer_id, ()):
             self._bound.pop(key, None)
+
+    def binding_resource(self, binding: Binding, kernel: Kernel) -> tuple:
+        """(gpu buffer, serial, offset, size) that `binding` binds for `kernel` (range-checked)."""
+        with self.lock:
+            return self._resource(binding, kernel)
 
     def _resource(self, binding: Binding, kernel: Kernel) -> tuple:
         if type(binding) is int:

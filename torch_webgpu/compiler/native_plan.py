@@ -1,0 +1,235 @@
+"""A compiled plan's per-call nodes as one native command program (runtime/native.py), per layout.
+
+The Python executor (lowering.SHADER_TO_FUNC) stays the reference; this turns the same resolved nodes into
+commands once: plan buffers (globals, transients, lifted constants, read-only copies) are fixed operands,
+graph inputs and device output tensors are per-call slots. A call then records every node from C++.
+
+Plans the native program does not cover keep the Python executor (an internal, per-layout choice that
+`NativeUnsupported` names): a dispatch that writes to a graph input's buffer, or a fill/copy into one
+(aliasing between per-call buffers would have to be decided per call), and constant uploads per call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from torch_webgpu.runtime import BufferSlice
+from torch_webgpu.runtime.native import NativeProgram, ProgramBuilder, Slot
+
+from .low_ir import LowIRNode, LowIROp
+
+if TYPE_CHECKING:
+    from .lowering import CompiledPlan, _Layout
+
+
+# Process-wide counts: native programs built, checked against the Python executor, and layouts left to
+# it (reason -> count), for tests and benchmarks to report.
+STATS: dict[str, Any] = {"built": 0, "checked": 0, "unsupported": {}}
+
+
+class NativeUnsupported(Exception):
+    """This layout's nodes need the Python executor (the message says which node and why)."""
+
+
+@dataclass
+class NativeLayout:
+    """A layout's native program and how a call fills its slots and reads its results."""
+
+    program: NativeProgram
+    input_slots: list[int]                 # graph input index per input slot, in slot order
+    output_slots: list[int]                # plan output index per output slot, after the input slots
+    results: dict[int, tuple] = field(default_factory=dict)   # output -> ("input", k) | ("host", off)
+                                                              #         | ("device", slot)
+    checked: bool = False                  # compared with the Python executor (TORCH_WEBGPU_EXECUTOR=check)
+
+
+def _words(n: int) -> int:
+    return -(-n // 4) * 4
+
+
+class _Builder:
+    def __init__(self, compiled: CompiledPlan, layout: _Layout, device_outputs: bool):
+        self.compiled = compiled
+        self.rt = compiled.rt
+        self.layout = layout
+        self.device_outputs = device_outputs
+        self.fixed = {**compiled._static, **layout.buffers}
+        self.program = ProgramBuilder(self.rt)
+        self.input_slots: list[int] = []
+        self.output_slots: list[int] = []
+        self.results: dict[int, tuple] = {}
+
+    def _input_slot(self, k: int) -> int:
+        if k not in self.input_slots:
+            self.input_slots.append(k)
+        return self.input_slots.index(k)
+
+    def operand(self, name: str, offset: int, size: int) -> BufferSlice | Slot:
+        """A plan buffer range as a fixed BufferSlice, or a Slot for a graph input."""
+        if name in self.fixed:
+            buf_id, base = self.fixed[name]
+            return BufferSlice(buf_id, base + offset, size)
+        if name.startswith("in"):
+            return Slot(self._input_slot(int(name[2:])), offset, size)
+        raise NativeUnsupported(f"buffer {name} is neither a plan buffer nor an input")
+
+    def dispatch(self, node: LowIRNode, prepared: tuple) -> None:
+        kernel, slots, uniform, read_only, workgroups = prepared
+        bindings: list[Any] = [uniform if s is None else self.operand(*s) for s in slots]
+        writable = set()
+        for i, b in enumerate(bindings):
+            if i in read_only:
+                continue
+            if isinstance(b, Slot):
+                raise NativeUnsupported(f"{node.args['entry_point']} writes to graph input slot {b.index}")
+            if isinstance(b, BufferSlice):
+                writable.add(b.buffer_id)
+        for i, b in enumerate(bindings):
+            if i in read_only and isinstance(b, BufferSlice) and b.buffer_id in writable:
+                # As lowering._run_dispatch: the read-only view reads a copy taken just before.
+                scratch = self.compiled.scratch(id(node), i, b.nbytes)
+                self.program.copy(b, BufferSlice(scratch), _words(b.nbytes))
+                bindings[i] = BufferSlice(scratch, 0, b.nbytes)
+        self.program.dispatch(kernel, bindings, workgroups)
+
+    def fill(self, node: LowIRNode) -> None:
+        a = node.args
+        dst = self.operand(a["buffer"], a["offset"], a["size"])
+        if isinstance(dst, Slot):
+            raise NativeUnsupported(f"fill of graph input {a['buffer']}")
+        buf = self.rt.buffer(dst.buffer_id)
+        if dst.offset % 4 or a["size"] % 4 or dst.offset + a["size"] > buf.aligned_nbytes:
+            raise NativeUnsupported(f"fill {a}: unaligned or out of range (the Python executor reports it)")
+        if a["pattern"] == 0:
+            self.program.clear(dst, a["size"])
+        elif a["size"]:
+            self.program.dispatch(*self.rt.fill_launch(dst.buffer_id, a["pattern"], dst.offset, a["size"]))
+
+    def copy(self, node: LowIRNode) -> None:
+        a = node.args
+        src = self.operand(a["source"], a["source_offset"], a["size"])
+        dst = self.operand(a["buffer"], a["offset"], a["size"])
+        if isinstance(dst, Slot):
+            raise NativeUnsupported(f"copy into graph input {a['buffer']}")
+        if (src.offset | dst.offset | a["size"]) % 4:
+            raise NativeUnsupported(f"copy {a}: unaligned (the Python executor reports it)")
+        if isinstance(src, BufferSlice) and src.buffer_id == dst.buffer_id:
+            # WebGPU refuses a copy within one buffer: bounce through a plan-owned scratch buffer.
+            scratch = self.compiled.scratch(id(node), 0, a["size"])
+            self.program.copy(src, BufferSlice(scratch), a["size"])
+            src = BufferSlice(scratch)
+        self.program.copy(src, dst, a["size"])
+
+    def output(self, node: LowIRNode) -> None:
+        from .lowering import _nbytes, widen_int32_launch
+
+        a = node.args
+        i = a["index"]
+        if "input" in a:
+            self.results[i] = ("input", a["input"])
+            return
+        spec = self.layout.outputs[i]
+        if _nbytes(spec) != a["size"] and not (_nbytes(spec) == 0 and a["size"] <= 4):
+            raise ValueError(f"output {i}: {a['size']} bytes on device, expected {_nbytes(spec)} "
+                             f"for {spec.device_dtype}{spec.shape}")
+        src = self.operand(a["buffer"], a["offset"], a["size"])
+        size = _words(a["size"])
+        widen = spec.dtype == "int64" and spec.device_dtype == "int32"
+        if self.device_outputs and (spec.device_dtype == spec.dtype or widen):
+            slot = len(self.output_slots)   # offset by the input slot count once all nodes are seen
+            self.output_slots.append(i)
+            self.results[i] = ("device", slot)
+            count = 1
+            for d in spec.shape:
+                count *= int(d)
+            if widen and count:
+                if isinstance(src, Slot):
+                    raise NativeUnsupported(f"int64 output {i} read from a graph input")
+                kernel, grid, params = widen_int32_launch(self.compiled, src.offset, 0, count)
+                dst = Slot(_OUTPUT_SLOT_MARK + slot, 0, 8 * count)
+                self.program.dispatch(kernel, [src.buffer_id, dst, self.rt.constant(params)], grid)
+            elif size and not widen:
+                self.program.copy(src, Slot(_OUTPUT_SLOT_MARK + slot, 0, size), size)
+        else:
+            off = self.layout.readback_offsets[i]
+            self.program.copy(src, BufferSlice(self.layout.readback, off), size)
+            self.results[i] = ("host", off)
+
+    def build(self) -> NativeLayout:
+        for node in self.layout.main:
+            op = node.op
+            if op is LowIROp.DISPATCH:
+                self.dispatch(node, self.layout.dispatches[id(node)])
+            elif op is LowIROp.FILL:
+                self.fill(node)
+            elif op is LowIROp.COPY:
+                self.copy(node)
+            elif op is LowIROp.OUTPUT:
+                self.output(node)
+            elif op is LowIROp.UPLOAD_CONSTANT:
+                raise NativeUnsupported("a constant upload among the per-call nodes")
+        # Output slots follow the input slots: renumber the placeholders now that both are known.
+        base = len(self.input_slots)
+        self.program.commands = [_renumber(c, base) for c in self.program.commands]
+        return NativeLayout(self.program.build(), self.input_slots, self.output_slots, self.results)
+
+
+# Output slots are numbered from here while building, then renumbered to follow the input slots.
+_OUTPUT_SLOT_MARK = 1 << 20
+
+
+def _renumber(command: tuple, base: int) -> tuple:
+    def fix(slot: int) -> int:
+        return slot - _OUTPUT_SLOT_MARK + base if slot >= _OUTPUT_SLOT_MARK else slot
+
+    kind = command[0]
+    if kind == 0:
+        entries = tuple((b, h, fix(s), o, n) for b, h, s, o, n in command[6])
+        return (*command[:6], entries)
+    if kind == 1:
+        return (1, command[1], fix(command[2]), command[3], command[4], fix(command[5]), *command[6:])
+    return (2, command[1], fix(command[2]), *command[3:])
+
+
+def build_native_layout(compiled: CompiledPlan, layout: _Layout, device_outputs: bool) -> NativeLayout:
+    """The native program of one layout; raises NativeUnsupported for nodes it does not cover."""
+    try:
+        native = _Builder(compiled, layout, device_outputs).build()
+    except NativeUnsupported as exc:
+        reason = str(exc)
+        STATS["unsupported"][reason] = STATS["unsupported"].get(reason, 0) + 1
+        raise
+    STATS["built"] += 1
+    return native
+
+
+
+class NativeMismatchError(AssertionError):
+    """The native executor's outputs differ from the Python executor's on the same call."""
+
+
+def assert_same_outputs(native: list[Any], python: list[Any], what: str) -> None:
+    """Raise NativeMismatchError unless both executors gave bit-identical outputs (NaNs included)."""
+    import numpy as np
+
+    STATS["checked"] += 1
+    if len(native) != len(python):
+        raise NativeMismatchError(f"{what}: {len(native)} native outputs, {len(python)} Python ones")
+    for i, (a, b) in enumerate(zip(native, python, strict=True)):
+        if a is b:
+            continue
+        arrays = []
+        for t in (a, b):
+            if not isinstance(t, np.ndarray):
+                import torch
+
+                t = t.detach().cpu()
+                if t.dtype == torch.bfloat16:   # numpy has no bfloat16: compare the bits
+                    t = t.view(torch.int16)
+                t = t.numpy()
+            arrays.append(t)
+        x, y = arrays
+        if x.shape != y.shape or x.dtype != y.dtype or x.tobytes() != y.tobytes():
+            raise NativeMismatchError(f"{what}: output {i} differs between the native and Python executors "
+                                      f"({x.dtype}{list(x.shape)} vs {y.dtype}{list(y.shape)})")
