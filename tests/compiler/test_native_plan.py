@@ -1,0 +1,82 @@
+"""The native plan executor (compiler/native_plan.py): the default for compiled plans, bit-identical to
+the Python executor (the reference) on host and device inputs, call after call; TORCH_WEBGPU_EXECUTOR
+selects the Python one; a profiled call takes the Python path so every dispatch is timed."""
+
+import pytest
+import torch
+
+from tests.compiler.models import MLP
+from torch_webgpu.compiler import native_plan, webgpu_compiler
+from torch_webgpu.compiler.native_plan import NativeMismatchError, assert_same_outputs
+
+
+@pytest.fixture
+def compiled_plans(monkeypatch):
+    """Every CompiledPlan torch.compile makes during the test."""
+    made = []
+
+    def recording(plan, *args, **kwargs):
+        made.append(webgpu_compiler.lowering.__wrapped__(plan, *args, **kwargs))
+        return made[-1]
+
+    recording.__wrapped__ = webgpu_compiler.lowering
+    monkeypatch.setattr(webgpu_compiler, "lowering", recording)
+    return made
+
+
+def _mlp_and_plan(compiled_plans):
+    torch.manual_seed(0)
+    model = MLP().eval()
+    fn = torch.compile(model, backend="webgpu")
+    with torch.no_grad():
+        fn(torch.randn(4, 16))
+    (plan,) = compiled_plans
+    return model, fn, plan
+
+
+def test_native_is_default_and_bit_identical_to_python(compiled_plans):
+    model, fn, plan = _mlp_and_plan(compiled_plans)
+    assert plan.executor == "native"
+    device_model = MLP().eval()
+    device_model.load_state_dict(model.state_dict())
+    device_fn = torch.compile(device_model.to("webgpu"), backend="webgpu")
+    with torch.no_grad():
+        for seed in range(3):   # a new input buffer each call: its bind groups are remade, the rest kept
+            x = torch.randn(4, 16, generator=torch.Generator().manual_seed(seed))
+            for f, arg in ((fn, x), (device_fn, x.to("webgpu"))):
+                compiled = compiled_plans[0] if f is fn else compiled_plans[-1]
+                compiled.executor = "native"
+                native = f(arg)
+                compiled.executor = "python"
+                python = f(arg)
+                assert_same_outputs([native], [python], "MLP")
+                torch.testing.assert_close(native.cpu(), model(x), rtol=1e-4, atol=1e-4)
+    for compiled in compiled_plans:
+        (layout,) = compiled._layouts.values()
+        programs = [p for p in layout.native.values() if p is not None]
+        assert programs and all(p.program.info()["runs"] >= 3 for p in programs)
+
+
+def test_python_executor_selected_by_environment(monkeypatch, compiled_plans):
+    monkeypatch.setenv("TORCH_WEBGPU_EXECUTOR", "python")
+    _, _, plan = _mlp_and_plan(compiled_plans)
+    assert plan.executor == "python"
+    assert all(not layout.native for layout in plan._layouts.values())
+
+
+def test_profiled_call_times_every_dispatch_on_the_python_path(rt, compiled_plans):
+    _, fn, plan = _mlp_and_plan(compiled_plans)
+    (layout,) = plan._layouts.values()
+    runs = layout.native[False].program.info()["runs"]
+    with torch.no_grad(), rt.profile() as timings:
+        fn(torch.randn(4, 16))
+    assert len(timings) == plan.plan.dispatch_count
+    assert layout.native[False].program.info()["runs"] == runs
+
+
+def test_mismatch_is_reported():
+    a = torch.zeros(3)
+    with pytest.raises(NativeMismatchError, match="output 0 differs"):
+        assert_same_outputs([a], [a + 1], "plan")
+    assert_same_outputs([torch.tensor([float("nan")])], [torch.tensor([float("nan")])], "plan")
+    assert native_plan.STATS["checked"] >= 1
