@@ -49,6 +49,25 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 """
 
 
+# int64 webgpu inputs are narrowed on the device (no host round trip); a value outside int32 range sets
+# `flag`, which the runtime reads after its next wait (compiled call's readback, synchronize, .cpu()).
+_NARROW_INT64_WGSL = """
+@group(0) @binding(0) var<storage, read> src: array<u32>;
+@group(0) @binding(1) var<storage, read_write> dst: array<u32>;
+@group(0) @binding(2) var<storage, read_write> flag: array<u32>;
+@group(0) @binding(3) var<uniform> p: vec4<u32>;  // count, src word offset, row length, unused
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = g.x + g.y * p.z;
+  if (i >= p.x) { return; }
+  let lo = src[p.y + 2u * i];
+  let hi = src[p.y + 2u * i + 1u];
+  dst[i] = lo;
+  if (hi != select(0u, 0xFFFFFFFFu, (lo & 0x80000000u) != 0u)) { flag[0] = 1u; }
+}
+"""
+
+
 def device_dtype(dtype: Any) -> str:
     """How a torch dtype crosses the plan boundary: 64-bit types are demoted (IREE does the same) and
     bool travels as int32 (see fx_import._bool_boundaries_as_int32)."""
@@ -206,6 +225,7 @@ class CompiledPlan:
         self._kernels = {name: self._kernel(name) for name in plan.executables}
         self._owned: list[int] = []
         self._scratch: dict[tuple[int, int], int] = {}
+        self._overflow_flag: int | None = None   # set by the int64 narrowing kernel (see _narrow_int64)
         self._static: dict[str, tuple[int, int]] = {}
         for name, size in plan.buffers.items():
             if host_expr.is_static(size):
@@ -356,6 +376,12 @@ class CompiledPlan:
                     materialised[id(t)] = t.contiguous()   # on the device; bound zero-copy below
                     keep_alive.append(materialised[id(t)])
                 t = materialised[id(t)]
+            if _is_webgpu(t) and str(t.dtype) == "torch.int64" and spec.device_dtype == "int32":
+                ptr = t.data_ptr()
+                if ptr & 7 == 0 and t.numel():
+                    self._narrow_int64(ptr >> 32, ptr & 0xFFFFFFFF, layout.host_inputs[name][0], t.numel())
+                    buffers[name] = layout.host_inputs[name]
+                    continue
             if _is_webgpu(t) and device_dtype(t.dtype) == str(t.dtype).removeprefix("torch."):
                 ptr = t.data_ptr()
                 buf_id, offset = ptr >> 32, ptr & 0xFFFFFFFF
@@ -413,6 +439,28 @@ class CompiledPlan:
             off = layout.readback_offsets[a["index"]]
             self.rt.copy(src, layout.readback, size, base + a["offset"], off)
             state.results[a["index"]] = ("host", off)
+
+    def _narrow_int64(self, src: int, src_offset: int, dst: int, count: int) -> None:
+        """`count` int64 of a device buffer at `src_offset` as int32 in `dst` (range checked at next sync)."""
+        rows = -(-count // _WIDEN_WORKGROUP)
+        grid_x = min(rows, int(self.rt.info.limits.get("max-compute-workgroups-per-dimension", 65535)))
+        params = struct.pack("<4I", count, src_offset // 4, grid_x * _WIDEN_WORKGROUP, 0)
+        kernel = self.rt.kernel(_NARROW_INT64_WGSL, label="torch-webgpu-narrow-int64")
+        if self._overflow_flag is None:
+            self._overflow_flag = self._allocate(4)
+            self.rt.fill(self._overflow_flag, 0)
+        self.rt.dispatch(kernel, [src, dst, self._overflow_flag, self.rt.constant(params)],
+                         (grid_x, -(-rows // grid_x), 1))
+        self.rt.after_wait(self._check_overflow)
+
+    def _check_overflow(self) -> None:
+        """Raise OverflowError if a narrowed int64 input held a value outside int32 range."""
+        flag = self._overflow_flag
+        if flag is not None and self.rt.download_array(flag, np.uint32, 1)[0]:
+            self.rt.fill(flag, 0)
+            raise OverflowError("a compiled graph's int64 webgpu input had values outside int32 range, "
+                                "which WebGPU shaders cannot hold (they have no 64-bit integers); the "
+                                "outputs of that call are wrong")
 
     def _widen_int32(self, src: int, src_offset: int, dst: int, dst_offset: int, count: int) -> None:
         """Sign-extend `count` int32 (IREE's demoted int64) into an int64 device tensor, on the GPU."""

@@ -82,6 +82,9 @@ class Runtime:
         self.max_workgroups = self.info.limits.get("max-compute-workgroups-per-dimension", 65535)
         # Both bindings keep the device-lost promise here; its state turns non-pending on loss.
         self._lost = getattr(self.device, "_lost_promise", None)
+        # Checks of device-side error flags, run once the queue has been waited on (synchronize, a
+        # download): like CUDA's device-side asserts, an error found on the GPU surfaces at the next sync.
+        self._after_wait: list[Any] = []
 
     # ---- introspection -------------------------------------------------------------------------
     def describe(self) -> str:
@@ -180,7 +183,18 @@ class Runtime:
         data = bytes(staging.read_mapped(0, size))
         staging.unmap()
         self._staging.setdefault(bucket_size(size), []).append(staging)
+        self._run_after_wait()
         return data[offset - start:offset - start + nbytes]
+
+    def after_wait(self, check: Any) -> None:
+        """Run `check()` after the next wait for the queue (it may download; it raises to report)."""
+        with self.lock:
+            if check not in self._after_wait:
+                self._after_wait.append(check)
+
+    def _run_after_wait(self) -> None:
+        while self._after_wait:
+            self._after_wait.pop(0)()
 
     def _take_staging(self, size: int) -> Any:
         bucket = bucket_size(size)
@@ -365,6 +379,7 @@ class Runtime:
         if wait:
             self._wait_idle()
             self.check_alive()
+            self._run_after_wait()
 
     def _wait_idle(self) -> None:
         if self._work_done_works:
