@@ -16,6 +16,8 @@ struct WGPUCommandEncoderImpl;
 struct WGPUComputePassEncoderImpl;
 struct WGPUComputePipelineImpl;
 struct WGPUDeviceImpl;
+struct WGPUCommandBufferImpl;
+struct WGPUQueueImpl;
 typedef WGPUBindGroupImpl* WGPUBindGroup;
 typedef WGPUBindGroupLayoutImpl* WGPUBindGroupLayout;
 typedef WGPUBufferImpl* WGPUBuffer;
@@ -23,6 +25,8 @@ typedef WGPUCommandEncoderImpl* WGPUCommandEncoder;
 typedef WGPUComputePassEncoderImpl* WGPUComputePassEncoder;
 typedef WGPUComputePipelineImpl* WGPUComputePipeline;
 typedef WGPUDeviceImpl* WGPUDevice;
+typedef WGPUCommandBufferImpl* WGPUCommandBuffer;
+typedef WGPUQueueImpl* WGPUQueue;
 
 struct WGPUStringView {
   const char* data;
@@ -81,6 +85,9 @@ struct DawnProcs {
   void (*bindGroupLayoutRelease)(WGPUBindGroupLayout);
   void (*deviceAddRef)(WGPUDevice);
   void (*deviceRelease)(WGPUDevice);
+  WGPUCommandBuffer (*commandEncoderFinish)(WGPUCommandEncoder, const void*);
+  void (*queueSubmit)(WGPUQueue, size_t, const WGPUCommandBuffer*);
+  void (*commandBufferRelease)(WGPUCommandBuffer);
 };
 
 constexpr int kProcCount = sizeof(DawnProcs) / sizeof(void*);

@@ -326,7 +326,7 @@ void record(Program* p, WGPUCommandEncoder encoder, const uintptr_t* slots) {
 }
 
 PyObject* program_run(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 3) return PyErr_Format(PyExc_TypeError, "run(program, encoder, slots) takes 3 arguments");
+  if (nargs != 4) return PyErr_Format(PyExc_TypeError, "run(program, encoder, slots, queue) takes 4 arguments");
   auto* p = static_cast<Program*>(PyCapsule_GetPointer(args[0], kCapsule));
   if (p == nullptr) return nullptr;
   uint64_t encoder;
@@ -345,7 +345,16 @@ PyObject* program_run(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     if (i % 2 == 0 && v == 0) return PyErr_Format(PyExc_ValueError, "native plan: slot %d has no buffer", i / 2);
     values[i] = static_cast<uintptr_t>(v);
   }
-  record(p, reinterpret_cast<WGPUCommandEncoder>(static_cast<uintptr_t>(encoder)), values.data());
+  uint64_t queue;
+  if (!as_u64(args[3], &queue)) return nullptr;
+  auto* enc = reinterpret_cast<WGPUCommandEncoder>(static_cast<uintptr_t>(encoder));
+  record(p, enc, values.data());
+  if (queue != 0) {
+    // Finish and submit the encoder here too (it holds everything recorded before, in order).
+    WGPUCommandBuffer commands = g_procs.commandEncoderFinish(enc, nullptr);
+    g_procs.queueSubmit(reinterpret_cast<WGPUQueue>(static_cast<uintptr_t>(queue)), 1, &commands);
+    g_procs.commandBufferRelease(commands);
+  }
   Py_RETURN_NONE;
 }
 
@@ -365,7 +374,8 @@ PyMethodDef kMethods[] = {
     {"program_new", program_new, METH_VARARGS,
      "program_new(device, commands) -> Program: fixed bind groups are created here, once."},
     {"program_run", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(program_run)), METH_FASTCALL,
-     "program_run(program, encoder, slots): record the program into the encoder; slots = (buffer, offset)*."},
+     "program_run(program, encoder, slots, queue): record the program into the encoder (slots = (buffer, "
+     "offset)*); a non-zero queue then finishes the encoder and submits it there."},
     {"program_info", program_info, METH_O, "Counts of a program: commands, dispatches, slots, runs, bind groups."},
     {nullptr, nullptr, 0, nullptr}};
 

@@ -10,6 +10,7 @@ process without torch.
 
 from __future__ import annotations
 
+import math
 import struct
 import sys
 import weakref
@@ -30,6 +31,7 @@ from .native_plan import NativeLayout, NativeUnsupported, assert_same_outputs, b
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 _NP = {"float32": np.float32, "float16": np.float16, "int32": np.int32, "int16": np.int16, "int8": np.int8,
        "uint8": np.uint8, "bool": np.bool_}
+_ITEMSIZE = {name: np.dtype(t).itemsize for name, t in _NP.items()}
 ALIGN = 256
 SCALAR = "index"   # device_dtype of a host scalar input (a symbolic int, dynamic=True): no buffer
 _WIDEN_WORKGROUP = 64
@@ -76,7 +78,8 @@ def device_dtype(dtype: Any) -> str:
 
 
 def _shape_nbytes(shape: Sequence[int], device_dtype_name: str) -> int:
-    return int(np.prod(shape, dtype=np.int64)) * np.dtype(_NP[device_dtype_name]).itemsize
+    # math.prod on Python ints: np.prod costs microseconds per call, and this runs per input per call.
+    return math.prod(int(d) for d in shape) * _ITEMSIZE[device_dtype_name]
 
 
 def _nbytes(spec: TensorSpec) -> int:
@@ -445,11 +448,11 @@ class CompiledPlan:
         rows = -(-count // _WIDEN_WORKGROUP)
         grid_x = min(rows, int(self.rt.info.limits.get("max-compute-workgroups-per-dimension", 65535)))
         params = struct.pack("<4I", count, src_offset // 4, grid_x * _WIDEN_WORKGROUP, 0)
-        kernel = self.rt.kernel(_NARROW_INT64_WGSL, label="torch-webgpu-narrow-int64")
         if self._overflow_flag is None:
+            self._narrow_kernel = self.rt.kernel(_NARROW_INT64_WGSL, label="torch-webgpu-narrow-int64")
             self._overflow_flag = self._allocate(4)
             self.rt.fill(self._overflow_flag, 0)
-        self.rt.dispatch(kernel, [src, dst, self._overflow_flag, self.rt.constant(params)],
+        self.rt.dispatch(self._narrow_kernel, [src, dst, self._overflow_flag, self.rt.constant(params)],
                          (grid_x, -(-rows // grid_x), 1))
         self.rt.after_wait(self._check_overflow)
 
@@ -532,7 +535,8 @@ class CompiledPlan:
                 slots += (native_handle(pool.get(ptr >> 32 or layout.readback).gpu), 0)
                 results[i] = ("device", out)
         state.results = results
-        native.program.record(tuple(slots))
+        # Outputs that stay on the device: C++ also submits (nothing to read back, no wait).
+        native.program.record(tuple(slots), submit=not native.reads_back)
 
     def _finish(self, state: Any, args: Sequence[Any], numpy_mode: bool = False) -> list[Any]:
         layout = state.layout
@@ -549,7 +553,7 @@ class CompiledPlan:
             if kind == "input":
                 outputs.append(args[where])
             elif kind == "host":
-                n = int(np.prod(spec.shape, dtype=np.int64))
+                n = math.prod(int(d) for d in spec.shape)
                 array = np.frombuffer(raw, dtype=_NP[spec.device_dtype], count=n, offset=where)
                 array = array.copy().reshape(spec.shape)
                 if numpy_mode:

@@ -43,6 +43,11 @@ class NativeLayout:
                                                               #         | ("device", slot)
     checked: bool = False                  # compared with the Python executor (TORCH_WEBGPU_EXECUTOR=check)
 
+    @property
+    def reads_back(self) -> bool:
+        """True when some output goes to the host (the call ends with a download)."""
+        return any(r[0] == "host" for r in self.results.values())
+
 
 def _words(n: int) -> int:
     return -(-n // 4) * 4

@@ -28,6 +28,7 @@ PROCS = (
     "wgpuComputePassEncoderDispatchWorkgroups", "wgpuComputePassEncoderEnd", "wgpuComputePassEncoderRelease",
     "wgpuBufferAddRef", "wgpuBufferRelease", "wgpuComputePipelineAddRef", "wgpuComputePipelineRelease",
     "wgpuBindGroupLayoutAddRef", "wgpuBindGroupLayoutRelease", "wgpuDeviceAddRef", "wgpuDeviceRelease",
+    "wgpuCommandEncoderFinish", "wgpuQueueSubmit", "wgpuCommandBufferRelease",
 )
 _STRUCTS = ("WGPUBindGroupEntry", "WGPUBindGroupDescriptor", "WGPUComputePassDescriptor")
 _DISPATCH, _COPY, _CLEAR = 0, 1, 2
@@ -180,20 +181,29 @@ class NativeProgram:
         self.dispatches = dispatches
         self.commands = commands
         self._keep = keep
+        self._queue: int | None = None
 
-    def record(self, slots: tuple[int, ...]) -> None:
-        """Record the program; `slots` = (buffer handle, base offset) per slot, flattened. Caller holds
-        the runtime lock."""
+    def record(self, slots: tuple[int, ...], submit: bool = False) -> None:
+        """Record the program; `slots` = (buffer handle, base offset) per slot, flattened. With `submit`,
+        the encoder (with whatever was recorded before) is also finished and submitted from C++.
+        Caller holds the runtime lock."""
         rt = self.rt
         recorder = rt.recorder
         encoder = recorder.encoder()   # ends the recorder's open pass: program order is kept
-        self._run(self._capsule, handle(encoder), slots)
-        recorder.pending_commands += self.commands
+        rt.check_alive()
+        if self._queue is None:
+            self._queue = handle(rt.device.queue)
+        self._run(self._capsule, handle(encoder), slots, self._queue if submit else 0)
         recorder.commands += self.commands
         rt.dispatches += self.dispatches
+        if submit:
+            recorder.submitted_elsewhere()
+        else:
+            recorder.pending_commands += self.commands
         if _error_handler.pending:
             _raise_dawn_errors("recording a native program")
-        rt._maybe_submit()
+        if not submit:
+            rt._maybe_submit()
 
     def info(self) -> dict:
         """Counts kept by the native side: commands, dispatches, slots, runs, bind groups created."""
