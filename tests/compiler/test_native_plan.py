@@ -2,6 +2,8 @@
 the Python executor (the reference) on host and device inputs, call after call; TORCH_WEBGPU_EXECUTOR
 selects the Python one; a profiled call takes the Python path so every dispatch is timed."""
 
+import copy
+
 import pytest
 import torch
 
@@ -80,3 +82,32 @@ def test_mismatch_is_reported():
         assert_same_outputs([a], [a + 1], "plan")
     assert_same_outputs([torch.tensor([float("nan")])], [torch.tensor([float("nan")])], "plan")
     assert native_plan.STATS["checked"] >= 1
+
+
+class _EmbedMLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb, self.lin = torch.nn.Embedding(32, 16), torch.nn.Linear(16, 8)
+
+    def forward(self, tokens, position):
+        return self.lin(torch.relu(self.emb(tokens) + position.float()))
+
+
+def test_calls_with_device_outputs_never_wait_for_the_queue(rt, monkeypatch):
+    torch.manual_seed(0)
+    model = _EmbedMLP().eval()
+    reference = copy.deepcopy(model)
+    fn = torch.compile(model.to("webgpu"), backend="webgpu")
+    tokens, position = torch.tensor([[3, 7, 1]]), torch.tensor([2])
+    with torch.no_grad():
+        fn(tokens.to("webgpu"), position.to("webgpu"))   # compiles, then the first call
+        rt.synchronize()
+        waits = []
+        monkeypatch.setattr(rt, "_wait_idle", lambda: waits.append("wait"))
+        monkeypatch.setattr(rt, "_download_locked", lambda *a: waits.append("download"))
+        outs = [fn(torch.tensor([[t, 5, 9]]).to("webgpu"), torch.tensor([t]).to("webgpu")) for t in range(3)]
+        assert waits == []   # int64 inputs narrowed on the device, outputs stay there: nothing waited
+        monkeypatch.undo()
+        for t, out in enumerate(outs):
+            torch.testing.assert_close(out.cpu(), reference(torch.tensor([[t, 5, 9]]), torch.tensor([t])),
+                                       rtol=1e-4, atol=1e-4)
