@@ -69,11 +69,11 @@ def test_python_executor_selected_by_environment(monkeypatch, compiled_plans):
 def test_profiled_call_times_every_dispatch_on_the_python_path(rt, compiled_plans):
     _, fn, plan = _mlp_and_plan(compiled_plans)
     (layout,) = plan._layouts.values()
-    runs = layout.native[False].program.info()["runs"]
+    runs = layout.native[(False, ())].program.info()["runs"]
     with torch.no_grad(), rt.profile() as timings:
         fn(torch.randn(4, 16))
     assert len(timings) == plan.plan.dispatch_count
-    assert layout.native[False].program.info()["runs"] == runs
+    assert layout.native[(False, ())].program.info()["runs"] == runs
 
 
 def test_mismatch_is_reported():
@@ -93,7 +93,7 @@ class _EmbedMLP(torch.nn.Module):
         return self.lin(torch.relu(self.emb(tokens) + position.float()))
 
 
-def test_calls_with_device_outputs_never_wait_for_the_queue(rt, monkeypatch):
+def test_calls_with_device_outputs_never_wait_for_the_queue(rt, monkeypatch, compiled_plans):
     torch.manual_seed(0)
     model = _EmbedMLP().eval()
     reference = copy.deepcopy(model)
@@ -108,6 +108,10 @@ def test_calls_with_device_outputs_never_wait_for_the_queue(rt, monkeypatch):
         outs = [fn(torch.tensor([[t, 5, 9]]).to("webgpu"), torch.tensor([t]).to("webgpu")) for t in range(3)]
         assert waits == []   # int64 inputs narrowed on the device, outputs stay there: nothing waited
         monkeypatch.undo()
+        (plan,) = compiled_plans
+        (layout,) = plan._layouts.values()
+        (key,) = [k for k, program in layout.native.items() if program is not None]
+        assert key[0] and len(key[1]) == 2   # device outputs; both int64 inputs narrowed by the program
         for t, out in enumerate(outs):
             torch.testing.assert_close(out.cpu(), reference(torch.tensor([[t, 5, 9]]), torch.tensor([t])),
                                        rtol=1e-4, atol=1e-4)

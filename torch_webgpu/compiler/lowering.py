@@ -204,7 +204,8 @@ class _Layout:
                 self.readback_offsets[node.args["index"]] = total
                 total += -(-node.args["size"] // ALIGN) * ALIGN
         self.readback = self._allocate(compiled, max(total, 4))
-        self.native: dict[bool, NativeLayout | None] = {}   # device outputs? -> program (None: Python)
+        # (device outputs?, inputs narrowed on the device) -> native program (None: the Python executor)
+        self.native: dict[tuple, NativeLayout | None] = {}
 
     def _allocate(self, compiled: CompiledPlan, size: int) -> int:
         buf = compiled.rt.allocate(max(int(size), 4))
@@ -357,9 +358,13 @@ class CompiledPlan:
             shapes.append(shape)
         return shapes
 
-    def _bind_inputs(self, args: Sequence[Any], layout: _Layout,
-                     keep_alive: list[Any]) -> dict[str, tuple[int, int]]:
+    def _bind_inputs(self, args: Sequence[Any], layout: _Layout, keep_alive: list[Any],
+                     narrowed: list[tuple] | None = None) -> dict[str, tuple[int, int]]:
         """Each input's (buffer id, byte offset): bound zero-copy, copied on the device, or uploaded.
+
+        An int64 webgpu input is narrowed to int32 on the device; given `narrowed`, the narrowing of
+        those at a bindable offset is left to the caller (the native program records it): (input,
+        buffer id, offset, count) are appended there.
 
         Device temporaries made here (`.contiguous()` of a view) are appended to `keep_alive`: the
         caller holds them until every node of the call is recorded, since only their buffer id is bound
@@ -382,7 +387,11 @@ class CompiledPlan:
             if _is_webgpu(t) and str(t.dtype) == "torch.int64" and spec.device_dtype == "int32":
                 ptr = t.data_ptr()
                 if ptr & 7 == 0 and t.numel():
-                    self._narrow_int64(ptr >> 32, ptr & 0xFFFFFFFF, layout.host_inputs[name][0], t.numel())
+                    if narrowed is not None and (ptr & 0xFFFFFFFF) % align == 0:
+                        narrowed.append((k, ptr >> 32, ptr & 0xFFFFFFFF, t.numel()))
+                    else:
+                        self._narrow_int64(ptr >> 32, ptr & 0xFFFFFFFF, layout.host_inputs[name][0],
+                                           t.numel())
                     buffers[name] = layout.host_inputs[name]
                     continue
             if _is_webgpu(t) and device_dtype(t.dtype) == str(t.dtype).removeprefix("torch."):
@@ -443,8 +452,9 @@ class CompiledPlan:
             self.rt.copy(src, layout.readback, size, base + a["offset"], off)
             state.results[a["index"]] = ("host", off)
 
-    def _narrow_int64(self, src: int, src_offset: int, dst: int, count: int) -> None:
-        """`count` int64 of a device buffer at `src_offset` as int32 in `dst` (range checked at next sync)."""
+    def narrow_launch(self, src_offset: int, count: int) -> tuple[Any, Any, int, tuple[int, int, int]]:
+        """Kernel, uniform, overflow-flag buffer and grid of the int64 -> int32 narrowing of `count`
+        values at byte `src_offset` of their binding."""
         rows = -(-count // _WIDEN_WORKGROUP)
         grid_x = min(rows, int(self.rt.info.limits.get("max-compute-workgroups-per-dimension", 65535)))
         params = struct.pack("<4I", count, src_offset // 4, grid_x * _WIDEN_WORKGROUP, 0)
@@ -452,8 +462,13 @@ class CompiledPlan:
             self._narrow_kernel = self.rt.kernel(_NARROW_INT64_WGSL, label="torch-webgpu-narrow-int64")
             self._overflow_flag = self._allocate(4)
             self.rt.fill(self._overflow_flag, 0)
-        self.rt.dispatch(self._narrow_kernel, [src, dst, self._overflow_flag, self.rt.constant(params)],
-                         (grid_x, -(-rows // grid_x), 1))
+        grid = (grid_x, -(-rows // grid_x), 1)
+        return self._narrow_kernel, self.rt.constant(params), self._overflow_flag, grid
+
+    def _narrow_int64(self, src: int, src_offset: int, dst: int, count: int) -> None:
+        """`count` int64 of a device buffer at `src_offset` as int32 in `dst` (range checked at next sync)."""
+        kernel, params, flag, grid = self.narrow_launch(src_offset, count)
+        self.rt.dispatch(kernel, [src, dst, flag, params], grid)
         self.rt.after_wait(self._check_overflow)
 
     def _check_overflow(self) -> None:
@@ -475,15 +490,19 @@ class CompiledPlan:
         keep_alive: list[Any] = []   # device temporaries bound by id: alive until the call is recorded
         with self.rt.lock:
             layout = self._layout(self._check_shapes(args))
-            buffers = self._bind_inputs(args, layout, keep_alive)
+            narrowed: list[tuple] | None = [] if self._native_allowed() else None
+            buffers = self._bind_inputs(args, layout, keep_alive, narrowed)
             state = _State(self, buffers, layout.dispatches)
             state.layout = layout
             state.results = {}
             state.to_device = next((t.device for t in args if _is_webgpu(t)), None)
-            native = self._native(layout, state.to_device is not None)
+            narrowed = narrowed or []
+            native = self._native(layout, state.to_device is not None, tuple(n[0] for n in narrowed))
             if native is not None:
-                self._record_native(native, state, buffers)
+                self._record_native(native, state, buffers, narrowed)
             else:
+                for k, buf, offset, count in narrowed:
+                    self._narrow_int64(buf, offset, layout.host_inputs[f"in{k}"][0], count)
                 for node in layout.main:
                     SHADER_TO_FUNC[node.op](state, node)
             outputs = self._finish(state, args, _numpy_mode(args))
@@ -501,21 +520,27 @@ class CompiledPlan:
         self.calls += 1
         return [_map_output(i, outputs, args) for i in self.plan.output_map]
 
-    def _native(self, layout: _Layout, device_outputs: bool) -> NativeLayout | None:
-        """The layout's native program for this output mode, or None where the Python executor runs
-        (TORCH_WEBGPU_EXECUTOR=python, no native extension, a profiled call, or nodes it does not cover)."""
-        if self.executor != "native" or self.rt.profiling:
-            return None
-        if device_outputs not in layout.native:
-            try:
-                layout.native[device_outputs] = build_native_layout(self, layout, device_outputs)
-            except NativeUnsupported as exc:
-                layout.native[device_outputs] = None
-                self.native_unsupported = str(exc)
-        return layout.native[device_outputs]
+    def _native_allowed(self) -> bool:
+        return self.executor == "native" and not self.rt.profiling
 
-    def _record_native(self, native: NativeLayout, state: _State,
-                       buffers: dict[str, tuple[int, int]]) -> None:
+    def _native(self, layout: _Layout, device_outputs: bool,
+                narrowed: tuple[int, ...]) -> NativeLayout | None:
+        """The layout's native program for this output mode and these device-narrowed int64 inputs, or
+        None where the Python executor runs (TORCH_WEBGPU_EXECUTOR=python, no native extension, a
+        profiled call, or nodes it does not cover)."""
+        if not self._native_allowed():
+            return None
+        key = (device_outputs, narrowed)
+        if key not in layout.native:
+            try:
+                layout.native[key] = build_native_layout(self, layout, device_outputs, narrowed)
+            except NativeUnsupported as exc:
+                layout.native[key] = None
+                self.native_unsupported = str(exc)
+        return layout.native[key]
+
+    def _record_native(self, native: NativeLayout, state: _State, buffers: dict[str, tuple[int, int]],
+                       narrowed: list[tuple]) -> None:
         """One call through the native program: per-call buffers into its slots, then record it."""
         pool = self.rt.pool
         slots: list[int] = []
@@ -534,9 +559,13 @@ class CompiledPlan:
                 # A fresh storage starts at offset 0; an empty one has no buffer (and no command uses it).
                 slots += (native_handle(pool.get(ptr >> 32 or layout.readback).gpu), 0)
                 results[i] = ("device", out)
+        for _, buf_id, offset, _ in narrowed:   # the int64 sources narrowed by the program's first dispatches
+            slots += (native_handle(pool.get(buf_id).gpu), offset)
         state.results = results
         # Outputs that stay on the device: C++ also submits (nothing to read back, no wait).
         native.program.record(tuple(slots), submit=not native.reads_back)
+        if narrowed:
+            self.rt.after_wait(self._check_overflow)
 
     def _finish(self, state: Any, args: Sequence[Any], numpy_mode: bool = False) -> list[Any]:
         layout = state.layout

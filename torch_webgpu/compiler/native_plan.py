@@ -54,11 +54,13 @@ def _words(n: int) -> int:
 
 
 class _Builder:
-    def __init__(self, compiled: CompiledPlan, layout: _Layout, device_outputs: bool):
+    def __init__(self, compiled: CompiledPlan, layout: _Layout, device_outputs: bool,
+                 narrowed: tuple[int, ...]):
         self.compiled = compiled
         self.rt = compiled.rt
         self.layout = layout
         self.device_outputs = device_outputs
+        self.narrowed = narrowed
         self.fixed = {**compiled._static, **layout.buffers}
         self.program = ProgramBuilder(self.rt)
         self.input_slots: list[int] = []
@@ -161,7 +163,19 @@ class _Builder:
             self.program.copy(src, BufferSlice(self.layout.readback, off), size)
             self.results[i] = ("host", off)
 
+    def narrow(self) -> None:
+        """First, each int64 input (a slot after the outputs) narrowed into its int32 input buffer."""
+        for j, k in enumerate(self.narrowed):
+            count = 1
+            for d in self.layout.shapes[k]:
+                count *= int(d)
+            kernel, params, flag, grid = self.compiled.narrow_launch(0, count)
+            dst = BufferSlice(self.layout.host_inputs[f"in{k}"][0], 0, 4 * count)
+            src = Slot(_NARROW_SLOT_MARK + j, 0, 8 * count)
+            self.program.dispatch(kernel, [src, dst, flag, params], grid)
+
     def build(self) -> NativeLayout:
+        self.narrow()
         for node in self.layout.main:
             op = node.op
             if op is LowIROp.DISPATCH:
@@ -176,17 +190,22 @@ class _Builder:
                 raise NativeUnsupported("a constant upload among the per-call nodes")
         # Output slots follow the input slots: renumber the placeholders now that both are known.
         base = len(self.input_slots)
-        self.program.commands = [_renumber(c, base) for c in self.program.commands]
+        self.program.commands = [_renumber(c, base, base + len(self.output_slots))
+                                 for c in self.program.commands]
         return NativeLayout(self.program.build(), self.input_slots, self.output_slots, self.results)
 
 
-# Output slots are numbered from here while building, then renumbered to follow the input slots.
+# Output and narrowed-input slots are numbered from these while building, then renumbered to follow
+# the input slots (inputs, outputs, narrowed int64 sources).
 _OUTPUT_SLOT_MARK = 1 << 20
+_NARROW_SLOT_MARK = 2 << 20
 
 
-def _renumber(command: tuple, base: int) -> tuple:
+def _renumber(command: tuple, outputs: int, narrowed: int) -> tuple:
     def fix(slot: int) -> int:
-        return slot - _OUTPUT_SLOT_MARK + base if slot >= _OUTPUT_SLOT_MARK else slot
+        if slot >= _NARROW_SLOT_MARK:
+            return slot - _NARROW_SLOT_MARK + narrowed
+        return slot - _OUTPUT_SLOT_MARK + outputs if slot >= _OUTPUT_SLOT_MARK else slot
 
     kind = command[0]
     if kind == 0:
@@ -197,10 +216,12 @@ def _renumber(command: tuple, base: int) -> tuple:
     return (2, command[1], fix(command[2]), *command[3:])
 
 
-def build_native_layout(compiled: CompiledPlan, layout: _Layout, device_outputs: bool) -> NativeLayout:
-    """The native program of one layout; raises NativeUnsupported for nodes it does not cover."""
+def build_native_layout(compiled: CompiledPlan, layout: _Layout, device_outputs: bool,
+                        narrowed: tuple[int, ...] = ()) -> NativeLayout:
+    """The native program of one layout (device or host outputs; int64 inputs `narrowed` on the device
+    by its first dispatches); raises NativeUnsupported for nodes it does not cover."""
     try:
-        native = _Builder(compiled, layout, device_outputs).build()
+        native = _Builder(compiled, layout, device_outputs, narrowed).build()
     except NativeUnsupported as exc:
         reason = str(exc)
         STATS["unsupported"][reason] = STATS["unsupported"].get(reason, 0) + 1
