@@ -498,6 +498,8 @@ class CompiledPlan:
             state.to_device = next((t.device for t in args if _is_webgpu(t)), None)
             narrowed = narrowed or []
             native = self._native(layout, state.to_device is not None, tuple(n[0] for n in narrowed))
+            if native is not None and native.writes_inputs and not _distinct_inputs(native, buffers):
+                native = None   # inputs that share a buffer, one of them written: aliasing, per call
             if native is not None:
                 self._record_native(native, state, buffers, narrowed)
             else:
@@ -600,6 +602,12 @@ class CompiledPlan:
     def release(self) -> None:
         """Give the plan's buffers back to the runtime pool."""
         _free_all(self.rt, self._owned)
+
+
+def _distinct_inputs(native: NativeLayout, buffers: dict[str, tuple[int, int]]) -> bool:
+    """True when the program's input slots are bound to different buffers this call."""
+    ids = [buffers[f"in{k}"][0] for k in native.input_slots]
+    return len(set(ids)) == len(ids)
 
 
 def widen_int32_launch(compiled: CompiledPlan, src_offset: int, dst_offset: int,

@@ -5,8 +5,10 @@ commands once: plan buffers (globals, transients, lifted constants, read-only co
 graph inputs and device output tensors are per-call slots. A call then records every node from C++.
 
 Plans the native program does not cover keep the Python executor (an internal, per-layout choice that
-`NativeUnsupported` names): a dispatch that writes to a graph input's buffer, or a fill/copy into one
-(aliasing between per-call buffers would have to be decided per call), and constant uploads per call.
+`NativeUnsupported` names): patterned fills of a graph input, unaligned fills or copies (the Python
+executor reports them), and constant uploads per call. A program that writes to a graph input runs only
+when the call's input buffers are distinct; otherwise that call takes the Python executor, which decides
+aliasing per call.
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ class NativeLayout:
     results: dict[int, tuple] = field(default_factory=dict)   # output -> ("input", k) | ("host", off)
                                                               #         | ("device", slot)
     checked: bool = False                  # compared with the Python executor (TORCH_WEBGPU_EXECUTOR=check)
+    # A command writes a graph input: the call's input buffers must be distinct (aliasing between them
+    # is decided per call by the Python executor, which copies a read-only view of a written buffer).
+    writes_inputs: bool = False
 
     @property
     def reads_back(self) -> bool:
@@ -51,6 +56,11 @@ class NativeLayout:
 
 def _words(n: int) -> int:
     return -(-n // 4) * 4
+
+
+def _identity(b: BufferSlice | Slot) -> tuple:
+    """Which buffer an operand is: a fixed buffer id or a per-call input slot."""
+    return ("slot", b.index) if isinstance(b, Slot) else ("buffer", b.buffer_id)
 
 
 class _Builder:
@@ -66,6 +76,7 @@ class _Builder:
         self.input_slots: list[int] = []
         self.output_slots: list[int] = []
         self.results: dict[int, tuple] = {}
+        self.writes_inputs = False   # some command writes a graph input's buffer
 
     def _input_slot(self, k: int) -> int:
         if k not in self.input_slots:
@@ -84,16 +95,11 @@ class _Builder:
     def dispatch(self, node: LowIRNode, prepared: tuple) -> None:
         kernel, slots, uniform, read_only, workgroups = prepared
         bindings: list[Any] = [uniform if s is None else self.operand(*s) for s in slots]
-        writable = set()
+        writable = {_identity(b) for i, b in enumerate(bindings)
+                    if i not in read_only and isinstance(b, (BufferSlice, Slot))}
+        self.writes_inputs |= any(isinstance(b, Slot) for b in writable)
         for i, b in enumerate(bindings):
-            if i in read_only:
-                continue
-            if isinstance(b, Slot):
-                raise NativeUnsupported(f"{node.args['entry_point']} writes to graph input slot {b.index}")
-            if isinstance(b, BufferSlice):
-                writable.add(b.buffer_id)
-        for i, b in enumerate(bindings):
-            if i in read_only and isinstance(b, BufferSlice) and b.buffer_id in writable:
+            if i in read_only and isinstance(b, (BufferSlice, Slot)) and _identity(b) in writable:
                 # As lowering._run_dispatch: the read-only view reads a copy taken just before.
                 scratch = self.compiled.scratch(id(node), i, b.nbytes)
                 self.program.copy(b, BufferSlice(scratch), _words(b.nbytes))
@@ -104,7 +110,11 @@ class _Builder:
         a = node.args
         dst = self.operand(a["buffer"], a["offset"], a["size"])
         if isinstance(dst, Slot):
-            raise NativeUnsupported(f"fill of graph input {a['buffer']}")
+            if a["pattern"] != 0 or (dst.offset | a["size"]) % 4:
+                raise NativeUnsupported(f"fill of graph input {a['buffer']} with a pattern or unaligned")
+            self.writes_inputs = True
+            self.program.clear(dst, a["size"])
+            return
         buf = self.rt.buffer(dst.buffer_id)
         if dst.offset % 4 or a["size"] % 4 or dst.offset + a["size"] > buf.aligned_nbytes:
             raise NativeUnsupported(f"fill {a}: unaligned or out of range (the Python executor reports it)")
@@ -117,11 +127,10 @@ class _Builder:
         a = node.args
         src = self.operand(a["source"], a["source_offset"], a["size"])
         dst = self.operand(a["buffer"], a["offset"], a["size"])
-        if isinstance(dst, Slot):
-            raise NativeUnsupported(f"copy into graph input {a['buffer']}")
+        self.writes_inputs |= isinstance(dst, Slot)
         if (src.offset | dst.offset | a["size"]) % 4:
             raise NativeUnsupported(f"copy {a}: unaligned (the Python executor reports it)")
-        if isinstance(src, BufferSlice) and src.buffer_id == dst.buffer_id:
+        if type(src) is type(dst) and _identity(src) == _identity(dst):
             # WebGPU refuses a copy within one buffer: bounce through a plan-owned scratch buffer.
             scratch = self.compiled.scratch(id(node), 0, a["size"])
             self.program.copy(src, BufferSlice(scratch), a["size"])
@@ -192,7 +201,8 @@ class _Builder:
         base = len(self.input_slots)
         self.program.commands = [_renumber(c, base, base + len(self.output_slots))
                                  for c in self.program.commands]
-        return NativeLayout(self.program.build(), self.input_slots, self.output_slots, self.results)
+        return NativeLayout(self.program.build(), self.input_slots, self.output_slots, self.results,
+                            writes_inputs=self.writes_inputs)
 
 
 # Output and narrowed-input slots are numbered from these while building, then renumbered to follow
