@@ -13,6 +13,7 @@ turns it off (the Python executors stay the reference).
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -60,9 +61,15 @@ def _load(rt: Runtime) -> Any:
         from torch_webgpu import _native_plan
     except ImportError as exc:
         _unavailable = f"extension not built ({exc}); run tools/build_extension_inplace.sh or pip install"
+        logging.getLogger(__name__).warning("native plan executor unavailable: %s", _unavailable)
         return None
-    addresses = tuple(int(ffi.cast("uintptr_t", ffi.addressof(lib, name))) for name in PROCS)
-    _native_plan.set_procs(addresses, tuple(ffi.sizeof(s) for s in _STRUCTS))
+    try:
+        addresses = tuple(int(ffi.cast("uintptr_t", ffi.addressof(lib, name))) for name in PROCS)
+        _native_plan.set_procs(addresses, tuple(ffi.sizeof(s) for s in _STRUCTS))
+    except (AttributeError, RuntimeError, ValueError) as exc:   # another wgpudawn/Dawn than built for
+        _unavailable = f"{exc}"
+        logging.getLogger(__name__).warning("native plan executor unavailable, using Python's: %s", exc)
+        return None
     from wgpudawn.backends.dawn._api import error_handler as _error_handler
     _module = _native_plan
     return _module
