@@ -90,7 +90,6 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
     graph = prepared.graph_module.graph
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     where: dict[torch.fx.Node, tuple[str, int]] = {ph: (f"in{k}", 0) for k, ph in enumerate(placeholders)}
-    variants: dict[str, str] = {}
     placed: list[tuple[str, int, int, torch.fx.Node]] = []
     for index, step in enumerate(part.steps):
         if isinstance(step, LibraryOp):
@@ -103,8 +102,8 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
             out_bytes = _nbytes(value_of(step.final))
             where[step.final] = composer.new_buffer(name, out_bytes)
             operands["out"] = (name, 0, out_bytes)
-            key = composer.add_library(launch, operands)
-            variants[key] = launch.name
+            tunable = step.candidates(caps) if hasattr(step, "candidates") else None
+            composer.add_library(launch, operands, tunable)
             continue
         bound = [where[x] for x in step.inputs]
         locations = composer.add_segment("", next(segment_plans), bound)
@@ -132,7 +131,8 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
         output_locations.append((buf, offset + int(operand.view.storage_offset()) * itemsize,
                                  int(operand.view.numel()) * itemsize))
     plan = composer.plan(outputs, prepared.output_map, output_locations)
-    plan.meta = {"target": target.key(), "dispatches": plan.dispatch_count, "library": variants,
+    plan.meta = {"target": target.key(), "dispatches": plan.dispatch_count,
+                 "library": composer.library_entries,
                  "segments": sum(1 for s in part.steps if not isinstance(s, LibraryOp))}
     return plan, composer.dispatches_text()
 

@@ -27,6 +27,7 @@ from torch_webgpu.runtime.native import handle as native_handle
 
 from .low_ir import LowIRNode, LowIROp, Plan, TensorSpec
 from .native_plan import NativeLayout, NativeUnsupported, assert_same_outputs, build_native_layout
+from .plan_tuning import tune_plan
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 _NP = {"float32": np.float32, "float16": np.float16, "int32": np.int32, "int16": np.int16, "int8": np.int8,
@@ -219,14 +220,16 @@ class CompiledPlan:
     MAX_LAYOUTS = 8   # input-shape signatures a dynamic plan keeps buffers for
 
     def __init__(self, plan: Plan, rt: Any = None, shader_source: str = "wgsl"):
-        self.plan = plan
         self.rt = rt or get_runtime()
+        self.plan = plan = tune_plan(plan, self.rt)
         self.shader_source = shader_source
         self.calls = 0
         self.executor = "native" if native_available(self.rt) else "python"
         self.check_native = executor_choice() == "check"
         self.native_unsupported: str | None = None   # why a layout fell back to the Python executor
-        self._kernels = {name: self._kernel(name) for name in plan.executables}
+        # Pipelines of the dispatched entry points only (not the variants tuning passed over).
+        used = {n.args["entry_point"] for n in (*plan.init, *plan.main) if n.op is LowIROp.DISPATCH}
+        self._kernels = {name: self._kernel(name) for name in plan.executables if name in used}
         self._owned: list[int] = []
         self._scratch: dict[tuple[int, int], int] = {}
         self._overflow_flag: int | None = None   # set by the int64 narrowing kernel (see _narrow_int64)

@@ -17,8 +17,9 @@ from typing import Any
 import torch
 import torch.fx
 
+from torch_webgpu.kernels import autotune
 from torch_webgpu.kernels.launch import DeviceCaps, KernelLaunch
-from torch_webgpu.kernels.matmul import Layout, MatmulProblem, plan_matmul
+from torch_webgpu.kernels.matmul import Layout, MatmulProblem, plan_matmul, variants
 
 aten = torch.ops.aten
 # Ops whose result is a view of their first operand (no computation): replayed on meta tensors.
@@ -97,17 +98,36 @@ class LibraryOp:
         """Every operand the op reads."""
         return list(self.roles().values())
 
-    def launch(self, caps: DeviceCaps) -> KernelLaunch:
-        """The library's launch of this op on `caps` (its default variant there)."""
+    def problem(self) -> MatmulProblem:
+        """The library problem this op solves."""
         shape_a, shape_b, shape_o = (self.batch, self.m, self.k), (self.batch, self.k, self.n), (
             self.batch, self.m, self.n)
-        problem = MatmulProblem(
+        return MatmulProblem(
             batch=self.batch, m=self.m, n=self.n, k=self.k, a=self.a.layout(shape_a),
             b=self.b.layout(shape_b), out=Layout(0, self.m * self.n, self.n, 1), dtype=self.dtype,
             bias=self.bias.layout(shape_o) if self.bias else None,
             residual=self.residual.layout(shape_o) if self.residual else None,
             activation=self.activation, alpha=self.alpha, beta=self.beta)
-        return plan_matmul(problem, caps)
+
+    def launch(self, caps: DeviceCaps) -> KernelLaunch:
+        """The library's launch of this op on `caps` (its default variant there)."""
+        return plan_matmul(self.problem(), caps)
+
+    def candidates(self, caps: DeviceCaps) -> Tunable:
+        """The variants the machine that runs the plan times once (the default first)."""
+        p = self.problem()
+        names = variants(p, caps)[:autotune.MAX_CANDIDATES]
+        return Tunable(autotune.problem_key("matmul", p), p.flops, [plan_matmul(p, caps, v) for v in names])
+
+
+@dataclass(frozen=True)
+class Tunable:
+    """Launch variants of one library op that a plan carries for load-time autotuning: `key` is the
+    device-independent autotune key, `launches[0]` the default."""
+
+    key: str
+    flops: int
+    launches: list[KernelLaunch]
 
 
 @dataclass

@@ -181,12 +181,26 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "gemv.k32n8.wg": GemvSpec(32, 8, True),
     "gemv.n16k16.wg": GemvSpec(16, 16, False),
     "gemv.n64k4.wg": GemvSpec(4, 64, False),
-    # One subgroup per workgroup: Dawn requires subgroup-uniform matrix offsets, which WGSL can prove only
-    # from the workgroup id (several subgroups per workgroup failed to compile on the H200).
+    # tensor cores: sg_m x sg_n subgroups per workgroup, each fm x fn 16x16 results
     "sgmat.w1x1.f2x2.k32": SgmatSpec(1, 1, 2, 2),
     "sgmat.w1x1.f4x2.k32": SgmatSpec(1, 1, 4, 2),
     "sgmat.w1x1.f4x4.k32": SgmatSpec(1, 1, 4, 4),
+    "sgmat.w2x2.f2x2.k32": SgmatSpec(2, 2, 2, 2),
+    "sgmat.w2x2.f4x2.k32": SgmatSpec(2, 2, 4, 2),
+    "sgmat.w2x2.f2x4.k32": SgmatSpec(2, 2, 2, 4),
+    "sgmat.w4x2.f2x2.k32": SgmatSpec(4, 2, 2, 2),
+    "sgmat.w2x4.f2x2.k32": SgmatSpec(2, 4, 2, 2),
+    "sgmat.w2x2.f4x4.k32": SgmatSpec(2, 2, 4, 4),
+    "sgmat.w4x4.f2x2.k32": SgmatSpec(4, 4, 2, 2),
+    "sgmat.w2x4.f4x4.k32": SgmatSpec(2, 4, 4, 4),
+    "sgmat.w4x2.f4x4.k32": SgmatSpec(4, 2, 4, 4),
 }
+# H200 f16 (benchmarks/results/h200-2026-12-01-sgmat.md): 4096^3 w2x2.f4x4 92.6 TFLOP/s, w4x2.f4x4 87.5;
+# 128x768x3072 w1x1.f2x2 23.9 (1.3x torch CUDA), w2x2.f2x2 21.0; K-tiles of 64 were slower everywhere
+SGMAT_LARGE = ["sgmat.w2x2.f4x4.k32", "sgmat.w4x2.f4x4.k32", "sgmat.w2x4.f4x4.k32", "sgmat.w2x2.f4x2.k32",
+               "sgmat.w4x2.f2x2.k32", "sgmat.w2x4.f2x2.k32"]
+SGMAT_SKINNY = ["sgmat.w1x1.f2x2.k32", "sgmat.w2x2.f2x2.k32", "sgmat.w4x2.f2x2.k32", "sgmat.w2x2.f4x2.k32",
+                "sgmat.w2x4.f2x2.k32", "sgmat.w4x4.f2x2.k32"]
 
 GEMV_MAX_ROWS = 4      # M at or below this (or N, transposed) runs as matrix-vector
 VEC_SUFFIX = ".v4"     # the vec4-load form of a variant
@@ -220,6 +234,16 @@ def _tiled_modes(p: MatmulProblem) -> tuple[str, str]:
     else:
         b = "sk" if p.b.row_stride == 1 and p.b.col_stride != 1 else "si"
     return a, b
+
+
+def _vec8_axis(lay: Layout, rows: int, cols: int) -> str:
+    """The axis ("cols", "rows") along which an f16 operand can be staged 8 elements (16 bytes) at a
+    time: stride 1 there, its extent, the offset and the other strides multiples of 8; else ""."""
+    for axis, unit, extent, other in (("cols", lay.col_stride, cols, lay.row_stride),
+                                      ("rows", lay.row_stride, rows, lay.col_stride)):
+        if unit == 1 and extent % 8 == 0 and all(x % 8 == 0 for x in (lay.offset, other, lay.batch_stride)):
+            return axis
+    return ""
 
 
 def _gemv_problem(p: MatmulProblem) -> MatmulProblem | None:
@@ -259,8 +283,8 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
     sg = _sg_size(caps)
     if (p.dtype == "f16" and caps.subgroup_matrix and sg
             and ("f16", "f32", 16, 16, 16) in caps.subgroup_matrix_configs and min(p.m, p.n) >= 16):
-        # measured on the H200: f2x2 39 TFLOP/s at 4096^3, the larger tiles ~3 (staging-bound)
-        for name in [n for n in VARIANTS if n.startswith("sgmat")]:
+        first = SGMAT_LARGE if min(p.m, p.n) >= 1024 else SGMAT_SKINNY
+        for name in first + [n for n in VARIANTS if n.startswith("sgmat") and n not in first]:
             spec = VARIANTS[name]
             threads = spec.sg_m * spec.sg_n * sg
             if _fits(caps, threads, spec.workgroup_bytes(p.dtype)) and 256 % sg == 0:
@@ -338,7 +362,8 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
     else:
         sg = _sg_size(caps)
         assert sg is not None
-        src = wgsl.sgmat_source(epi, spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg)
+        vec_a, vec_b = _vec8_axis(p.a, p.m, p.k), _vec8_axis(p.b, p.k, p.n)
+        src = wgsl.sgmat_source(epi, spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg, vec_a, vec_b)
         bm, bn = spec.tile
         grid = (ceil_div(p.n, bn), ceil_div(p.m, bm), p.batch)
         wg = (spec.sg_m * spec.sg_n * sg, 1, 1)
