@@ -88,6 +88,8 @@ struct DawnProcs {
   WGPUCommandBuffer (*commandEncoderFinish)(WGPUCommandEncoder, const void*);
   void (*queueSubmit)(WGPUQueue, size_t, const WGPUCommandBuffer*);
   void (*commandBufferRelease)(WGPUCommandBuffer);
+  WGPUCommandEncoder (*deviceCreateCommandEncoder)(WGPUDevice, const void*);
+  void (*commandEncoderRelease)(WGPUCommandEncoder);
 };
 
 constexpr int kProcCount = sizeof(DawnProcs) / sizeof(void*);

@@ -329,9 +329,11 @@ PyObject* program_run(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 4) return PyErr_Format(PyExc_TypeError, "run(program, encoder, slots, queue) takes 4 arguments");
   auto* p = static_cast<Program*>(PyCapsule_GetPointer(args[0], kCapsule));
   if (p == nullptr) return nullptr;
-  uint64_t encoder;
-  if (!as_u64(args[1], &encoder)) return nullptr;
-  if (encoder == 0) return PyErr_Format(PyExc_ValueError, "native plan: null command encoder");
+  uint64_t encoder, queue;
+  if (!as_u64(args[1], &encoder) || !as_u64(args[3], &queue)) return nullptr;
+  if (encoder == 0 && queue == 0) {
+    return PyErr_Format(PyExc_ValueError, "native plan: no command encoder and no queue to submit to");
+  }
   PyObject* slots = args[2];
   if (!PyTuple_Check(slots) || PyTuple_GET_SIZE(slots) < 2 * p->slot_count) {
     return PyErr_Format(PyExc_ValueError, "native plan: %d slots ((buffer, offset) pairs) expected",
@@ -345,9 +347,9 @@ PyObject* program_run(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     if (i % 2 == 0 && v == 0) return PyErr_Format(PyExc_ValueError, "native plan: slot %d has no buffer", i / 2);
     values[i] = static_cast<uintptr_t>(v);
   }
-  uint64_t queue;
-  if (!as_u64(args[3], &queue)) return nullptr;
   auto* enc = reinterpret_cast<WGPUCommandEncoder>(static_cast<uintptr_t>(encoder));
+  const bool own = enc == nullptr;   // nothing was pending: a fresh encoder, finished and released here
+  if (own) enc = g_procs.deviceCreateCommandEncoder(p->device, nullptr);
   record(p, enc, values.data());
   if (queue != 0) {
     // Finish and submit the encoder here too (it holds everything recorded before, in order).
@@ -355,6 +357,7 @@ PyObject* program_run(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     g_procs.queueSubmit(reinterpret_cast<WGPUQueue>(static_cast<uintptr_t>(queue)), 1, &commands);
     g_procs.commandBufferRelease(commands);
   }
+  if (own) g_procs.commandEncoderRelease(enc);
   Py_RETURN_NONE;
 }
 
@@ -375,7 +378,8 @@ PyMethodDef kMethods[] = {
      "program_new(device, commands) -> Program: fixed bind groups are created here, once."},
     {"program_run", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(program_run)), METH_FASTCALL,
      "program_run(program, encoder, slots, queue): record the program into the encoder (slots = (buffer, "
-     "offset)*); a non-zero queue then finishes the encoder and submits it there."},
+     "offset)*); a non-zero queue then finishes the encoder and submits it there; encoder 0 (with a "
+     "queue): a new encoder made, submitted and released here."},
     {"program_info", program_info, METH_O, "Counts of a program: commands, dispatches, slots, runs, bind groups."},
     {nullptr, nullptr, 0, nullptr}};
 

@@ -30,6 +30,7 @@ PROCS = (
     "wgpuBufferAddRef", "wgpuBufferRelease", "wgpuComputePipelineAddRef", "wgpuComputePipelineRelease",
     "wgpuBindGroupLayoutAddRef", "wgpuBindGroupLayoutRelease", "wgpuDeviceAddRef", "wgpuDeviceRelease",
     "wgpuCommandEncoderFinish", "wgpuQueueSubmit", "wgpuCommandBufferRelease",
+    "wgpuDeviceCreateCommandEncoder", "wgpuCommandEncoderRelease",
 )
 _STRUCTS = ("WGPUBindGroupEntry", "WGPUBindGroupDescriptor", "WGPUComputePassDescriptor")
 _DISPATCH, _COPY, _CLEAR = 0, 1, 2
@@ -196,11 +197,14 @@ class NativeProgram:
         Caller holds the runtime lock."""
         rt = self.rt
         recorder = rt.recorder
-        encoder = recorder.encoder()   # ends the recorder's open pass: program order is kept
         rt.check_alive()
         if self._queue is None:
             self._queue = handle(rt.device.queue)
-        self._run(self._capsule, handle(encoder), slots, self._queue if submit else 0)
+        if submit and not recorder.has_pending:
+            encoder = 0   # nothing recorded before: C++ makes, submits and releases its own encoder
+        else:
+            encoder = handle(recorder.encoder())   # ends the recorder's open pass: program order is kept
+        self._run(self._capsule, encoder, slots, self._queue if submit else 0)
         recorder.commands += self.commands
         rt.dispatches += self.dispatches
         if submit:
