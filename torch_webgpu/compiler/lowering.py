@@ -511,9 +511,10 @@ class CompiledPlan:
                 for node in layout.main:
                     SHADER_TO_FUNC[node.op](state, node)
             outputs = self._finish(state, args, _numpy_mode(args))
-            if native is not None and self.check_native and not native.checked:
+            if native is not None and self.check_native and not native.checked and not native.writes_inputs:
                 # TORCH_WEBGPU_EXECUTOR=check: the first call of every native program is re-run by the
-                # Python executor (the reference) and must give the same bits.
+                # Python executor (the reference) and must give the same bits. (Not a program that
+                # writes its inputs: running it twice would apply an in-place update twice.)
                 reference = _State(self, buffers, layout.dispatches)
                 reference.layout, reference.results, reference.to_device = layout, {}, state.to_device
                 for node in layout.main:
