@@ -503,6 +503,10 @@ class CompiledPlan:
             native = self._native(layout, state.to_device is not None, tuple(n[0] for n in narrowed))
             if native is not None and native.writes_inputs and not _distinct_inputs(native, buffers):
                 native = None   # inputs that share a buffer, one of them written: aliasing, per call
+            check = native is not None and self.check_native and not native.checked
+            # A program that writes its inputs: keep their bytes, so the reference run starts from them.
+            before = (self._snapshot_inputs(native, layout, buffers) if check and native.writes_inputs
+                      else None)
             if native is not None:
                 self._record_native(native, state, buffers, narrowed)
             else:
@@ -511,20 +515,53 @@ class CompiledPlan:
                 for node in layout.main:
                     SHADER_TO_FUNC[node.op](state, node)
             outputs = self._finish(state, args, _numpy_mode(args))
-            if native is not None and self.check_native and not native.checked and not native.writes_inputs:
+            if check:
                 # TORCH_WEBGPU_EXECUTOR=check: the first call of every native program is re-run by the
-                # Python executor (the reference) and must give the same bits. (Not a program that
-                # writes its inputs: running it twice would apply an in-place update twice.)
+                # Python executor (the reference) and must give the same bits, inputs it writes included
+                # (restored to their bytes before the native run first).
+                written = None
+                if before is not None:
+                    written = self._snapshot_inputs(native, layout, buffers)
+                    self._restore_inputs(native, buffers, before)
                 reference = _State(self, buffers, layout.dispatches)
                 reference.layout, reference.results, reference.to_device = layout, {}, state.to_device
                 for node in layout.main:
                     SHADER_TO_FUNC[node.op](reference, node)
-                assert_same_outputs(outputs, self._finish(reference, args, _numpy_mode(args)),
-                                    self.plan.meta.get("name", "plan"))
+                what = self.plan.meta.get("name", "plan")
+                assert_same_outputs(outputs, self._finish(reference, args, _numpy_mode(args)), what)
+                if written is not None:
+                    now = self._snapshot_inputs(native, layout, buffers)
+                    assert_same_outputs([self._read(b) for b, _ in written], [self._read(b) for b, _ in now],
+                                        f"{what} (inputs it writes)")
+                    for buf, _ in (*before, *written, *now):
+                        self.rt.free(buf)
                 native.checked = True
             del keep_alive   # every use is recorded: freeing now is ordered after them
         self.calls += 1
         return [_map_output(i, outputs, args) for i in self.plan.output_map]
+
+    def _snapshot_inputs(self, native: NativeLayout, layout: _Layout,
+                         buffers: dict[str, tuple[int, int]]) -> list[tuple[int, int]]:
+        """(copy's buffer id, size) of the bytes of each input the native program binds (check mode)."""
+        copies = []
+        for k in native.input_slots:
+            buf_id, base = buffers[f"in{k}"]
+            size = -(-_shape_nbytes(layout.shapes[k], self.plan.inputs[k].device_dtype) // 4) * 4
+            copy = self.rt.allocate(max(size, 4))
+            if size:
+                self.rt.copy(buf_id, copy, size, base, 0)
+            copies.append((copy, size))
+        return copies
+
+    def _restore_inputs(self, native: NativeLayout, buffers: dict[str, tuple[int, int]],
+                        copies: list[tuple[int, int]]) -> None:
+        for k, (copy, size) in zip(native.input_slots, copies, strict=True):
+            buf_id, base = buffers[f"in{k}"]
+            if size:
+                self.rt.copy(copy, buf_id, size, 0, base)
+
+    def _read(self, buffer_id: int) -> np.ndarray:
+        return np.frombuffer(self.rt.download(buffer_id), dtype=np.uint8)
 
     def _native_allowed(self) -> bool:
         return self.executor == "native" and not self.rt.profiling

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 # Process-wide counts: native programs built, checked against the Python executor, and layouts left to
 # it (reason -> count), for tests and benchmarks to report.
-STATS: dict[str, Any] = {"built": 0, "checked": 0, "unsupported": {}}
+STATS: dict[str, Any] = {"built": 0, "checked": 0, "writes_inputs": 0, "unsupported": {}}
 
 
 class NativeUnsupported(Exception):
@@ -237,6 +237,7 @@ def build_native_layout(compiled: CompiledPlan, layout: _Layout, device_outputs:
         STATS["unsupported"][reason] = STATS["unsupported"].get(reason, 0) + 1
         raise
     STATS["built"] += 1
+    STATS["writes_inputs"] += native.writes_inputs
     return native
 
 
