@@ -26,7 +26,13 @@ from torch_webgpu.runtime.native import executor_choice, native_available
 from torch_webgpu.runtime.native import handle as native_handle
 
 from .low_ir import LowIRNode, LowIROp, Plan, TensorSpec
-from .native_plan import NativeLayout, NativeUnsupported, assert_same_outputs, build_native_layout
+from .native_plan import (
+    NativeLayout,
+    NativeUnsupported,
+    assert_same_outputs,
+    build_native_layout,
+    mark_checked,
+)
 from .plan_tuning import tune_plan
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
@@ -535,7 +541,7 @@ class CompiledPlan:
                                         f"{what} (inputs it writes)")
                     for buf, _ in (*before, *written, *now):
                         self.rt.free(buf)
-                native.checked = True
+                mark_checked(native)
             del keep_alive   # every use is recorded: freeing now is ordered after them
         self.calls += 1
         return [_map_output(i, outputs, args) for i in self.plan.output_map]
