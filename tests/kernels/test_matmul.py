@@ -178,6 +178,11 @@ def test_subgroup_matrix_variant_source(caps):
     assert loads and all("(&As[sm], " in ln or "(&Bs[sn], " in ln or "(&Cs[sg], 0u," in ln for ln in loads)
     assert not any(n.startswith("sgmat") for n in variants(problem(*operands(1, 256, 256, 256, "f32"),
                                                                      "f32"), tc))
+    # several subgroups per workgroup (H200: 93 TFLOP/s at 4096^3): a subgroup index li / 32, uniform per
+    # subgroup, with the matrix builtins' workgroup-scope uniformity rule off
+    multi = plan_matmul(p, tc, "sgmat.w4x2.f2x2.k32")
+    assert multi.workgroup_size == (256, 1, 1) and multi.grid == (4, 2, 1)
+    assert "li / 32u" in multi.wgsl and "diagnostic(off, chromium.subgroup_matrix_uniformity);" in multi.wgsl
 
 
 def test_errors(caps):

@@ -34,6 +34,27 @@ MATMULS = frozenset({aten.mm.default, aten.bmm.default})
 _ACTIVATIONS = {aten.relu.default: "relu", aten.silu.default: "silu", aten.sigmoid.default: "sigmoid",
                 aten.tanh.default: "tanh"}
 _LIBRARY_DTYPES = {torch.float32: "f32", torch.float16: "f16"}
+_CONVERT = torch.ops.prims.convert_element_type.default
+
+
+def _widened_f16(node: Any) -> torch.fx.Node | None:
+    """The float16 value that `node` casts to float32, else None. torch's decompositions compute an f16
+    linear (addmm) in f32 between casts; the library runs it as an f16 matmul (f32 accumulation), which is
+    the same arithmetic, with f16 storage (and tensor cores where the device has them)."""
+    if not (isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target is _CONVERT):
+        return None
+    src, val = node.args[0], _val(node)
+    if not (isinstance(src, torch.fx.Node) and isinstance(val, torch.Tensor) and val.dtype == torch.float32
+            and isinstance(_val(src), torch.Tensor) and _val(src).dtype == torch.float16):
+        return None
+    return src
+
+
+def _narrows_to_f16(node: torch.fx.Node, cur: torch.fx.Node) -> bool:
+    """`node` casts the float32 `cur` to float16."""
+    val = _val(node)
+    return (node.op == "call_function" and node.target is _CONVERT and node.args[0] is cur
+            and isinstance(val, torch.Tensor) and val.dtype == torch.float16)
 
 
 def value_of(node: Any) -> Any:
@@ -236,17 +257,45 @@ class _Matcher:
     def _precedes(self, operand: Operand, root: torch.fx.Node) -> bool:
         return self.order[operand.base] < self.order[root]
 
+    def _f16_operand(self, node: torch.fx.Node) -> Operand | None:
+        """The f32 operand `node` (a cast of an f16 value, or views of one) read as that f16 value."""
+        src = _widened_f16(node)
+        if src is not None:
+            return self.resolver.resolve(src)   # the cast commutes with the views below it
+        operand = self.resolver.resolve(node, scalable=True)
+        src = _widened_f16(operand.base) if operand is not None else None
+        inner = self.resolver.resolve(src) if src is not None else None
+        if inner is None or not (inner.view.is_contiguous() and inner.view.storage_offset() == 0
+                                 and inner.view.numel() == _val(inner.base).numel()):
+            return None
+        return Operand(inner.base, operand.view, operand.scale)
+
     def match(self, root: torch.fx.Node) -> LibraryOp | None:
+        """The library op rooted at the matmul `root`, or None (IREE computes it)."""
+        val = _val(root)
+        if (isinstance(val, torch.Tensor) and val.dtype == torch.float32 and self.shader_f16
+                and all(isinstance(_val(x), torch.Tensor) for x in root.args[:2])):
+            a, b = self._f16_operand(root.args[0]), self._f16_operand(root.args[1])
+            if a is not None and b is not None:
+                op = self._match(root, a, b, "f16")
+                if op is not None and _val(op.final).dtype == torch.float16:
+                    return op
+        return self._match(root, None, None, None)
+
+    def _match(self, root: torch.fx.Node, a: Operand | None, b: Operand | None,
+               dtype: str | None) -> LibraryOp | None:
+        """`dtype` "f16" with `a`, `b`: the f32 matmul of widened f16 operands, stored back as f16."""
         a_node, b_node = root.args[:2]
         val, a_val, b_val = _val(root), _val(a_node), _val(b_node)
         if not all(isinstance(v, torch.Tensor) for v in (val, a_val, b_val)):
             return None
-        dtype = _LIBRARY_DTYPES.get(val.dtype)
-        if dtype is None or a_val.dtype != val.dtype or b_val.dtype != val.dtype or (
-                dtype == "f16" and not self.shader_f16) or val.numel() == 0:
-            return None
-        a, b = self.resolver.resolve(a_node, scalable=True), self.resolver.resolve(b_node, scalable=True)
-        if a is None or b is None:
+        if dtype is None:
+            dtype = _LIBRARY_DTYPES.get(val.dtype)
+            if dtype is None or a_val.dtype != val.dtype or b_val.dtype != val.dtype or (
+                    dtype == "f16" and not self.shader_f16) or val.numel() == 0:
+                return None
+            a, b = self.resolver.resolve(a_node, scalable=True), self.resolver.resolve(b_node, scalable=True)
+        if a is None or b is None or val.numel() == 0:
             return None
         if root.target is aten.mm.default:
             batch, (m, k), n = 1, a_val.shape, b_val.shape[1]
@@ -260,6 +309,8 @@ class _Matcher:
         except ValueError:
             return None
         self._epilogue(op)
+        if self._widened(op) and _val(op.final).dtype != torch.float16:
+            return None   # the f32 result is used as such: an f32 library op instead
         try:
             launch = op.launch(self.caps)
         except (ValueError, TypeError):
@@ -268,11 +319,23 @@ class _Matcher:
             return None
         return op
 
-    def _epilogue_operand(self, op: LibraryOp, other: torch.fx.Node, cur: torch.fx.Node) -> Operand | None:
-        """`other` as an epilogue operand broadcast to `cur`'s shape, or None when it cannot be one."""
+    @staticmethod
+    def _widened(op: LibraryOp) -> bool:
+        """An f16 op over an f32 matmul of widened operands (its epilogue operands are widened too)."""
+        return op.dtype == "f16" and _val(op.root).dtype == torch.float32
+
+    def _epilogue_operand(self, op: LibraryOp, other: torch.fx.Node, cur: torch.fx.Node,
+                          widened: bool = False) -> Operand | None:
+        """`other` as an epilogue operand broadcast to `cur`'s shape, or None when it cannot be one
+        (`widened`: `other` must be a widened f16 value, which the library reads)."""
         ov, cv = _val(other), _val(cur)
         if not isinstance(ov, torch.Tensor) or ov.dtype != cv.dtype:
             return None
+        if widened:
+            other = _widened_f16(other)   # read as the f16 value it widens
+            if other is None:
+                return None
+            ov = _val(other)
         try:
             if torch.broadcast_shapes(tuple(ov.shape), tuple(cv.shape)) != tuple(cv.shape):
                 return None
@@ -290,8 +353,17 @@ class _Matcher:
 
     def _epilogue(self, op: LibraryOp) -> None:
         cur = op.root
+        widened = self._widened(op)   # still in the f32 part of a widened f16 matmul
         while len(cur.users) == 1 and cur not in self.graph_outputs:
             (user,) = cur.users
+            if widened and _narrows_to_f16(user, cur):
+                # The library stores f16; the epilogue goes on in f16 (each step in f32 registers, its
+                # f16 rounding skipped: the same result or a closer one).
+                widened = False
+                if cur is not op.root:
+                    op.absorbed.append(cur)
+                cur = op.final = user
+                continue
             if user.op != "call_function" or (user.args[0] is not cur and user.target is not aten.add.Tensor):
                 return
             val = _val(user)
@@ -323,14 +395,14 @@ class _Matcher:
                             and _scalar(other.args[1]) is not None
                             and isinstance(other.args[0], torch.fx.Node)):
                         beta, scaled = _scalar(other.args[1]), other.args[0]
-                    operand = self._epilogue_operand(op, scaled, cur)
+                    operand = self._epilogue_operand(op, scaled, cur, widened)
                     if operand is None:
                         return
                     op.bias, op.beta = operand, beta
                     if scaled is not other:
                         op.absorbed.append(other)
                 elif not op.residual:
-                    operand = self._epilogue_operand(op, other, cur)
+                    operand = self._epilogue_operand(op, other, cur, widened)
                     if operand is None:
                         return
                     op.residual = operand
@@ -346,6 +418,8 @@ class _Matcher:
 def partition(gm: torch.fx.GraphModule, caps: DeviceCaps) -> Partition | None:
     """The schedule of segments and library ops of a prepared static graph for a device with `caps`, or
     None if no op in it goes to the library."""
+    from .quant_partition import match_quant_linear  # a family built on this module (import cycle)
+
     graph = gm.graph
     forced: set[torch.fx.Node] = set()
     resolver = _Resolver(forced)
@@ -354,7 +428,7 @@ def partition(gm: torch.fx.GraphModule, caps: DeviceCaps) -> Partition | None:
     taken: set[torch.fx.Node] = set()
     for node in graph.nodes:
         if node.op == "call_function" and node.target in MATMULS and node not in taken:
-            op = matcher.match(node)
+            op = match_quant_linear(node, matcher) or matcher.match(node)
             if op is not None:
                 ops.append(op)
                 taken.update([op.root, op.final, *op.absorbed])

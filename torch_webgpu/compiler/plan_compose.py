@@ -99,6 +99,14 @@ class PlanComposer:
             self.constants[prefix + name] = value
         return [outputs[i] for i in range(len(plan.outputs))]
 
+    def add_copy(self, name: str, source: tuple[str, int], nbytes: int) -> tuple[str, int]:
+        """A new buffer `name` holding a copy of `nbytes` at `source` (made at this point of the call)."""
+        size = -(-int(nbytes) // 4) * 4   # copies move whole words
+        where = self.new_buffer(name, size)
+        self.main.append(LowIRNode(LowIROp.COPY, {"source": source[0], "source_offset": source[1],
+                                                  "buffer": name, "offset": 0, "size": size}))
+        return where
+
     # -- library --
     def new_buffer(self, name: str, nbytes: int) -> tuple[str, int]:
         """A plan buffer for a library output."""

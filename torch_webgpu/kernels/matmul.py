@@ -113,6 +113,7 @@ class TiledSpec:
     bk: int
     tm: int
     tn: int
+    lds4: bool = False   # groups of 4 adjacent outputs per invocation, vec4 reads of the K tiles
 
     @property
     def threads(self) -> int:
@@ -167,6 +168,10 @@ class SgmatSpec:
 
 VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "tile128x128.r8x8.k16": TiledSpec(128, 128, 16, 8, 8),
+    # vec4 reads of the K tiles (H200 f32, benchmarks/results/h200-2026-12-01-tiled.md): 4096^3 35.9 TFLOP/s
+    # (plain 128x128: 32.4), 128x768x3072 11.3-11.7; at 128x128 the vec4 reads gained nothing
+    "tile128x64.r8x4.k16.l4": TiledSpec(128, 64, 16, 8, 4, True),
+    "tile64x64.r4x4.k16.l4": TiledSpec(64, 64, 16, 4, 4, True),
     "tile128x128.r8x8.k8": TiledSpec(128, 128, 8, 8, 8),
     "tile64x128.r4x8.k16": TiledSpec(64, 128, 16, 4, 8),
     "tile128x128.r8x8.k32": TiledSpec(128, 128, 32, 8, 8),
@@ -294,16 +299,16 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
     tiled = [n for n, s in VARIANTS.items() if isinstance(s, TiledSpec)]
     # default orders from the H200 run of 2026-12-01 (benchmarks/matmul_library.py)
     if p.m * p.n >= 1 << 20 and p.m >= 256:
-        order = tiled
+        order = ["tile128x64.r8x4.k16.l4", "tile128x128.r8x8.k16"] + tiled
     elif p.m <= 16:
         order = ["tile16x64.r1x4.k32", "tile32x32.r2x2.k16", "tile32x64.r2x4.k32"]
     elif p.m <= 512 or p.m * p.n < 1 << 18:
-        order = ["tile64x64.r4x4.k32", "tile64x64.r4x4.k16", "tile32x64.r2x4.k32", "tile32x32.r2x2.k16",
-                 "tile16x64.r1x4.k32", "tile128x64.r8x4.k16"]
+        order = ["tile64x64.r4x4.k16.l4", "tile64x64.r4x4.k32", "tile64x64.r4x4.k16", "tile32x64.r2x4.k32",
+                 "tile32x32.r2x2.k16", "tile16x64.r1x4.k32"]
     else:
         order = ["tile64x64.r4x4.k16", "tile128x64.r8x4.k16", "tile64x64.r4x4.k32",
                  "tile128x128.r8x8.k16", "tile32x64.r2x4.k32"]
-    fitting = [n for n in order + [n for n in tiled if n not in order]
+    fitting = [n for n in dict.fromkeys(order + tiled)
                if _fits(caps, VARIANTS[n].threads, VARIANTS[n].workgroup_bytes(p.dtype))]
     # vec4 forms first: the autotuner times the first few candidates only
     return names + ([n + VEC_SUFFIX for n in fitting] if vec else []) + fitting
@@ -350,7 +355,7 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
         if not vec:
             a_mode = {"k": "sk", "i": "si"}.get(a_mode, a_mode)
             b_mode = {"k": "sk", "i": "si"}.get(b_mode, b_mode)
-        src = wgsl.tiled_source(epi, spec.bm, spec.bn, spec.bk, spec.tm, spec.tn, a_mode, b_mode)
+        src = wgsl.tiled_source(epi, spec.bm, spec.bn, spec.bk, spec.tm, spec.tn, a_mode, b_mode, spec.lds4)
         grid = (ceil_div(p.n, spec.bn), ceil_div(p.m, spec.bm), p.batch)
         wg = (spec.bn // spec.tn, spec.bm // spec.tm, 1)
     elif isinstance(spec, GemvSpec):

@@ -80,7 +80,7 @@ fn finish(batch: u32, row: u32, col: u32, acc: f32) {{
 
 
 def _tile_load(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, dim: str, mode: str,
-               threads: int, i_is_row: bool) -> str:
+               threads: int, i_is_row: bool, lds4: bool = False) -> str:
     """Code that copies a (bi × bk) tile of operand `src` (outer index i, inner k) into the workgroup
     array `tile` laid out [k][i] (f32). `mode`: "k" / "i" (vec4 along that axis, stride 1) or a
     scalar order "sk" / "si" (which axis consecutive invocations walk)."""
@@ -103,38 +103,61 @@ def _tile_load(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, dim: st
     if not vec:
         out += ["    var x = 0.0;",
                 f"    if (gi < {dim} && gk < K) {{ x = f32({src}[{base} + gi * {si} + gk * {sk}]); }}",
-                f"    {tile}[kk * {bi}u + ii] = x;"]
+                f"    {_lds_at(tile, f'kk * {bi}u + ii', lds4)} = x;"]
     else:
         index = (f"({base} + gi * {si} + gk) / 4u" if mode == "k" else f"({base} + gi + gk * {sk}) / 4u")
         out += ["    var x = vec4<f32>(0.0);",
                 f"    if (gi < {dim} && gk < K) {{ x = vec4<f32>({src}[{index}]); }}"]
         for q in range(4):
             dst = f"(kk + {q}u) * {bi}u + ii" if mode == "k" else f"kk * {bi}u + ii + {q}u"
-            out.append(f"    {tile}[{dst}] = x[{q}];")
+            out.append(f"    {_lds_at(tile, dst, lds4)} = x[{q}];")
     out.append("  }")
     return "\n".join(out)
 
 
+def _lds_at(tile: str, index: str, lds4: bool) -> str:
+    """Element `index` of a workgroup K tile: scalar array, or a component of its vec4 array."""
+    return f"{tile}[({index}) / 4u][({index}) % 4u]" if lds4 else f"{tile}[{index}]"
+
+
 def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mode: str,
-                 b_mode: str) -> str:
+                 b_mode: str, lds4: bool = False) -> str:
     """Register-tiled SIMT matmul: a (bm × bn) output tile per workgroup, (tm × tn) per invocation at
-    rows ty + i * TY and cols tx + j * TX (conflict-free workgroup reads, coalesced stores)."""
+    rows ty + i * TY and cols tx + j * TX (conflict-free workgroup reads, coalesced stores). `lds4`:
+    each invocation owns groups of 4 adjacent rows and columns (rows g·4·TY + 4·ty + i), so it reads
+    the K tiles as vec4 (a quarter of the workgroup-memory loads)."""
     t = e.dtype
     tx, ty = bn // tn, bm // tm
     threads = tx * ty
     a_elem = f"vec4<{t}>" if a_mode in ("k", "i") else t
     b_elem = f"vec4<{t}>" if b_mode in ("k", "i") else t
     accs = "\n".join(f"  var acc{i}_{j} = 0.0;" for i in range(tm) for j in range(tn))
-    reads = "\n".join([f"      let a{i} = As[k * {bm}u + lid.y + {i * ty}u];" for i in range(tm)]
-                      + [f"      let b{j} = Bs[k * {bn}u + lid.x + {j * tx}u];" for j in range(tn)])
-    fmas = "\n".join(f"      acc{i}_{j} = fma(a{i}, b{j}, acc{i}_{j});" for i in range(tm) for j in range(tn))
-    stores = "\n".join(f"  finish(batch, m0 + lid.y + {i * ty}u, n0 + lid.x + {j * tx}u, acc{i}_{j});"
+    if lds4:
+        reads = "\n".join(
+            [f"      let a{g} = As[k * {bm // 4}u + {g * ty}u + lid.y];" for g in range(tm // 4)]
+            + [f"      let b{g} = Bs[k * {bn // 4}u + {g * tx}u + lid.x];" for g in range(tn // 4)])
+        fmas = "\n".join(f"      acc{i}_{j} = fma(a{i // 4}[{i % 4}], b{j // 4}[{j % 4}], acc{i}_{j});"
+                         for i in range(tm) for j in range(tn))
+        row = [f"{(i // 4) * 4 * ty}u + 4u * lid.y + {i % 4}u" for i in range(tm)]
+        col = [f"{(j // 4) * 4 * tx}u + 4u * lid.x + {j % 4}u" for j in range(tn)]
+        lds_t = "vec4<f32>"
+        a_words, b_words = bm * bk // 4, bn * bk // 4
+    else:
+        reads = "\n".join([f"      let a{i} = As[k * {bm}u + lid.y + {i * ty}u];" for i in range(tm)]
+                          + [f"      let b{j} = Bs[k * {bn}u + lid.x + {j * tx}u];" for j in range(tn)])
+        fmas = "\n".join(f"      acc{i}_{j} = fma(a{i}, b{j}, acc{i}_{j});"
+                         for i in range(tm) for j in range(tn))
+        row = [f"lid.y + {i * ty}u" for i in range(tm)]
+        col = [f"lid.x + {j * tx}u" for j in range(tn)]
+        lds_t = "f32"
+        a_words, b_words = bm * bk, bn * bk
+    stores = "\n".join(f"  finish(batch, m0 + {row[i]}, n0 + {col[j]}, acc{i}_{j});"
                        for i in range(tm) for j in range(tn))
-    load_a = _tile_load("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True)
-    load_b = _tile_load("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False)
+    load_a = _tile_load("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4)
+    load_b = _tile_load("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4)
     return f"""{header(e, a_elem, b_elem)}{finish_fn(e)}
-var<workgroup> As: array<f32, {bm * bk}>;
-var<workgroup> Bs: array<f32, {bn * bk}>;
+var<workgroup> As: array<{lds_t}, {a_words}>;
+var<workgroup> Bs: array<{lds_t}, {b_words}>;
 @compute @workgroup_size({tx}, {ty})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {{
