@@ -41,6 +41,9 @@ if [ "${SETUP:-1}" != 0 ]; then   # SETUP=0 PY=<python>: a dry run on a machine 
   nvidia-smi -L || true
 fi
 export PYTHONUNBUFFERED=1
+# every suite: bundles for the H200 target are compiled for subgroup size 32
+export TORCH_WEBGPU_SUBGROUP_SIZE=${TORCH_WEBGPU_SUBGROUP_SIZE:-32}   # Dawn reports NVIDIA's as 4…128
+export TORCH_WEBGPU_CACHE_DIR=${TORCH_WEBGPU_CACHE_DIR:-/tmp/torch-webgpu-cache}
 log "set up"
 
 if [ "${SUITE:-all}" != issue12 ]; then
@@ -59,8 +62,6 @@ REPORT_S=25                     # kept back for the report and plot
 BACKENDS=${BACKENDS:-dawn,webgpu-eager,webgpu-compiled,ort-webgpu,torch-cuda,inductor-cuda}
 LATE=${LATE:-inductor-cuda}
 SUITES=${SUITES:-models,matmul,nn_ops,bandwidth}   # the costliest and most looked-at first
-export TORCH_WEBGPU_SUBGROUP_SIZE=${TORCH_WEBGPU_SUBGROUP_SIZE:-32}   # Dawn reports NVIDIA's as 4…128
-export TORCH_WEBGPU_CACHE_DIR=${TORCH_WEBGPU_CACHE_DIR:-/tmp/torch-webgpu-cache}
 
 "$PY" - <<'PY' 2>&1 | tee "$RES/preflight.txt" || true
 import torch
