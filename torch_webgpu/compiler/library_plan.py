@@ -16,7 +16,7 @@ from torch_webgpu.kernels.launch import DeviceCaps
 
 from .fx_import import PreparedGraph, _bool_boundaries_as_int32
 from .low_ir import Plan, TensorSpec
-from .partition import LibraryOp, Partition, partition, segment_graph, value_of
+from .partition import Partition, Segment, partition, segment_graph, value_of
 
 
 def library_enabled() -> bool:
@@ -73,7 +73,7 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
 
     segments = []
     for index, step in enumerate(part.steps):
-        if isinstance(step, LibraryOp):
+        if not isinstance(step, Segment):
             continue
         gm = segment_graph(step, part.forced)
         # Bool values cross segment boundaries as int32, as graph inputs and outputs do.
@@ -93,7 +93,7 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
     variants: dict[str, str] = {}
     placed: list[tuple[str, int, int, torch.fx.Node]] = []
     for index, step in enumerate(part.steps):
-        if isinstance(step, LibraryOp):
+        if not isinstance(step, Segment):
             launch = step.launch(caps)
             operands = {}
             for role, operand in step.roles().items():
@@ -133,7 +133,7 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
                                  int(operand.view.numel()) * itemsize))
     plan = composer.plan(outputs, prepared.output_map, output_locations)
     plan.meta = {"target": target.key(), "dispatches": plan.dispatch_count, "library": variants,
-                 "segments": sum(1 for s in part.steps if not isinstance(s, LibraryOp))}
+                 "segments": sum(1 for s in part.steps if isinstance(s, Segment))}
     return plan, composer.dispatches_text()
 
 

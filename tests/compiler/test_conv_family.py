@@ -1,0 +1,149 @@
+"""Compiled plans run convolutions (with bias, folded batch norm, residual and activation) as
+kernel-library dispatches; IREE compiles the rest."""
+
+import pytest
+import torch
+import torch.nn as nn
+
+import torch_webgpu
+from torch_webgpu.compiler.low_ir import LowIROp
+from torch_webgpu.compiler.webgpu_compiler import STATS
+
+from .models import BasicBlock, SmallResNet
+
+
+def _randomize_batch_norms(model):
+    """Non-trivial running statistics and affine parameters (eval mode reads them)."""
+    for module in model.modules():
+        if isinstance(module, (nn.BatchNorm1d, nn.BatchNorm2d)):
+            module.running_mean.uniform_(-0.5, 0.5)
+            module.running_var.uniform_(0.5, 2.0)
+            nn.init.uniform_(module.weight, 0.5, 1.5)
+            nn.init.uniform_(module.bias, -0.5, 0.5)
+    return model.eval()
+
+
+def _compile_and_check(model, *inputs):
+    """Compile `model`, check it against CPU; (library conv dispatches, other dispatches) of the plan."""
+    with torch.no_grad():
+        expected = model(*inputs)
+        got = torch.compile(model, backend="webgpu")(*inputs)
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    plan = STATS.plans[-1]
+    library = plan.meta.get("library", {})
+    entries = [n.args["entry_point"] for n in plan.main if n.op is LowIROp.DISPATCH]
+    convs = sum(library.get(e, "").startswith(("conv2d.", "convt2d.")) for e in entries)
+    return convs, len(entries) - convs
+
+
+def test_conv_batch_norm_relu_is_one_dispatch_per_conv():
+    torch.manual_seed(0)
+    model = _randomize_batch_norms(nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+        nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8), nn.SiLU()))
+    convs, others = _compile_and_check(model, torch.randn(2, 3, 8, 8))
+    # Batch norm's scale and shift come from the running statistics (plan inputs): IREE computes them
+    # once per call, tiny per-channel dispatches; nothing else runs outside the library.
+    assert convs == 2 and others <= 4
+
+
+def test_residual_block_with_strided_downsample():
+    torch.manual_seed(0)
+    model = _randomize_batch_norms(BasicBlock(4, 8, 2))
+    convs, others = _compile_and_check(model, torch.randn(1, 4, 8, 8))
+    # conv1+bn+relu, conv2+bn, downsample+bn+residual+relu: the explicit padding of the stride-2 conv
+    # (crop_conv_padding) is read by the kernel, not materialized.
+    assert convs == 3 and others <= 6
+
+
+def test_geometries_depthwise_strided_dilated_grouped_1d_and_transposed():
+    class Convs(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.depthwise = nn.Conv2d(6, 6, 3, padding=1, groups=6)
+            self.dilated = nn.Conv2d(6, 4, 3, stride=2, padding=2, dilation=2)
+            self.grouped = nn.Conv2d(4, 6, (3, 1), padding=(1, 0), groups=2, bias=False)
+            self.multiplier = nn.Conv2d(6, 12, 3, groups=6)          # depthwise, 2 filters per channel
+            self.transposed = nn.ConvTranspose2d(12, 3, 3, stride=2, padding=1, output_padding=1)
+            self.conv1d = nn.Conv1d(6, 5, 3, stride=2, padding=1)
+
+        def forward(self, x, s):
+            y = self.transposed(torch.relu(self.multiplier(self.grouped(self.dilated(self.depthwise(x))))))
+            return y, torch.tanh(self.conv1d(s))
+
+    torch.manual_seed(0)
+    model = Convs().eval()
+    with torch.no_grad():
+        x, s = torch.randn(2, 6, 11, 9), torch.randn(2, 6, 13)
+        expected = model(x, s)
+        got = torch.compile(model, backend="webgpu")(x, s)
+    for g, e in zip(got, expected, strict=True):
+        torch.testing.assert_close(g, e, atol=1e-4, rtol=1e-4)
+    library = STATS.plans[-1].meta["library"]
+    assert len([e for n in STATS.plans[-1].main if n.op is LowIROp.DISPATCH
+                for e in [n.args["entry_point"]] if e in library]) == 6
+    assert any(v.endswith(".depthwise") for v in library.values())
+    assert any(v.startswith("convt2d.") for v in library.values())
+
+
+def test_dump_lists_library_convs_and_switch_off_compiles_with_iree(tmp_path, monkeypatch):
+    torch.manual_seed(0)
+    model = _randomize_batch_norms(nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU()))
+    x = torch.randn(1, 3, 6, 6)
+    monkeypatch.setenv("TORCH_WEBGPU_DUMP_DIR", str(tmp_path / "on"))
+    assert _compile_and_check(model, x)[0] == 1
+    (listing,) = (tmp_path / "on").glob("graph_*/dispatches.txt")
+    assert any(line.startswith("library:conv2d.f32.") and "\tlib_conv2d" in line
+               for line in listing.read_text().splitlines())
+    torch._dynamo.reset()
+    monkeypatch.setenv("TORCH_WEBGPU_LIBRARY", "0")
+    monkeypatch.setenv("TORCH_WEBGPU_DUMP_DIR", str(tmp_path / "off"))
+    assert _compile_and_check(model, x) [0] == 0
+    (listing,) = (tmp_path / "off").glob("graph_*/dispatches.txt")
+    assert all(line.startswith("iree\t") for line in listing.read_text().splitlines())
+
+
+def test_running_statistics_are_read_at_run_time():
+    # Folded batch norm keeps the statistics as plan inputs: updating them changes the result.
+    torch.manual_seed(0)
+    model = _randomize_batch_norms(nn.Sequential(nn.Conv2d(3, 4, 1), nn.BatchNorm2d(4)))
+    compiled = torch.compile(model, backend="webgpu")
+    x = torch.randn(1, 3, 4, 4)
+    with torch.no_grad():
+        compiled(x)
+        model[1].running_mean.add_(1.0)
+        torch.testing.assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+
+
+def test_small_resnet_convs_are_library_dispatches():
+    torch.manual_seed(0)
+    model = _randomize_batch_norms(SmallResNet(width=8))
+    convs, _ = _compile_and_check(model, torch.randn(2, 3, 16, 16))
+    assert convs == 4
+
+
+def test_bundle_round_trip_carries_library_convs(tmp_path):
+    torch.manual_seed(0)
+    model = _randomize_batch_norms(BasicBlock(4, 4, 1))
+    x = torch.randn(1, 4, 6, 6)
+    path = torch_webgpu.export(model, [x], tmp_path / "block", target="webgpu-core")
+    bundle = torch_webgpu.load(path)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.from_numpy(bundle(x.numpy())), model(x), atol=1e-4, rtol=1e-4)
+    assert any(k.startswith("lib_conv2d") for k in bundle.plan.executables)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16])
+def test_half_precision_conv(dtype):
+    from torch_webgpu.runtime import get_runtime
+
+    if "shader-f16" not in get_runtime().info.features:
+        pytest.skip("the adapter has no shader-f16")
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(4, 8, 3, padding=1), nn.ReLU()).to(dtype)
+    x = torch.randn(1, 4, 6, 6, dtype=dtype)
+    with torch.no_grad():
+        expected = model.float()(x.float())
+        got = torch.compile(model.to(dtype), backend="webgpu")(x)
+    torch.testing.assert_close(got.float(), expected, atol=2e-2, rtol=2e-2)
+    assert any(v.startswith("conv2d.f16.") for v in STATS.plans[-1].meta["library"].values())
