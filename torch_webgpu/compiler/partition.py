@@ -1,5 +1,5 @@
 """Splits a prepared, static-shape aten graph at the ops the kernel library runs (matmul family here,
-convolution in conv_family.py).
+convolution in conv_family.py, attention in attention_family.py).
 
 The result is a schedule: IREE segments (FX subgraphs) and library ops (`LibraryOp`, `ConvOp`), in an
 order that respects every dependency (segment i runs before library op i, which runs before segment i + 1).
@@ -21,6 +21,7 @@ import torch.fx
 from torch_webgpu.kernels.launch import DeviceCaps, KernelLaunch
 from torch_webgpu.kernels.matmul import Layout, MatmulProblem, plan_matmul
 
+from .attention_family import AttentionMatcher, AttentionOp
 from .conv_family import CONVOLUTIONS, ConvMatcher, ConvOp, fold_channel_affine
 from .operands import Operand, Resolver, add_operand, scalar, value_of
 
@@ -89,7 +90,7 @@ class Partition:
     """`steps` alternates Segment and LibraryOp in execution order; `outputs[i]` reads graph output i
     from (materialized node, meta view of it)."""
 
-    steps: list[Segment | LibraryOp | ConvOp]
+    steps: list[Segment | LibraryOp | ConvOp | AttentionOp]
     outputs: list[Operand | None]      # None: an output that is not a node (a Python value)
     forced: set[torch.fx.Node] = field(default_factory=set)   # views IREE materializes
 
@@ -229,14 +230,15 @@ def partition(gm: torch.fx.GraphModule, caps: DeviceCaps) -> Partition | None:
     resolver = Resolver(forced)
     matcher = _Matcher(graph, resolver, caps)
     conv_matcher = ConvMatcher(matcher.order, matcher.graph_outputs, resolver, caps)
-    ops: list[LibraryOp | ConvOp] = []
+    attention_matcher = AttentionMatcher(matcher.order, matcher.graph_outputs, resolver, caps)
+    ops: list[LibraryOp | ConvOp | AttentionOp] = []
     taken: set[torch.fx.Node] = set()
     for node in graph.nodes:
         if node.op != "call_function" or node in taken:
             continue
         op = None
         if node.target in MATMULS:
-            op = matcher.match(node)
+            op = attention_matcher.match(node) or matcher.match(node)
         elif node.target in CONVOLUTIONS:
             op = conv_matcher.match(node)
         if op is not None:
