@@ -55,9 +55,13 @@ def test_heads_read_through_strides_of_a_fused_projection():
     assert sum(x.startswith("attention.") for x in kinds) == 1
 
 
-def test_boolean_mask_stays_correct():
-    # masked_fill(~mask, -inf) is not matched yet (IREE computes it); the result must still be right.
+def test_boolean_mask_is_read_as_the_plans_bool_words():
+    # masked_fill(~mask, -inf) (SDPA with a boolean mask, as GPT-2 and BERT build it) is the bool32 mask.
     torch.manual_seed(0)
     q, k, v = torch.randn(1, 2, 8, 16), torch.randn(1, 2, 10, 16), torch.randn(1, 2, 10, 16)
-    _compiled_kinds(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m), q, k, v,
-                    torch.rand(8, 10) > 0.3)
+    mask = torch.rand(8, 10) > 0.3
+    mask[3] = False   # a fully masked row gives 0, as _safe_softmax
+    kinds = _compiled_kinds(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+                            q, k, v, mask)
+    assert sum(x.startswith("attention.f32.") for x in kinds) == 1 and not any(
+        x.startswith("matmul.") for x in kinds)

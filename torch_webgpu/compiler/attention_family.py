@@ -5,7 +5,8 @@ score matrix is never written.
 
 Q, K and V are read through their strides (K^T's view gives K), scalar factors on Q, K or the scores
 fold into the scale, and an additive mask (a causal mask built by `where(tril, 0, -inf)`, a padding
-mask) is read broadcast through its strides. Rows whose keys are all masked give 0, as `_safe_softmax`.
+mask) or a boolean one (`masked_fill(~mask, -inf)`, read as the plan's one-word-per-element bools) is read
+broadcast through its strides. Rows whose keys are all masked give 0, as `_safe_softmax`.
 """
 
 from __future__ import annotations
@@ -69,6 +70,13 @@ def _as4(operand: Operand, shape: tuple[int, int, int, int]) -> Operand | None:
         return None
 
 
+def _is_minus_inf(x: object) -> bool:
+    """-inf as a Python float or a `scalar_tensor(-inf)` node."""
+    if isinstance(x, torch.fx.Node):
+        return x.target is aten.scalar_tensor.default and x.args[0] == float("-inf")
+    return x == float("-inf")
+
+
 class AttentionMatcher:
     """Matches bmm(softmax(bmm(Q, K^T) * scale + mask), V) from its first bmm (see the module doc)."""
 
@@ -108,7 +116,7 @@ class AttentionMatcher:
         batch, heads = (1, shape[0]) if len(shape) == 3 else shape[:2]
         lq, lk = shape[-2:]
         scale = 1.0
-        mask_node = None
+        mask_node, mask_kind = None, "additive"
         user = self._single_user(scores)
         if user is not None and user.target in _SCALINGS and (
                 len(user.args) == 2 and user.args[0] is scores and scalar(user.args[1]) and not user.kwargs):
@@ -121,6 +129,9 @@ class AttentionMatcher:
                 len(user.args) == 2 and user.args[0] is scores and isinstance(user.args[1], torch.fx.Node)):
             mask_node = user.args[1]
             absorbed.append(user)
+            scores = user
+        elif user is not None and (attend := self._boolean_mask(user, scores, absorbed)) is not None:
+            mask_node, mask_kind = attend, "bool32"
             scores = user
         softmax = self._softmax_of(scores, absorbed)
         if softmax is None:
@@ -145,14 +156,14 @@ class AttentionMatcher:
         q, kt = q4, kt4
         mask = None
         if mask_node is not None:
-            mask = self._mask_operand(mask_node, value_of(scores), (batch, heads, lq, lk))
+            mask = self._mask_operand(mask_node, value_of(scores), (batch, heads, lq, lk), mask_kind)
             if mask is None:
                 return None
         for operand in (q4, k4, v4, *([mask] if mask else [])):
             if self.order[operand.base] >= self.order[root]:
                 return None
         problem = AttentionProblem(batch=int(batch), heads=int(heads), lq=int(lq), lk=int(lk), d=d, dv=dv,
-                                   mask="additive" if mask is not None else None,
+                                   mask=mask_kind if mask is not None else None,
                                    scale=scale * q.scale * kt.scale, dtype=dtype)
         op = AttentionOp(root, second, absorbed, problem, q4, k4, v4, mask)
         try:
@@ -211,10 +222,34 @@ class AttentionMatcher:
         absorbed += [softmax, *guard, *[o for o in others if o not in guard]]
         return where
 
+    def _boolean_mask(self, where: torch.fx.Node, scores: torch.fx.Node, absorbed: list[torch.fx.Node]
+                      ) -> torch.fx.Node | None:
+        """The boolean (True = attend) mask of `where(mask, scores, -inf)` or `where(~mask, -inf, scores)`
+        (masked_fill after decompositions), `where` and what only it reads into `absorbed`; else None."""
+        if where.target is not aten.where.self or len(where.args) != 3:
+            return None
+        cond, a, b = where.args
+        if not isinstance(cond, torch.fx.Node) or value_of(cond).dtype != torch.bool:
+            return None
+        fill = b if a is scores else a if b is scores else None
+        if fill is None or fill is scores or not _is_minus_inf(fill):
+            return None
+        taken = [where] + ([fill] if isinstance(fill, torch.fx.Node) and len(fill.users) == 1 else [])
+        if a is not scores:   # the condition says where to mask: read the mask it negates
+            if cond.target not in (aten.bitwise_not.default, aten.logical_not.default) or (
+                    value_of(cond.args[0]).dtype != torch.bool):
+                return None
+            if len(cond.users) == 1 and cond not in self.graph_outputs:
+                taken.append(cond)
+            cond = cond.args[0]
+        absorbed += taken
+        return cond
+
     def _mask_operand(self, node: torch.fx.Node, scores_val: torch.Tensor,
-                      shape: tuple[int, int, int, int]) -> Operand | None:
+                      shape: tuple[int, int, int, int], kind: str) -> Operand | None:
         mv = value_of(node)
-        if not isinstance(mv, torch.Tensor) or mv.dtype != scores_val.dtype:
+        dtype = torch.bool if kind == "bool32" else scores_val.dtype
+        if not isinstance(mv, torch.Tensor) or mv.dtype != dtype:
             return None
         try:
             if torch.broadcast_shapes(tuple(mv.shape), tuple(scores_val.shape)) != tuple(scores_val.shape):
