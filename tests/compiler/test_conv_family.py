@@ -4,6 +4,7 @@ kernel-library dispatches; IREE compiles the rest."""
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 import torch_webgpu
 from torch_webgpu.compiler.low_ir import LowIROp
@@ -147,3 +148,32 @@ def test_half_precision_conv(dtype):
         got = torch.compile(model.to(dtype), backend="webgpu")(x)
     torch.testing.assert_close(got.float(), expected, atol=2e-2, rtol=2e-2)
     assert any(v.startswith("conv2d.f16.") for v in STATS.plans[-1].meta["library"].values())
+
+
+def test_partition_folds_batch_norm_and_reads_the_cropped_padding():
+    # CPU only: the partition of the decomposed graph, as the backend prepares it.
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch_mlir.extras.fx_decomp_util import get_decomposition_table
+
+    from torch_webgpu.compiler.conv_family import ConvOp
+    from torch_webgpu.compiler.conv_padding import crop_conv_padding
+    from torch_webgpu.compiler.partition import Segment, partition
+    from torch_webgpu.kernels.launch import DeviceCaps
+
+    def fn(x, w, mean, var, gamma, beta, r):
+        y = F.conv2d(x, w, stride=2, padding=1)
+        c = (slice(None), None, None)   # eval batch norm as the backend's decompositions write it
+        y = (y - mean[c]) * (1.0 / torch.sqrt(var + 1e-5))[c] * gamma[c] + beta[c]
+        return (torch.relu(y + r),)
+
+    args = (torch.randn(1, 4, 8, 8), torch.randn(8, 4, 3, 3), *(torch.rand(8) for _ in range(4)),
+            torch.randn(1, 8, 4, 4))
+    gm = make_fx(fn, decomposition_table=get_decomposition_table(), tracing_mode="fake")(*args)
+    crop_conv_padding(gm.graph)   # stride 2 on 8 rows: the last padded row is never read
+    assert any(n.target is torch.ops.aten.constant_pad_nd.default for n in gm.graph.nodes)
+    part = partition(gm, DeviceCaps.portable())
+    (op,) = part.library_ops
+    assert isinstance(op, ConvOp) and op.problem.padding == (1, 1) and op.problem.activation == "relu"
+    assert op.scale is not None and op.shift is not None and op.residual is not None and op.bias is None
+    # IREE computes scale and shift from the statistics before the convolution; nothing after it.
+    assert [type(s) for s in part.steps] == [Segment, ConvOp]
