@@ -19,7 +19,7 @@ from torch_webgpu.kernels.conv import (
 from torch_webgpu.ops.library_launch import device_caps, record_launch
 
 ACTS = {None: lambda v: v, "relu": torch.relu, "gelu": F.gelu, "silu": F.silu, "sigmoid": torch.sigmoid,
-        "tanh": torch.tanh, "gelu_tanh": lambda v: F.gelu(v, approximate="tanh")}
+        "tanh": torch.tanh, "gelu_tanh": lambda v: F.gelu(v, approximate="tanh"), "relu6": F.relu6}
 
 
 def _layout(t: torch.Tensor) -> Strided4:
@@ -125,7 +125,7 @@ def test_conv_transpose2d(case):
 
 
 EPILOGUES = [(None, "none"), ("relu", "before"), ("gelu", "after"), ("gelu_tanh", "before"), ("silu", "none"),
-             ("sigmoid", "after"), ("tanh", "before")]
+             ("sigmoid", "after"), ("tanh", "before"), ("relu6", "before")]
 
 
 @pytest.mark.parametrize(("activation", "residual"), EPILOGUES, ids=[f"{a}-{r}" for a, r in EPILOGUES])

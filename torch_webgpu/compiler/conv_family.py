@@ -368,6 +368,9 @@ class ConvMatcher:
                 op.residual = residual
                 if p.activation is not None:
                     p = replace(p, residual_after_activation=True)
+            elif user.target is aten.hardtanh.default and tuple(user.args[1:]) == (0.0, 6.0) and (
+                    p.activation is None):
+                p = replace(p, activation="relu6")
             elif user.target in ACTIVATIONS or user.target is aten.gelu.default:
                 if p.activation is not None or len(user.args) != 1:
                     break
