@@ -40,6 +40,13 @@ def model_weights(module: Any) -> dict[str, Any]:
     return weights
 
 
+def _is_float16(module: Any) -> bool:
+    """Whether a module's weights are float16 (a `.half()` model)."""
+    import torch
+
+    return any(t.dtype == torch.float16 for t in [*module.parameters(), *module.buffers()])
+
+
 def prepare(out: Path, settings: Settings, target_name: str, iree: bool = True) -> list[str]:
     """Export every bundled figure into `out/<key>` (weights left out: the GPU machine builds the same
     model and passes them) and, with `iree`, its Vulkan .vmfb into `out/iree/<key>.vmfb`.
@@ -55,14 +62,16 @@ def prepare(out: Path, settings: Settings, target_name: str, iree: bool = True) 
     failed = []
     for key, module, inputs in tqdm(cases, desc="bundles", unit="bundle"):
         try:
+            # A float16 model is compiled with the target's shader-f16 (float32 ones stay without it).
+            case_target = ex.make_target(target_name, f16=True) if _is_float16(module) else target
             traced = ex.trace(module.eval(), list(inputs))
-            plan = ex.compile_traced(traced, target)
-            ex.write_plan_bundle(plan, traced, target, out / key, source=f"benchmarks:{key}",
+            plan = ex.compile_traced(traced, case_target)
+            ex.write_plan_bundle(plan, traced, case_target, out / key, source=f"benchmarks:{key}",
                                  external_weights=True)
             if iree:
                 from .iree_vulkan import compile_vmfb
 
-                vmfb = compile_vmfb(ex.iree_input_text(traced, target), target.iree)
+                vmfb = compile_vmfb(ex.iree_input_text(traced, case_target), case_target.iree)
                 (out / IREE_DIR / f"{key}.vmfb").write_bytes(vmfb)
                 # The plan keeps 64-bit constants as int32; IREE's `main` takes them in their own dtype.
                 dtypes = [str(c.dtype) for c in ex.prepared_constants(traced)]

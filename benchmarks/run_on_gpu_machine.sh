@@ -7,7 +7,8 @@
 # SUITE=issue12 is the issue-12 run in ONE device call of at most ~8 minutes (BUDGET_S=470 from the
 # script's start): a capped bundle check, then matmul, bandwidth, nn_ops and models for webgpu-eager,
 # webgpu-compiled (bundles), ort-webgpu and torch-cuda, then inductor-cuda with whatever time is left
-# (its compiles cost minutes). Every GPU figure is compared with torch CPU before it is timed; figures
+# (its compiles cost minutes), then (EXTRAS=1, up to 2 x EXTRAS_S more) the bandwidth kernels by GPU time
+# and the eager per-op split. Every GPU figure is compared with torch CPU before it is timed; figures
 # past the budget are listed as skipped; results.json is written after every suite, and the report
 # (results.md with the issue-12 targets, library vs IREE time, the autotuner's choices) is rebuilt from
 # it even if the harness had to be stopped. Any other SUITE runs `python -m benchmarks run` as before.
@@ -93,6 +94,14 @@ timeout -k 5 $((LEFT + 15)) "$PY" -m benchmarks run --suite "$SUITES" --backends
   --late-backends "$LATE" --budget "$LEFT" "${BUNDLES[@]}" --out "$RES" "$@" > "$RES/harness.log" 2>&1 || rc=$?
 grep -E "^suite |failed|Error" "$RES/harness.log" | tail -40 || true
 log "harness exited with $rc"
+if [ "${EXTRAS:-1}" != 0 ]; then
+  # The library's bandwidth kernels by GPU time, and where a synchronised eager op's time goes
+  # (benchmarks/bandwidth_library.py, eager_overhead.py): up to EXTRAS_S more seconds after the budget.
+  timeout "${EXTRAS_S:-45}" "$PY" -m benchmarks.bandwidth_library --json "$RES/bandwidth-library.json" \
+    > "$RES/bandwidth-library.log" 2>&1 || log "bandwidth_library stopped"
+  timeout "${EXTRAS_S:-45}" "$PY" -m benchmarks.eager_overhead --reps 100 --json "$RES/eager-overhead.json" \
+    > "$RES/eager-overhead.log" 2>&1 || log "eager_overhead stopped"
+fi
 if [ "$rc" != 0 ] && [ -f "$RES/results.json" ]; then
   # Stopped from outside (or a suite failed): rebuild the report from the figures written so far.
   timeout "$REPORT_S" "$PY" -m benchmarks report "$RES/results.json" --autotune-here --out "$RES/results" \

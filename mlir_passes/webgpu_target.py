@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 # WebGPU's portable minimum for minStorageBufferOffsetAlignment; plans compiled with it run everywhere.
 PORTABLE_OFFSET_ALIGNMENT = 256
@@ -26,12 +27,21 @@ class WebGPUTarget:
     # The device's one subgroup size, or None: IREE's warp reductions (parallel sum/softmax/layernorm rows)
     # split work by subgroup size, so subgroup ops are only enabled when every pipeline has the same one.
     subgroup_size: int | None = None
+    # (component, result, M, N, K) of the device's subgroup matrices (tensor cores; Dawn's
+    # chromium-experimental-subgroup-matrix): the kernel library's f16 matmuls use them. IREE does not.
+    subgroup_matrix_configs: tuple[tuple[str, str, int, int, int], ...] = ()
 
     @classmethod
-    def from_limits(cls, limits: Mapping[str, int], features: frozenset[str] | set[str] = frozenset()
-                    ) -> WebGPUTarget:
-        """The target for a device with these WebGPU `limits` (spec names) and `features`."""
+    def from_limits(cls, limits: Mapping[str, int], features: frozenset[str] | set[str] = frozenset(),
+                    subgroup_matrix_configs: Sequence[Sequence[Any]] = ()) -> WebGPUTarget:
+        """The target for a device with these WebGPU `limits` (spec names), `features` and subgroup-matrix
+        configs (kept only with the feature, shader-f16 and a fixed subgroup size, as the library needs)."""
         d = cls()
+        subgroup_size = _fixed_subgroup_size(limits, features)
+        configs = tuple((str(c[0]), str(c[1]), int(c[2]), int(c[3]), int(c[4]))
+                        for c in subgroup_matrix_configs)
+        if not ({"chromium-experimental-subgroup-matrix", "shader-f16"} <= set(features) and subgroup_size):
+            configs = ()
         return cls(
             max_threads=int(limits.get("max-compute-invocations-per-workgroup", d.max_threads)),
             max_workgroup_sizes=(
@@ -48,7 +58,8 @@ class WebGPUTarget:
             offset_alignment=max(PORTABLE_OFFSET_ALIGNMENT,
                                  int(limits.get("min-storage-buffer-offset-alignment", 0))),
             shader_f16="shader-f16" in features,
-            subgroup_size=_fixed_subgroup_size(limits, features),
+            subgroup_size=subgroup_size,
+            subgroup_matrix_configs=configs,
         )
 
     @property
@@ -103,6 +114,8 @@ class WebGPUTarget:
         fields = asdict(self)
         if fields["subgroup_size"] is None:
             del fields["subgroup_size"]  # keys of targets without subgroups stay what they were
+        if not fields["subgroup_matrix_configs"]:
+            del fields["subgroup_matrix_configs"]   # (and those without subgroup matrices)
         return hashlib.sha256(repr(sorted(fields.items())).encode()).hexdigest()[:16]
 
 

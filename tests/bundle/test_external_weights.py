@@ -60,6 +60,21 @@ def test_adapter_file_target(tmp_path):
         target_limits(str(tmp_path / "absent.json"))
 
 
+def test_adapter_file_subgroup_matrix_configs_reach_f16_targets_only(tmp_path):
+    from torch_webgpu.bundle.exporter import make_target
+    from torch_webgpu.bundle.requirements import target_subgroup_matrix_configs
+
+    path = tmp_path / "gpu.json"
+    limits = dict(WEBGPU_CORE_LIMITS, **{"subgroup-min-size": 32, "subgroup-max-size": 32})
+    features = ["shader-f16", "subgroups", "chromium-experimental-subgroup-matrix"]
+    path.write_text(json.dumps({"limits": limits, "features": features,
+                                "subgroup_matrix_configs": [["f16", "f32", 16, 16, 16]]}))
+    assert target_subgroup_matrix_configs(str(path)) == (("f16", "f32", 16, 16, 16),)
+    assert make_target(str(path), f16=True).iree.subgroup_matrix_configs == (("f16", "f32", 16, 16, 16),)
+    assert make_target(str(path)).iree.subgroup_matrix_configs == ()
+    assert target_subgroup_matrix_configs("webgpu-core") == ()
+
+
 def test_int64_and_scalar_weights(tmp_path):
     """BatchNorm's num_batches_tracked is a 0-d int64 weight; the plan holds it as int32."""
     torch.manual_seed(0)

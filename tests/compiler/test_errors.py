@@ -21,3 +21,14 @@ def test_int64_input_out_of_int32_range_raises_instead_of_wrapping():
     torch.testing.assert_close(compiled(torch.tensor([1, 2, 3])), torch.tensor([2, 3, 4]))
     with pytest.raises(OverflowError, match="int32"):
         compiled(torch.tensor([1, 2, 1 << 40]))
+
+
+def test_float16_weights_for_a_target_without_f16_name_the_feature():
+    # The inputs are token ids: only the weights and intermediates are f16 (IREE would fail on its
+    # emulation of f16 storage).
+    from torch_webgpu.bundle import exporter as ex
+
+    model = torch.nn.Sequential(torch.nn.Embedding(16, 8), torch.nn.Linear(8, 4)).half().eval()
+    traced = ex.trace(model, [torch.zeros(1, 3, dtype=torch.int64)])
+    with pytest.raises(TypeError, match="shader-f16"):
+        ex.compile_traced(traced, ex.make_target("benchmarks/targets/h200-dawn.json"))

@@ -62,3 +62,28 @@ def test_a_view_the_strides_cannot_express_reads_the_materialized_copy():
     part = _partition(fn, torch.randn(2, 3, 2, 8), torch.randn(2, 3, 2, 8))
     op = part.library_ops[0]
     assert op.a.base.target is torch.ops.aten.clone.default and op.a.base in part.forced
+
+
+def _f16_caps(**extra):
+    return DeviceCaps(features=frozenset({"shader-f16", "subgroups", *extra.pop("features", ())}),
+                      limits=dict(DeviceCaps.portable().limits), subgroup_size=32, **extra)
+
+
+def test_float16_linear_computed_in_float32_by_the_decomposition_is_one_f16_library_op():
+    from torch_mlir.extras.fx_decomp_util import get_decomposition_table
+
+    # The addmm decomposition casts x, W and b to f32 and the result back (relu then runs in f16): one
+    # f16 matmul here, its epilogue across the cast.
+    gm = make_fx(lambda x, w, b: (torch.relu(torch.nn.functional.linear(x, w, b)),),
+                 decomposition_table=get_decomposition_table(), tracing_mode="fake")(
+        torch.randn(4, 16, dtype=torch.float16), torch.randn(8, 16, dtype=torch.float16),
+        torch.randn(8, dtype=torch.float16))
+    assert any(n.target is torch.ops.prims.convert_element_type.default for n in gm.graph.nodes)
+    part = partition(gm, _f16_caps())
+    (op,) = part.library_ops
+    assert op.dtype == "f16" and op.activation == "relu" and op.bias is not None
+    assert all(o.base.meta["val"].dtype == torch.float16 for o in op.operands())
+    assert op.final.meta["val"].dtype == torch.float16
+    # Without shader-f16 it stays an f32 matmul of the casts.
+    (op32,) = partition(gm, DeviceCaps.portable()).library_ops
+    assert op32.dtype == "f32"

@@ -171,9 +171,19 @@ def test_subgroup_matrix_variant_source(caps):
     launch = plan_matmul(p, tc)
     assert "enable chromium_experimental_subgroup_matrix;" in launch.wgsl
     assert "subgroupMatrixMultiplyAccumulate" in launch.wgsl and launch.workgroup_size == (32, 1, 1)
-    assert "li / 32u" not in launch.wgsl  # matrix offsets from the workgroup id only (Dawn: uniform)
+    # Dawn wants uniform matrix offsets: per-subgroup sub-arrays through pointers, offsets from loop
+    # counters and constants only
+    four = plan_matmul(p, tc, "sgmat.w2x2.f2x2.k32")
+    assert four.workgroup_size == (128, 1, 1) and four.grid == (4, 4, 1)
+    loads = [ln for ln in four.wgsl.splitlines() if "subgroupMatrix" in ln and "(&" in ln]
+    assert loads and all("(&As[sm], " in ln or "(&Bs[sn], " in ln or "(&Cs[sg], 0u," in ln for ln in loads)
     assert not any(n.startswith("sgmat") for n in variants(problem(*operands(1, 256, 256, 256, "f32"),
                                                                      "f32"), tc))
+    # several subgroups per workgroup (H200: 93 TFLOP/s at 4096^3): a subgroup index li / 32, uniform per
+    # subgroup, with the matrix builtins' workgroup-scope uniformity rule off
+    multi = plan_matmul(p, tc, "sgmat.w4x2.f2x2.k32")
+    assert multi.workgroup_size == (256, 1, 1) and multi.grid == (4, 2, 1)
+    assert "li / 32u" in multi.wgsl and "diagnostic(off, chromium.subgroup_matrix_uniformity);" in multi.wgsl
 
 
 def test_errors(caps):

@@ -89,3 +89,37 @@ def test_softmax_backwards(webgpu, shape):
         xd = x.detach().to(webgpu).requires_grad_()
         fn(xd).backward(g.to(webgpu))
         _close(xd.grad, x.grad, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["softmax", "layer_norm", "rms_norm"])
+def test_every_variant(webgpu, caps, op):
+    """Every threads-per-row and combine variant (subgroup shuffles: lavapipe has subgroups but no fixed
+    size, which the kernel reads at run time) gives torch's rows, vec4 and scalar."""
+    import dataclasses
+
+    from torch_webgpu.kernels.rows import variants
+    from torch_webgpu.runtime import get_runtime
+
+    from .helpers import upload
+
+    rt = get_runtime()
+    assert "subgroups" in caps.features
+    caps = dataclasses.replace(caps, subgroup_size=caps.subgroup_size or 8)
+    for rows, n in [(6, 4096), (5, 1023)]:
+        torch.manual_seed(4)
+        x = torch.randn(rows, n) * 3 + 1
+        want = {"softmax": x.softmax(-1), "layer_norm": F.layer_norm(x, [n]),
+                "rms_norm": F.rms_norm(x, [n], eps=1e-5)}[op]
+        p = RowProblem(op, "f32", rows, n)
+        names = variants(p, caps)
+        assert len(names) >= 3 and any(name.startswith("wg1024") for name in names) == (n == 4096)
+        assert any(name.endswith(".sg") for name in names)
+        for name in names:
+            (launch,) = plan_rows(p, caps, name).steps
+            ids = {"x": upload(rt, x), "out": upload(rt, torch.zeros(rows, n))}
+            binds = [rt.constant(launch.params_bytes()) if r == "params" else ids[r] for r in launch.bindings]
+            rt.dispatch(rt.kernel(launch.wgsl, label=launch.name), binds, launch.grid)
+            got = torch.frombuffer(bytearray(rt.download(ids["out"], 0, rows * n * 4)), dtype=torch.float32)
+            for b in ids.values():
+                rt.free(b)
+            _close(got.reshape(rows, n), want, atol=2e-4)

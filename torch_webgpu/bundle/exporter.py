@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from .format import BUNDLE_FORMAT, BUNDLE_FORMAT_VERSION, write_bundle
-from .requirements import check_requirements, plan_requirements, target_limits
+from .requirements import check_requirements, plan_requirements, target_limits, target_subgroup_matrix_configs
 
 PHASES = ("high-ir", "iree-input", "wgsl", "bundle")
 
@@ -59,7 +59,9 @@ def make_target(name: str = "auto", f16: bool = False) -> Target:
         raise ValueError(f"--f16 needs the WebGPU feature 'shader-f16', which {where} does not offer; "
                          f"compile in float32 (drop --f16){hint}")
     # f16 code only when asked: a float32 model on an f16-capable adapter stays portable.
-    iree = WebGPUTarget.from_limits(limits, features if f16 else features - {"shader-f16"})
+    # Subgroup matrices only serve f16 matmuls: f32 targets (and their cache keys) stay without them.
+    configs = target_subgroup_matrix_configs(name) if f16 else ()
+    iree = WebGPUTarget.from_limits(limits, features if f16 else features - {"shader-f16"}, configs)
     return Target(name, limits, frozenset(features), f16, iree)
 
 

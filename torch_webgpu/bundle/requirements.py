@@ -31,7 +31,8 @@ WEBGPU_CORE_LIMITS: dict[str, int] = {
 TARGETS = ("auto", "webgpu-core")
 
 # WGSL `enable` directives and the adapter feature each needs.
-_ENABLE_FEATURES = {"f16": "shader-f16", "subgroups": "subgroups", "subgroups_f16": "subgroups-f16"}
+_ENABLE_FEATURES = {"f16": "shader-f16", "subgroups": "subgroups", "subgroups_f16": "subgroups-f16",
+                    "chromium_experimental_subgroup_matrix": "chromium-experimental-subgroup-matrix"}
 
 
 def target_limits(name: str) -> tuple[dict[str, int], frozenset[str]]:
@@ -47,6 +48,23 @@ def target_limits(name: str) -> tuple[dict[str, int], frozenset[str]]:
     if name.endswith(".json"):
         return _limits_file(name)
     raise ValueError(f"unknown target {name!r}; choose one of {', '.join(TARGETS)} or an adapter JSON file")
+
+
+def target_subgroup_matrix_configs(name: str) -> tuple[tuple[str, str, int, int, int], ...]:
+    """(component, result, M, N, K) subgroup-matrix configs of target profile `name` (an adapter file's
+    `subgroup_matrix_configs`, as `torch-webgpu adapter --json` prints them; () when it has none)."""
+    if name == "auto":
+        from torch_webgpu.runtime import get_runtime
+
+        return tuple(getattr(get_runtime().info, "subgroup_matrix_configs", ()) or ())
+    if not name.endswith(".json"):
+        return ()
+    import json
+    from pathlib import Path
+
+    doc = json.loads(Path(name).read_text())
+    return tuple((str(c[0]), str(c[1]), int(c[2]), int(c[3]), int(c[4]))
+                 for c in doc.get("subgroup_matrix_configs", ()))
 
 
 def _limits_file(path: str) -> tuple[dict[str, int], frozenset[str]]:

@@ -121,7 +121,9 @@ def cmd_adapter(args: argparse.Namespace) -> int:
     info = get_runtime().info
     if args.json:
         print(json.dumps({"adapter": info.name, "backend": info.backend, "limits": dict(info.limits),
-                          "features": sorted(info.features)}, indent=1, sort_keys=True))
+                          "features": sorted(info.features),
+                          "subgroup_matrix_configs": [list(c) for c in info.subgroup_matrix_configs]},
+                         indent=1, sort_keys=True))
     else:
         print(info.describe())
     return 0

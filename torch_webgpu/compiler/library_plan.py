@@ -6,6 +6,7 @@ WGSL, IREE compiles the segments between them, and one plan holds both.
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -17,6 +18,8 @@ from torch_webgpu.kernels.launch import DeviceCaps
 from .fx_import import PreparedGraph, _bool_boundaries_as_int32
 from .low_ir import Plan, TensorSpec
 from .partition import Partition, Segment, partition, segment_graph, value_of
+
+log = logging.getLogger(__name__)
 
 
 def library_enabled() -> bool:
@@ -43,7 +46,11 @@ def caps_for_target(target: Any) -> DeviceCaps:
               "min-storage-buffer-offset-alignment": target.offset_alignment}
     if target.subgroup_size:
         limits["subgroup-min-size"] = limits["subgroup-max-size"] = target.subgroup_size
-    return DeviceCaps(features=frozenset(features), limits=limits, subgroup_size=target.subgroup_size)
+    configs = tuple(getattr(target, "subgroup_matrix_configs", ()) or ())
+    if configs:
+        features.add("chromium-experimental-subgroup-matrix")   # tensor-core f16 matmuls
+    return DeviceCaps(features=frozenset(features), limits=limits, subgroup_size=target.subgroup_size,
+                      subgroup_matrix_configs=configs)
 
 
 def _static(example_inputs: list[Any]) -> bool:
@@ -69,6 +76,7 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
                         compile_segments: Any) -> tuple[Plan, str]:
     """One plan from the partition: `compile_segments([(gm, name, output values)])` compiles the segment
     graphs (in one IREE invocation) to one Plan each. Returns the plan and the dispatches listing."""
+    from .plan_builder import written_inputs
     from .plan_compose import PlanComposer
 
     segments = []
@@ -90,8 +98,13 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
     graph = prepared.graph_module.graph
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     where: dict[torch.fx.Node, tuple[str, int]] = {ph: (f"in{k}", 0) for k, ph in enumerate(placeholders)}
-    variants: dict[str, str] = {}
-    placed: list[tuple[str, int, int, torch.fx.Node]] = []
+    # Where each value lives, for the hazards of in-place writes: (buffer, start, end, node).
+    placed: list[tuple[str, int, int, torch.fx.Node]] = [
+        (f"in{k}", 0, _nbytes(value_of(ph)), ph) for k, ph in enumerate(placeholders)
+        if isinstance(value_of(ph), torch.Tensor)]
+    last_read = _last_reads(part)
+    # The caller's tensors and the lifted constants are read again after the call: never written.
+    last_read.update({ph: len(part.steps) for ph in placeholders})
     for index, step in enumerate(part.steps):
         if not isinstance(step, Segment):
             launch = step.launch(caps)
@@ -102,21 +115,35 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
             name = f"lib{index}"
             out_bytes = _nbytes(value_of(step.final))
             where[step.final] = composer.new_buffer(name, out_bytes)
+            placed.append((name, 0, out_bytes, step.final))
             operands["out"] = (name, 0, out_bytes)
-            key = composer.add_library(launch, operands)
-            variants[key] = launch.name
+            tunable = step.candidates(caps) if hasattr(step, "candidates") else None
+            composer.add_library(launch, operands, tunable)
             continue
+        segment_plan = next(segment_plans)
         bound = [where[x] for x in step.inputs]
-        locations = composer.add_segment("", next(segment_plans), bound)
+        for k, ranges in written_inputs(segment_plan.main, segment_plan.executables).items():
+            # IREE updates this argument in place (index_put into a KV cache returns it). One IREE module
+            # would have ordered every reader of the old bytes first; across segments and library ops a
+            # later reader of them (the value, or another one IREE placed in the same bytes) would see
+            # the new ones, so the segment then writes into a copy of its input instead.
+            if not all(isinstance(x, int) for r in ranges for x in r):
+                raise NotImplementedError(f"segment {index} writes its input {step.inputs[k]} at a "
+                                          "symbolic range (static shapes only)")
+            ranges = [(o, o + n) for o, n in ranges]
+            buf, base = bound[k]
+            victims = [node for b, s, e, node in placed if b == buf and last_read.get(node, -1) > index
+                       and any(base + r0 < e and s < base + r1 for r0, r1 in ranges)]
+            if victims:
+                bound[k] = composer.add_copy(f"copy{index}_{k}", bound[k], _nbytes(value_of(step.inputs[k])))
+                log.debug("segment %d writes its input %s in place: copied first (read later: %s)",
+                          index, step.inputs[k], victims)
+        locations = composer.add_segment("", segment_plan, bound)
         for node, loc in zip(step.outputs, locations, strict=True):
-            if loc in bound and step.inputs[bound.index(loc)] is not node:
-                # IREE updated an input in place (index_put into a KV cache returns the argument): the
-                # value may have other readers across segments, which one IREE module would have seen.
-                raise SegmentLayoutError(f"segment output {node} was written into its input "
-                                         f"{step.inputs[bound.index(loc)]}")
+            # Outputs may share bytes with each other or with an input (IREE folds equal values into one
+            # buffer): harmless, since nothing writes a placed value except the copies above protect.
             where[node] = loc
             placed.append((loc[0], loc[1], loc[1] + _nbytes(value_of(node)), node))
-    _check_disjoint(placed)
     output_locations = []
     for i, operand in enumerate(part.outputs):
         if operand is None:
@@ -132,22 +159,20 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
         output_locations.append((buf, offset + int(operand.view.storage_offset()) * itemsize,
                                  int(operand.view.numel()) * itemsize))
     plan = composer.plan(outputs, prepared.output_map, output_locations)
-    plan.meta = {"target": target.key(), "dispatches": plan.dispatch_count, "library": variants,
+    plan.meta = {"target": target.key(), "dispatches": plan.dispatch_count,
+                 "library": composer.library_entries,
                  "segments": sum(1 for s in part.steps if isinstance(s, Segment))}
     return plan, composer.dispatches_text()
 
 
-class SegmentLayoutError(RuntimeError):
-    """IREE's segments wrote a value over another that must survive (an in-place index_put of a static
-    KV cache); the caller compiles the graph without the library."""
-
-
-def _check_disjoint(placed: list[tuple[str, int, int, Any]]) -> None:
-    by_buffer: dict[str, list[tuple[int, int, Any]]] = {}
-    for buf, start, end, node in placed:
-        by_buffer.setdefault(buf, []).append((start, end, node))
-    for buf, ranges in by_buffer.items():
-        ranges.sort(key=lambda r: r[0])
-        for (s0, e0, n0), (s1, e1, n1) in zip(ranges, ranges[1:], strict=False):
-            if s1 < e0 and s1 < e1 and s0 < e0:
-                raise SegmentLayoutError(f"segment outputs {n0} and {n1} overlap in {buf}")
+def _last_reads(part: Partition) -> dict[torch.fx.Node, int]:
+    """The last step that reads each materialized value (graph outputs: after every step)."""
+    last: dict[torch.fx.Node, int] = {}
+    for index, step in enumerate(part.steps):
+        bases = step.inputs if isinstance(step, Segment) else [o.base for o in step.operands()]
+        for base in bases:
+            last[base] = index
+    for operand in part.outputs:
+        if operand is not None:
+            last[operand.base] = len(part.steps)
+    return last

@@ -23,6 +23,7 @@ from mlir_passes.dispatch_grid import WORKGROUP_FOLD_OVERRIDE, shader_grid
 from torch_webgpu.runtime import BufferSlice, get_runtime
 
 from .low_ir import LowIRNode, LowIROp, Plan, TensorSpec
+from .plan_tuning import tune_plan
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 _NP = {"float32": np.float32, "float16": np.float16, "int32": np.int32, "int16": np.int16, "int8": np.int8,
@@ -192,11 +193,13 @@ class CompiledPlan:
     MAX_LAYOUTS = 8   # input-shape signatures a dynamic plan keeps buffers for
 
     def __init__(self, plan: Plan, rt: Any = None, shader_source: str = "wgsl"):
-        self.plan = plan
         self.rt = rt or get_runtime()
+        self.plan = plan = tune_plan(plan, self.rt)
         self.shader_source = shader_source
         self.calls = 0
-        self._kernels = {name: self._kernel(name) for name in plan.executables}
+        # Pipelines of the dispatched entry points only (not the variants tuning passed over).
+        used = {n.args["entry_point"] for n in (*plan.init, *plan.main) if n.op is LowIROp.DISPATCH}
+        self._kernels = {name: self._kernel(name) for name in plan.executables if name in used}
         self._owned: list[int] = []
         self._scratch: dict[tuple[int, int], int] = {}
         self._static: dict[str, tuple[int, int]] = {}

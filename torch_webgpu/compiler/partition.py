@@ -1,8 +1,9 @@
 """Splits a prepared, static-shape aten graph at the ops the kernel library runs (matmul family here,
 convolution in conv_family.py, attention in attention_family.py).
 
-The result is a schedule: IREE segments (FX subgraphs) and library ops (`LibraryOp`, `ConvOp`), in an
-order that respects every dependency (segment i runs before library op i, which runs before segment i + 1).
+The result is a schedule: IREE segments (FX subgraphs) and library ops (`LibraryOp`, `ConvOp`,
+`AttentionOp`), in an order that respects every dependency (segment i runs before library op i, which
+runs before segment i + 1).
 Views (`view`, `permute`, `t`, `expand`, ...) cost nothing: a library operand reached through views is
 bound with the view's strides, a graph output that is a contiguous view of a buffer is read from it, and
 a segment that needs a view recomputes it from its materialized base. Elementwise epilogues that only
@@ -18,8 +19,9 @@ from typing import Any
 import torch
 import torch.fx
 
+from torch_webgpu.kernels import autotune
 from torch_webgpu.kernels.launch import DeviceCaps, KernelLaunch
-from torch_webgpu.kernels.matmul import Layout, MatmulProblem, plan_matmul
+from torch_webgpu.kernels.matmul import Layout, MatmulProblem, plan_matmul, variants
 
 from .attention_family import AttentionMatcher, AttentionOp
 from .conv_family import CONVOLUTIONS, ConvMatcher, ConvOp, fold_channel_affine
@@ -30,6 +32,27 @@ MATMULS = frozenset({aten.mm.default, aten.bmm.default})
 _ACTIVATIONS = {aten.relu.default: "relu", aten.silu.default: "silu", aten.sigmoid.default: "sigmoid",
                 aten.tanh.default: "tanh"}
 _LIBRARY_DTYPES = {torch.float32: "f32", torch.float16: "f16"}
+_CONVERT = torch.ops.prims.convert_element_type.default
+
+
+def _widened_f16(node: Any) -> torch.fx.Node | None:
+    """The float16 value that `node` casts to float32, else None. torch's decompositions compute an f16
+    linear (addmm) in f32 between casts; the library runs it as an f16 matmul (f32 accumulation), which is
+    the same arithmetic, with f16 storage (and tensor cores where the device has them)."""
+    if not (isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target is _CONVERT):
+        return None
+    src, val = node.args[0], value_of(node)
+    if not (isinstance(src, torch.fx.Node) and isinstance(val, torch.Tensor) and val.dtype == torch.float32
+            and isinstance(value_of(src), torch.Tensor) and value_of(src).dtype == torch.float16):
+        return None
+    return src
+
+
+def _narrows_to_f16(node: torch.fx.Node, cur: torch.fx.Node) -> bool:
+    """`node` casts the float32 `cur` to float16."""
+    val = value_of(node)
+    return (node.op == "call_function" and node.target is _CONVERT and node.args[0] is cur
+            and isinstance(val, torch.Tensor) and val.dtype == torch.float16)
 
 
 @dataclass
@@ -63,17 +86,36 @@ class LibraryOp:
         """Every operand the op reads."""
         return list(self.roles().values())
 
-    def launch(self, caps: DeviceCaps) -> KernelLaunch:
-        """The library's launch of this op on `caps` (its default variant there)."""
+    def problem(self) -> MatmulProblem:
+        """The library problem this op solves."""
         shape_a, shape_b, shape_o = (self.batch, self.m, self.k), (self.batch, self.k, self.n), (
             self.batch, self.m, self.n)
-        problem = MatmulProblem(
+        return MatmulProblem(
             batch=self.batch, m=self.m, n=self.n, k=self.k, a=self.a.layout(shape_a),
             b=self.b.layout(shape_b), out=Layout(0, self.m * self.n, self.n, 1), dtype=self.dtype,
             bias=self.bias.layout(shape_o) if self.bias else None,
             residual=self.residual.layout(shape_o) if self.residual else None,
             activation=self.activation, alpha=self.alpha, beta=self.beta)
-        return plan_matmul(problem, caps)
+
+    def launch(self, caps: DeviceCaps) -> KernelLaunch:
+        """The library's launch of this op on `caps` (its default variant there)."""
+        return plan_matmul(self.problem(), caps)
+
+    def candidates(self, caps: DeviceCaps) -> Tunable:
+        """The variants the machine that runs the plan times once (the default first)."""
+        p = self.problem()
+        names = variants(p, caps)[:autotune.MAX_CANDIDATES]
+        return Tunable(autotune.problem_key("matmul", p), p.flops, [plan_matmul(p, caps, v) for v in names])
+
+
+@dataclass(frozen=True)
+class Tunable:
+    """Launch variants of one library op that a plan carries for load-time autotuning: `key` is the
+    device-independent autotune key, `launches[0]` the default."""
+
+    key: str
+    flops: int
+    launches: list[KernelLaunch]
 
 
 @dataclass
@@ -112,17 +154,45 @@ class _Matcher:
     def _precedes(self, operand: Operand, root: torch.fx.Node) -> bool:
         return self.order[operand.base] < self.order[root]
 
+    def _f16_operand(self, node: torch.fx.Node) -> Operand | None:
+        """The f32 operand `node` (a cast of an f16 value, or views of one) read as that f16 value."""
+        src = _widened_f16(node)
+        if src is not None:
+            return self.resolver.resolve(src)   # the cast commutes with the views below it
+        operand = self.resolver.resolve(node, scalable=True)
+        src = _widened_f16(operand.base) if operand is not None else None
+        inner = self.resolver.resolve(src) if src is not None else None
+        if inner is None or not (inner.view.is_contiguous() and inner.view.storage_offset() == 0
+                                 and inner.view.numel() == value_of(inner.base).numel()):
+            return None
+        return Operand(inner.base, operand.view, operand.scale)
+
     def match(self, root: torch.fx.Node) -> LibraryOp | None:
+        """The library op rooted at the matmul `root`, or None (IREE computes it)."""
+        val = value_of(root)
+        if (isinstance(val, torch.Tensor) and val.dtype == torch.float32 and self.shader_f16
+                and all(isinstance(value_of(x), torch.Tensor) for x in root.args[:2])):
+            a, b = self._f16_operand(root.args[0]), self._f16_operand(root.args[1])
+            if a is not None and b is not None:
+                op = self._match(root, a, b, "f16")
+                if op is not None and value_of(op.final).dtype == torch.float16:
+                    return op
+        return self._match(root, None, None, None)
+
+    def _match(self, root: torch.fx.Node, a: Operand | None, b: Operand | None,
+               dtype: str | None) -> LibraryOp | None:
+        """`dtype` "f16" with `a`, `b`: the f32 matmul of widened f16 operands, stored back as f16."""
         a_node, b_node = root.args[:2]
         val, a_val, b_val = value_of(root), value_of(a_node), value_of(b_node)
         if not all(isinstance(v, torch.Tensor) for v in (val, a_val, b_val)):
             return None
-        dtype = _LIBRARY_DTYPES.get(val.dtype)
-        if dtype is None or a_val.dtype != val.dtype or b_val.dtype != val.dtype or (
-                dtype == "f16" and not self.shader_f16) or val.numel() == 0:
-            return None
-        a, b = self.resolver.resolve(a_node, scalable=True), self.resolver.resolve(b_node, scalable=True)
-        if a is None or b is None:
+        if dtype is None:
+            dtype = _LIBRARY_DTYPES.get(val.dtype)
+            if dtype is None or a_val.dtype != val.dtype or b_val.dtype != val.dtype or (
+                    dtype == "f16" and not self.shader_f16) or val.numel() == 0:
+                return None
+            a, b = self.resolver.resolve(a_node, scalable=True), self.resolver.resolve(b_node, scalable=True)
+        if a is None or b is None or val.numel() == 0:
             return None
         if root.target is aten.mm.default:
             batch, (m, k), n = 1, a_val.shape, b_val.shape[1]
@@ -136,6 +206,8 @@ class _Matcher:
         except ValueError:
             return None
         self._epilogue(op)
+        if self._widened(op) and value_of(op.final).dtype != torch.float16:
+            return None   # the f32 result is used as such: an f32 library op instead
         try:
             launch = op.launch(self.caps)
         except (ValueError, TypeError):
@@ -144,11 +216,23 @@ class _Matcher:
             return None
         return op
 
-    def _epilogue_operand(self, op: LibraryOp, other: torch.fx.Node, cur: torch.fx.Node) -> Operand | None:
-        """`other` as an epilogue operand broadcast to `cur`'s shape, or None when it cannot be one."""
+    @staticmethod
+    def _widened(op: LibraryOp) -> bool:
+        """An f16 op over an f32 matmul of widened operands (its epilogue operands are widened too)."""
+        return op.dtype == "f16" and value_of(op.root).dtype == torch.float32
+
+    def _epilogue_operand(self, op: LibraryOp, other: torch.fx.Node, cur: torch.fx.Node,
+                          widened: bool = False) -> Operand | None:
+        """`other` as an epilogue operand broadcast to `cur`'s shape, or None when it cannot be one
+        (`widened`: `other` must be a widened f16 value, which the library reads)."""
         ov, cv = value_of(other), value_of(cur)
         if not isinstance(ov, torch.Tensor) or ov.dtype != cv.dtype:
             return None
+        if widened:
+            other = _widened_f16(other)   # read as the f16 value it widens
+            if other is None:
+                return None
+            ov = value_of(other)
         try:
             if torch.broadcast_shapes(tuple(ov.shape), tuple(cv.shape)) != tuple(cv.shape):
                 return None
@@ -166,8 +250,17 @@ class _Matcher:
 
     def _epilogue(self, op: LibraryOp) -> None:
         cur = op.root
+        widened = self._widened(op)   # still in the f32 part of a widened f16 matmul
         while len(cur.users) == 1 and cur not in self.graph_outputs:
             (user,) = cur.users
+            if widened and _narrows_to_f16(user, cur):
+                # The library stores f16; the epilogue goes on in f16 (each step in f32 registers, its
+                # f16 rounding skipped: the same result or a closer one).
+                widened = False
+                if cur is not op.root:
+                    op.absorbed.append(cur)
+                cur = op.final = user
+                continue
             if user.op != "call_function" or (user.args[0] is not cur and user.target is not aten.add.Tensor):
                 return
             val = value_of(user)
@@ -199,14 +292,14 @@ class _Matcher:
                             and scalar(other.args[1]) is not None
                             and isinstance(other.args[0], torch.fx.Node)):
                         beta, scaled = scalar(other.args[1]), other.args[0]
-                    operand = self._epilogue_operand(op, scaled, cur)
+                    operand = self._epilogue_operand(op, scaled, cur, widened)
                     if operand is None:
                         return
                     op.bias, op.beta = operand, beta
                     if scaled is not other:
                         op.absorbed.append(other)
                 elif not op.residual:
-                    operand = self._epilogue_operand(op, other, cur)
+                    operand = self._epilogue_operand(op, other, cur, widened)
                     if operand is None:
                         return
                     op.residual = operand

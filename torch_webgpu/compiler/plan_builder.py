@@ -48,6 +48,77 @@ def _nodes(commands: list, executables: dict[str, ExecutableSpec]) -> list[LowIR
     return nodes
 
 
+def written_inputs(nodes: list[LowIRNode], executables: dict[str, ExecutableSpec]
+                   ) -> dict[int, list[tuple[Any, Any]]]:
+    """The (byte offset, size) ranges of each input `in<k>` that `nodes` write: IREE updates an argument
+    in place (index_put into a KV cache writes into the cache argument)."""
+    written: dict[int, list[tuple[Any, Any]]] = {}
+
+    def mark(name: str, offset: Any, size: Any) -> None:
+        if name.startswith("in") and name[2:].isdigit():
+            written.setdefault(int(name[2:]), []).append((offset, size))
+
+    for node in nodes:
+        a = node.args
+        if node.op is LowIROp.DISPATCH:
+            spec = executables[a["entry_point"]]
+            read_only = {int(w) for w in spec.read_only}
+            writable = {int(h) for w, h in spec.binding_map.items() if int(w) not in read_only}
+            for h, (name, offset, size) in enumerate(a["bindings"]):
+                if h in writable:
+                    mark(name, offset, size)
+        elif node.op in (LowIROp.FILL, LowIROp.COPY):
+            mark(a["buffer"], a["offset"], a["size"])
+    return written
+
+
+def _input_nbytes(spec: TensorSpec, k: int) -> Any:
+    """Bytes of input k (an expression of its dims for dynamic=True)."""
+    size: Any = np.dtype(spec.device_dtype).itemsize
+    for axis, d in enumerate(spec.shape):
+        size = host_expr.fold("muli", size, host_expr.dim(k, axis) if d is None else int(d))
+    return size
+
+
+def copy_written_inputs(plan: Plan) -> Plan:
+    """`plan` with each input that IREE writes in place (the caller's tensor, or a lifted constant that
+    the next call reads again) copied into a plan buffer first, and every use of it moved there."""
+    written = written_inputs(plan.main, plan.executables)
+    if not written:
+        return plan
+    n_user = len(plan.inputs)
+    renamed: dict[str, str] = {}
+    head = []
+    for k in sorted(written):
+        if k < n_user:
+            nbytes = host_expr.fold("align", _input_nbytes(plan.inputs[k], k), 4)
+        else:
+            nbytes = -(-int(list(plan.constants.values())[k - n_user].nbytes) // 4) * 4
+        name = f"in{k}_copy"
+        plan.buffers[name] = nbytes
+        renamed[f"in{k}"] = name
+        head.append(LowIRNode(LowIROp.COPY, {"source": f"in{k}", "source_offset": 0, "buffer": name,
+                                             "offset": 0, "size": nbytes}))
+    main = []
+    for node in plan.main:
+        a = dict(node.args)
+        if node.op is LowIROp.DISPATCH:
+            a["bindings"] = [[renamed.get(b, b), o, n] for b, o, n in a["bindings"]]
+        elif node.op in (LowIROp.FILL, LowIROp.COPY):
+            a["buffer"] = renamed.get(a["buffer"], a["buffer"])
+            if node.op is LowIROp.COPY:
+                a["source"] = renamed.get(a["source"], a["source"])
+        elif node.op is LowIROp.OUTPUT:
+            if "input" in a and f"in{a['input']}" in renamed:
+                k = a.pop("input")
+                a.update(buffer=renamed[f"in{k}"], offset=0, size=_input_nbytes(plan.inputs[k], k))
+            elif "buffer" in a:
+                a["buffer"] = renamed.get(a["buffer"], a["buffer"])
+        main.append(LowIRNode(node.op, a))
+    plan.main = head + main
+    return plan
+
+
 def build_plan(host: HostProgram, executables: dict[str, ExecutableSpec], wgsl: dict[str, str],
                inputs: list[TensorSpec], outputs: list[TensorSpec], output_map: list[int | None],
                constants: dict[str, Any]) -> Plan:

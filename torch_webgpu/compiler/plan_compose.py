@@ -37,6 +37,7 @@ class PlanComposer:
         self.constants: dict[str, np.ndarray] = dict(constants)
         self.spirv: dict[str, bytes] = {}
         self.dispatch_kinds: list[tuple[str, str]] = []   # (entry point, "library:<variant>" or "iree")
+        self.library_entries: dict[str, str] = {}         # entry point -> variant, tuning's too
         for j, name in enumerate(constants):
             self.init.append(LowIRNode(LowIROp.ALLOCATE, {"buffer": f"in{n_user + j}"}))
             self.init.append(LowIRNode(LowIROp.UPLOAD_CONSTANT, {"buffer": f"in{n_user + j}",
@@ -98,16 +99,43 @@ class PlanComposer:
             self.constants[prefix + name] = value
         return [outputs[i] for i in range(len(plan.outputs))]
 
+    def add_copy(self, name: str, source: tuple[str, int], nbytes: int) -> tuple[str, int]:
+        """A new buffer `name` holding a copy of `nbytes` at `source` (made at this point of the call)."""
+        size = -(-int(nbytes) // 4) * 4   # copies move whole words
+        where = self.new_buffer(name, size)
+        self.main.append(LowIRNode(LowIROp.COPY, {"source": source[0], "source_offset": source[1],
+                                                  "buffer": name, "offset": 0, "size": size}))
+        return where
+
     # -- library --
     def new_buffer(self, name: str, nbytes: int) -> tuple[str, int]:
         """A plan buffer for a library output."""
         self.buffers[name] = max(4, -(-int(nbytes) // ALIGN) * ALIGN)
         return name, 0
 
-    def add_library(self, launch: KernelLaunch, operands: dict[str, tuple[str, int, int]]) -> str:
-        """A DISPATCH of `launch` with `operands[role]` = (buffer, byte offset, byte length)."""
+    def add_library(self, launch: KernelLaunch, operands: dict[str, tuple[str, int, int]],
+                    tunable: Any = None) -> str:
+        """A DISPATCH of `launch` with `operands[role]` = (buffer, byte offset, byte length). With
+        `tunable` (partition.Tunable: its launches, the default first, solve the same problem), the
+        node also carries every variant under "tune", and the executor that loads the plan times them
+        once on its own device and runs the winner (lowering.tune_plan)."""
+        key, args = self._library_dispatch(launch, operands)
+        if tunable is not None and len(tunable.launches) > 1:
+            variants = [{"variant": launch.name, **args}]
+            for other in tunable.launches[1:]:
+                _, other_args = self._library_dispatch(other, operands)
+                variants.append({"variant": other.name, **other_args})
+            args["tune"] = {"key": tunable.key, "flops": int(tunable.flops), "variants": variants}
+        self.main.append(LowIRNode(LowIROp.DISPATCH, args))
+        self.dispatch_kinds.append((key, f"library:{launch.name}"))
+        return key
+
+    def _library_dispatch(self, launch: KernelLaunch, operands: dict[str, tuple[str, int, int]]
+                          ) -> tuple[str, dict[str, Any]]:
+        """The executable of `launch` (registered once) and its DISPATCH args."""
         digest = hashlib.sha256(launch.wgsl.encode()).hexdigest()[:10]
         key = f"lib_{launch.name}_{digest}".replace(".", "_")
+        self.library_entries[key] = launch.name
         host_bindings, binding_map = [], {}
         for slot, role in enumerate(launch.bindings):
             if role == PARAMS:
@@ -121,11 +149,8 @@ class PlanComposer:
                 push_constant_binding=launch.params_binding, push_constant_count=len(launch.params),
                 read_only=sorted(launch.read_only))
             self.wgsl[f"{key}.wgsl"] = launch.wgsl
-        self.main.append(LowIRNode(LowIROp.DISPATCH, {
-            "entry_point": key, "workgroups": list(launch.grid), "constants": list(launch.params),
-            "bindings": host_bindings}))
-        self.dispatch_kinds.append((key, f"library:{launch.name}"))
-        return key
+        return key, {"entry_point": key, "workgroups": list(launch.grid), "constants": list(launch.params),
+                     "bindings": host_bindings}
 
     # -- the plan --
     def plan(self, outputs: list[TensorSpec], output_map: list, output_locations: list) -> Plan:

@@ -45,7 +45,7 @@ def _target():
     from torch_webgpu.runtime import get_runtime
 
     info = get_runtime().info
-    return WebGPUTarget.from_limits(info.limits, info.features)
+    return WebGPUTarget.from_limits(info.limits, info.features, getattr(info, "subgroup_matrix_configs", ()))
 
 
 class _Dumper:
@@ -126,6 +126,15 @@ def _constant_array(t: torch.Tensor, name: str) -> np.ndarray:
     return array
 
 
+def _has_float16(prepared: PreparedGraph, example_inputs: list[Any]) -> bool:
+    """Whether any input, weight or intermediate value of the graph is float16."""
+    from .partition import value_of
+
+    values = [*example_inputs, *prepared.constants,
+              *(value_of(n) for n in prepared.graph_module.graph.nodes)]
+    return any(isinstance(v, torch.Tensor) and v.dtype == torch.float16 for v in values)
+
+
 def compile_plan(prepared: PreparedGraph, example_inputs: list[Any], target: Any = None) -> Plan:
     """Compile one prepared FX graph into a Plan (through the disk cache); `target`: a WebGPUTarget
     (default: this adapter's limits and features)."""
@@ -142,10 +151,11 @@ def compile_plan(prepared: PreparedGraph, example_inputs: list[Any], target: Any
     high.check_supported()
     torch_text = str(module)
     target = target or _target()
-    if not target.shader_f16 and any(
-            isinstance(v, torch.Tensor) and v.dtype == torch.float16 for v in example_inputs):
-        raise TypeError("float16 graphs need the adapter feature 'shader-f16', which this adapter lacks; "
-                        "use float32 (model.float())")
+    if not target.shader_f16 and _has_float16(prepared, example_inputs):
+        # (IREE would emulate f16 storage in 32-bit words and fail on the vector bitcasts that needs.)
+        raise TypeError("float16 graphs need the WebGPU feature 'shader-f16', which the target lacks (for a "
+                        "bundle: a target with shader-f16 and f16 enabled, e.g. `--f16`); "
+                        "or use float32 (model.float())")
     constants = {f"_const_{i}": _constant_array(t, f"_const_{i}") for i, t in enumerate(prepared.constants)}
     digest = hashlib.sha256()
     for name, value in constants.items():
@@ -174,7 +184,7 @@ def compile_plan(prepared: PreparedGraph, example_inputs: list[Any], target: Any
 
 def _compile_uncached(prepared: PreparedGraph, example_inputs: list[Any], torch_text: str, target: Any,
                       constants: dict[str, np.ndarray], dumper: _Dumper) -> Plan:
-    from .library_plan import SegmentLayoutError, compile_partitioned, plan_partition
+    from .library_plan import compile_partitioned, plan_partition
     from .partition import value_of
 
     inputs = [_spec(v) for v in example_inputs] + [
@@ -196,13 +206,8 @@ def _compile_uncached(prepared: PreparedGraph, example_inputs: list[Any], torch_
                   [_spec(v) for v in output_vals]) for gm, _, output_vals in segments]
         return _iree_plans(str(module), [name for _, name, _ in segments], target, specs, dumper)
 
-    try:
-        plan, listing = compile_partitioned(prepared, part, inputs[:len(example_inputs)], outputs,
-                                            constants, target, compile_segments)
-    except SegmentLayoutError as exc:
-        log.warning("library dispatches off for this graph: %s", exc)
-        plan = _iree_plan(torch_text, "main", target, inputs, outputs, prepared.output_map, constants, dumper)
-        listing = "".join(f"iree\t{n.args['entry_point']}\n" for n in plan.main if n.op is LowIROp.DISPATCH)
+    plan, listing = compile_partitioned(prepared, part, inputs[:len(example_inputs)], outputs, constants,
+                                        target, compile_segments)
     dumper.write("dispatches.txt", listing)
     return plan
 
@@ -239,7 +244,7 @@ def _iree_plan(torch_text: str, func_name: str, target: Any, inputs: list[Tensor
     from mlir_passes.host_program import extract_host_program
     from mlir_passes.iree_driver import IREECompileError, compile_to_hal, with_target
 
-    from .plan_builder import build_plan
+    from .plan_builder import build_plan, copy_written_inputs
 
     tag = "" if func_name == "main" else f"{func_name}."
     dumper.write(f"{tag}iree_input.mlir", with_target(torch_text, target))
@@ -256,7 +261,7 @@ def _iree_plan(torch_text: str, func_name: str, target: Any, inputs: list[Tensor
         dumper.write(f"{entry.replace('$', '_')}.spirv.mlir", text)
     host = extract_host_program(artifacts.hal_text, function=f"{func_name}$async")
     specs, sources = translate_executables(artifacts.spirv_mlir)
-    plan = build_plan(host, specs, sources, inputs, outputs, output_map, constants)
+    plan = copy_written_inputs(build_plan(host, specs, sources, inputs, outputs, output_map, constants))
     plan.spirv = dict(artifacts.spirv_binaries)
     plan.meta = {"target": target.key(), "dispatches": plan.dispatch_count}
     return plan

@@ -52,11 +52,29 @@ def cache_file() -> Path:
     return Path(platformdirs.user_cache_dir("torch-webgpu")) / "autotune" / "autotune.json"
 
 
+def problem_key(kernel: str, problem: Any) -> str:
+    """The device-independent part of a cache key: kernel, problem classes and dtype (compiled plans
+    carry it, so the machine that loads them completes it with `device_key`)."""
+    layout = problem.layout_class() if hasattr(problem, "layout_class") else ""
+    return "|".join([kernel, problem.shape_class(), layout, str(getattr(problem, "dtype", ""))])
+
+
+def device_key(problem: str, caps: DeviceCaps) -> str:
+    """A `problem_key` completed with the device identity and driver."""
+    return "|".join([problem, caps.key, caps.driver])
+
+
 def tuning_key(kernel: str, problem: Any, caps: DeviceCaps) -> str:
     """The cache key: kernel, problem classes, dtype, device identity and driver."""
-    layout = problem.layout_class() if hasattr(problem, "layout_class") else ""
-    return "|".join([kernel, problem.shape_class(), layout, str(getattr(problem, "dtype", "")),
-                     caps.key, caps.driver])
+    return device_key(problem_key(kernel, problem), caps)
+
+
+def tunes_on(caps: DeviceCaps) -> bool:
+    """Whether candidates are timed on this device (hardware adapters unless TORCH_WEBGPU_AUTOTUNE=0;
+    software adapters only with TORCH_WEBGPU_AUTOTUNE=1)."""
+    if not enabled():
+        return False
+    return not caps.cpu or os.environ.get("TORCH_WEBGPU_AUTOTUNE", "").strip() == "1"
 
 
 def _entries() -> dict[str, dict[str, Any]]:
@@ -97,15 +115,18 @@ def choose(kernel: str, problem: Any, caps: DeviceCaps, candidates: Sequence[str
     fastest of `candidates` by `measure(name) -> seconds`, cached; else the default `candidates[0]`."""
     if not candidates:
         raise ValueError(f"{kernel}: no candidate variants")
-    if len(candidates) == 1 or not enabled():
+    if len(candidates) == 1 or not tunes_on(caps):
         return candidates[0]
-    if caps.cpu and os.environ.get("TORCH_WEBGPU_AUTOTUNE", "").strip() != "1":
-        return candidates[0]
-    key = tuning_key(kernel, problem, caps)
+    return pick(tuning_key(kernel, problem, caps), candidates, getattr(problem, "flops", 0), measure)
+
+
+def pick(key: str, candidates: Sequence[str], flops: int, measure: Callable[[str], float]) -> str:
+    """The cached winner for `key` among `candidates`, else the fastest by `measure` (cached) when the
+    problem has at least `min_flops()`, else the default `candidates[0]`."""
     hit = cached_choice(key)
     if hit in candidates:
         return hit
-    if getattr(problem, "flops", 0) < min_flops():
+    if len(candidates) == 1 or flops < min_flops():
         return candidates[0]
     timings: dict[str, float] = {}
     for name in candidates[:MAX_CANDIDATES]:

@@ -113,6 +113,7 @@ class TiledSpec:
     bk: int
     tm: int
     tn: int
+    lds4: bool = False   # groups of 4 adjacent outputs per invocation, vec4 reads of the K tiles
 
     @property
     def threads(self) -> int:
@@ -167,6 +168,10 @@ class SgmatSpec:
 
 VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "tile128x128.r8x8.k16": TiledSpec(128, 128, 16, 8, 8),
+    # vec4 reads of the K tiles (H200 f32, benchmarks/results/h200-2026-12-01-tiled.md): 4096^3 35.9 TFLOP/s
+    # (plain 128x128: 32.4), 128x768x3072 11.3-11.7; at 128x128 the vec4 reads gained nothing
+    "tile128x64.r8x4.k16.l4": TiledSpec(128, 64, 16, 8, 4, True),
+    "tile64x64.r4x4.k16.l4": TiledSpec(64, 64, 16, 4, 4, True),
     "tile128x128.r8x8.k8": TiledSpec(128, 128, 8, 8, 8),
     "tile64x128.r4x8.k16": TiledSpec(64, 128, 16, 4, 8),
     "tile128x128.r8x8.k32": TiledSpec(128, 128, 32, 8, 8),
@@ -181,12 +186,26 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "gemv.k32n8.wg": GemvSpec(32, 8, True),
     "gemv.n16k16.wg": GemvSpec(16, 16, False),
     "gemv.n64k4.wg": GemvSpec(4, 64, False),
-    # One subgroup per workgroup: Dawn requires subgroup-uniform matrix offsets, which WGSL can prove only
-    # from the workgroup id (several subgroups per workgroup failed to compile on the H200).
+    # tensor cores: sg_m x sg_n subgroups per workgroup, each fm x fn 16x16 results
     "sgmat.w1x1.f2x2.k32": SgmatSpec(1, 1, 2, 2),
     "sgmat.w1x1.f4x2.k32": SgmatSpec(1, 1, 4, 2),
     "sgmat.w1x1.f4x4.k32": SgmatSpec(1, 1, 4, 4),
+    "sgmat.w2x2.f2x2.k32": SgmatSpec(2, 2, 2, 2),
+    "sgmat.w2x2.f4x2.k32": SgmatSpec(2, 2, 4, 2),
+    "sgmat.w2x2.f2x4.k32": SgmatSpec(2, 2, 2, 4),
+    "sgmat.w4x2.f2x2.k32": SgmatSpec(4, 2, 2, 2),
+    "sgmat.w2x4.f2x2.k32": SgmatSpec(2, 4, 2, 2),
+    "sgmat.w2x2.f4x4.k32": SgmatSpec(2, 2, 4, 4),
+    "sgmat.w4x4.f2x2.k32": SgmatSpec(4, 4, 2, 2),
+    "sgmat.w2x4.f4x4.k32": SgmatSpec(2, 4, 4, 4),
+    "sgmat.w4x2.f4x4.k32": SgmatSpec(4, 2, 4, 4),
 }
+# H200 f16 (benchmarks/results/h200-2026-12-01-sgmat.md): 4096^3 w2x2.f4x4 92.6 TFLOP/s, w4x2.f4x4 87.5;
+# 128x768x3072 w1x1.f2x2 23.9 (1.3x torch CUDA), w2x2.f2x2 21.0; K-tiles of 64 were slower everywhere
+SGMAT_LARGE = ["sgmat.w2x2.f4x4.k32", "sgmat.w4x2.f4x4.k32", "sgmat.w2x4.f4x4.k32", "sgmat.w2x2.f4x2.k32",
+               "sgmat.w4x2.f2x2.k32", "sgmat.w2x4.f2x2.k32"]
+SGMAT_SKINNY = ["sgmat.w1x1.f2x2.k32", "sgmat.w2x2.f2x2.k32", "sgmat.w4x2.f2x2.k32", "sgmat.w2x2.f4x2.k32",
+                "sgmat.w2x4.f2x2.k32", "sgmat.w4x4.f2x2.k32"]
 
 GEMV_MAX_ROWS = 4      # M at or below this (or N, transposed) runs as matrix-vector
 VEC_SUFFIX = ".v4"     # the vec4-load form of a variant
@@ -220,6 +239,16 @@ def _tiled_modes(p: MatmulProblem) -> tuple[str, str]:
     else:
         b = "sk" if p.b.row_stride == 1 and p.b.col_stride != 1 else "si"
     return a, b
+
+
+def _vec8_axis(lay: Layout, rows: int, cols: int) -> str:
+    """The axis ("cols", "rows") along which an f16 operand can be staged 8 elements (16 bytes) at a
+    time: stride 1 there, its extent, the offset and the other strides multiples of 8; else ""."""
+    for axis, unit, extent, other in (("cols", lay.col_stride, cols, lay.row_stride),
+                                      ("rows", lay.row_stride, rows, lay.col_stride)):
+        if unit == 1 and extent % 8 == 0 and all(x % 8 == 0 for x in (lay.offset, other, lay.batch_stride)):
+            return axis
+    return ""
 
 
 def _gemv_problem(p: MatmulProblem) -> MatmulProblem | None:
@@ -259,8 +288,8 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
     sg = _sg_size(caps)
     if (p.dtype == "f16" and caps.subgroup_matrix and sg
             and ("f16", "f32", 16, 16, 16) in caps.subgroup_matrix_configs and min(p.m, p.n) >= 16):
-        # measured on the H200: f2x2 39 TFLOP/s at 4096^3, the larger tiles ~3 (staging-bound)
-        for name in [n for n in VARIANTS if n.startswith("sgmat")]:
+        first = SGMAT_LARGE if min(p.m, p.n) >= 1024 else SGMAT_SKINNY
+        for name in first + [n for n in VARIANTS if n.startswith("sgmat") and n not in first]:
             spec = VARIANTS[name]
             threads = spec.sg_m * spec.sg_n * sg
             if _fits(caps, threads, spec.workgroup_bytes(p.dtype)) and 256 % sg == 0:
@@ -270,16 +299,16 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
     tiled = [n for n, s in VARIANTS.items() if isinstance(s, TiledSpec)]
     # default orders from the H200 run of 2026-12-01 (benchmarks/matmul_library.py)
     if p.m * p.n >= 1 << 20 and p.m >= 256:
-        order = tiled
+        order = ["tile128x64.r8x4.k16.l4", "tile128x128.r8x8.k16"] + tiled
     elif p.m <= 16:
         order = ["tile16x64.r1x4.k32", "tile32x32.r2x2.k16", "tile32x64.r2x4.k32"]
     elif p.m <= 512 or p.m * p.n < 1 << 18:
-        order = ["tile64x64.r4x4.k32", "tile64x64.r4x4.k16", "tile32x64.r2x4.k32", "tile32x32.r2x2.k16",
-                 "tile16x64.r1x4.k32", "tile128x64.r8x4.k16"]
+        order = ["tile64x64.r4x4.k16.l4", "tile64x64.r4x4.k32", "tile64x64.r4x4.k16", "tile32x64.r2x4.k32",
+                 "tile32x32.r2x2.k16", "tile16x64.r1x4.k32"]
     else:
         order = ["tile64x64.r4x4.k16", "tile128x64.r8x4.k16", "tile64x64.r4x4.k32",
                  "tile128x128.r8x8.k16", "tile32x64.r2x4.k32"]
-    fitting = [n for n in order + [n for n in tiled if n not in order]
+    fitting = [n for n in dict.fromkeys(order + tiled)
                if _fits(caps, VARIANTS[n].threads, VARIANTS[n].workgroup_bytes(p.dtype))]
     # vec4 forms first: the autotuner times the first few candidates only
     return names + ([n + VEC_SUFFIX for n in fitting] if vec else []) + fitting
@@ -326,7 +355,7 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
         if not vec:
             a_mode = {"k": "sk", "i": "si"}.get(a_mode, a_mode)
             b_mode = {"k": "sk", "i": "si"}.get(b_mode, b_mode)
-        src = wgsl.tiled_source(epi, spec.bm, spec.bn, spec.bk, spec.tm, spec.tn, a_mode, b_mode)
+        src = wgsl.tiled_source(epi, spec.bm, spec.bn, spec.bk, spec.tm, spec.tn, a_mode, b_mode, spec.lds4)
         grid = (ceil_div(p.n, spec.bn), ceil_div(p.m, spec.bm), p.batch)
         wg = (spec.bn // spec.tn, spec.bm // spec.tm, 1)
     elif isinstance(spec, GemvSpec):
@@ -338,7 +367,8 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
     else:
         sg = _sg_size(caps)
         assert sg is not None
-        src = wgsl.sgmat_source(epi, spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg)
+        vec_a, vec_b = _vec8_axis(p.a, p.m, p.k), _vec8_axis(p.b, p.k, p.n)
+        src = wgsl.sgmat_source(epi, spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg, vec_a, vec_b)
         bm, bn = spec.tile
         grid = (ceil_div(p.n, bn), ceil_div(p.m, bm), p.batch)
         wg = (spec.sg_m * spec.sg_n * sg, 1, 1)

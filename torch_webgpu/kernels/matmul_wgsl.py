@@ -9,6 +9,7 @@ memory). Every variant accumulates in f32; `dtype` is only the storage type of t
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 ACTIVATIONS = {
@@ -80,7 +81,7 @@ fn finish(batch: u32, row: u32, col: u32, acc: f32) {{
 
 
 def _tile_load(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, dim: str, mode: str,
-               threads: int, i_is_row: bool) -> str:
+               threads: int, i_is_row: bool, lds4: bool = False) -> str:
     """Code that copies a (bi × bk) tile of operand `src` (outer index i, inner k) into the workgroup
     array `tile` laid out [k][i] (f32). `mode`: "k" / "i" (vec4 along that axis, stride 1) or a
     scalar order "sk" / "si" (which axis consecutive invocations walk)."""
@@ -103,38 +104,61 @@ def _tile_load(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, dim: st
     if not vec:
         out += ["    var x = 0.0;",
                 f"    if (gi < {dim} && gk < K) {{ x = f32({src}[{base} + gi * {si} + gk * {sk}]); }}",
-                f"    {tile}[kk * {bi}u + ii] = x;"]
+                f"    {_lds_at(tile, f'kk * {bi}u + ii', lds4)} = x;"]
     else:
         index = (f"({base} + gi * {si} + gk) / 4u" if mode == "k" else f"({base} + gi + gk * {sk}) / 4u")
         out += ["    var x = vec4<f32>(0.0);",
                 f"    if (gi < {dim} && gk < K) {{ x = vec4<f32>({src}[{index}]); }}"]
         for q in range(4):
             dst = f"(kk + {q}u) * {bi}u + ii" if mode == "k" else f"kk * {bi}u + ii + {q}u"
-            out.append(f"    {tile}[{dst}] = x[{q}];")
+            out.append(f"    {_lds_at(tile, dst, lds4)} = x[{q}];")
     out.append("  }")
     return "\n".join(out)
 
 
+def _lds_at(tile: str, index: str, lds4: bool) -> str:
+    """Element `index` of a workgroup K tile: scalar array, or a component of its vec4 array."""
+    return f"{tile}[({index}) / 4u][({index}) % 4u]" if lds4 else f"{tile}[{index}]"
+
+
 def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mode: str,
-                 b_mode: str) -> str:
+                 b_mode: str, lds4: bool = False) -> str:
     """Register-tiled SIMT matmul: a (bm × bn) output tile per workgroup, (tm × tn) per invocation at
-    rows ty + i * TY and cols tx + j * TX (conflict-free workgroup reads, coalesced stores)."""
+    rows ty + i * TY and cols tx + j * TX (conflict-free workgroup reads, coalesced stores). `lds4`:
+    each invocation owns groups of 4 adjacent rows and columns (rows g·4·TY + 4·ty + i), so it reads
+    the K tiles as vec4 (a quarter of the workgroup-memory loads)."""
     t = e.dtype
     tx, ty = bn // tn, bm // tm
     threads = tx * ty
     a_elem = f"vec4<{t}>" if a_mode in ("k", "i") else t
     b_elem = f"vec4<{t}>" if b_mode in ("k", "i") else t
     accs = "\n".join(f"  var acc{i}_{j} = 0.0;" for i in range(tm) for j in range(tn))
-    reads = "\n".join([f"      let a{i} = As[k * {bm}u + lid.y + {i * ty}u];" for i in range(tm)]
-                      + [f"      let b{j} = Bs[k * {bn}u + lid.x + {j * tx}u];" for j in range(tn)])
-    fmas = "\n".join(f"      acc{i}_{j} = fma(a{i}, b{j}, acc{i}_{j});" for i in range(tm) for j in range(tn))
-    stores = "\n".join(f"  finish(batch, m0 + lid.y + {i * ty}u, n0 + lid.x + {j * tx}u, acc{i}_{j});"
+    if lds4:
+        reads = "\n".join(
+            [f"      let a{g} = As[k * {bm // 4}u + {g * ty}u + lid.y];" for g in range(tm // 4)]
+            + [f"      let b{g} = Bs[k * {bn // 4}u + {g * tx}u + lid.x];" for g in range(tn // 4)])
+        fmas = "\n".join(f"      acc{i}_{j} = fma(a{i // 4}[{i % 4}], b{j // 4}[{j % 4}], acc{i}_{j});"
+                         for i in range(tm) for j in range(tn))
+        row = [f"{(i // 4) * 4 * ty}u + 4u * lid.y + {i % 4}u" for i in range(tm)]
+        col = [f"{(j // 4) * 4 * tx}u + 4u * lid.x + {j % 4}u" for j in range(tn)]
+        lds_t = "vec4<f32>"
+        a_words, b_words = bm * bk // 4, bn * bk // 4
+    else:
+        reads = "\n".join([f"      let a{i} = As[k * {bm}u + lid.y + {i * ty}u];" for i in range(tm)]
+                          + [f"      let b{j} = Bs[k * {bn}u + lid.x + {j * tx}u];" for j in range(tn)])
+        fmas = "\n".join(f"      acc{i}_{j} = fma(a{i}, b{j}, acc{i}_{j});"
+                         for i in range(tm) for j in range(tn))
+        row = [f"lid.y + {i * ty}u" for i in range(tm)]
+        col = [f"lid.x + {j * tx}u" for j in range(tn)]
+        lds_t = "f32"
+        a_words, b_words = bm * bk, bn * bk
+    stores = "\n".join(f"  finish(batch, m0 + {row[i]}, n0 + {col[j]}, acc{i}_{j});"
                        for i in range(tm) for j in range(tn))
-    load_a = _tile_load("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True)
-    load_b = _tile_load("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False)
+    load_a = _tile_load("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4)
+    load_b = _tile_load("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4)
     return f"""{header(e, a_elem, b_elem)}{finish_fn(e)}
-var<workgroup> As: array<f32, {bm * bk}>;
-var<workgroup> Bs: array<f32, {bn * bk}>;
+var<workgroup> As: array<{lds_t}, {a_words}>;
+var<workgroup> Bs: array<{lds_t}, {b_words}>;
 @compute @workgroup_size({tx}, {ty})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {{
@@ -225,17 +249,33 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
 """
 
 
-def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, sg_size: int) -> str:
+def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, sg_size: int,
+                 vec_a: str = "", vec_b: str = "") -> str:
     """Tensor-core matmul (f16 operands, f32 results, 16×16×16 subgroup matrices): `sg_m × sg_n`
     subgroups per workgroup, each owning (fm × fn) result matrices; A and B K-tiles are staged in
-    workgroup memory as f16 (zero-padded at the edges, so any shape and stride works)."""
+    workgroup memory as f16 (zero-padded at the edges, so any shape and stride works).
+
+    Tint's uniformity analysis wants subgroup-matrix pointers and offsets workgroup-uniform; they only
+    need to be uniform per subgroup, which a subgroup index `li / subgroup_size` is, so the
+    `chromium.subgroup_matrix_uniformity` diagnostic is off. Workgroup memory is one sub-array per
+    subgroup row (A), column (B) and subgroup (results), so offsets inside them are loop counters and
+    constants.
+
+    `vec_a`/`vec_b`: "cols" or "rows" when that operand's tile is staged 8 f16 at a time along its
+    contiguous axis (the operand is then bound as array<vec4<u32>>, one 16-byte load each); "" stages
+    element by element."""
     t = e.dtype
     bm, bn = sg_m * fm * 16, sg_n * fn * 16
+    am, bw = fm * 16, fn * 16          # rows of A per subgroup row, columns of B per subgroup column
     nsg = sg_m * sg_n
     threads = nsg * sg_size
     lds = []
-    for name, rows, cols, src, lay, r0, rdim, c0, cdim in (
-            ("As", bm, bk, "A", "a", "m0", "M", "t", "K"), ("Bs", bk, bn, "B", "b", "t", "K", "n0", "N")):
+    for rows, cols, src, lay, r0, rdim, c0, cdim, store, vec in (
+            (bm, bk, "A", "a", "m0", "M", "t", "K", f"As[r / {am}u][(r % {am}u) * {bk}u + c]", vec_a),
+            (bk, bn, "B", "b", "t", "K", "n0", "N", f"Bs[c / {bw}u][r * {bw}u + c % {bw}u]", vec_b)):
+        if vec:
+            lds.append(_staging_vec8(rows, cols, src, lay, r0, rdim, c0, cdim, store, vec, threads))
+            continue
         iters = -(-rows * cols // threads)
         lds.append(f"""  for (var u = 0u; u < {iters}u; u++) {{
     let e = li + u * {threads}u;
@@ -245,18 +285,18 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
       var x = {t}(0.0);
       if (gr < {rdim} && gc < {cdim}) {{ x = {t}({src}[P.{lay}.x + batch * P.{lay}.y + gr * P.{lay}.z
                                                      + gc * P.{lay}.w]); }}
-      {name}[e] = f16(x);
+      {store} = f16(x);
     }}
   }}""")
     decl = "\n".join(f"  var c{i}_{j} = subgroup_matrix_result<f32, 16, 16>();"
                      for i in range(fm) for j in range(fn))
     mma = []
     for i in range(fm):
-        mma.append(f"      let a{i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&As, "
-                   f"(sm * {fm * 16}u + {i * 16}u) * {bk}u + kk, false, {bk}u);")
+        mma.append(f"      let a{i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&As[sm], "
+                   f"{i * 16 * bk}u + kk, false, {bk}u);")
     for j in range(fn):
-        mma.append(f"      let b{j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&Bs, "
-                   f"kk * {bn}u + sn * {fn * 16}u + {j * 16}u, false, {bn}u);")
+        mma.append(f"      let b{j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&Bs[sn], "
+                   f"kk * {bw}u + {j * 16}u, false, {bw}u);")
     for i in range(fm):
         for j in range(fn):
             mma.append(f"      c{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, c{i}_{j});")
@@ -264,30 +304,27 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
     per_lane = 256 // sg_size
     for i in range(fm):
         for j in range(fn):
-            outs.append(f"""  subgroupMatrixStore(&Cs, sg * 256u, c{i}_{j}, false, 16u);
+            outs.append(f"""  subgroupMatrixStore(&Cs[sg], 0u, c{i}_{j}, false, 16u);
   workgroupBarrier();
   for (var q = 0u; q < {per_lane}u; q++) {{
     let x = lane + q * {sg_size}u;
-    finish(batch, m0 + sm * {fm * 16}u + {i * 16}u + x / 16u, n0 + sn * {fn * 16}u + {j * 16}u + x % 16u,
-           Cs[sg * 256u + x]);
+    finish(batch, m0 + sm * {am}u + {i * 16}u + x / 16u, n0 + sn * {bw}u + {j * 16}u + x % 16u, Cs[sg][x]);
   }}
   workgroupBarrier();""")
-    # Subgroup-matrix builtins want subgroup-uniform offsets; with one subgroup per workgroup the
-    # offsets come from the workgroup id alone, which the uniformity analysis can prove.
-    subgroup_ids = ("  let sg = 0u; let lane = li; let sm = 0u; let sn = 0u;" if nsg == 1 else
-                    f"  let sg = li / {sg_size}u; let lane = li % {sg_size}u;\n"
-                    f"  let sm = sg / {sg_n}u; let sn = sg % {sg_n}u;")
     return f"""diagnostic(off, subgroup_uniformity);
-{header(e, t, t, ("chromium_experimental_subgroup_matrix",))}{finish_fn(e)}
-var<workgroup> As: array<f16, {bm * bk}>;
-var<workgroup> Bs: array<f16, {bk * bn}>;
-var<workgroup> Cs: array<f32, {nsg * 256}>;
+diagnostic(off, chromium.subgroup_matrix_uniformity);
+{header(e, "vec4<u32>" if vec_a else t, "vec4<u32>" if vec_b else t,
+        ("chromium_experimental_subgroup_matrix",))}{finish_fn(e)}
+var<workgroup> As: array<array<f16, {am * bk}>, {sg_m}>;
+var<workgroup> Bs: array<array<f16, {bk * bw}>, {sg_n}>;
+var<workgroup> Cs: array<array<f32, 256>, {nsg}>;
 @compute @workgroup_size({threads})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {{
   let M = P.mnkb.x; let N = P.mnkb.y; let K = P.mnkb.z;
   let batch = wid.z;
   let m0 = wid.y * {bm}u; let n0 = wid.x * {bn}u;
-{subgroup_ids}
+  let sg = li / {sg_size}u; let lane = li % {sg_size}u;
+  let sm = sg / {sg_n}u; let sn = sg % {sg_n}u;
 {decl}
   for (var t = 0u; t < K; t += {bk}u) {{
 {chr(10).join(lds)}
@@ -300,3 +337,39 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 {chr(10).join(outs)}
 }}
 """
+
+
+def _staging_vec8(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str,
+                  store: str, along: str, threads: int) -> str:
+    """WGSL staging of a rows x cols f16 tile in 8-element units along its contiguous axis ("cols":
+    stride 1 along columns, or "rows"), one 16-byte load each; a unit is wholly inside or outside the
+    matrix (the contiguous extent, offset and other strides are multiples of 8), outside ones are 0."""
+    units = rows * cols // 8
+    iters = -(-units // threads)
+    if along == "cols":
+        pos = f"let r = e / {cols // 8}u; let c = (e % {cols // 8}u) * 8u;"
+        lo, hi = ("r", "c + 2u * q"), ("r", "c + 2u * q + 1u")
+    else:
+        pos = f"let r = (e % {rows // 8}u) * 8u; let c = e / {rows // 8}u;"
+        lo, hi = ("r + 2u * q", "c"), ("r + 2u * q + 1u", "c")
+    return f"""  for (var u = 0u; u < {iters}u; u++) {{
+    let e = li + u * {threads}u;
+    if (e < {units}u) {{
+      {pos}
+      let gr = {r0} + r; let gc = {c0} + c;
+      var w = vec4<u32>(0u);
+      if (gr < {rdim} && gc < {cdim}) {{
+        w = {src}[(P.{lay}.x + batch * P.{lay}.y + gr * P.{lay}.z + gc * P.{lay}.w) / 8u];
+      }}
+      for (var q = 0u; q < 4u; q++) {{
+        let h = bitcast<vec2<f16>>(w[q]);
+        {_at(store, *lo)} = h.x;
+        {_at(store, *hi)} = h.y;
+      }}
+    }}
+  }}"""
+
+
+def _at(store: str, r: str, c: str) -> str:
+    """The workgroup-memory lvalue `store` (written in terms of r and c) at element (r, c)."""
+    return re.sub(r"\bc\b", f"({c})", re.sub(r"\br\b", f"({r})", store))

@@ -57,6 +57,18 @@ class RowProblem:
         """Elements between rows."""
         return self.n if self.row_stride < 0 else self.row_stride
 
+    def shape_class(self) -> str:
+        """A coarse autotuning key: the op, power-of-two buckets of rows and n, vec4 or not."""
+        def bucket(x: int) -> int:
+            return 1 << max(0, (x - 1).bit_length())
+        return f"{self.op}.r{bucket(self.rows)}n{bucket(self.n)}u{_unit(self)}"
+
+    @property
+    def flops(self) -> int:
+        """Work for the autotuner's size threshold: these kernels are bandwidth-bound, so 8 per byte
+        moved (an f32 read and write per element)."""
+        return 64 * self.rows * self.n
+
 
 @dataclass(frozen=True)
 class RowPlan:
@@ -67,12 +79,41 @@ class RowPlan:
 
 
 def variants(p: RowProblem, caps: DeviceCaps) -> list[str]:
-    """Variant names that can run `p`, best default first."""
+    """Variant names that can run `p`, best default first: "wg<threads>.<tree|sg>" — threads per row's
+    workgroup, and how a workgroup combines its threads' statistics (a workgroup-memory tree, or
+    subgroup shuffles then one value per subgroup)."""
     if p.op not in OPS:
         raise ValueError(f"rows: unknown op {p.op!r} (one of {OPS})")
     if p.dtype not in ("f32", "f16", "bf16"):
         raise TypeError(f"rows: '{p.op}' needs a float dtype, got {p.dtype}")
-    return ["workgroup"]
+    if p.rows == 0 or p.n == 0 or _multipass(p):
+        return ["workgroup"]
+    nu = p.n // _unit(p)
+    max_wg = caps.limit("max-compute-invocations-per-workgroup", 256)
+    default = min(256, max_wg) if nu > 512 else 64
+    sizes = [default] + [w for w in (128, 256, 512, 1024)
+                         if w != default and w <= max_wg and w <= max(64, nu)
+                         and ceil_div(nu, w) <= CACHE_UNITS]
+    sg = caps.subgroup_size if caps.subgroups else None
+    # H200, 8192x4096 f32 (benchmarks/results/h200-2026-12-01-bandwidth-library.json): 128 and 256 threads
+    # with the tree within 5% of each other and of subgroup shuffles; 512 and 1024 threads slower
+    names = []
+    for w in sizes:
+        names.append(f"wg{w}.tree")
+        if sg and w % sg == 0:
+            names.append(f"wg{w}.sg")
+    return names
+
+
+def _multipass(p: RowProblem) -> bool:
+    return p.n >= MULTIPASS_MIN_N and p.rows < TARGET_GROUPS // 4
+
+
+def _unit(p: RowProblem) -> int:
+    """Elements per load unit: 4 (vec4) when every row start and stride allows."""
+    vec = p.n % 4 == 0 and p.offset % 4 == 0 and p.stride % 4 == 0 and (
+        not p.backward or (p.grad_offset % 4 == 0 and p.grad_stride % 4 == 0))
+    return 4 if vec else 1
 
 
 def _loads(dtype: str, vec: bool, name: str, buf: str) -> str:
@@ -127,6 +168,45 @@ _COMB = {"ML": "ml_comb", "WF": "wf_comb", "SQ": "sq_comb"}
 _WORDS = {"ML": 2, "WF": 3, "SQ": 1}
 
 
+_FIELDS = {"ML": ("m", "s"), "WF": ("n", "m", "m2"), "SQ": ("s",)}
+
+
+def _tree_comb(st: str, comb: str, wg: int) -> str:
+    """WGSL wg_comb: every thread's statistics combined through a workgroup-memory tree."""
+    return f"""
+var<workgroup> sh: array<{st}, {wg}>;
+fn wg_comb(v: {st}, lid: u32) -> {st} {{
+  sh[lid] = v;
+  workgroupBarrier();
+  for (var k = {wg // 2}u; k > 0u; k = k >> 1u) {{
+    if (lid < k) {{ sh[lid] = {comb}(sh[lid], sh[lid + k]); }}
+    workgroupBarrier();
+  }}
+  let r = sh[0];
+  workgroupBarrier();
+  return r;
+}}
+"""
+
+
+def _subgroup_comb(st: str, comb: str, wg: int) -> str:
+    """WGSL wg_comb: butterfly shuffles within each subgroup, then the subgroups' values (one barrier)."""
+    fields = ", ".join(f"subgroupShuffleXor(s.{f}, k)" for f in _FIELDS[st])
+    return f"""
+var<workgroup> sh: array<{st}, {wg}>;
+fn wg_comb(v: {st}, lid: u32, sg_lane: u32, sg_size: u32) -> {st} {{
+  var s = v;
+  for (var k = sg_size / 2u; k > 0u; k = k >> 1u) {{ s = {comb}(s, {st}({fields})); }}
+  if (sg_lane == 0u) {{ sh[lid / sg_size] = s; }}
+  workgroupBarrier();
+  var t = sh[0];
+  for (var j = 1u; j < {wg}u / sg_size; j++) {{ t = {comb}(t, sh[j]); }}
+  workgroupBarrier();
+  return t;
+}}
+"""
+
+
 def _hsum(vec: bool, e: str) -> str:
     return f"dot({e}, vec4<f32>(1.0))" if vec else e
 
@@ -135,8 +215,9 @@ def _hmax(vec: bool, e: str) -> str:
     return f"max_f(max_f({e}.x, {e}.y), max_f({e}.z, {e}.w))" if vec else e
 
 
-def _source(p: RowProblem, vec: bool, cached: int, wg: int, mode: str) -> str:
-    """mode: "row" (a workgroup per row), "stats" (pass 1: chunk statistics) or "apply" (pass 2)."""
+def _source(p: RowProblem, vec: bool, cached: int, wg: int, mode: str, subgroup: bool = False) -> str:
+    """mode: "row" (a workgroup per row), "stats" (pass 1: chunk statistics) or "apply" (pass 2);
+    `subgroup`: combine with subgroup shuffles (needs the `subgroups` feature)."""
     T = "vec4<f32>" if vec else "f32"
     st = _STATE[p.op]
     decl = "struct Params { w: array<vec4<u32>, 4> }\n@group(0) @binding(0) var<uniform> P: Params;\n"
@@ -168,22 +249,11 @@ def _source(p: RowProblem, vec: bool, cached: int, wg: int, mode: str) -> str:
     if p.bias and mode != "stats":
         fns += _loads(p.dtype, vec, "ldb", "B")
     comb = _COMB[st]
-    src = decl + "fn prm(k: u32) -> u32 { return P.w[k >> 2u][k & 3u]; }\n" + HELPERS + _STATES + fns
-    src += f"""
-var<workgroup> sh: array<{st}, {wg}>;
-fn wg_comb(v: {st}, lid: u32) -> {st} {{
-  sh[lid] = v;
-  workgroupBarrier();
-  for (var k = {wg // 2}u; k > 0u; k = k >> 1u) {{
-    if (lid < k) {{ sh[lid] = {comb}(sh[lid], sh[lid + k]); }}
-    workgroupBarrier();
-  }}
-  let r = sh[0];
-  workgroupBarrier();
-  return r;
-}}
-"""
+    src = (("enable subgroups;\n" if subgroup else "") + decl
+           + "fn prm(k: u32) -> u32 { return P.w[k >> 2u][k & 3u]; }\n" + HELPERS + _STATES + fns)
+    src += _subgroup_comb(st, comb, wg) if subgroup else _tree_comb(st, comb, wg)
     U = 4 if vec else 1
+    sgc = ", sg_lane, sg_size" if subgroup else ""
     # statistics of a unit value `v` (count c valid elements; units are whole)
     if st == "ML":
         unit_stat = "unit_ml(v)"
@@ -229,10 +299,12 @@ fn wg_comb(v: {st}, lid: u32) -> {st} {{
         stats_store = "E[row] = 0.0; E[prm(0u) + row] = rstd;"
     store = f"O{'V' if vec else ''}[orow + u] = {outv};"
     # params: 0 rows, 1 n, 2 x_off (units), 3 row stride (units), 4 eps, 5 chunks, 6 chunk units
+    sg_args = (", @builtin(subgroup_invocation_id) sg_lane: u32, @builtin(subgroup_size) sg_size: u32"
+               if subgroup else "")
     head = f"""
 @compute @workgroup_size({wg})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>,
-        @builtin(num_workgroups) nwg: vec3<u32>) {{
+        @builtin(num_workgroups) nwg: vec3<u32>{sg_args}) {{
   let lid = lid3.x;
   let g = wid.x + wid.y * nwg.x;
   let nu = prm(1u) / {U}u;
@@ -255,7 +327,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let u = lid + k * {wg}u;
     if (live && u < nu) {{ {load} {keep} part = {comb}(part, {unit_stat}); }}
   }}
-  let r = wg_comb(part, lid);
+  let r = wg_comb(part, lid{sgc});
   {pre}
   if (live) {{
     for (var k = 0u; k < {cached}u; k++) {{
@@ -270,7 +342,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
             src += f"""  if (live) {{
     for (var u = lid; u < nu; u += {wg}u) {{ {load} part = {comb}(part, {unit_stat}); }}
   }}
-  let r = wg_comb(part, lid);
+  let r = wg_comb(part, lid{sgc});
   {pre}
   if (live) {{
     for (var u = lid; u < nu; u += {wg}u) {{ {load} {store} }}
@@ -295,14 +367,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
       {load} part = {comb}(part, {unit_stat});
     }}
   }}
-  let r = wg_comb(part, lid);
+  let r = wg_comb(part, lid{sgc});
   if (live && lid == 0u) {{ S[g] = r; }}
 }}
 """
         return src
     src += f"""  var part = {init};
   if (live) {{ for (var k = lid; k < C; k += {wg}u) {{ part = {comb}(part, S[row * C + k]); }} }}
-  let r = wg_comb(part, lid);
+  let r = wg_comb(part, lid{sgc});
   {pre}
   if (live) {{
     for (var u = start + lid; u < end; u += {wg}u) {{ {load} {store} }}
@@ -327,16 +399,18 @@ def plan_rows(p: RowProblem, caps: DeviceCaps, variant: str | None = None) -> Ro
 def _plan_rows(p: RowProblem, caps: DeviceCaps, variant: str | None = None) -> RowPlan:
     """The uncached planner of `plan_rows`."""
     names = variants(p, caps)
-    if (variant or names[0]) not in names:
+    variant = variant or names[0]
+    if variant not in names:
         raise ValueError(f"rows variant {variant!r} is not one of {names}")
     if p.rows == 0 or p.n == 0:
         return RowPlan((), {})
-    vec = p.n % 4 == 0 and p.offset % 4 == 0 and p.stride % 4 == 0 and (
-        not p.backward or (p.grad_offset % 4 == 0 and p.grad_stride % 4 == 0))
-    U = 4 if vec else 1   # elements per load unit (offsets and strides are passed in units)
+    U = _unit(p)   # elements per load unit (offsets and strides are passed in units)
+    vec = U == 4
     nu = p.n // U
-    max_wg = caps.limit("max-compute-invocations-per-workgroup", 256)
-    wg = min(256, max_wg) if nu > 512 else 64
+    wg, subgroup = 256, False
+    if variant != "workgroup":
+        threads, how = variant.split(".")
+        wg, subgroup = int(threads[2:]), how == "sg"
     max_groups = caps.limit("max-compute-workgroups-per-dimension", 65535)
     scalar_eps = f32_word(p.eps)
     st = _STATE[p.op]
@@ -345,7 +419,7 @@ def _plan_rows(p: RowProblem, caps: DeviceCaps, variant: str | None = None) -> R
     base_params = [p.rows, p.n, p.offset // U, p.stride // U, scalar_eps]
     grad_words = [p.grad_offset // U, p.grad_stride // U]
     head = [PARAMS, "x"] + (["grad"] if p.backward else [])
-    if p.n >= MULTIPASS_MIN_N and p.rows < TARGET_GROUPS // 4:
+    if _multipass(p):
         chunk_units = CHUNK // U
         chunks = ceil_div(nu, chunk_units)
         params = tuple(base_params + [chunks, chunk_units] + grad_words + [0] * 7)
@@ -362,9 +436,10 @@ def _plan_rows(p: RowProblem, caps: DeviceCaps, variant: str | None = None) -> R
     cached = ceil_div(nu, wg)
     cached = cached if cached <= CACHE_UNITS else 0
     params = tuple(base_params + [1, nu] + grad_words + [0] * 7)
-    launch = KernelLaunch(name=f"rows.{p.op}.{p.dtype}.{'vec4' if vec else 'scalar'}.wg{wg}"
+    launch = KernelLaunch(name=f"rows.{p.op}.{p.dtype}.{'vec4' if vec else 'scalar'}.{variant}"
                                f"{'.cached' if cached else '.stream'}",
-                          wgsl=_source(p, vec, cached, wg, "row"), grid=(*grid_within(p.rows, max_groups), 1),
+                          wgsl=_source(p, vec, cached, wg, "row", subgroup),
+                          grid=(*grid_within(p.rows, max_groups), 1),
                           workgroup_size=(wg, 1, 1), bindings=tuple(head + roles_out + roles_tail),
                           params=params, read_only=_read_only(head + roles_out + roles_tail))
     return RowPlan((launch,), {})

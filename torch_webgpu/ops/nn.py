@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from ..kernels.rows import RowProblem, plan_rows, record_rows
+from ..kernels import autotune
+from ..kernels.rows import RowProblem, plan_rows, record_rows, variants
 from ..runtime import get_runtime
 from . import conv, pooling  # noqa: F401  (register convolution and pooling kernels)
 from .codegen.dtypes import INT64_INDEX_LOAD, convert, dtype_info
@@ -41,14 +42,23 @@ def library_rows(op: str, x2: torch.Tensor, weight: torch.Tensor | None = None,
                          x2.stride(0) if rows > 1 else n, float(eps), w is not None, b is not None,
                          stats is not None, grad.storage_offset() if grad is not None else 0,
                          grad.stride(0) if grad is not None and rows > 1 else n)
-    plan = plan_rows(problem, device_caps())
+    caps = device_caps()
     operands = {"x": buffer_id(x2), "out": buffer_id(y)}
     for role, t in (("weight", w), ("bias", b), ("stats", stats), ("grad", grad)):
         if t is not None:
             operands[role] = buffer_id(t)
-    scratch = {r: new_empty((-(-nb // 4),), torch.int32, x2) for r, nb in plan.scratch.items()}
-    operands.update({r: buffer_id(t) for r, t in scratch.items()})
-    record_rows(plan, operands, dispatch=dispatch)
+
+    def with_scratch(plan):
+        scratch = {r: new_empty((-(-nb // 4),), torch.int32, x2) for r, nb in plan.scratch.items()}
+        return {**operands, **{r: buffer_id(t) for r, t in scratch.items()}}
+
+    def measure(name: str) -> float:
+        plan = plan_rows(problem, caps, name)
+        return autotune.time_launch(get_runtime(), plan.steps[0], with_scratch(plan))
+
+    variant = autotune.choose("rows", problem, caps, variants(problem, caps), measure)
+    plan = plan_rows(problem, caps, variant)
+    record_rows(plan, with_scratch(plan), dispatch=dispatch)
     return y
 
 

@@ -1,0 +1,69 @@
+"""Load-time autotuning of a plan's library dispatches on the device that runs it.
+
+A plan built for a target (here, or on another machine for a bundle) carries, on each library DISPATCH
+whose op has several variants, every variant under args["tune"] (plan_compose.PlanComposer.add_library).
+The executor that loads it picks one per dispatch before anything runs: the cached winner for (problem
+class, this device, its driver), else the fastest when timed once here on scratch buffers, else the
+default — the policy of kernels/autotune.py (TORCH_WEBGPU_AUTOTUNE=0: defaults; software adapters:
+defaults unless TORCH_WEBGPU_AUTOTUNE=1). The plan that comes out has plain DISPATCH nodes.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from torch_webgpu.kernels import autotune
+from torch_webgpu.kernels.launch import PARAMS, DeviceCaps, KernelLaunch
+from torch_webgpu.runtime import BufferSlice
+
+from .low_ir import LowIRNode, LowIROp, Plan
+
+
+def tune_plan(plan: Plan, rt: Any) -> Plan:
+    """`plan` with every tunable DISPATCH set to this device's variant (the same object when none is)."""
+    if not any(n.op is LowIROp.DISPATCH and "tune" in n.args for n in plan.main):
+        return plan
+    caps = DeviceCaps.from_runtime(rt)
+    here = autotune.tunes_on(caps)
+    main = []
+    for node in plan.main:
+        tune = node.args.get("tune") if node.op is LowIROp.DISPATCH else None
+        if tune is None:
+            main.append(node)
+            continue
+        by_name = {v["variant"]: v for v in tune["variants"]}
+        names = list(by_name)
+        winner = names[0]
+        if here:
+            winner = autotune.pick(autotune.device_key(tune["key"], caps), names, int(tune["flops"]),
+                                   lambda name, by_name=by_name: _time_variant(plan, rt, by_name[name]))
+        main.append(LowIRNode(LowIROp.DISPATCH, {k: v for k, v in by_name[winner].items() if k != "variant"}))
+    tuned = copy.copy(plan)
+    tuned.main = main
+    return tuned
+
+
+def _time_variant(plan: Plan, rt: Any, args: dict[str, Any]) -> float:
+    """Seconds of one run of a variant's dispatch, on scratch buffers shaped like the plan's."""
+    spec = plan.executables[args["entry_point"]]
+    extent: dict[str, int] = {}
+    for name, offset, size in args["bindings"]:
+        extent[name] = max(extent.get(name, 0), int(offset) + int(size))
+    scratch = {name: rt.allocate(-(-n // 4) * 4) for name, n in extent.items()}
+    try:
+        count = max([*spec.binding_map, -1 if spec.push_constant_binding is None
+                     else spec.push_constant_binding]) + 1
+        roles, operands = [PARAMS] * count, {}
+        for slot, host_index in spec.binding_map.items():
+            name, offset, size = args["bindings"][host_index]
+            roles[slot] = f"b{host_index}"
+            operands[roles[slot]] = BufferSlice(scratch[name], int(offset), int(size))
+        launch = KernelLaunch(name=args["entry_point"], wgsl=plan.wgsl[spec.wgsl_file],
+                              grid=tuple(args["workgroups"]), workgroup_size=tuple(spec.workgroup_size),
+                              bindings=tuple(roles), params=tuple(args["constants"]),
+                              read_only=frozenset(spec.read_only), entry_point=spec.entry_point)
+        return autotune.time_launch(rt, launch, operands)
+    finally:
+        for buf in scratch.values():
+            rt.free(buf)
