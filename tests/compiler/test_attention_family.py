@@ -65,3 +65,11 @@ def test_boolean_mask_is_read_as_the_plans_bool_words():
                             q, k, v, mask)
     assert sum(x.startswith("attention.f32.") for x in kinds) == 1 and not any(
         x.startswith("matmul.") for x in kinds)
+
+
+def test_attention_carries_its_variants_for_tuning():
+    torch.manual_seed(0)
+    q = torch.randn(1, 2, 8, 16)
+    _compiled_kinds(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), q, q, q)
+    (node,) = [n for n in STATS.plans[-1].main if n.op is LowIROp.DISPATCH]
+    assert node.args["tune"]["key"].startswith("attention|") and len(node.args["tune"]["variants"]) > 1

@@ -178,3 +178,12 @@ def test_partition_folds_batch_norm_and_reads_the_cropped_padding():
     assert op.scale is not None and op.shift is not None and op.residual is not None and op.bias is None
     # IREE computes scale and shift from the statistics before the convolution; nothing after it.
     assert [type(s) for s in part.steps] == [Segment, ConvOp]
+
+
+def test_conv_carries_its_variants_for_tuning():
+    # The machine that loads the plan times them once (software adapters run the default, untimed).
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(4, 8, 3, padding=1), nn.ReLU())
+    assert _compile_and_check(model, torch.randn(1, 4, 6, 6))[0] == 1
+    (node,) = [n for n in STATS.plans[-1].main if n.op is LowIROp.DISPATCH and "tune" in n.args]
+    assert node.args["tune"]["key"].startswith("conv2d|") and len(node.args["tune"]["variants"]) > 1

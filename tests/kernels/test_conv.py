@@ -149,6 +149,24 @@ def test_epilogues(activation, residual):
     torch.testing.assert_close(_run(p, "m32n32", tensors, v.shape), v, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.parametrize("variant", ["m32n32", DEPTHWISE])
+def test_batch_norm_statistics_epilogue(variant):
+    # Eval batch norm from the running statistics, with the residual and ReLU of a ResNet block.
+    torch.manual_seed(6)
+    groups = 8 if variant == DEPTHWISE else 1
+    x, wt = torch.randn(1, 8, 6, 6), torch.randn(8, 8 // groups, 3, 3) * 0.2
+    mean, var, gamma, beta = torch.randn(8), torch.rand(8) + 0.5, torch.randn(8), torch.randn(8)
+    res = torch.randn(1, 8, 6, 6)
+    v = F.batch_norm(F.conv2d(x, wt, padding=1, groups=groups), mean, var, gamma, beta, eps=1e-3)
+    v = torch.relu(v + res)
+    p = Conv2dProblem(1, 8, 6, 6, 8, 3, 3, padding=(1, 1), groups=groups, scale=Strided1(),
+                      shift=Strided1(), mean=Strided1(), var=Strided1(), eps=1e-3,
+                      residual=Strided4.contiguous((1, 8, 6, 6)), activation="relu")
+    tensors = {"x": x, "weight": wt, "scale": gamma, "shift": beta, "mean": mean, "var": var,
+               "residual": res}
+    torch.testing.assert_close(_run(p, variant, tensors, v.shape), v, atol=1e-4, rtol=1e-4)
+
+
 def test_f16_storage():
     caps = device_caps()
     if not caps.shader_f16:

@@ -16,10 +16,11 @@ from dataclasses import dataclass, replace
 import torch
 import torch.fx
 
-from torch_webgpu.kernels.attention import AttentionProblem, Strided, plan_attention
+from torch_webgpu.kernels import autotune
+from torch_webgpu.kernels.attention import AttentionProblem, Strided, plan_attention, variants
 from torch_webgpu.kernels.launch import DeviceCaps, KernelLaunch
 
-from .operands import Operand, Resolver, scalar, value_of
+from .operands import Operand, Resolver, Tunable, scalar, value_of
 
 aten = torch.ops.aten
 _DTYPES = {torch.float32: "f32", torch.float16: "f16"}
@@ -50,12 +51,23 @@ class AttentionOp:
         """Every operand the op reads."""
         return list(self.roles().values())
 
-    def launch(self, caps: DeviceCaps) -> KernelLaunch:
-        """The library's launch of this op on `caps` (its default variant there)."""
+    def full_problem(self) -> AttentionProblem:
+        """The library problem with the operands' layouts."""
         layouts = {name: _strided(o.view) for name, o in (("q", self.q), ("k", self.k), ("v", self.v))}
         if self.mask is not None:
             layouts["mask_layout"] = _strided(self.mask.view)
-        return plan_attention(replace(self.problem, **layouts), caps)
+        return replace(self.problem, **layouts)
+
+    def launch(self, caps: DeviceCaps) -> KernelLaunch:
+        """The library's launch of this op on `caps` (its default variant there)."""
+        return plan_attention(self.full_problem(), caps)
+
+    def candidates(self, caps: DeviceCaps) -> Tunable:
+        """The variants the machine that runs the plan times once (the default first)."""
+        p = self.full_problem()
+        names = variants(p, caps)[:autotune.MAX_CANDIDATES]
+        return Tunable(autotune.problem_key("attention", p), p.flops,
+                       [plan_attention(p, caps, v) for v in names])
 
 
 def _strided(view: torch.Tensor) -> Strided:

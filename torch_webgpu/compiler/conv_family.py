@@ -16,10 +16,11 @@ from dataclasses import dataclass, field, replace
 import torch
 import torch.fx
 
-from torch_webgpu.kernels.conv import Conv2dProblem, Strided1, Strided4, plan_conv2d
+from torch_webgpu.kernels import autotune
+from torch_webgpu.kernels.conv import Conv2dProblem, Strided1, Strided4, plan_conv2d, variants
 from torch_webgpu.kernels.launch import DeviceCaps, KernelLaunch
 
-from .operands import Operand, Resolver, add_operand, value_of
+from .operands import Operand, Resolver, Tunable, add_operand, value_of
 
 aten = torch.ops.aten
 CONVOLUTIONS = frozenset({aten.convolution.default})
@@ -56,15 +57,24 @@ class ConvOp:
         """Every operand the op reads."""
         return list(self.roles().values())
 
-    def launch(self, caps: DeviceCaps) -> KernelLaunch:
-        """The library's launch of this op on `caps` (its default variant there)."""
+    def full_problem(self) -> Conv2dProblem:
+        """The library problem with the operands' layouts."""
         channel = {role: _strided1(o) for role, o in (("bias", self.bias), ("scale", self.scale),
                                                        ("shift", self.shift)) if o is not None}
-        problem = replace(self.problem, x=_strided4(self.x.view, self.nd, self.problem.kw),
-                          weight=_strided4(self.weight.view, self.nd, self.problem.kw),
-                          residual=_strided4(self.residual.view, self.nd, 0) if self.residual else None,
-                          **channel)
-        return plan_conv2d(problem, caps)
+        return replace(self.problem, x=_strided4(self.x.view, self.nd, self.problem.kw),
+                       weight=_strided4(self.weight.view, self.nd, self.problem.kw),
+                       residual=_strided4(self.residual.view, self.nd, 0) if self.residual else None,
+                       **channel)
+
+    def launch(self, caps: DeviceCaps) -> KernelLaunch:
+        """The library's launch of this op on `caps` (its default variant there)."""
+        return plan_conv2d(self.full_problem(), caps)
+
+    def candidates(self, caps: DeviceCaps) -> Tunable:
+        """The variants the machine that runs the plan times once (the default first)."""
+        p = self.full_problem()
+        names = variants(p, caps)[:autotune.MAX_CANDIDATES]
+        return Tunable(autotune.problem_key("conv2d", p), p.flops, [plan_conv2d(p, caps, v) for v in names])
 
 
 def _strided4(view: torch.Tensor, nd: int, kw: int) -> Strided4:

@@ -1,4 +1,5 @@
-"""Operands of library ops: a value read through a chain of views from its materialized base node.
+"""Operands of library ops (a value read through a chain of views from its materialized base node) and
+the variants a library op carries for load-time autotuning.
 
 Shared by the op families of the partitioner (matmul in partition.py, convolution in conv_family.py).
 """
@@ -11,6 +12,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from torch_webgpu.kernels.launch import KernelLaunch
 from torch_webgpu.kernels.matmul import Layout
 
 aten = torch.ops.aten
@@ -120,3 +122,13 @@ def add_operand(node: torch.fx.Node, cur: torch.fx.Node) -> torch.fx.Node | None
     x, y = node.args
     other = y if x is cur else x if y is cur else None
     return other if isinstance(other, torch.fx.Node) and other is not cur else None
+
+
+@dataclass(frozen=True)
+class Tunable:
+    """Launch variants of one library op that a plan carries for load-time autotuning: `key` is the
+    device-independent autotune key, `launches[0]` the default."""
+
+    key: str
+    flops: int
+    launches: list[KernelLaunch]

@@ -25,7 +25,7 @@ from torch_webgpu.kernels.matmul import Layout, MatmulProblem, plan_matmul, vari
 
 from .attention_family import AttentionMatcher, AttentionOp
 from .conv_family import CONVOLUTIONS, ConvMatcher, ConvOp, fold_channel_affine
-from .operands import Operand, Resolver, add_operand, scalar, value_of
+from .operands import Operand, Resolver, Tunable, add_operand, scalar, value_of
 
 aten = torch.ops.aten
 MATMULS = frozenset({aten.mm.default, aten.bmm.default})
@@ -106,16 +106,6 @@ class LibraryOp:
         p = self.problem()
         names = variants(p, caps)[:autotune.MAX_CANDIDATES]
         return Tunable(autotune.problem_key("matmul", p), p.flops, [plan_matmul(p, caps, v) for v in names])
-
-
-@dataclass(frozen=True)
-class Tunable:
-    """Launch variants of one library op that a plan carries for load-time autotuning: `key` is the
-    device-independent autotune key, `launches[0]` the default."""
-
-    key: str
-    flops: int
-    launches: list[KernelLaunch]
 
 
 @dataclass
