@@ -44,18 +44,18 @@ def test_conv_batch_norm_relu_is_one_dispatch_per_conv():
         nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8), nn.SiLU(),
         nn.Conv2d(8, 8, 1), nn.BatchNorm2d(8), nn.ReLU6()))
     convs, others = _compile_and_check(model, torch.randn(2, 3, 8, 8))
-    # Batch norm's scale and shift come from the running statistics (plan inputs): IREE computes them
-    # once per call, tiny per-channel dispatches; nothing else runs outside the library.
-    assert convs == 3 and others <= 6
+    # The kernel computes batch norm from the running statistics (plan inputs, read as they are): nothing
+    # runs outside the library.
+    assert convs == 3 and others == 0
 
 
 def test_residual_block_with_strided_downsample():
     torch.manual_seed(0)
     model = _randomize_batch_norms(BasicBlock(4, 8, 2))
     convs, others = _compile_and_check(model, torch.randn(1, 4, 8, 8))
-    # conv1+bn+relu, conv2+bn, downsample+bn+residual+relu: the explicit padding of the stride-2 conv
-    # (crop_conv_padding) is read by the kernel, not materialized.
-    assert convs == 3 and others <= 6
+    # conv1+bn+relu, downsample+bn (moved before conv2), conv2+bn+residual+relu: the explicit padding of
+    # the stride-2 conv (crop_conv_padding) is read by the kernel, not materialized.
+    assert convs == 3 and others == 0
 
 
 def test_geometries_depthwise_strided_dilated_grouped_1d_and_transposed():
@@ -151,33 +151,54 @@ def test_half_precision_conv(dtype):
     assert any(v.startswith("conv2d.f16.") for v in STATS.plans[-1].meta["library"].values())
 
 
-def test_partition_folds_batch_norm_and_reads_the_cropped_padding():
-    # CPU only: the partition of the decomposed graph, as the backend prepares it.
+def _partition_of(fn, *args):
     from torch.fx.experimental.proxy_tensor import make_fx
-    from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
-    from torch_webgpu.compiler.conv_family import ConvOp
     from torch_webgpu.compiler.conv_padding import crop_conv_padding
-    from torch_webgpu.compiler.partition import Segment, partition
+    from torch_webgpu.compiler.partition import partition
     from torch_webgpu.kernels.launch import DeviceCaps
+
+    gm = make_fx(fn, tracing_mode="fake")(*args)
+    crop_conv_padding(gm.graph)   # as prepare_graph does
+    return gm, partition(gm, DeviceCaps.portable())
+
+
+def test_partition_reads_batch_norm_statistics_and_the_cropped_padding():
+    # CPU only: eval batch norm as the backend's decompositions write it is computed by the kernel from
+    # the statistics; the explicit padding of a stride-2 conv is read through the kernel's bounds.
+    from torch_webgpu.compiler.conv_family import ConvOp
 
     def fn(x, w, mean, var, gamma, beta, r):
         y = F.conv2d(x, w, stride=2, padding=1)
-        c = (slice(None), None, None)   # eval batch norm as the backend's decompositions write it
-        y = (y - mean[c]) * (1.0 / torch.sqrt(var + 1e-5))[c] * gamma[c] + beta[c]
+        c = (slice(None), None, None)
+        y = (y - mean[c]) * (1.0 / torch.sqrt(var + 1e-3))[c] * gamma[c] + beta[c]
         return (torch.relu(y + r),)
 
     args = (torch.randn(1, 4, 8, 8), torch.randn(8, 4, 3, 3), *(torch.rand(8) for _ in range(4)),
             torch.randn(1, 8, 4, 4))
-    gm = make_fx(fn, decomposition_table=get_decomposition_table(), tracing_mode="fake")(*args)
-    crop_conv_padding(gm.graph)   # stride 2 on 8 rows: the last padded row is never read
+    gm, part = _partition_of(fn, *args)
     assert any(n.target is torch.ops.aten.constant_pad_nd.default for n in gm.graph.nodes)
-    part = partition(gm, DeviceCaps.portable())
-    (op,) = part.library_ops
+    (op,) = part.steps
     assert isinstance(op, ConvOp) and op.problem.padding == (1, 1) and op.problem.activation == "relu"
-    assert op.scale is not None and op.shift is not None and op.residual is not None and op.bias is None
-    # IREE computes scale and shift from the statistics before the convolution; nothing after it.
+    assert op.mean is not None and op.var is not None and op.problem.eps == 1e-3
+    assert op.scale is not None and op.shift is not None and op.residual is not None
+
+
+def test_partition_folds_other_per_channel_chains_into_scale_and_shift():
+    from torch_webgpu.compiler.conv_family import ConvOp
+    from torch_webgpu.compiler.partition import Segment
+
+    def fn(x, w, a, b, c):
+        y = F.conv2d(x, w, padding=1)
+        return (torch.sigmoid((y - a[:, None, None]) / b[:, None, None] * c[:, None, None]),)
+
+    _, part = _partition_of(fn, torch.randn(1, 3, 5, 5), torch.randn(6, 3, 3, 3),
+                            *(torch.rand(6) + 0.5 for _ in range(3)))
+    # IREE computes scale and shift from a, b, c before the convolution; nothing after it.
     assert [type(s) for s in part.steps] == [Segment, ConvOp]
+    op = part.steps[1]
+    assert op.scale is not None and op.shift is not None and op.mean is None
+    assert op.problem.activation == "sigmoid"
 
 
 def test_conv_carries_its_variants_for_tuning():

@@ -45,12 +45,14 @@ class ConvOp:
     scale: Operand | None = None
     shift: Operand | None = None
     residual: Operand | None = None
+    mean: Operand | None = None     # with var: batch norm from the running statistics (scale = gamma)
+    var: Operand | None = None
     epilogue_shape: tuple[int, ...] = field(default=())
 
     def roles(self) -> dict[str, Operand]:
         """Every operand the op reads, by its binding role in the library's launch."""
         roles = {"x": self.x, "weight": self.weight, "bias": self.bias, "scale": self.scale,
-                 "shift": self.shift, "residual": self.residual}
+                 "shift": self.shift, "residual": self.residual, "mean": self.mean, "var": self.var}
         return {role: o for role, o in roles.items() if o is not None}
 
     def operands(self) -> list[Operand]:
@@ -60,7 +62,8 @@ class ConvOp:
     def full_problem(self) -> Conv2dProblem:
         """The library problem with the operands' layouts."""
         channel = {role: _strided1(o) for role, o in (("bias", self.bias), ("scale", self.scale),
-                                                       ("shift", self.shift)) if o is not None}
+                                                       ("shift", self.shift), ("mean", self.mean),
+                                                       ("var", self.var)) if o is not None}
         return replace(self.problem, x=_strided4(self.x.view, self.nd, self.problem.kw),
                        weight=_strided4(self.weight.view, self.nd, self.problem.kw),
                        residual=_strided4(self.residual.view, self.nd, 0) if self.residual else None,
@@ -135,6 +138,82 @@ def _affine_step(user: torch.fx.Node, cur: torch.fx.Node) -> tuple[str, torch.fx
             aten.div.Tensor: "div"}[user.target], other
 
 
+def _noop_convert(node: object) -> bool:
+    """A `convert_element_type` to the dtype its input already has (batch norm's statistics)."""
+    if not (isinstance(node, torch.fx.Node) and node.op == "call_function"
+            and node.target is torch.ops.prims.convert_element_type.default):
+        return False
+    src = node.args[0]
+    return isinstance(src, torch.fx.Node) and isinstance(value_of(src), torch.Tensor) and (
+        value_of(src).dtype == value_of(node).dtype)
+
+
+def _unaliased(node: torch.fx.Node) -> torch.fx.Node:
+    """`node` through unsqueeze/view aliases and no-op converts."""
+    while isinstance(node, torch.fx.Node) and node.op == "call_function" and (
+            node.target in (aten.unsqueeze.default, aten.view.default) or _noop_convert(node)):
+        node = node.args[0]
+    return node
+
+
+@dataclass
+class BatchNormChain:
+    """`(v - mean) * invstd * gamma + beta` after a convolution with invstd = 1 / sqrt(var + eps)."""
+
+    nodes: list[torch.fx.Node]        # sub, mul, mul, add (the last one's value is the result)
+    mean: torch.fx.Node
+    var: torch.fx.Node
+    eps: float
+    gamma: torch.fx.Node
+    beta: torch.fx.Node
+    invstd: list[torch.fx.Node]       # the nodes computing invstd from var (only this chain reads them)
+
+
+def batch_norm_chain(cur: torch.fx.Node) -> BatchNormChain | None:
+    """The eval batch norm that `cur` feeds, as the backend's decompositions write it, or None."""
+    steps, node = [], cur
+    for _ in range(4):
+        if len(node.users) != 1:
+            return None
+        (user,) = node.users
+        step = _affine_step(user, node)
+        if step is None:
+            return None
+        steps.append((user, *step))
+        node = user
+    if [k for _, k, _ in steps] != ["sub", "mul", "mul", "add"]:
+        return None
+    mean, invstd, gamma, beta = (c for _, _, c in steps)
+    chain, x = [], _unaliased(invstd)
+    if not isinstance(x, torch.fx.Node) or x.op != "call_function":
+        return None
+    if x.target in (aten.mul.Tensor, aten.mul.Scalar) and len(x.args) == 2 and x.args[1] == 1:
+        chain.append(x)
+        x = x.args[0]
+    if x.target is aten.rsqrt.default:
+        chain.append(x)
+        x = x.args[0]
+    elif x.target is aten.reciprocal.default and isinstance(x.args[0], torch.fx.Node) and (
+            x.args[0].target is aten.sqrt.default):
+        chain += [x, x.args[0]]
+        x = x.args[0].args[0]
+    else:
+        return None
+    if not isinstance(x, torch.fx.Node) or x.target is not aten.add.Tensor or len(x.args) != 2 or (
+            not isinstance(x.args[1], (int, float))):
+        return None
+    chain.append(x)
+    var = _unaliased(x.args[0])
+    vectors = [_unaliased(n) for n in (mean, gamma, beta)] + [var]
+    cout = value_of(cur).shape[1]
+    if not all(isinstance(value_of(v), torch.Tensor) and tuple(value_of(v).shape) == (cout,)
+               for v in vectors):
+        return None
+    invstd_only = all(len(n.users) == 1 for n in chain)
+    return BatchNormChain([u for u, _, _ in steps], vectors[0], var, float(x.args[1]), vectors[1], vectors[2],
+                          chain if invstd_only else [])
+
+
 def fold_channel_affine(graph: torch.fx.Graph) -> None:
     """Prepare each convolution's epilogue for the library: a chain of per-channel +, -, *, / (eval batch
     norm) becomes `conv * scale + shift` with scale and shift computed from the per-channel operands, and
@@ -151,7 +230,9 @@ def fold_channel_affine(graph: torch.fx.Graph) -> None:
             steps.append((user, *step))
             cur = user
         kinds = [k for _, k, _ in steps]
-        if steps and kinds not in (["add"], ["mul", "add"]) and ("add" in kinds or "sub" in kinds):
+        bn = batch_norm_chain(conv)   # the kernel computes this one from the statistics themselves
+        if bn is None and steps and kinds not in (["add"], ["mul", "add"]) and (
+                "add" in kinds or "sub" in kinds):
             _fold(graph, conv, steps)
         order = {n: i for i, n in enumerate(graph.nodes)}
         cur = conv
@@ -162,6 +243,8 @@ def fold_channel_affine(graph: torch.fx.Graph) -> None:
             if user.target not in _AFFINE and user.target not in ACTIVATIONS and (
                     user.target is not aten.gelu.default):
                 break
+            if bn is not None and user in bn.nodes:
+                others = [bn.mean, bn.var, bn.gamma, bn.beta]
             for other in others:
                 moved = _moved_before(other, conv, order)
                 for n in moved or []:
@@ -322,6 +405,14 @@ class ConvMatcher:
         view = operand.view if from_conv else operand.view.expand(tuple(cv.shape))
         return Operand(operand.base, view)
 
+    def _vector_operand(self, op: ConvOp, node: torch.fx.Node) -> Operand | None:
+        """A [cout] vector read as it is (batch norm's statistics and affine parameters)."""
+        operand = self.resolver.resolve(node)
+        if operand is None or not self._precedes(operand, op.root) or (
+                value_of(node).dtype != value_of(op.root).dtype):
+            return None
+        return operand
+
     def _residual_operand(self, op: ConvOp, other: torch.fx.Node, cur: torch.fx.Node) -> Operand | None:
         ov, cv = value_of(other), value_of(cur)
         if not isinstance(ov, torch.Tensor) or ov.dtype != cv.dtype:
@@ -341,6 +432,17 @@ class ConvMatcher:
         cur = op.root
         pending_scale: torch.fx.Node | None = None    # a `* scale` waiting for its `+ shift`
         while cur not in self.graph_outputs:
+            bn = batch_norm_chain(cur) if op.scale is None and p.activation is None and (
+                op.residual is None) else None
+            vectors = None if bn is None else [self._vector_operand(op, n)
+                                               for n in (bn.mean, bn.var, bn.gamma, bn.beta)]
+            if vectors is not None and all(v is not None for v in vectors) and not (
+                    set(bn.nodes) & self.graph_outputs):
+                op.mean, op.var, op.scale, op.shift = vectors
+                p = replace(p, eps=bn.eps)
+                op.absorbed += [*([cur] if cur is not op.root else []), *bn.nodes[:-1], *bn.invstd]
+                cur = op.final = bn.nodes[-1]
+                continue
             silu = _decomposed_silu(cur)
             if silu is not None and p.activation is None and (
                     tuple(value_of(silu[1]).shape) == op.epilogue_shape):
