@@ -70,14 +70,24 @@ class ConvOp:
                        **channel)
 
     def launch(self, caps: DeviceCaps) -> KernelLaunch:
-        """The library's launch of this op on `caps` (its default variant there)."""
-        return plan_conv2d(self.full_problem(), caps)
+        """The library's launch of this op on `caps` (the plan's default variant)."""
+        p = self.full_problem()
+        return plan_conv2d(p, caps, _plan_order(p, caps)[0])
 
     def candidates(self, caps: DeviceCaps) -> Tunable:
         """The variants the machine that runs the plan times once (the default first)."""
         p = self.full_problem()
-        names = variants(p, caps)[:autotune.MAX_CANDIDATES]
+        names = _plan_order(p, caps)[:autotune.MAX_CANDIDATES]
         return Tunable(autotune.problem_key("conv2d", p), p.flops, [plan_conv2d(p, caps, v) for v in names])
+
+
+def _plan_order(p: Conv2dProblem, caps: DeviceCaps) -> list[str]:
+    """A plan's variants, default first. Hardware adapters time them where the plan loads, software ones
+    (which do not tune) run the default: so it is the variant that compiles fastest on a software adapter
+    (the big tile; lavapipe compiles the K-split tiles several times slower), then the device's order."""
+    names = variants(p, caps)
+    fast = variants(p, replace(caps, architecture="software"))[0]
+    return [fast] + [n for n in names if n != fast]
 
 
 def _strided4(view: torch.Tensor, nd: int, kw: int) -> Strided4:
