@@ -24,20 +24,23 @@ def bundle_key(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-")
 
 
-def bundle_cases(settings: Settings, max_binding_bytes: int) -> list[tuple[str, Any, tuple]]:
-    """(key, module, example inputs) of every bundled figure, at the sizes a GPU run measures."""
+def bundle_cases(settings: Settings, max_binding_bytes: int,
+                 suites: list[str] | None = None) -> list[tuple[str, Any, tuple]]:
+    """(key, module, example inputs) of every bundled figure (of `suites`, default BUNDLED_SUITES), at
+    the sizes a GPU run measures."""
     cases = []
-    for name in BUNDLED_SUITES:
+    for name in suites or BUNDLED_SUITES:
         module = importlib.import_module(f"benchmarks.suites.{name}")
         cases += module.bundle_cases(settings, max_binding_bytes)
     return cases
 
 
 def model_weights(module: Any) -> dict[str, Any]:
-    """Every parameter and buffer of `module` by its state-dict name (tied weights under each name)."""
-    weights = dict(module.named_buffers(remove_duplicate=False))
-    weights.update(module.named_parameters(remove_duplicate=False))
-    return weights
+    """Every parameter and buffer of `module` by its state-dict name (tied weights under each name;
+    torchao's quantized weights as their parts, see torch_webgpu.bundle.exporter.model_weights)."""
+    from torch_webgpu.bundle.exporter import model_weights as weights
+
+    return weights(module)
 
 
 def _is_float16(module: Any) -> bool:
@@ -47,7 +50,8 @@ def _is_float16(module: Any) -> bool:
     return any(t.dtype == torch.float16 for t in [*module.parameters(), *module.buffers()])
 
 
-def prepare(out: Path, settings: Settings, target_name: str, iree: bool = True) -> list[str]:
+def prepare(out: Path, settings: Settings, target_name: str, iree: bool = True,
+            suites: list[str] | None = None) -> list[str]:
     """Export every bundled figure into `out/<key>` (weights left out: the GPU machine builds the same
     model and passes them) and, with `iree`, its Vulkan .vmfb into `out/iree/<key>.vmfb`.
 
@@ -57,7 +61,7 @@ def prepare(out: Path, settings: Settings, target_name: str, iree: bool = True) 
     from torch_webgpu.bundle import exporter as ex
 
     target = ex.make_target(target_name)
-    cases = bundle_cases(settings, target.iree.max_binding_bytes)
+    cases = bundle_cases(settings, target.iree.max_binding_bytes, suites)
     (out / IREE_DIR).mkdir(parents=True, exist_ok=True)
     failed = []
     for key, module, inputs in tqdm(cases, desc="bundles", unit="bundle"):

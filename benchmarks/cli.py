@@ -21,8 +21,9 @@ from .report import (
     write_json,
 )
 
-SUITES = {"micro": ["tiny_dispatch", "eager_per_op", "matmul", "bandwidth", "nn_ops", "compile_time"],
-          "models": ["models"]}
+SUITES = {"micro": ["tiny_dispatch", "eager_per_op", "host_overhead", "matmul", "bandwidth", "nn_ops",
+                    "compile_time"],
+          "models": ["models"], "llm": ["llm"]}   # llm: not in `all` (1B-parameter models)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run benchmark suites")
-    each = SUITES["micro"] + SUITES["models"]
+    each = SUITES["micro"] + SUITES["models"] + SUITES["llm"]
     run.add_argument("--suite", default="micro",
                      help=f"micro, models, all, or a comma-separated list of {each}")
     run.add_argument("--backends", default=",".join(ALL_BACKENDS),
@@ -59,6 +60,9 @@ def main(argv: list[str] | None = None) -> None:
                       help="bundle target: auto, webgpu-core, or the GPU machine's adapter FILE.json "
                            "(`torch-webgpu adapter --json` there)")
     prep.add_argument("--no-iree", action="store_true", help="skip the .vmfb files for IREE's Vulkan runtime")
+    prep.add_argument("--suites", default="",
+                      help="comma-separated suites to bundle (default: every bundled suite; `llm`: the "
+                           "Llama-3.2-1B-shaped f16/int8/int4 figures, which are not in the default)")
     rep = sub.add_parser("report", help="merge results.json files of several runs into one table and plot")
     rep.add_argument("results", type=Path, nargs="+")
     rep.add_argument("--out", type=Path, required=True, help="writes OUT.md and OUT.png")
@@ -85,7 +89,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "prepare":
         from .bundled import prepare
 
-        prepare(args.out, Settings(smoke=args.smoke), args.target, iree=not args.no_iree)
+        prepare(args.out, Settings(smoke=args.smoke), args.target, iree=not args.no_iree,
+                suites=[x for x in args.suites.split(",") if x] or None)
         return
 
     start = time.monotonic()
@@ -100,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
     for part in args.suite.split(","):
         if part not in ("all", *SUITES, *each):
             parser.error(f"unknown suite {part!r}; choose micro, models, all or from {each}")
-        names += each if part == "all" else SUITES.get(part, [part])
+        names += SUITES["micro"] + SUITES["models"] if part == "all" else SUITES.get(part, [part])
     settings = Settings(smoke=args.smoke, repeats=args.repeats, bundle_dir=args.bundles,
                         check=not args.no_check,
                         deadline=None if args.budget is None else start + args.budget)

@@ -136,6 +136,62 @@ def _vit(tiny: bool) -> ModelCase:
                      lambda: (torch.randn(1, 3, cfg.image_size, cfg.image_size),), 1, "images/s")
 
 
+LLAMA_WEIGHTS = ("f16", "int8", "int4")
+
+
+def _quantize_llama(lm: nn.Module, weights: str) -> nn.Module:
+    """The model in f16 with torchao weight-only int8 / int4 (group 32) linears (the LM head stays f16:
+    its 128256 x 2048 weight is the embedding's, tied)."""
+    lm = lm.half()
+    if weights == "f16":
+        return lm
+    from torchao.quantization import Int8WeightOnlyConfig, IntxWeightOnlyConfig, quantize_
+    from torchao.quantization.granularity import PerGroup
+
+    config = (Int8WeightOnlyConfig() if weights == "int8"
+              else IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(32)))
+    quantize_(lm, config, filter_fn=lambda m, fqn: isinstance(m, nn.Linear) and fqn != "lm_head")
+    return lm
+
+
+class _LastLogits(nn.Module):
+    """A causal LM's logits at the last position only (a prefill's output: the next token's)."""
+
+    def __init__(self, lm: nn.Module):
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        hidden = self.lm.model(ids).last_hidden_state
+        return self.lm.lm_head(hidden[:, -1:])
+
+
+def _llama(tiny: bool, weights: str, phase: str) -> ModelCase:
+    """Llama-3.2-1B-shaped (random weights) prefill of a 1,024-token prompt, or one decode step at 2,048
+    context over a static KV cache (llama_decode.py), in f16 / int8 / int4 weights."""
+    from transformers import LlamaForCausalLM
+
+    from .llama_decode import LlamaStaticDecode, decode_inputs, llama_1b_config
+
+    cfg = llama_1b_config(tiny)
+    cfg.use_cache = False
+    name = f"Llama-3.2-1B{'-tiny' if tiny else ''} {weights}"
+    if phase == "prefill":
+        seq = 8 if tiny else 1024
+        return ModelCase(f"{name} prefill ({seq} tokens)",
+                         lambda: _LastLogits(_quantize_llama(LlamaForCausalLM(cfg), weights)),
+                         lambda: (torch.randint(0, cfg.vocab_size, (1, seq)),), seq, "tokens/s")
+    max_len = 16 if tiny else 2048
+    return ModelCase(f"{name} decode (KV cache {max_len})",
+                     lambda: LlamaStaticDecode(_quantize_llama(LlamaForCausalLM(cfg), weights), max_len),
+                     lambda: decode_inputs(cfg, max_len, max_len - 1, dtype=torch.float16), 1, "tokens/s")
+
+
+def llama_cases(tiny: bool) -> list[ModelCase]:
+    """The issue-14 language-model figures: Llama-3.2-1B-shaped decode and prefill per weight format."""
+    return [_llama(tiny, w, phase) for phase in ("decode", "prefill") for w in LLAMA_WEIGHTS]
+
+
 class _LogitsOnly(nn.Module):
     """Return the first output tensor of a transformers model (their output objects are not tensors)."""
 

@@ -260,11 +260,42 @@ def targets_table(results: list[Measurement], targets: tuple[Target, ...] = ISSU
     return "\n".join(out) + "\n" if out else ""
 
 
+HOST_GOAL_PER_CALL_US, HOST_GOAL_PER_DISPATCH_US = 50.0, 1.5   # issue 13: compiled host overhead
+
+
+def host_overhead_table(results: list[Measurement]) -> str:
+    """Markdown: per plan executor, compiled host overhead as per-call + per-dispatch µs, fitted through
+    the host_overhead suite's cases (wall − GPU where measured, else host CPU), against issue 13's goal."""
+    out = []
+    for metric in ("wall - GPU per call", "host CPU per call"):
+        for backend in ("plan-python", "plan-native"):
+            points = sorted((r.params["dispatches"], r.median) for r in results
+                            if r.suite == "host" and r.backend == backend and r.name.endswith(metric)
+                            and "dispatches" in r.params)
+            if len(points) < 2 or points[0][0] == points[-1][0]:
+                continue
+            (d0, t0), (d1, t1) = points[0], points[-1]
+            per_dispatch = (t1 - t0) / (d1 - d0)
+            per_call = t0 - per_dispatch * d0
+            ok = per_call <= HOST_GOAL_PER_CALL_US and per_dispatch <= HOST_GOAL_PER_DISPATCH_US
+            if not out:
+                out += ["", "Issue 13 compiled host overhead (fit through the host_overhead cases; goal "
+                        f"≤ {HOST_GOAL_PER_CALL_US:g} µs per call + ≤ {HOST_GOAL_PER_DISPATCH_US:g} µs per "
+                        "dispatch of wall − GPU):", "",
+                        "| measure | executor | µs per call | µs per dispatch | cases (dispatches) "
+                        "| result |", "| --- | --- | --- | --- | --- | --- |"]
+            result = ("PASS" if ok else "fail") if metric.startswith("wall") else "(host CPU only)"
+            out.append(f"| {metric.removesuffix(' per call')} | {backend} | {per_call:.1f} | "
+                       f"{per_dispatch:.2f} | {', '.join(str(d) for d, _ in points)} | {result} |")
+    return "\n".join(out) + "\n" if out else ""
+
+
 def full_report(results: list[Measurement], profiles: list[DispatchProfile], failures: list[Failure],
                 autotune: dict | None) -> str:
-    """The markdown report of a run: issue-12 targets, every figure, library vs IREE time, the
-    autotuner's choices, where the time goes, and what was not measured."""
-    return (targets_table(results) + "\n" + markdown_table(results) + library_table(profiles)
+    """The markdown report of a run: issue-12 targets, issue-13 host overhead, every figure, library vs
+    IREE time, the autotuner's choices, where the time goes, and what was not measured."""
+    return (targets_table(results) + host_overhead_table(results) + "\n" + markdown_table(results)
+            + library_table(profiles)
             + autotune_table(autotune) + profile_table(profiles) + failure_table(failures))
 
 

@@ -34,8 +34,10 @@ if [ "${SETUP:-1}" != 0 ]; then   # SETUP=0 PY=<python>: a dry run on a machine 
   if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
     export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
   fi
-  # The eager device needs _C built against this machine's torch (kept between calls on a warm machine).
-  "$PY" -c "import torch_webgpu._C" 2>/dev/null || PYTHON="$PY" bash tools/build_extension_inplace.sh
+  # The eager device needs _C built against this machine's torch, compiled plans _native_plan against its
+  # Python (both kept between calls on a warm machine).
+  "$PY" -c "import torch_webgpu._C, torch_webgpu._native_plan" 2>/dev/null ||
+    PYTHON="$PY" bash tools/build_extension_inplace.sh
   nvidia-smi -L || true
 fi
 export PYTHONUNBUFFERED=1

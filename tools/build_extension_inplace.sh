@@ -20,6 +20,10 @@ objs=$(mktemp -d)
 for f in csrc/*.cpp; do
   g++ -O2 -fPIC -std=c++17 -fvisibility=hidden ${CFLAGS//@/ } -Icsrc -c "$f" -o "$objs/$(basename "$f" .cpp).o" &
 done
+# The native plan recorder needs only Python's headers (no torch): its own module.
+PYINC=$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['include'])")
+g++ -O2 -fPIC -std=c++17 -fvisibility=hidden -I"$PYINC" -shared csrc/native_plan/native_plan.cpp \
+  -o "torch_webgpu/_native_plan$SUFFIX" &
 wait
 g++ -shared "$objs"/*.o ${LDFLAGS//@/ } -o "torch_webgpu/_C$SUFFIX"
-echo "built torch_webgpu/_C$SUFFIX"
+echo "built torch_webgpu/_C$SUFFIX and torch_webgpu/_native_plan$SUFFIX"

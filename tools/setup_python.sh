@@ -28,14 +28,14 @@ check_dawn_prefix() {
 inputs_hash() {
   # Python packages are listed too: the editable install's import redirects only know packages that
   # existed when it ran, so a new subpackage needs a reinstall.
-  { cat pyproject.toml CMakeLists.txt cmake/*.cmake tools/setup_python.sh csrc/*;
+  { cat pyproject.toml CMakeLists.txt cmake/*.cmake tools/setup_python.sh $(find csrc -type f | sort);
     find torch_webgpu mlir_passes -name __init__.py | sort;
     echo "DAWN_PREFIX=${DAWN_PREFIX:-}"; } | sha256sum | cut -d' ' -f1
 }
 
 [ -x "$PY" ] || python3 -m venv "$VENV"
 want=$(inputs_hash)
-if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && "$PY" -c "import torch_webgpu._C" 2>/dev/null; then
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && "$PY" -c "import torch_webgpu._C, torch_webgpu._native_plan" 2>/dev/null; then
   exit 0
 fi
 
@@ -50,5 +50,6 @@ if [ -n "${DAWN_PREFIX:-}" ]; then
   DAWN_PREFIX=$DAWN_PREFIX pip install --force-reinstall --no-deps --no-binary wgpudawn "wgpudawn==$WGPUDAWN_VERSION"
 fi
 pip install --no-build-isolation -e ".[test,bench]"
-"$PY" -c "import torch_webgpu._C" || { echo "setup: torch_webgpu._C does not import" >&2; exit 1; }
+"$PY" -c "import torch_webgpu._C, torch_webgpu._native_plan" || {
+  echo "setup: torch_webgpu._C or torch_webgpu._native_plan does not import" >&2; exit 1; }
 echo "$want" > "$STAMP"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # System packages for torch-webgpu on Debian 12: compilers, Python venv, the Vulkan loader and, when no
-# GPU Vulkan driver is present, Mesa's software rasteriser (lavapipe) from bookworm-backports.
+# GPU Vulkan driver is present, Mesa's software rasteriser (lavapipe) from bookworm-backports; Chromium and
+# its WebDriver for the browser tests of torch-webgpu.js (tests/web, WebGPU on Chromium's SwiftShader).
 # Dawn refuses bookworm's Mesa 22.3, so the backports suite is added by copying the machine's own deb822
 # Debian source (same URIs and keyring) — no registry host is written here.
 set -euo pipefail
@@ -48,6 +49,7 @@ add_backports_source() {
 mesa_major() { dpkg-query -W -f='${Version}' mesa-vulkan-drivers 2>/dev/null | sed -E 's/^([0-9]+).*/\1/'; }
 
 apt_install build-essential cmake ninja-build git python3 python3-venv python3-dev libvulkan1 ca-certificates
+apt_install chromium chromium-driver
 
 if has_vendor_gpu_icd; then
   :  # NVIDIA driver present; Mesa lavapipe is not needed

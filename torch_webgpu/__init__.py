@@ -41,6 +41,10 @@ if _torch is not None:
 
     _device.register()
 
+    from .ops.quant_linear import install_when_imported as _install_quant_linear
+
+    _install_quant_linear()   # torchao's weight-only linears on webgpu tensors run the library kernel
+
     def fallback_stats() -> dict[str, int]:
         """Per-op counts of aten ops that ran on the CPU through the fallback since the last reset."""
         from .ops.fallback import fallback_stats as _stats

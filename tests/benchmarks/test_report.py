@@ -1,7 +1,7 @@
 """The report's issue-12 targets, library-vs-IREE shares and autotuner section."""
 
 from benchmarks.harness import DispatchProfile, Measurement
-from benchmarks.report import autotune_table, library_table, targets_table
+from benchmarks.report import autotune_table, host_overhead_table, library_table, targets_table
 
 
 def _m(name, backend, median, unit="ms"):
@@ -62,3 +62,16 @@ def test_library_matmul_rows_compare_with_torch_cudas_figure_of_the_same_name():
     label = "| f16 matmul 4096³ vs torch CUDA f16 library"
     [row] = [line for line in table.splitlines() if line.startswith(label)]
     assert "0.50×" in row and row.endswith("PASS |")
+
+
+def test_host_overhead_is_fitted_per_call_and_per_dispatch():
+    def host(name, backend, median, dispatches):
+        return Measurement("host", f"{name} wall - GPU per call", backend, "us", median, median, median, 5,
+                           {"dispatches": dispatches})
+
+    results = [host("MLP", "plan-native", 40.0, 5), host("GPT-2", "plan-native", 340.0, 205),
+               host("MLP", "plan-python", 500.0, 5), host("GPT-2", "plan-python", 4500.0, 205)]
+    table = host_overhead_table(results)
+    assert "| wall - GPU | plan-native | 32.5 | 1.50 | 5, 205 | PASS |" in table
+    assert "| wall - GPU | plan-python | 400.0 | 20.00 | 5, 205 | fail |" in table
+    assert host_overhead_table(results[:1]) == ""   # one case cannot split call from dispatch cost

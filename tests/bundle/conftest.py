@@ -12,6 +12,19 @@ from tests.compiler.models import MLP
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _check_native_executor():
+    """Every plan these tests run goes through the native executor, and the first call of each native
+    program is compared bit for bit with the Python executor (TORCH_WEBGPU_EXECUTOR=check), unless the
+    run chose an executor itself."""
+    chosen = os.environ.get("TORCH_WEBGPU_EXECUTOR")
+    if chosen is None:
+        os.environ["TORCH_WEBGPU_EXECUTOR"] = "check"
+    yield
+    if chosen is None:
+        os.environ.pop("TORCH_WEBGPU_EXECUTOR", None)
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _compile_cache(tmp_path_factory):
     old = os.environ.get("TORCH_WEBGPU_CACHE_DIR")
     os.environ["TORCH_WEBGPU_CACHE_DIR"] = str(tmp_path_factory.mktemp("bundle-compile-cache"))

@@ -214,6 +214,8 @@ def test_load_without_torch_mlir_or_iree(mlp, mlp_bundle, tmp_path):
         bundle = torch_webgpu.load({str(mlp_bundle)!r})
         y = bundle(np.load({str(tmp_path / 'x.npy')!r}))
         assert isinstance(y, np.ndarray), type(y)
+        from torch_webgpu.compiler.native_plan import STATS   # the native executor needs no torch either
+        assert bundle._compiled.executor == "native" and STATS["built"] == 1, STATS
         np.save({str(tmp_path / 'y.npy')!r}, y)
         from torch_webgpu.cli.main import main
         assert main(["inspect", {str(mlp_bundle)!r}]) == 0       # nor do the CLI's inspect and run
@@ -222,7 +224,9 @@ def test_load_without_torch_mlir_or_iree(mlp, mlp_bundle, tmp_path):
         assert not loaded, loaded
         print("ok")
     """)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    # The repo first; a worktree run's own path entries after it (they keep its code importable).
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -131,7 +131,8 @@ def test_compile_to_wgsl_and_dump_dir(main_cli, tmp_path):
                             "-o", tmp_path / "wgsl", "--dump-dir", tmp_path / "dump", "-q")
     assert code == 0, err
     shaders = sorted((tmp_path / "wgsl").glob("*.wgsl"))
-    assert len(shaders) == 2 and all("@compute" in p.read_text() for p in shaders)
+    # two library matmuls, each with every variant the plan carries for load-time tuning
+    assert len(shaders) >= 2 and all("@compute" in p.read_text() for p in shaders)
     assert {p.name for p in shaders} <= {p.name for p in (tmp_path / "dump").rglob("*.wgsl")}
 
 

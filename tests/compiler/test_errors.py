@@ -23,6 +23,19 @@ def test_int64_input_out_of_int32_range_raises_instead_of_wrapping():
         compiled(torch.tensor([1, 2, 1 << 40]))
 
 
+def test_int64_webgpu_input_is_narrowed_on_the_device_and_checked_at_sync():
+    compiled = torch.compile(lambda x: x * 3, backend="webgpu")
+    x = torch.tensor([[1, -2, 3], [-(1 << 31), (1 << 31) - 1, 0]])
+    got = compiled(x.to("webgpu"))
+    torch.testing.assert_close(got.cpu(), (x.to(torch.int32) * 3).to(torch.int64))
+    torch.testing.assert_close(compiled(x[1].to("webgpu")).cpu(), (x[1].to(torch.int32) * 3).to(torch.int64))
+    # Out of int32 range: found on the GPU, reported at the next sync (no host round trip per call).
+    bad = compiled(torch.tensor([1, 1 << 40, 2]).to("webgpu"))
+    with pytest.raises(OverflowError, match="int32"):
+        bad.cpu()
+    torch.testing.assert_close(compiled(torch.tensor([5]).to("webgpu")).cpu(), torch.tensor([15]))
+
+
 def test_float16_weights_for_a_target_without_f16_name_the_feature():
     # The inputs are token ids: only the weights and intermediates are f16 (IREE would fail on its
     # emulation of f16 storage).

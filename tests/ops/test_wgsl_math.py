@@ -98,3 +98,55 @@ def test_sinc_of_large_arguments_uses_the_reduced_sine(webgpu):
     # at integers sin(pi * x) is the sine of f32(pi * x) - a multiple of pi: a tiny value, all reduction
     x = torch.randint(-4_000_000, 4_000_000, (20000,), generator=torch.Generator().manual_seed(0)).float()
     torch.testing.assert_close(torch.sinc(x.to("webgpu")).cpu(), torch.sinc(x), rtol=1e-5, atol=0)
+
+
+INT64_DIVISIONS = {
+    "remainder": torch.remainder, "fmod": torch.fmod, "floor_divide": torch.floor_divide,
+    "div_trunc": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+    "div_floor": lambda a, b: torch.div(a, b, rounding_mode="floor"),
+}
+
+
+@pytest.mark.parametrize("name", list(INT64_DIVISIONS))
+def test_int64_division_in_u32_pairs(webgpu, name):
+    # both signs, operands past 32 bits, int64's minimum (take_along_dim wraps indices with remainder)
+    a = torch.tensor([7, -7, 7, -7, 0, 2**40 + 3, -(2**40) - 5, 2**62, -2**63, 5, 123456789012, -1])
+    b = torch.tensor([3, 3, -3, -3, 5, 7, 2**33 + 1, -3, 3, 2**40, -1000003, 2**35])
+    fn = INT64_DIVISIONS[name]
+    torch.testing.assert_close(fn(a.to(webgpu), b.to(webgpu)).cpu(), fn(a, b))
+    torch.testing.assert_close(fn(a.to(webgpu), -7).cpu(), fn(a, -7))
+
+
+@pytest.mark.parametrize("low,high", [(0.01, 2.0), (0.5, 30.0), (50.0, 500.0), (1000.0, 20000.0)], ids=str)
+def test_incomplete_gamma_against_float64(webgpu, low, high):
+    # large a goes through Stirling's series (a * log(x) - x - lgamma(a) would cancel ~a * log(a) in f32)
+    gen = torch.Generator().manual_seed(0)
+    a = torch.rand(2000, generator=gen) * (high - low) + low
+    x = a * torch.rand(2000, generator=gen) * 2
+    for fn in (torch.igamma, torch.igammac):
+        err = (fn(a.to(webgpu), x.to(webgpu)).cpu().double() - fn(a.double(), x.double())).abs().max()
+        assert err.item() < 5e-6, (fn.__name__, err.item())
+
+
+def test_incomplete_gamma_special_values(webgpu):
+    values = torch.tensor([0.0, 1.0, float("inf"), float("nan"), -1.0, 2.0])
+    a, x = torch.meshgrid(values, values, indexing="ij")
+    for fn in (torch.igamma, torch.igammac):
+        torch.testing.assert_close(fn(a.to(webgpu), x.to(webgpu)).cpu(), fn(a, x), equal_nan=True)
+
+
+INT64_POWERS_AND_SHIFTS = {"pow": torch.pow, "shl": torch.bitwise_left_shift,
+                           "shr": torch.bitwise_right_shift}
+
+
+@pytest.mark.parametrize("name", list(INT64_POWERS_AND_SHIFTS))
+def test_int64_powers_and_shifts_in_u32_pairs(webgpu, name):
+    # negative exponents (1, +-1 or 0 as torch), wrapping powers; shifts across the word boundary, past 63
+    # and negative (0, or the sign for right shifts)
+    a = torch.tensor([3, -3, 2, -1, 1, 0, 7, 2**20, -5, 12345, -(2**62)])
+    b = torch.tensor([2, 3, 62, -3, -7, 5, 0, 3, 27, 4, 64])
+    if name != "pow":
+        b = torch.tensor([0, 1, 31, 32, 33, 63, 64, 70, -1, 5, 61])
+    fn = INT64_POWERS_AND_SHIFTS[name]
+    torch.testing.assert_close(fn(a.to(webgpu), b.to(webgpu)).cpu(), fn(a, b))
+    torch.testing.assert_close(fn(a.to(webgpu), 3).cpu(), fn(a, 3))

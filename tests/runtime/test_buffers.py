@@ -63,10 +63,18 @@ def test_large_fill_uses_2d_grid(rt):
     rt.free(buf)
 
 
-def test_fill_requires_alignment(rt):
-    buf = rt.allocate(16)
-    with pytest.raises(ValueError, match="aligned"):
-        rt.fill(buf, 1, offset=1, nbytes=4)
+@pytest.mark.parametrize("offset, nbytes", [(2, 2), (6, 2), (1, 4), (3, 9), (2, 1030)])
+def test_unaligned_fill_keeps_neighbouring_bytes(rt, offset, nbytes):
+    """An f16 scalar (2 bytes at a half-word) or any byte range: the pattern's first byte lands at
+    `offset`, bytes outside the range keep their values."""
+    buf = rt.allocate(2048)
+    rt.fill(buf, 0xA5A5A5A5)
+    rt.fill(buf, 0x44332211, offset=offset, nbytes=nbytes)
+    got = np.frombuffer(rt.download(buf, 0, 2048), np.uint8)
+    want = np.full(2048, 0xA5, np.uint8)
+    want[offset:offset + nbytes] = np.resize(np.array([0x11, 0x22, 0x33, 0x44], np.uint8), nbytes)
+    np.testing.assert_array_equal(got, want)
+    rt.free(buf)
 
 
 def test_out_of_range_access_raises(rt):

@@ -195,6 +195,26 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def model_weights(module: Any) -> dict[str, Any]:
+    """Every parameter and buffer of `module` by its state-dict name (tied weights under each name), what
+    `load(path, weights=...)` takes for a bundle exported with external weights. A tensor subclass
+    (torchao's quantized weights) is given as its flattened parts, named as torch.export names them:
+    `<module>.parametrizations.<name>.original<i>` for the i-th of `__tensor_flatten__`'s attributes."""
+    weights = dict(module.named_buffers(remove_duplicate=False))
+    weights.update(module.named_parameters(remove_duplicate=False))
+    flat: dict[str, Any] = {}
+    for name, value in weights.items():
+        if type(value) not in (torch.Tensor, torch.nn.Parameter) and hasattr(value, "__tensor_flatten__"):
+            prefix, _, leaf = name.rpartition(".")
+            attrs, _ = value.__tensor_flatten__()
+            for i, attr in enumerate(attrs):
+                key = f"{prefix + '.' if prefix else ''}parametrizations.{leaf}.original{i}"
+                flat[key] = getattr(value, attr)
+        else:
+            flat[name] = value
+    return flat
+
+
 def _constant_weight_names(traced: TracedModel) -> list[str | None]:
     """The model's name of each plan constant `_const_<k>`, in order (None: a constant not in the model's
     state, e.g. a lifted tensor literal)."""
@@ -212,9 +232,16 @@ def _split_external_weights(plan: Any, traced: TracedModel) -> tuple[Any, dict[s
         raise RuntimeError("the plan's constants do not match the model's weights; export without external "
                            "weights")
     external, kept = {}, {}
+    packed = plan.meta.get("packed_constants", {})
+    originals = dict(zip(names, prepared_constants(traced), strict=False)) if packed else {}
     for const, value in plan.constants.items():
         if names.get(const) is None:
             kept[const] = value
+        elif const in packed:
+            # a quantized weight packed for the kernel: the caller gives it as the model holds it
+            raw = originals[const]
+            external[const] = {"name": names[const], "shape": list(raw.shape), "dtype": str(raw.dtype),
+                               "pack": packed[const]}
         else:
             external[const] = {"name": names[const], "shape": list(value.shape), "dtype": str(value.dtype)}
     stripped = copy.copy(plan)

@@ -115,6 +115,10 @@ def _bind_external_weights(path: Path, plan: Plan, external: dict[str, Any], wei
             raise BundleSignatureError(
                 f"weight {spec['name']!r} is {value.dtype}{list(value.shape)}, the bundle was compiled for "
                 f"{spec['dtype']}{spec['shape']}")
+        if "pack" in spec:   # a quantized weight, packed as the compiler packed it (numpy only)
+            from ..kernels.quant_matmul import pack_constant
+
+            value = pack_constant(value, spec["pack"])
         bound[const] = value
     plan.constants = {name: bound.get(name, plan.constants.get(name)) for name in external["order"]}
 

@@ -24,9 +24,12 @@ examples:
   torch-webgpu run mlp.bundle --input 4x16xf32=1 --benchmark 100
   torch-webgpu inspect mlp.bundle
   torch-webgpu adapter --json > gpu.json   # on the target machine; then compile there with --target gpu.json
+  torch-webgpu serve mlp.bundle --port 8000   # the bundle in a browser page (torch-webgpu.js)
+  torch-webgpu export-web mlp.bundle site/    # the same page as static files for any web host
 
 A bundle is a directory (or one .zip file) with manifest.json, one .wgsl per executable and the weights
-as constants.safetensors; `torch_webgpu.load(path)` runs it from Python without torch.
+as constants.safetensors; `torch_webgpu.load(path)` runs it from Python without torch, and
+torch-webgpu.js (shipped in torch_webgpu/web/) runs it in a browser.
 """
 
 TYPE_HELP = ("tensor type as SHAPExELEMENT, e.g. 4x16xf32, 2x3x8x8xf32, 1x8xi64 (element types: f32, f16, "
@@ -105,6 +108,31 @@ def _parser() -> argparse.ArgumentParser:
                     "FILE.json` takes, to compile on one machine for another.")
     a.add_argument("--json", action="store_true", help="print limits and features as JSON")
     a.set_defaults(func=cmd_adapter)
+
+    w = sub.add_parser(
+        "serve", help="serve a bundle and a page that runs it in the browser (torch-webgpu.js)",
+        description="Start a local HTTP server with a page that shows the bundle's signature, runs it on "
+                    "random or uploaded (.npy) inputs through torch-webgpu.js and shows the outputs and the "
+                    "time per call. Open the printed URL in a browser with WebGPU; Ctrl-C stops.")
+    w.add_argument("bundle", help="bundle directory or .zip")
+    w.add_argument("--port", type=int, default=8000, help="TCP port (default 8000; 0 picks a free one)")
+    w.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1: WebGPU needs a secure context, which "
+                        "http:// is only on localhost)")
+    w.add_argument("--weights", metavar="FILE.safetensors",
+                   help="the weights of a bundle compiled with --external-weights (served to the page)")
+    w.add_argument("-v", "--verbose", action="store_true", help="log every request")
+    w.set_defaults(func=cmd_serve)
+
+    e = sub.add_parser(
+        "export-web", help="write the bundle, torch-webgpu.js and the page as static files",
+        description="Write index.html, app.js, page.css, torch-webgpu.js (+ .d.ts), config.json and a "
+                    "copy of the bundle into DIR, for any static web host (served over https or localhost).")
+    e.add_argument("bundle", help="bundle directory or .zip")
+    e.add_argument("directory", metavar="DIR", help="output directory (created)")
+    e.add_argument("--weights", metavar="FILE.safetensors",
+                   help="the weights of a bundle compiled with --external-weights (copied beside it)")
+    e.set_defaults(func=cmd_export_web)
     return parser
 
 
@@ -381,6 +409,43 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if args.check:
         verdict = "ok" if not info["unmet"] else "LACKS " + "; ".join(info["unmet"])
         print(f"this adapter ({info['adapter']}): {verdict}")
+    return 0
+
+
+# -- web -----------------------------------------------------------------------------------------------
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """`torch-webgpu serve`."""
+    from torch_webgpu.bundle.format import read_manifest
+    from torch_webgpu.bundle.loader import format_signature
+
+    from .web import bundle_mounts, make_server, page_config
+
+    bundle = Path(args.bundle)
+    manifest = read_manifest(bundle)   # a corrupted bundle fails here, not only in the page
+    weights = Path(args.weights) if args.weights else None
+    server = make_server(bundle_mounts(bundle, weights), page_config(bundle, weights), args.host, args.port,
+                         args.verbose)
+    host, port = server.server_address[:2]
+    print(f"serving {bundle} {format_signature(manifest['inputs'], manifest['outputs'])}")
+    print(f"open http://{'localhost' if host in ('127.0.0.1', '::1') else host}:{port}/ (Ctrl-C stops)",
+          flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+def cmd_export_web(args: argparse.Namespace) -> int:
+    """`torch-webgpu export-web`."""
+    from .web import export_web
+
+    out = export_web(args.bundle, args.directory, args.weights)
+    print(f"wrote {out}: index.html and torch-webgpu.js with the bundle; serve the directory over https "
+          "(or localhost) and open index.html")
     return 0
 
 

@@ -18,6 +18,12 @@ from torch_webgpu.kernels.launch import DeviceCaps
 from .fx_import import PreparedGraph, _bool_boundaries_as_int32
 from .low_ir import Plan, TensorSpec
 from .partition import Partition, Segment, partition, segment_graph, value_of
+from .quant_partition import repack
+
+
+def placeholders_of(prepared: PreparedGraph) -> list[torch.fx.Node]:
+    """The placeholders of a prepared graph: user inputs, then the lifted constants."""
+    return [n for n in prepared.graph_module.graph.nodes if n.op == "placeholder"]
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +100,7 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
 
     caps = caps_for_target(target)
     n_user = len(inputs)
+    constants, packed = repack(part.library_ops, placeholders_of(prepared)[n_user:], constants)
     composer = PlanComposer(inputs, constants)
     graph = prepared.graph_module.graph
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
@@ -111,7 +118,8 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
             operands = {}
             for role, operand in step.roles().items():
                 buf, offset = where[operand.base]
-                operands[role] = (buf, offset, _nbytes(value_of(operand.base)))
+                nbytes = getattr(step, "binding_bytes", lambda _: None)(role)   # a repacked constant
+                operands[role] = (buf, offset, nbytes or _nbytes(value_of(operand.base)))
             name = f"lib{index}"
             out_bytes = _nbytes(value_of(step.final))
             where[step.final] = composer.new_buffer(name, out_bytes)
@@ -162,6 +170,8 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
     plan.meta = {"target": target.key(), "dispatches": plan.dispatch_count,
                  "library": composer.library_entries,
                  "segments": sum(1 for s in part.steps if isinstance(s, Segment))}
+    if packed:
+        plan.meta["packed_constants"] = packed   # how quant weights were packed (bundle external weights)
     return plan, composer.dispatches_text()
 
 

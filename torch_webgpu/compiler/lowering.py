@@ -10,6 +10,7 @@ process without torch.
 
 from __future__ import annotations
 
+import math
 import struct
 import sys
 import weakref
@@ -21,13 +22,23 @@ import numpy as np
 from mlir_passes import host_expr
 from mlir_passes.dispatch_grid import WORKGROUP_FOLD_OVERRIDE, shader_grid
 from torch_webgpu.runtime import BufferSlice, get_runtime
+from torch_webgpu.runtime.native import executor_choice, native_available
+from torch_webgpu.runtime.native import handle as native_handle
 
 from .low_ir import LowIRNode, LowIROp, Plan, TensorSpec
+from .native_plan import (
+    NativeLayout,
+    NativeUnsupported,
+    assert_same_outputs,
+    build_native_layout,
+    mark_checked,
+)
 from .plan_tuning import tune_plan
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 _NP = {"float32": np.float32, "float16": np.float16, "int32": np.int32, "int16": np.int16, "int8": np.int8,
        "uint8": np.uint8, "bool": np.bool_}
+_ITEMSIZE = {name: np.dtype(t).itemsize for name, t in _NP.items()}
 ALIGN = 256
 SCALAR = "index"   # device_dtype of a host scalar input (a symbolic int, dynamic=True): no buffer
 _WIDEN_WORKGROUP = 64
@@ -47,6 +58,25 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 """
 
 
+# int64 webgpu inputs are narrowed on the device (no host round trip); a value outside int32 range sets
+# `flag`, which the runtime reads after its next wait (compiled call's readback, synchronize, .cpu()).
+_NARROW_INT64_WGSL = """
+@group(0) @binding(0) var<storage, read> src: array<u32>;
+@group(0) @binding(1) var<storage, read_write> dst: array<u32>;
+@group(0) @binding(2) var<storage, read_write> flag: array<u32>;
+@group(0) @binding(3) var<uniform> p: vec4<u32>;  // count, src word offset, row length, unused
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = g.x + g.y * p.z;
+  if (i >= p.x) { return; }
+  let lo = src[p.y + 2u * i];
+  let hi = src[p.y + 2u * i + 1u];
+  dst[i] = lo;
+  if (hi != select(0u, 0xFFFFFFFFu, (lo & 0x80000000u) != 0u)) { flag[0] = 1u; }
+}
+"""
+
+
 def device_dtype(dtype: Any) -> str:
     """How a torch dtype crosses the plan boundary: 64-bit types are demoted (IREE does the same) and
     bool travels as int32 (see fx_import._bool_boundaries_as_int32)."""
@@ -55,7 +85,8 @@ def device_dtype(dtype: Any) -> str:
 
 
 def _shape_nbytes(shape: Sequence[int], device_dtype_name: str) -> int:
-    return int(np.prod(shape, dtype=np.int64)) * np.dtype(_NP[device_dtype_name]).itemsize
+    # math.prod on Python ints: np.prod costs microseconds per call, and this runs per input per call.
+    return math.prod(int(d) for d in shape) * _ITEMSIZE[device_dtype_name]
 
 
 def _nbytes(spec: TensorSpec) -> int:
@@ -180,6 +211,8 @@ class _Layout:
                 self.readback_offsets[node.args["index"]] = total
                 total += -(-node.args["size"] // ALIGN) * ALIGN
         self.readback = self._allocate(compiled, max(total, 4))
+        # (device outputs?, inputs narrowed on the device) -> native program (None: the Python executor)
+        self.native: dict[tuple, NativeLayout | None] = {}
 
     def _allocate(self, compiled: CompiledPlan, size: int) -> int:
         buf = compiled.rt.allocate(max(int(size), 4))
@@ -197,11 +230,15 @@ class CompiledPlan:
         self.plan = plan = tune_plan(plan, self.rt)
         self.shader_source = shader_source
         self.calls = 0
+        self.executor = "native" if native_available(self.rt) else "python"
+        self.check_native = executor_choice() == "check"
+        self.native_unsupported: str | None = None   # why a layout fell back to the Python executor
         # Pipelines of the dispatched entry points only (not the variants tuning passed over).
         used = {n.args["entry_point"] for n in (*plan.init, *plan.main) if n.op is LowIROp.DISPATCH}
         self._kernels = {name: self._kernel(name) for name in plan.executables if name in used}
         self._owned: list[int] = []
         self._scratch: dict[tuple[int, int], int] = {}
+        self._overflow_flag: int | None = None   # set by the int64 narrowing kernel (see _narrow_int64)
         self._static: dict[str, tuple[int, int]] = {}
         for name, size in plan.buffers.items():
             if host_expr.is_static(size):
@@ -330,9 +367,13 @@ class CompiledPlan:
             shapes.append(shape)
         return shapes
 
-    def _bind_inputs(self, args: Sequence[Any], layout: _Layout,
-                     keep_alive: list[Any]) -> dict[str, tuple[int, int]]:
+    def _bind_inputs(self, args: Sequence[Any], layout: _Layout, keep_alive: list[Any],
+                     narrowed: list[tuple] | None = None) -> dict[str, tuple[int, int]]:
         """Each input's (buffer id, byte offset): bound zero-copy, copied on the device, or uploaded.
+
+        An int64 webgpu input is narrowed to int32 on the device; given `narrowed`, the narrowing of
+        those at a bindable offset is left to the caller (the native program records it): (input,
+        buffer id, offset, count) are appended there.
 
         Device temporaries made here (`.contiguous()` of a view) are appended to `keep_alive`: the
         caller holds them until every node of the call is recorded, since only their buffer id is bound
@@ -352,6 +393,16 @@ class CompiledPlan:
                     materialised[id(t)] = t.contiguous()   # on the device; bound zero-copy below
                     keep_alive.append(materialised[id(t)])
                 t = materialised[id(t)]
+            if _is_webgpu(t) and str(t.dtype) == "torch.int64" and spec.device_dtype == "int32":
+                ptr = t.data_ptr()
+                if ptr & 7 == 0 and t.numel():
+                    if narrowed is not None and (ptr & 0xFFFFFFFF) % align == 0:
+                        narrowed.append((k, ptr >> 32, ptr & 0xFFFFFFFF, t.numel()))
+                    else:
+                        self._narrow_int64(ptr >> 32, ptr & 0xFFFFFFFF, layout.host_inputs[name][0],
+                                           t.numel())
+                    buffers[name] = layout.host_inputs[name]
+                    continue
             if _is_webgpu(t) and device_dtype(t.dtype) == str(t.dtype).removeprefix("torch."):
                 ptr = t.data_ptr()
                 buf_id, offset = ptr >> 32, ptr & 0xFFFFFFFF
@@ -410,32 +461,160 @@ class CompiledPlan:
             self.rt.copy(src, layout.readback, size, base + a["offset"], off)
             state.results[a["index"]] = ("host", off)
 
-    def _widen_int32(self, src: int, src_offset: int, dst: int, dst_offset: int, count: int) -> None:
-        """Sign-extend `count` int32 (IREE's demoted int64) into an int64 device tensor, on the GPU."""
-        if src_offset % 4 or dst_offset % 8:
-            raise ValueError("int64 output widening needs 4-byte aligned source and 8-byte aligned target")
+    def narrow_launch(self, src_offset: int, count: int) -> tuple[Any, Any, int, tuple[int, int, int]]:
+        """Kernel, uniform, overflow-flag buffer and grid of the int64 -> int32 narrowing of `count`
+        values at byte `src_offset` of their binding."""
         rows = -(-count // _WIDEN_WORKGROUP)
         grid_x = min(rows, int(self.rt.info.limits.get("max-compute-workgroups-per-dimension", 65535)))
-        params = struct.pack("<4I", count, src_offset // 4, dst_offset // 4, grid_x * _WIDEN_WORKGROUP)
-        kernel = self.rt.kernel(_WIDEN_INT32_WGSL, label="torch-webgpu-widen-int32")
-        self.rt.dispatch(kernel, [src, dst, self.rt.constant(params)], (grid_x, -(-rows // grid_x), 1))
+        params = struct.pack("<4I", count, src_offset // 4, grid_x * _WIDEN_WORKGROUP, 0)
+        if self._overflow_flag is None:
+            self._narrow_kernel = self.rt.kernel(_NARROW_INT64_WGSL, label="torch-webgpu-narrow-int64")
+            self._overflow_flag = self._allocate(4)
+            self.rt.fill(self._overflow_flag, 0)
+        grid = (grid_x, -(-rows // grid_x), 1)
+        return self._narrow_kernel, self.rt.constant(params), self._overflow_flag, grid
+
+    def _narrow_int64(self, src: int, src_offset: int, dst: int, count: int) -> None:
+        """`count` int64 of a device buffer at `src_offset` as int32 in `dst` (range checked at next sync)."""
+        kernel, params, flag, grid = self.narrow_launch(src_offset, count)
+        self.rt.dispatch(kernel, [src, dst, flag, params], grid)
+        self.rt.after_wait(self._check_overflow)
+
+    def _check_overflow(self) -> None:
+        """Raise OverflowError if a narrowed int64 input held a value outside int32 range."""
+        flag = self._overflow_flag
+        if flag is not None and self.rt.download_array(flag, np.uint32, 1)[0]:
+            self.rt.fill(flag, 0)
+            raise OverflowError("a compiled graph's int64 webgpu input had values outside int32 range, "
+                                "which WebGPU shaders cannot hold (they have no 64-bit integers); the "
+                                "outputs of that call are wrong")
+
+    def _widen_int32(self, src: int, src_offset: int, dst: int, dst_offset: int, count: int) -> None:
+        """Sign-extend `count` int32 (IREE's demoted int64) into an int64 device tensor, on the GPU."""
+        kernel, grid, params = widen_int32_launch(self, src_offset, dst_offset, count)
+        self.rt.dispatch(kernel, [src, dst, self.rt.constant(params)], grid)
 
     def __call__(self, *args: Any) -> list[Any]:
         """Run the graph once; outputs on the inputs' device (numpy arrays for numpy inputs)."""
         keep_alive: list[Any] = []   # device temporaries bound by id: alive until the call is recorded
         with self.rt.lock:
             layout = self._layout(self._check_shapes(args))
-            buffers = self._bind_inputs(args, layout, keep_alive)
+            narrowed: list[tuple] | None = [] if self._native_allowed() else None
+            buffers = self._bind_inputs(args, layout, keep_alive, narrowed)
             state = _State(self, buffers, layout.dispatches)
             state.layout = layout
             state.results = {}
             state.to_device = next((t.device for t in args if _is_webgpu(t)), None)
-            for node in layout.main:
-                SHADER_TO_FUNC[node.op](state, node)
+            narrowed = narrowed or []
+            native = self._native(layout, state.to_device is not None, tuple(n[0] for n in narrowed))
+            if native is not None and native.writes_inputs and not _distinct_inputs(native, buffers):
+                native = None   # inputs that share a buffer, one of them written: aliasing, per call
+            check = native is not None and self.check_native and not native.checked
+            # A program that writes its inputs: keep their bytes, so the reference run starts from them.
+            before = (self._snapshot_inputs(native, layout, buffers) if check and native.writes_inputs
+                      else None)
+            if native is not None:
+                self._record_native(native, state, buffers, narrowed)
+            else:
+                for k, buf, offset, count in narrowed:
+                    self._narrow_int64(buf, offset, layout.host_inputs[f"in{k}"][0], count)
+                for node in layout.main:
+                    SHADER_TO_FUNC[node.op](state, node)
             outputs = self._finish(state, args, _numpy_mode(args))
+            if check:
+                # TORCH_WEBGPU_EXECUTOR=check: the first call of every native program is re-run by the
+                # Python executor (the reference) and must give the same bits, inputs it writes included
+                # (restored to their bytes before the native run first).
+                written = None
+                if before is not None:
+                    written = self._snapshot_inputs(native, layout, buffers)
+                    self._restore_inputs(native, buffers, before)
+                reference = _State(self, buffers, layout.dispatches)
+                reference.layout, reference.results, reference.to_device = layout, {}, state.to_device
+                for node in layout.main:
+                    SHADER_TO_FUNC[node.op](reference, node)
+                what = self.plan.meta.get("name", "plan")
+                assert_same_outputs(outputs, self._finish(reference, args, _numpy_mode(args)), what)
+                if written is not None:
+                    now = self._snapshot_inputs(native, layout, buffers)
+                    assert_same_outputs([self._read(b) for b, _ in written], [self._read(b) for b, _ in now],
+                                        f"{what} (inputs it writes)")
+                    for buf, _ in (*before, *written, *now):
+                        self.rt.free(buf)
+                mark_checked(native)
             del keep_alive   # every use is recorded: freeing now is ordered after them
         self.calls += 1
         return [_map_output(i, outputs, args) for i in self.plan.output_map]
+
+    def _snapshot_inputs(self, native: NativeLayout, layout: _Layout,
+                         buffers: dict[str, tuple[int, int]]) -> list[tuple[int, int]]:
+        """(copy's buffer id, size) of the bytes of each input the native program binds (check mode)."""
+        copies = []
+        for k in native.input_slots:
+            buf_id, base = buffers[f"in{k}"]
+            size = -(-_shape_nbytes(layout.shapes[k], self.plan.inputs[k].device_dtype) // 4) * 4
+            copy = self.rt.allocate(max(size, 4))
+            if size:
+                self.rt.copy(buf_id, copy, size, base, 0)
+            copies.append((copy, size))
+        return copies
+
+    def _restore_inputs(self, native: NativeLayout, buffers: dict[str, tuple[int, int]],
+                        copies: list[tuple[int, int]]) -> None:
+        for k, (copy, size) in zip(native.input_slots, copies, strict=True):
+            buf_id, base = buffers[f"in{k}"]
+            if size:
+                self.rt.copy(copy, buf_id, size, 0, base)
+
+    def _read(self, buffer_id: int) -> np.ndarray:
+        return np.frombuffer(self.rt.download(buffer_id), dtype=np.uint8)
+
+    def _native_allowed(self) -> bool:
+        return self.executor == "native" and not self.rt.profiling
+
+    def _native(self, layout: _Layout, device_outputs: bool,
+                narrowed: tuple[int, ...]) -> NativeLayout | None:
+        """The layout's native program for this output mode and these device-narrowed int64 inputs, or
+        None where the Python executor runs (TORCH_WEBGPU_EXECUTOR=python, no native extension, a
+        profiled call, or nodes it does not cover)."""
+        if not self._native_allowed():
+            return None
+        key = (device_outputs, narrowed)
+        if key not in layout.native:
+            try:
+                layout.native[key] = build_native_layout(self, layout, device_outputs, narrowed)
+            except NativeUnsupported as exc:
+                layout.native[key] = None
+                self.native_unsupported = str(exc)
+        return layout.native[key]
+
+    def _record_native(self, native: NativeLayout, state: _State, buffers: dict[str, tuple[int, int]],
+                       narrowed: list[tuple]) -> None:
+        """One call through the native program: per-call buffers into its slots, then record it."""
+        pool = self.rt.pool
+        slots: list[int] = []
+        for k in native.input_slots:
+            buf_id, base = buffers[f"in{k}"]
+            slots += (native_handle(pool.get(buf_id).gpu), base)
+        results = dict(native.results)
+        if native.output_slots:
+            import torch
+
+            layout = state.layout
+            for i in native.output_slots:
+                spec = layout.outputs[i]
+                out = torch.empty(spec.shape, dtype=getattr(torch, spec.dtype), device=state.to_device)
+                ptr = out.data_ptr()
+                # A fresh storage starts at offset 0; an empty one has no buffer (and no command uses it).
+                slots += (native_handle(pool.get(ptr >> 32 or layout.readback).gpu), 0)
+                results[i] = ("device", out)
+        for _, buf_id, offset, _ in narrowed:   # the int64 sources narrowed by the program's first dispatches
+            slots += (native_handle(pool.get(buf_id).gpu), offset)
+        state.results = results
+        # Outputs that stay on the device: C++ also submits (nothing to read back, no wait).
+        native.program.record(tuple(slots), submit=not native.reads_back)
+        if narrowed:
+            self.rt.after_wait(self._check_overflow)
 
     def _finish(self, state: Any, args: Sequence[Any], numpy_mode: bool = False) -> list[Any]:
         layout = state.layout
@@ -452,7 +631,7 @@ class CompiledPlan:
             if kind == "input":
                 outputs.append(args[where])
             elif kind == "host":
-                n = int(np.prod(spec.shape, dtype=np.int64))
+                n = math.prod(int(d) for d in spec.shape)
                 array = np.frombuffer(raw, dtype=_NP[spec.device_dtype], count=n, offset=where)
                 array = array.copy().reshape(spec.shape)
                 if numpy_mode:
@@ -470,6 +649,24 @@ class CompiledPlan:
     def release(self) -> None:
         """Give the plan's buffers back to the runtime pool."""
         _free_all(self.rt, self._owned)
+
+
+def _distinct_inputs(native: NativeLayout, buffers: dict[str, tuple[int, int]]) -> bool:
+    """True when the program's input slots are bound to different buffers this call."""
+    ids = [buffers[f"in{k}"][0] for k in native.input_slots]
+    return len(set(ids)) == len(ids)
+
+
+def widen_int32_launch(compiled: CompiledPlan, src_offset: int, dst_offset: int,
+                       count: int) -> tuple[Any, tuple[int, int, int], bytes]:
+    """Kernel, grid and uniform bytes that sign-extend `count` int32 at `src_offset` into int64."""
+    if src_offset % 4 or dst_offset % 8:
+        raise ValueError("int64 output widening needs 4-byte aligned source and 8-byte aligned target")
+    rows = -(-count // _WIDEN_WORKGROUP)
+    grid_x = min(rows, int(compiled.rt.info.limits.get("max-compute-workgroups-per-dimension", 65535)))
+    params = struct.pack("<4I", count, src_offset // 4, dst_offset // 4, grid_x * _WIDEN_WORKGROUP)
+    kernel = compiled.rt.kernel(_WIDEN_INT32_WGSL, label="torch-webgpu-widen-int32")
+    return kernel, (grid_x, -(-rows // grid_x), 1), params
 
 
 def _map_output(entry: Any, outputs: list[Any], args: Sequence[Any]) -> Any:

@@ -305,6 +305,8 @@ class _Matcher:
 def partition(gm: torch.fx.GraphModule, caps: DeviceCaps) -> Partition | None:
     """The schedule of segments and library ops of a prepared static graph for a device with `caps`, or
     None if no op in it goes to the library."""
+    from .quant_partition import match_quant_linear  # a family built on this module (import cycle)
+
     graph = gm.graph
     if any(n.op == "call_function" and n.target in CONVOLUTIONS for n in graph.nodes):
         fold_channel_affine(graph)
@@ -321,7 +323,7 @@ def partition(gm: torch.fx.GraphModule, caps: DeviceCaps) -> Partition | None:
             continue
         op = None
         if node.target in MATMULS:
-            op = attention_matcher.match(node) or matcher.match(node)
+            op = attention_matcher.match(node) or match_quant_linear(node, matcher) or matcher.match(node)
         elif node.target in CONVOLUTIONS:
             op = conv_matcher.match(node)
         if op is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -212,6 +213,22 @@ def _compile_uncached(prepared: PreparedGraph, example_inputs: list[Any], torch_
     return plan
 
 
+_NARROW_INT = re.compile(r"vtensor<\[[^\]]*\],(si8|ui8|si16|ui16)>")
+
+
+def refuse_narrow_ints(torch_text: str) -> None:
+    """NotImplementedError when IREE would compile 8/16-bit integer tensors: on a target without 8/16-bit
+    storage (WebGPU) it keeps one i32 per element while its host program sizes those buffers one byte
+    per element, which gives wrong results (torchao int8/int4 weights run in the quant_matmul library
+    kernels instead; a pattern those do not match ends here)."""
+    found = _NARROW_INT.search(torch_text)
+    if found:
+        raise NotImplementedError(
+            f"an {found.group(1)} tensor reaches IREE, which computes wrong results for 8/16-bit integer "
+            "tensors on WebGPU; convert it to int32 in the model, or (torchao weights) use a pattern the "
+            "quant_matmul library matches (dequantize_affine + linear, TORCH_WEBGPU_LIBRARY=1)")
+
+
 def _iree_plans(torch_text: str, func_names: list[str], target: Any,
                 specs: list[tuple[list[TensorSpec], list[TensorSpec]]], dumper: _Dumper) -> list[Plan]:
     """One plan per function of a torch-dialect module compiled by IREE in one invocation; `specs`:
@@ -222,6 +239,7 @@ def _iree_plans(torch_text: str, func_names: list[str], target: Any,
     from .plan_builder import build_plan
 
     dumper.write("iree_input.mlir", with_target(torch_text, target))
+    refuse_narrow_ints(torch_text)
     STATS.iree_calls += 1
     artifacts = compile_to_hal(torch_text, target)
     dumper.write("iree_hal.mlir", artifacts.hal_text)
@@ -248,6 +266,7 @@ def _iree_plan(torch_text: str, func_name: str, target: Any, inputs: list[Tensor
 
     tag = "" if func_name == "main" else f"{func_name}."
     dumper.write(f"{tag}iree_input.mlir", with_target(torch_text, target))
+    refuse_narrow_ints(torch_text)
     STATS.iree_calls += 1
     try:
         artifacts = compile_to_hal(torch_text, target)

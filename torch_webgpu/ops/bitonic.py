@@ -21,7 +21,7 @@ from .codegen.dtypes import dtype_info
 from .codegen.elementwise import grid
 from .codegen.operand import pack_u32
 from .rows import row_wgsl, row_words
-from .tensor_buffers import buffer_id, new_empty
+from .tensor_buffers import buffer_id, fits_one_binding, max_binding_bytes, new_empty, windowed_binding
 
 BLOCK = 512  # slots sorted in workgroup memory by one workgroup of BLOCK / 2 invocations
 
@@ -131,8 +131,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 }
 """
 
-# rows * padded length above this need more than one 128 MiB binding for the keys
-_MAX_SLOTS = 1 << 24
+
+def max_sort_slots() -> int:
+    """Slots whose 8-byte keys fit one storage binding (2**24 with 128 MiB bindings)."""
+    return 1 << ((max_binding_bytes() // 8).bit_length() - 1)
 
 
 def _keys_source(dtype: torch.dtype) -> str:
@@ -150,15 +152,26 @@ def sort_permutation(x: torch.Tensor, descending: bool) -> torch.Tensor:
     rows = x.numel() // n
     padded = 1 << (n - 1).bit_length()
     slots = rows * padded
-    if slots > _MAX_SLOTS:
-        raise NotImplementedError(f"webgpu: sort of {rows} rows of {n} needs {slots} slots; at most "
-                                  f"{_MAX_SLOTS} fit the device's buffers — sort in chunks of rows")
+    cap = max_sort_slots()
+    if padded > cap:
+        raise NotImplementedError(f"webgpu: sort of rows of {n} elements: one row's {padded} sort slots "
+                                  f"exceed one storage binding ({cap} slots); sort shorter rows (topk of "
+                                  f"such rows works, in chunks)")
+    if slots > cap:  # rows in chunks whose keys fit one binding each
+        flat = x.reshape(rows, n)
+        per = cap // padded
+        parts = [sort_permutation(flat[r:r + per], descending) for r in range(0, rows, per)]
+        return torch.cat(parts).reshape(x.shape)
+    if not fits_one_binding(x):   # a strided view spanning more than one binding: bind a compact copy
+        x = x.contiguous()
+        located = row_words(x, "sort")
+    source, located[1] = windowed_binding(x)   # only x's own range of its buffer
     keys = new_empty((2 * slots,), torch.int32, x)
     index = new_empty((slots,), torch.int32, x)
     rt = get_runtime()
     words = [slots, n, padded, int(descending), *located]
     rt.dispatch(rt.kernel(_keys_source(x.dtype), label="sort_keys"),
-                [rt.constant(pack_u32(words)), buffer_id(x), buffer_id(keys), buffer_id(index)],
+                [rt.constant(pack_u32(words)), source, buffer_id(keys), buffer_id(index)],
                 grid(slots, 64), label="sort_keys")
     pair = [buffer_id(keys), buffer_id(index)]
     local, step = rt.kernel(_LOCAL, label="sort_local"), rt.kernel(_GLOBAL, label="sort_step")

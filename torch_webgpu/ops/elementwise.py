@@ -145,8 +145,8 @@ def run_elementwise(spec: EltOp, values: Sequence, params: dict, mode_value=None
         raise RuntimeError(f"\"{op}_cpu\" not implemented for '{_type_name(compute_dtype)}'")
     expr = _formula(spec, kind, mode_value)
     if expr is None:
-        hint = (" (int64 supports add/sub/mul/neg/abs/min/max/comparisons/bitwise ops; cast to int32 or "
-                "float32 for the rest)") if kind == "i64" else ""
+        hint = (" (int64 supports add/sub/mul/div/remainder/pow/neg/abs/min/max/comparisons/bitwise ops; "
+                "cast to int32 or float32 for the rest)") if kind == "i64" else ""
         raise TypeError(f"webgpu: '{op}' is not supported for dtype {compute_dtype}{hint}")
     tensors = [x for x in values if not is_scalar(x)]
     shape = broadcast_shapes(*(t.shape for t in tensors)) if tensors else torch.Size([])

@@ -114,11 +114,81 @@ def linspace_out(start: float, end: float, steps: int, *, out: torch.Tensor) -> 
     _resize_out(out, steps)
     if steps == 0:
         return out
-    step = (float(end) - float(start)) / (steps - 1) if steps > 1 else 0.0
+    if steps == 1:  # torch's CPU kernel: [start] (its two-sided formula would give end)
+        return fill(out, start)
+    step = (float(end) - float(start)) / (steps - 1)
     body = ("  let n = X(3u);\n"
             "  if (li < n / 2u) { return XF(0u) + XF(2u) * f32(li); }\n"
             "  return XF(1u) - XF(2u) * f32(n - 1u - li);")
     produce(out, body, "f", [_f32_bits(start), _f32_bits(end), _f32_bits(step), steps], "linspace")
+    return out
+
+
+# exponent terms of logspace are split so that each product with the index halves is exact in f32
+_SPLIT_BITS = 11
+_LOGSPACE_HELPERS = """
+var<private> whole: i32;
+var<private> frac: f32;
+fn add_exact(a: f32) { let r = round(a); whole += i32(r); frac += a - r; }
+"""
+# value(li) = base ** (x0 + i * dx): the exponent x * log2(base) is summed as an integer part and a fraction
+# in [-0.5, 0.5] from terms that are exact in f32, so the result keeps f32 accuracy up to 2 ** +-126
+_LOGSPACE_BODY = """
+  let n = X(0u);
+  var j = li; var w = 1u;
+  if (li >= n / 2u) { j = n - 1u - li; w = 6u; }    // the upper half steps back from the end, as the CPU
+  whole = 0; frac = 0.0;
+  let ih = f32(j >> 12u) * 4096.0; let il = f32(j & 4095u);
+  add_exact(XF(w)); add_exact(XF(w + 1u));
+  add_exact(XF(w + 2u) * il); add_exact(XF(w + 2u) * ih);
+  add_exact(XF(w + 3u) * il); add_exact(XF(w + 3u) * ih);
+  add_exact(XF(w + 4u) * f32(j));
+  let r = round(frac); whole += i32(r); frac -= r;
+  if (whole > 128) { return XF(11u); }    // past f32's range: inf
+  if (whole < -152) { return XF(12u); }   // below its smallest subnormal: 0
+  let h = whole / 2;
+  return ldexp(ldexp(exp2(frac), h), whole - h);
+"""
+
+
+def _exact_parts(v: float, parts: int) -> list[float]:
+    """`v` as `parts` f32 values: all but the last carry _SPLIT_BITS significant bits (their products
+    with a 12-bit integer are exact in f32), the last the rounded remainder."""
+    out = []
+    for _ in range(parts - 1):
+        m, e = math.frexp(v)
+        head = math.ldexp(round(m * (1 << _SPLIT_BITS)), e - _SPLIT_BITS) if v else 0.0
+        out.append(head)
+        v -= head
+    return out + [v]
+
+
+@register("logspace.out")
+def logspace_out(start: float, end: float, steps: int, base: float = 10.0, *,
+                 out: torch.Tensor) -> torch.Tensor:
+    """torch.logspace on the device: base ** x for torch's two-sided linspace x, exponent summed exactly."""
+    check_supported(out.dtype, "logspace")
+    if steps < 0:
+        raise RuntimeError("logspace: number of steps must be non-negative")
+    if base <= 0:
+        raise NotImplementedError(f"webgpu: logspace with base {base} <= 0 is not supported; use a "
+                                  f"positive base (or compute on the CPU)")
+    _resize_out(out, steps)
+    if steps == 0:
+        return out
+    if out.dtype.is_floating_point:  # the CPU rounds start and end to the result dtype first
+        start, end = (torch.tensor(float(v), dtype=out.dtype).item() for v in (start, end))
+    log2b = math.log2(base)
+    if steps == 1:
+        return fill(out, base ** float(start))
+    step = (float(end) - float(start)) / (steps - 1)
+    words = [steps]
+    for origin, sign in ((float(start), 1.0), (float(end), -1.0)):
+        a = origin * log2b
+        hi = struct.unpack("<f", struct.pack("<f", a))[0]
+        words += [_f32_bits(x) for x in (hi, a - hi, *_exact_parts(sign * step * log2b, 3))]
+    words += [_f32_bits(math.inf), _f32_bits(0.0)]
+    produce(out, _LOGSPACE_BODY, "f", words, "logspace", helpers=_LOGSPACE_HELPERS)
     return out
 
 

@@ -1,4 +1,4 @@
-"""histc, histogram, bincount: bin positions by a binary search over the edges, counts by scatter_add.
+"""histc, histogram, histogramdd, bincount: bins by a binary search over the edges, counts by scatter_add.
 
 The edges follow torch's CPU rules: histc and integer-count histogram use linspace(min, max, bins + 1) in the
 input dtype; a value x lands in the last edge <= x (upper_bound - 1), x == max goes to the last bin, and
@@ -154,3 +154,95 @@ def bincount(self, weights=None, minlength=0):
 def bincount_out(self, weights=None, minlength=0, *, out):
     """aten.bincount (out=)."""
     return write_out(out, bincount(self, weights, minlength))
+
+
+# ---- histogramdd: N points of D coordinates (the input's last dim) ---------------------------------------
+
+def _dd_points(self: torch.Tensor) -> torch.Tensor:
+    if self.dim() < 1:
+        raise RuntimeError("torch.histogramdd: input tensor should have at least 1 dimension")
+    return self.reshape(-1, self.shape[-1])
+
+
+def _dd_bin_edges(self, bins, range, weight) -> list[torch.Tensor]:  # noqa: A002
+    """Edges per coordinate: linspace over `range` or the data's min/max (device scalars), as the CPU."""
+    x = _dd_points(self)
+    dims = x.shape[1]
+    if len(bins) != dims:
+        raise RuntimeError(f"torch.histogramdd: expected {dims} sequences of bin edges for each of the "
+                           f"{dims} input dimensions, but got {len(bins)} bin edge sequences instead.")
+    if range is not None and len(range) != 2 * dims:
+        raise RuntimeError(f"torch.histogramdd: for a {dims}-dimensional histogram range should have "
+                           f"{2 * dims} elements, but got {len(range)}")
+    if range is None and x.shape[0]:
+        lows, highs = x.to(torch.float32).amin(0), x.to(torch.float32).amax(0)
+    edges = []
+    for d, count in enumerate(bins):
+        if count <= 0:
+            raise RuntimeError(f"torch.histogramdd(): bins must be > 0, but got {count} for dimension {d}")
+        if range is not None:
+            lo_v, hi_v = float(range[2 * d]), float(range[2 * d + 1])
+            if lo_v > hi_v:
+                raise ValueError(f"torch.histogramdd(): min should not exceed max, but got min {lo_v} max "
+                                 f"{hi_v} for dimension {d}")
+            lo, hi = (torch.tensor(v, device=self.device) for v in (lo_v, hi_v))
+        elif x.shape[0]:
+            lo, hi = lows[d], highs[d]
+        else:
+            lo, hi = torch.tensor(0.0, device=self.device), torch.tensor(1.0, device=self.device)
+        same = lo == hi   # an empty range widens to +-0.5 (numpy's rule, as torch)
+        lo, hi = torch.where(same, lo - 0.5, lo), torch.where(same, hi + 0.5, hi)
+        edges.append(_linspace_edges(lo, hi, count, self.dtype))
+    return edges
+
+
+def _dd_counts(self, edges, weight, density) -> torch.Tensor:
+    """The D-dimensional histogram of the points over per-coordinate edges: each coordinate's bin by a
+    search over its edges, one flat bin per point (points outside any edge range go to a spare bin)."""
+    x = _dd_points(self)
+    n, dims = x.shape
+    sizes = [e.numel() - 1 for e in edges]
+    flat = torch.zeros(n, dtype=torch.int64, device=self.device)
+    inside = torch.ones(n, dtype=torch.bool, device=self.device)
+    for d, e in enumerate(edges):
+        e = e.reshape(-1)
+        col = x[:, d].contiguous()
+        pos = torch.searchsorted(e, col, right=True) - 1
+        pos = torch.where(col == e[-1], torch.full_like(pos, sizes[d] - 1), pos)
+        inside = inside & (col >= e[0]) & (col <= e[-1])
+        flat = flat * sizes[d] + pos.clamp(0, max(sizes[d] - 1, 0))
+    total = 1
+    for s in sizes:
+        total *= s
+    flat = torch.where(inside, flat, torch.full_like(flat, total))
+    src = torch.ones(n, dtype=self.dtype, device=self.device) if weight is None else \
+        weight.reshape(-1).to(self.dtype)
+    hist = torch.zeros(total + 1, dtype=self.dtype, device=self.device)
+    hist.scatter_add_(0, flat, src)
+    hist = hist[:total].reshape(sizes)
+    if density:
+        hist = hist / hist.sum()
+        for d, e in enumerate(edges):
+            shape = [1] * dims
+            shape[d] = sizes[d]
+            e = e.reshape(-1)
+            hist = hist / (e[1:] - e[:-1]).reshape(shape)
+    return hist
+
+
+@register("_histogramdd_bin_edges")
+def histogramdd_bin_edges(self, bins, *, range=None, weight=None, density=False):  # noqa: A002
+    """aten._histogramdd_bin_edges: torch.histogramdd's edges for bin counts."""
+    return _dd_bin_edges(self, bins, range, weight)
+
+
+@register("_histogramdd_from_bin_cts")
+def histogramdd_from_bin_cts(self, bins, *, range=None, weight=None, density=False):  # noqa: A002
+    """aten._histogramdd_from_bin_cts: torch.histogramdd with bin counts."""
+    return _dd_counts(self, _dd_bin_edges(self, bins, range, weight), weight, density)
+
+
+@register("_histogramdd_from_bin_tensors")
+def histogramdd_from_bin_tensors(self, bins, *, weight=None, density=False):
+    """aten._histogramdd_from_bin_tensors: torch.histogramdd with explicit edges per coordinate."""
+    return _dd_counts(self, list(bins), weight, density)

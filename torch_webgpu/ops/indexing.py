@@ -74,6 +74,8 @@ def gather(self, dim, index, *, sparse_grad=False):
     _check_index("gather", index)
     x = self if self.dim() else self.reshape(1)
     idx = index if index.dim() else index.reshape(1)
+    if index.numel() == 0:  # torch checks no shapes for an empty index
+        return new_empty(index.shape, self.dtype, self)
     if idx.dim() != x.dim():
         raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
     dim = dim % x.dim()
@@ -191,8 +193,9 @@ def scatter_add_inplace(self, dim, index, src):
     return self.copy_(_scatter("add", self, dim, index, src))
 
 
-def _index_add(self, dim, index, source, alpha):
-    _check_index("index_add", index)
+def _index_add(self, dim, index, source, alpha, mode="add", include_self=True):
+    """index_add (mode 'add'), or index_reduce's prod/mean/amax/amin: source slices scattered at index."""
+    _check_index(f"index_{mode}", index)
     if index.numel() == 0 or source.numel() == 0:
         return self.clone()
     x = self if self.dim() else self.reshape(1)
@@ -203,7 +206,7 @@ def _index_add(self, dim, index, source, alpha):
     base = x if wide == self.dtype else cast_into(x, new_empty(x.shape, wide, x))
     s = src if src.dtype == wide else cast_into(src, new_empty(src.shape, wide, src))
     out = new_empty(x.shape, wide, x)
-    launch_scatter("add", operand(base), operand(s), idx_op, operand(out), dim, alpha)
+    launch_scatter(mode, operand(base), operand(s), idx_op, operand(out), dim, alpha, include_self)
     if wide != self.dtype:
         out = cast_into(out, new_empty(x.shape, self.dtype, x))
     return out.reshape(self.shape)
@@ -226,6 +229,33 @@ def index_add_out(self, dim, index, source, *, alpha=1, out):
 def index_add_inplace(self, dim, index, source, *, alpha=1):
     """Tensor.index_add_."""
     return self.copy_(_index_add(self, dim, index, source, alpha))
+
+
+def _index_reduce(self, dim, index, source, reduce, include_self):
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got "
+                           f"{reduce}.")
+    if self.dtype != source.dtype:
+        raise RuntimeError("index_reduce_(): self and source expected to have the same dtype")
+    return _index_add(self, dim, index, source, 1, _REDUCE[reduce], include_self)
+
+
+@register("index_reduce")
+def index_reduce(self, dim, index, source, reduce, *, include_self=True):
+    """torch.index_reduce (prod/mean/amax/amin of source slices into self's slices at index)."""
+    return _index_reduce(self, dim, index, source, reduce, include_self)
+
+
+@register("index_reduce.out")
+def index_reduce_out(self, dim, index, source, reduce, *, include_self=True, out):
+    """torch.index_reduce(out=)."""
+    return write_out(out, _index_reduce(self, dim, index, source, reduce, include_self))
+
+
+@register("index_reduce_")
+def index_reduce_inplace(self, dim, index, source, reduce, *, include_self=True):
+    """Tensor.index_reduce_."""
+    return self.copy_(_index_reduce(self, dim, index, source, reduce, include_self))
 
 
 # ---- embedding ---------------------------------------------------------------------------------------

@@ -10,16 +10,14 @@ import torch
 
 from ..kernels.launch import DeviceCaps
 from ..kernels.reduce import ReduceProblem, plan_reduce, record_plan
-from ..runtime import get_runtime
-from .codegen.dtypes import convert, dtype_info
-from .codegen.elementwise import grid, launch
-from .codegen.operand import pack_u32
+from .codegen.dtypes import dtype_info
+from .codegen.elementwise import launch
 from .codegen.recording import dispatch
-from .codegen.wgsl_math import PRELUDE
 from .elementwise import operand
 from .integer_scans import integer_cumsum
 from .library_launch import device_caps
 from .registry import register
+from .scans import blocked_scan
 from .tensor_buffers import buffer_id, new_empty, runtime
 
 
@@ -543,34 +541,17 @@ def logsumexp_out(self, dim, keepdim=False, *, out):
 
 # ---- scans -----------------------------------------------------------------------------------------------
 
-_SCAN = """
-@group(0) @binding(0) var<storage, read> P: array<u32>;
-{prelude}
-@group(0) @binding(1) var<storage, read> X: array<u32>;
-@group(0) @binding(2) var<storage, read_write> Y: array<f32>;
-fn load_x(i: u32) -> f32 {{ return {load}; }}
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
-  // P = [rows, len, ndim_outer, in_offset, in_stride_dim, outer_sizes[8], outer_strides[8]]
-  let r = gid.x + gid.y * nwg.x * 64u;
-  if (r >= P[0]) {{ return; }}
-  var base = P[3]; var rem = r;
-  for (var d = i32(P[2]) - 1; d >= 0; d--) {{
-    let n = P[5u + u32(d)]; base += (rem % n) * P[13u + u32(d)]; rem = rem / n;
-  }}
-  let len = P[1];
-  var acc = {init};
-  for (var i = 0u; i < len; i++) {{
-    acc = {step};
-    Y[r * len + i] = acc;
-  }}
-}}
-"""
-
-
-_SCAN_INIT = {"cumsum": "0.0", "cumprod": "1.0", "logcumsumexp": "-inf_()"}
-_SCAN_STEP = {"cumsum": "acc + load_x(base + i * P[4])", "cumprod": "acc * load_x(base + i * P[4])",
-              "logcumsumexp": "logaddexp_(acc, load_x(base + i * P[4]))"}
+def _rows_scan(op: str, self, dim: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The blocked scan (ops/scans.py) of `self` along `dim`: float32 values (and int64 indices for
+    cummax/cummin) in self's shape."""
+    x = self if self.dim() else self.reshape(1)
+    dim = dim % x.dim()
+    moved = x.movedim(dim, -1)
+    rows = moved.numel() // max(moved.shape[-1], 1)
+    flat = moved.to(torch.float32).contiguous().reshape(rows, moved.shape[-1])
+    y, idx = blocked_scan(op, flat)
+    back = lambda t: t.reshape(moved.shape).movedim(-1, dim).reshape(self.shape)  # noqa: E731
+    return back(y), None if idx is None else back(idx)
 
 
 def _scan(op: str, self, dim: int, dtype, out=None):
@@ -580,27 +561,7 @@ def _scan(op: str, self, dim: int, dtype, out=None):
     if result is None:
         raise TypeError(f"webgpu: '{op}' of {self.dtype} returns int64, not supported yet; pass "
                         f"dtype=torch.float32")
-    x = self if self.dim() else self.reshape(1)
-    nd = x.dim()
-    dim = dim % nd
-    moved = x.movedim(dim, -1)
-    outer = moved.shape[:-1]
-    rows = 1
-    for s in outer:
-        rows *= s
-    length = moved.shape[-1]
-    y = new_empty(moved.shape, torch.float32, self)
-    if y.numel():
-        info = dtype_info(self.dtype, op)
-        src = _SCAN.format(prelude=PRELUDE, load=convert(info.load.replace("B[", "X["), info.kind, "f32"),
-                           init=_SCAN_INIT[op], step=_SCAN_STEP[op])
-        pad = lambda v: list(v) + [0] * (8 - len(v))  # noqa: E731
-        o = operand(moved)
-        params = [rows, length, len(outer), o.offset, o.strides[-1], *pad(outer), *pad(o.strides[:-1])]
-        rt = get_runtime()
-        dispatch(rt.kernel(src, label=op), [rt.constant(pack_u32(params)), buffer_id(moved), buffer_id(y)],
-                    grid(rows, 64), label=op)
-    y = y.movedim(-1, dim).reshape(self.shape)
+    y = _rows_scan(op, self, dim)[0]
     if out is None:
         res = new_empty(self.shape, result, self)
         return cast_into(y, res)
@@ -701,59 +662,10 @@ def aminmax_out(self, *, dim=None, keepdim=False, min, max):  # noqa: A002
     return min.copy_(lo), max.copy_(hi)
 
 
-_CUMEXT = """
-@group(0) @binding(0) var<storage, read> P: array<u32>;
-{prelude}
-@group(0) @binding(1) var<storage, read> X: array<u32>;
-@group(0) @binding(2) var<storage, read_write> Y: array<f32>;
-@group(0) @binding(3) var<storage, read_write> I: array<u32>;
-fn load_x(i: u32) -> f32 {{ return {load}; }}
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
-  let r = gid.x + gid.y * nwg.x * 64u;
-  if (r >= P[0]) {{ return; }}
-  var base = P[3]; var rem = r;
-  for (var d = i32(P[2]) - 1; d >= 0; d--) {{
-    let n = P[5u + u32(d)]; base += (rem % n) * P[13u + u32(d)]; rem = rem / n;
-  }}
-  let len = P[1];
-  var acc = 0.0; var idx = 0u;
-  for (var i = 0u; i < len; i++) {{
-    let x = load_x(base + i * P[4]);
-    // NaN sticks once seen; ties move to the later index (as torch's CPU kernel does)
-    if (i == 0u || (!isnan_(acc) && (isnan_(x) || x {cmp}= acc))) {{ acc = x; idx = i; }}
-    Y[r * len + i] = acc;
-    I[2u * (r * len + i)] = idx; I[2u * (r * len + i) + 1u] = 0u;
-  }}
-}}
-"""
-
-
 def _cum_extreme(op: str, self, values, indices, dim):
     if self.dtype not in _EXACT_IN_F32:
         raise TypeError(f"webgpu: '{op}' of {self.dtype} is not supported yet")
-    x = self if self.dim() else self.reshape(1)
-    dim = dim % x.dim()
-    moved = x.movedim(dim, -1)
-    outer = moved.shape[:-1]
-    rows = 1
-    for s in outer:
-        rows *= s
-    length = moved.shape[-1]
-    y = new_empty(moved.shape, torch.float32, self)
-    idx = new_empty(moved.shape, torch.int64, self)
-    if y.numel():
-        info = dtype_info(self.dtype, op)
-        src = _CUMEXT.format(prelude=PRELUDE, load=convert(info.load.replace("B[", "X["), info.kind, "f32"),
-                             cmp=">" if op == "cummax" else "<")
-        pad = [0] * (8 - len(outer))
-        o = operand(moved)
-        params = [rows, length, len(outer), o.offset, o.strides[-1], *outer, *pad, *o.strides[:-1], *pad]
-        rt = get_runtime()
-        dispatch(rt.kernel(src, label=op), [rt.constant(pack_u32(params)), buffer_id(moved), buffer_id(y),
-                                                buffer_id(idx)], grid(rows, 64), label=op)
-    y = y.movedim(-1, dim).reshape(self.shape)
-    idx = idx.movedim(-1, dim).reshape(self.shape)
+    y, idx = _rows_scan(op, self, dim)
     values.resize_(self.shape)
     indices.resize_(self.shape)
     cast_into(y, values)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from .bitonic import sort_permutation
+from .bitonic import max_sort_slots, sort_permutation
 from .out_args import out_variant
 from .registry import register
 
@@ -40,11 +40,30 @@ def topk(self, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     size = self.shape[dim] if self.dim() else 1
     if k < 0 or k > size:
         raise RuntimeError("selected index k out of range")
+    if self.dim() and size > max_sort_slots() and 0 < k <= max_sort_slots() // 2:
+        return _topk_of_chunks(self, k, dim % self.dim(), largest)
     v, i = _sort(self, dim, largest)
     d = dim % max(self.dim(), 1)
     if self.dim() == 0:
         return v, i
     return v.narrow(d, 0, k).contiguous(), i.narrow(d, 0, k).contiguous()
+
+
+def _topk_of_chunks(self, k: int, dim: int, largest: bool):
+    """topk of rows longer than one sort (their keys exceed one binding): the top k of each chunk, then
+    the top k of those candidates. Candidates keep chunk order, so ties still resolve to the lower index
+    as one stable sort would."""
+    chunk = max_sort_slots()
+    moved = self.movedim(dim, -1)
+    values, indices = [], []
+    for start in range(0, moved.shape[-1], chunk):
+        part = moved[..., start:start + chunk]
+        v, i = topk(part, min(k, part.shape[-1]), -1, largest)
+        values.append(v)
+        indices.append(i + start)
+    v, pos = topk(torch.cat(values, -1), k, -1, largest)
+    i = torch.gather(torch.cat(indices, -1), -1, pos)
+    return v.movedim(-1, dim).contiguous(), i.movedim(-1, dim).contiguous()
 
 
 def _pick(self, dim: int, keepdim: bool, position) -> tuple[torch.Tensor, torch.Tensor]:

@@ -87,6 +87,14 @@ class CommandRecorder:
         self._keepalive.append(obj)
         self.pending_staging_bytes += nbytes
 
+    def submitted_elsewhere(self) -> None:
+        """The open encoder was finished and submitted by native code: start afresh."""
+        self._encoder = self._pass = self._pipeline = self._bind_group = None
+        self._keepalive.clear()
+        self.pending_commands = 0
+        self.pending_staging_bytes = 0
+        self.submits += 1
+
     def submit(self) -> bool:
         """Finish and submit the open encoder; returns False when there was nothing to submit."""
         if self._encoder is None:

@@ -82,6 +82,9 @@ class Runtime:
         self.max_workgroups = self.info.limits.get("max-compute-workgroups-per-dimension", 65535)
         # Both bindings keep the device-lost promise here; its state turns non-pending on loss.
         self._lost = getattr(self.device, "_lost_promise", None)
+        # Checks of device-side error flags, run once the queue has been waited on (synchronize, a
+        # download): like CUDA's device-side asserts, an error found on the GPU surfaces at the next sync.
+        self._after_wait: list[Any] = []
 
     # ---- introspection -------------------------------------------------------------------------
     def describe(self) -> str:
@@ -92,6 +95,11 @@ class Runtime:
     def submits(self) -> int:
         """How many command buffers were submitted so far."""
         return self.recorder.submits
+
+    @property
+    def profiling(self) -> bool:
+        """True inside `profile()` (dispatches are timed one by one)."""
+        return self._profiler is not None
 
     def check_alive(self) -> None:
         """Raise DeviceLostError if the device was lost."""
@@ -175,7 +183,18 @@ class Runtime:
         data = bytes(staging.read_mapped(0, size))
         staging.unmap()
         self._staging.setdefault(bucket_size(size), []).append(staging)
+        self._run_after_wait()
         return data[offset - start:offset - start + nbytes]
+
+    def after_wait(self, check: Any) -> None:
+        """Run `check()` after the next wait for the queue (it may download; it raises to report)."""
+        with self.lock:
+            if check not in self._after_wait:
+                self._after_wait.append(check)
+
+    def _run_after_wait(self) -> None:
+        while self._after_wait:
+            self._after_wait.pop(0)()
 
     def _take_staging(self, size: int) -> Any:
         bucket = bucket_size(size)
@@ -186,28 +205,49 @@ class Runtime:
         return self.device.create_buffer(size=bucket, usage=usage, label="torch-webgpu-readback")
 
     def fill(self, buffer_id: int, pattern: int = 0, offset: int = 0, nbytes: int | None = None) -> None:
-        """Fill a 4-byte-aligned range with a repeated 32-bit `pattern` (0 uses clear_buffer)."""
+        """Fill a byte range with a repeated 32-bit `pattern` whose first byte lands at `offset` (0 on
+        a 4-byte-aligned range uses clear_buffer; unaligned ends keep their neighbours' bytes)."""
         with self.lock:
             buf = self.pool.get(buffer_id)
             nbytes = buf.aligned_nbytes - offset if nbytes is None else nbytes
             self._check_range(buf, offset, nbytes, "fill", buf.aligned_nbytes)
-            if offset % ALIGNMENT or nbytes % ALIGNMENT:
-                raise ValueError(f"fill range must be 4-byte aligned, got offset={offset} nbytes={nbytes}")
             if nbytes == 0:
+                return
+            if offset % ALIGNMENT or nbytes % ALIGNMENT:
+                self._fill_bytes(buffer_id, pattern, offset, nbytes)
                 return
             if pattern == 0:
                 self.recorder.encoder().clear_buffer(buf.gpu, offset, nbytes)
                 self._maybe_submit()
                 return
-            words = nbytes // 4
-            rows = -(-words // builtin_kernels.FILL_WORKGROUP)
-            grid_x = min(rows, self.max_workgroups)
-            grid_y = -(-rows // grid_x)
-            row_words = grid_x * builtin_kernels.FILL_WORKGROUP
-            params = struct.pack("<4I", offset // 4, words, pattern & 0xFFFFFFFF, row_words)
-            kernel = self.kernel(builtin_kernels.FILL_U32, label="torch-webgpu-fill")
-            self.dispatch(kernel, [BufferSlice(buffer_id, 0, offset + nbytes), self.constant(params)],
-                          (grid_x, grid_y, 1))
+            self.dispatch(*self.fill_launch(buffer_id, pattern, offset, nbytes))
+
+    def fill_launch(self, buffer_id: int, pattern: int, offset: int,
+                    nbytes: int) -> tuple[Kernel, list[Binding], tuple[int, int, int]]:
+        """Kernel, bindings and grid of the dispatch that fills an aligned range with a non-zero pattern."""
+        words = nbytes // 4
+        rows = -(-words // builtin_kernels.FILL_WORKGROUP)
+        grid_x = min(rows, self.max_workgroups)
+        grid_y = -(-rows // grid_x)
+        row_words = grid_x * builtin_kernels.FILL_WORKGROUP
+        params = struct.pack("<4I", offset // 4, words, pattern & 0xFFFFFFFF, row_words)
+        kernel = self.kernel(builtin_kernels.FILL_U32, label="torch-webgpu-fill")
+        bindings: list[Binding] = [BufferSlice(buffer_id, 0, offset + nbytes), self.constant(params)]
+        return kernel, bindings, (grid_x, grid_y, 1)
+
+    def _fill_bytes(self, buffer_id: int, pattern: int, offset: int, nbytes: int) -> None:
+        first, end = offset // 4, offset + nbytes
+        words = -(-end // 4) - first
+        rotate = 8 * (offset % 4)   # the pattern's byte k lands at offset + k (mod 4)
+        value = ((pattern << rotate) | (pattern >> (32 - rotate))) & 0xFFFFFFFF if rotate else pattern
+        rows = -(-words // builtin_kernels.FILL_WORKGROUP)
+        grid_x = min(rows, self.max_workgroups)
+        grid_y = -(-rows // grid_x)
+        params = struct.pack("<8I", first, words, value & 0xFFFFFFFF, grid_x * builtin_kernels.FILL_WORKGROUP,
+                             offset, end, 0, 0)
+        kernel = self.kernel(builtin_kernels.FILL_BYTES, label="torch-webgpu-fill-bytes")
+        self.dispatch(kernel, [BufferSlice(buffer_id, 0, align_up(end)), self.constant(params)],
+                      (grid_x, grid_y, 1))
 
     def copy(self, src: int, dst: int, nbytes: int | None = None, src_offset: int = 0,
              dst_offset: int = 0) -> None:
@@ -314,6 +354,11 @@ class Runtime:
         for key in self._bound_by_id.pop(buffer_id, ()):
             self._bound.pop(key, None)
 
+    def binding_resource(self, binding: Binding, kernel: Kernel) -> tuple:
+        """(gpu buffer, serial, offset, size) that `binding` binds for `kernel` (range-checked)."""
+        with self.lock:
+            return self._resource(binding, kernel)
+
     def _resource(self, binding: Binding, kernel: Kernel) -> tuple:
         if type(binding) is int:
             # Fast path (every eager output is a fresh id): a whole buffer within the binding limit.
@@ -350,6 +395,7 @@ class Runtime:
         if wait:
             self._wait_idle()
             self.check_alive()
+            self._run_after_wait()
 
     def _wait_idle(self) -> None:
         if self._work_done_works:

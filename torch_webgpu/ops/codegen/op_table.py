@@ -27,7 +27,7 @@ class EltOp:
     mode: str | None = None
     param_kinds: dict = field(default_factory=dict)  # param name -> fixed kind ("f32"), else compute kind
     aliases: tuple[str, ...] = ()  # more aten base names with the same schema and formula
-    l: str | None = None  # noqa: E741  int64 formula (u32-pair helpers: add64, mul64, lt64, ...)
+    l: str | dict | None = None  # noqa: E741  int64 formula (u32-pair helpers: add64, mul64, lt64, ...)
 
 
 def u(name, f, i=None, b=None, promote="default", **kw) -> EltOp:
@@ -175,12 +175,12 @@ OPS: list[EltOp] = [
     bi("mul", "a * b", "a * b", "a && b", l="mul64(a, b)"),
     EltOp("div", {"": "a / b", "trunc": "trunc(a / b)", "floor": "floor_div_(a, b)"},
           {"trunc": "trunc_div_i(a, b)", "floor": "floor_div_i(a, b)"}, args=("self", "other"),
-          mode="rounding_mode"),
+          mode="rounding_mode", l={"trunc": "trunc_div64(a, b)", "floor": "floor_div64(a, b)"}),
     EltOp("div", "a / b", args=("self", "other"), promote="int_to_float"),
-    bi("floor_divide", "floor_div_(a, b)", "floor_div_i(a, b)"),
-    bi("remainder", "remainder_(a, b)", "remainder_i(a, b)"),
-    bi("fmod", "fmod_(a, b)", "fmod_i(a, b)"),
-    bi("pow", "pow_(a, b)", "pow_i(a, b)", args=("self", "exponent")),
+    bi("floor_divide", "floor_div_(a, b)", "floor_div_i(a, b)", l="floor_div64(a, b)"),
+    bi("remainder", "remainder_(a, b)", "remainder_i(a, b)", l="remainder64(a, b)"),
+    bi("fmod", "fmod_(a, b)", "fmod_i(a, b)", l="fmod64(a, b)"),
+    bi("pow", "pow_(a, b)", "pow_i(a, b)", args=("self", "exponent"), l="pow64(a, b)"),
     EltOp("float_power_unused"),
     bi("atan2", "atan2(a, b)", promote="int_to_float", aliases=("arctan2",)),
     bi("hypot", "sqrt(a * a + b * b)"),
@@ -212,8 +212,10 @@ OPS: list[EltOp] = [
     bi("bitwise_and", None, "a & b", "a && b", promote="int_only", l="a & b"),
     bi("bitwise_or", None, "a | b", "a || b", promote="int_only", l="a | b"),
     bi("bitwise_xor", None, "a ^ b", "a != b", promote="int_only", l="a ^ b"),
-    bi("bitwise_left_shift", None, "a << u32(b)", promote="int_only"),
-    bi("bitwise_right_shift", None, "a >> u32(b)", promote="int_only"),
+    bi("bitwise_left_shift", None, "a << u32(b)", promote="int_only", l="shl64(a, b)",
+       aliases=("__lshift__",)),
+    bi("bitwise_right_shift", None, "a >> u32(b)", promote="int_only", l="shr64(a, b)",
+       aliases=("__rshift__",)),
     # ---- special functions (codegen/wgsl_special.py, ported from ATen's Math.h) --------------------
     fl("i0", "i0_(a)"),
     fl("special_i0e", "i0e_(a)"),
@@ -237,6 +239,8 @@ OPS: list[EltOp] = [
         "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
         "laguerre_polynomial_l", "legendre_polynomial_p")),
     bi("special_zeta", "zeta_(a, b)", promote="int_to_float"),
+    bi("igamma", "igamma_(a, b)", promote="int_to_float"),
+    bi("igammac", "igammac_(a, b)", promote="int_to_float"),
     EltOp("polygamma", "polygamma_(n, a)", params=("n",), param_kinds={"n": "i32"}, promote="int_to_float"),
 ]
 

@@ -231,6 +231,77 @@ fn eq64(a: vec2<u32>, b: vec2<u32>) -> bool { return a.x == b.x && a.y == b.y; }
 fn max64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> { return select(a, b, lt64(a, b)); }
 fn min64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> { return select(b, a, lt64(a, b)); }
 fn abs64(a: vec2<u32>) -> vec2<u32> { return select(a, neg64(a), bitcast<i32>(a.y) < 0); }
+struct DivMod64 { q: vec2<u32>, r: vec2<u32> }
+fn ult64(a: vec2<u32>, b: vec2<u32>) -> bool { return a.y < b.y || (a.y == b.y && a.x < b.x); }
+// unsigned 64-bit quotient and remainder by shift-subtract (b != 0); one u32 division when both fit
+fn udivmod64(a: vec2<u32>, b: vec2<u32>) -> DivMod64 {
+  if (a.y == 0u && b.y == 0u) { return DivMod64(vec2<u32>(a.x / b.x, 0u), vec2<u32>(a.x % b.x, 0u)); }
+  var q = vec2<u32>(0u, 0u); var r = vec2<u32>(0u, 0u);
+  for (var i = 63; i >= 0; i--) {
+    let w = select(a.x, a.y, i >= 32);
+    let bit = (w >> (u32(i) & 31u)) & 1u;
+    r = vec2<u32>((r.x << 1u) | bit, (r.y << 1u) | (r.x >> 31u));
+    if (!ult64(r, b)) {
+      r = sub64(r, b);
+      if (i >= 32) { q.y = q.y | (1u << (u32(i) - 32u)); } else { q.x = q.x | (1u << u32(i)); }
+    }
+  }
+  return DivMod64(q, r);
+}
+fn neg64_if(a: vec2<u32>, c: bool) -> vec2<u32> { return select(a, neg64(a), c); }
+// signed division truncating toward zero: (quotient, remainder with the dividend's sign); b == 0 gives 0
+fn tdivmod64(a: vec2<u32>, b: vec2<u32>) -> DivMod64 {
+  if (b.x == 0u && b.y == 0u) { return DivMod64(vec2<u32>(0u, 0u), vec2<u32>(0u, 0u)); }
+  let na = bitcast<i32>(a.y) < 0; let nb = bitcast<i32>(b.y) < 0;
+  let u = udivmod64(abs64(a), abs64(b));
+  return DivMod64(neg64_if(u.q, na != nb), neg64_if(u.r, na));
+}
+fn trunc_div64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> { return tdivmod64(a, b).q; }
+fn fmod64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> { return tdivmod64(a, b).r; }
+fn floor_div64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+  let d = tdivmod64(a, b);
+  let fix = (d.r.x != 0u || d.r.y != 0u) && ((bitcast<i32>(d.r.y) < 0) != (bitcast<i32>(b.y) < 0));
+  return select(d.q, sub64(d.q, vec2<u32>(1u, 0u)), fix);
+}
+fn remainder64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+  let r = tdivmod64(a, b).r;
+  let fix = (r.x != 0u || r.y != 0u) && ((bitcast<i32>(r.y) < 0) != (bitcast<i32>(b.y) < 0));
+  return select(r, add64(r, b), fix);
+}
+fn pow64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+  // integer power by squaring (wraps like torch's int64); negative exponents as torch: 1, +-1 or 0
+  let one = vec2<u32>(1u, 0u);
+  if (bitcast<i32>(b.y) < 0) {
+    if (eq64(a, one)) { return one; }
+    if (a.x == 0xffffffffu && a.y == 0xffffffffu) { return select(one, a, (b.x & 1u) == 1u); }
+    return vec2<u32>(0u, 0u);
+  }
+  var r = one; var base = a; var e = b;
+  loop {
+    if (e.x == 0u && e.y == 0u) { break; }
+    if ((e.x & 1u) == 1u) { r = mul64(r, base); }
+    base = mul64(base, base);
+    e = vec2<u32>((e.x >> 1u) | (e.y << 31u), e.y >> 1u);
+  }
+  return r;
+}
+fn shl64(a: vec2<u32>, s: vec2<u32>) -> vec2<u32> {
+  // a << s; shifts past 63 (or negative) give 0, as torch's CPU kernel
+  if (s.y != 0u || s.x >= 64u) { return vec2<u32>(0u, 0u); }
+  let n = s.x;
+  if (n == 0u) { return a; }
+  if (n >= 32u) { return vec2<u32>(0u, a.x << (n - 32u)); }
+  return vec2<u32>(a.x << n, (a.y << n) | (a.x >> (32u - n)));
+}
+fn shr64(a: vec2<u32>, s: vec2<u32>) -> vec2<u32> {
+  // arithmetic a >> s; shifts past 63 (or negative) fill with the sign, as torch's CPU kernel
+  let sign = select(0u, 0xffffffffu, bitcast<i32>(a.y) < 0);
+  if (s.y != 0u || s.x >= 64u) { return vec2<u32>(sign, sign); }
+  let n = s.x;
+  if (n == 0u) { return a; }
+  if (n >= 32u) { return vec2<u32>(bitcast<u32>(bitcast<i32>(a.y) >> (n - 32u)), sign); }
+  return vec2<u32>((a.x >> n) | (a.y << (32u - n)), bitcast<u32>(bitcast<i32>(a.y) >> n));
+}
 fn i64_to_f32(a: vec2<u32>) -> f32 {
   let neg = bitcast<i32>(a.y) < 0;
   let m = select(a, neg64(a), neg);

@@ -12,6 +12,72 @@ from __future__ import annotations
 import re
 
 SOURCE = r"""
+fn log1pmx_(t: f32) -> f32 {
+  // log(1 + t) - t without the cancellation near t = 0 (the exponent of the incomplete gamma prefactor)
+  if (abs(t) > 0.25) { return log1p_(t) - t; }
+  var term = t; var sum = 0.0;   // term: (-1)^(n+1) t^n, summed from n = 2
+  for (var n = 2.0; n < 40.0; n += 1.0) {
+    term = -term * t;
+    let next = sum + term / n;
+    if (next == sum) { break; }
+    sum = next;
+  }
+  return sum;
+}
+fn igam_prefactor(a: f32, x: f32) -> f32 {
+  // x^a e^-x / Gamma(a); for a >= 10 through Stirling's series, so the large terms a*log(x), x and
+  // lgamma(a) cancel exactly: a * log1pmx((x - a) / a) + log(a / 2pi) / 2 - (Stirling correction)
+  if (a < 10.0) { return exp(a * log(x) - x - lgamma_(a)); }
+  let r = 1.0 / a;
+  let corr = r * (1.0 / 12.0 - r * r * (1.0 / 360.0 - r * r / 1260.0));
+  return exp(a * log1pmx_((x - a) / a) - corr) * sqrt(a / 6.283185307179586);
+}
+fn igam_series(a: f32, x: f32) -> f32 {
+  // P(a, x) = x^a e^-x / Gamma(a + 1) * sum_n x^n / ((a + 1) .. (a + n)), for x < a + 1
+  var sum = 1.0; var term = 1.0; var ap = a;
+  for (var n = 0; n < 4000; n++) {
+    ap += 1.0; term *= x / ap; sum += term;
+    if (term <= sum * 3e-8) { break; }
+  }
+  return igam_prefactor(a, x) * sum / a;
+}
+fn igamc_fraction(a: f32, x: f32) -> f32 {
+  // Q(a, x) by Lentz's evaluation of Legendre's continued fraction, for x >= a + 1
+  let tiny = 1e-30;
+  var b = x + 1.0 - a; var c = 1.0 / tiny; var d = 1.0 / b; var h = d;
+  for (var i = 1.0; i < 4000.0; i += 1.0) {
+    let an = -i * (i - a);
+    b += 2.0;
+    d = an * d + b; if (abs(d) < tiny) { d = tiny; }
+    c = b + an / c; if (abs(c) < tiny) { c = tiny; }
+    d = 1.0 / d;
+    let step = d * c;
+    h *= step;
+    if (abs(step - 1.0) <= 3e-8) { break; }
+  }
+  return igam_prefactor(a, x) * h;
+}
+fn igamma_(a: f32, x: f32) -> f32 {
+  // regularized lower incomplete gamma P(a, x), torch's special values (in its order: NaN otherwise
+  // flows through the series)
+  if (a < 0.0 || x < 0.0) { return nan_(); }
+  if (a == 0.0) { return select(nan_(), 1.0, x > 0.0); }
+  if (x == 0.0) { return 0.0; }
+  if (isinf_(a)) { return select(0.0, nan_(), isinf_(x)); }
+  if (isinf_(x)) { return 1.0; }
+  if (x < a + 1.0) { return igam_series(a, x); }
+  return 1.0 - igamc_fraction(a, x);
+}
+fn igammac_(a: f32, x: f32) -> f32 {
+  // regularized upper incomplete gamma Q(a, x) = 1 - P(a, x), torch's special values
+  if (a < 0.0 || x < 0.0) { return nan_(); }
+  if (a == 0.0) { return select(nan_(), 0.0, x > 0.0); }
+  if (x == 0.0) { return 1.0; }
+  if (isinf_(a)) { return select(1.0, nan_(), isinf_(x)); }
+  if (isinf_(x)) { return 0.0; }
+  if (x < a + 1.0) { return 1.0 - igam_series(a, x); }
+  return igamc_fraction(a, x);
+}
 fn nextafter16_(a: f32, b: f32) -> f32 {
   // a float16 value's neighbour toward b, stepped on its 16-bit pattern (a is exact in f32)
   if (isnan_(a) || isnan_(b)) { return nan_(); }
@@ -43,7 +109,19 @@ fn frexp_parts(x: f32) -> vec2<u32> {
 }
 fn frexp_mantissa_(x: f32) -> f32 { return bitcast<f32>(frexp_parts(x).x); }
 fn frexp_exponent_(x: f32) -> i32 { return bitcast<i32>(frexp_parts(x).y); }
-fn acos_(x: f32) -> f32 { return atan2(sqrt((1.0 - x) * (1.0 + x)), x); }
+fn asin_small(x: f32) -> f32 {
+  // asin on |x| <= 0.5: x + x^3 P(x^2), Cephes' asinf minimax polynomial (~1 ulp)
+  let z = x * x;
+  return ((((4.2163199048e-2 * z + 2.4181311049e-2) * z + 4.5470025998e-2) * z + 7.4953002686e-2) * z
+          + 1.6666752422e-1) * z * x + x;
+}
+fn acos_(x: f32) -> f32 {
+  // through asin of a half-angle argument near +-1 (an atan2 of sqrt((1-x)(1+x)) lost ~1e-6 there, which
+  // the polynomials' n * acos(x) multiplies)
+  if (x < -0.5) { return 3.141592653589793 - 2.0 * asin_small(sqrt(0.5 * (1.0 + x))); }
+  if (x > 0.5) { return 2.0 * asin_small(sqrt(0.5 * (1.0 - x))); }
+  return 1.5707963267948966 - asin_small(x);
+}
 fn chbevl_step(x: f32, b: vec3<f32>, c: f32) -> vec3<f32> { return vec3<f32>(x * b.x - b.y + c, b.x, b.y); }
 fn i0e_small(y: f32) -> f32 {
   var A = array<f32, 30>(-4.41534164647933937950E-18, 3.33079451882223809783E-17,

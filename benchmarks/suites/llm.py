@@ -1,0 +1,51 @@
+"""Llama-3.2-1B-shaped language models (random weights; f16, torchao int8 and int4 weights): decode
+and prefill tokens/s per backend, vs torch (the `models` suite's measurement on model_zoo.llama_cases)."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from ..backends import available_torch_backends, webgpu_adapter_is_cpu
+from ..harness import Measurement, Settings, summarize, time_figure
+from ..model_zoo import llama_cases as model_cases
+
+
+def bundle_cases(settings: Settings, max_binding_bytes: int) -> list[tuple[str, torch.nn.Module, tuple]]:
+    """(key, module, example inputs) of every model at the size a GPU run measures (seeded like `run`)."""
+    from ..bundled import bundle_key
+
+    cases = []
+    for case in model_cases(settings.smoke):
+        torch.manual_seed(0)
+        cases.append((bundle_key(f"model-{case.name}"), case.build().eval(), case.inputs()))
+    return cases
+
+
+def run(settings: Settings, backends: list[str]) -> list[Measurement]:
+    """ms per call and items/s for each model on each backend (eval mode, no grad)."""
+    # Full-size models on a software rasteriser take minutes per call.
+    tiny = settings.smoke or webgpu_adapter_is_cpu(backends)
+    results = []
+    for case in model_cases(tiny):
+        torch.manual_seed(0)
+        model = case.build().eval()
+        inputs = case.inputs()
+        for backend in available_torch_backends(backends, settings.bundle_dir, host_io=True):
+            # a copy per backend: torchao's weight subclasses cannot be swapped in place once a compiled
+            # graph holds them (`_apply(): Couldn't swap Linear.weight`)
+            placed = copy.deepcopy(model).to(backend.device)
+            args = tuple(t.to(backend.device) for t in inputs)
+            with torch.no_grad():
+                times = time_figure(settings, backend, "models", case.name, placed, f"model-{case.name}",
+                                    args, profile=backend.name == "webgpu-compiled")
+            if times is None:
+                continue
+            params = {"items": case.items, "tiny": tiny}
+            results.append(summarize("models", f"{case.name} latency", backend.name, "ms",
+                                     [t * 1e3 for t in times], params))
+            results.append(summarize("models", f"{case.name} throughput", backend.name, case.item_unit,
+                                     [case.items / t for t in times], params))
+            del placed
+    return results

@@ -1,0 +1,393 @@
+// torch_webgpu._native_plan: records a prepared command program (dispatches, copies, clears) into a Dawn
+// command encoder with no Python per command. Built against CPython only (no torch), so the torch-free
+// bundle loader uses it too. Python prepares everything once (torch_webgpu/runtime/native.py); a call
+// passes the encoder and the per-call buffers ("slots": graph inputs bound zero-copy, output tensors).
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "dawn_procs.h"
+
+namespace torch_webgpu_native {
+namespace {
+
+DawnProcs g_procs;
+bool g_procs_set = false;
+
+enum Kind { kDispatch = 0, kCopy = 1, kClear = 2 };
+
+// A buffer operand: a fixed buffer (slot < 0) or per-call slot `slot`, whose base offset is added.
+struct Operand {
+  WGPUBuffer buffer = nullptr;
+  int slot = -1;
+  uint64_t offset = 0;
+};
+
+struct Command {
+  int kind = kDispatch;
+  // dispatch
+  WGPUComputePipeline pipeline = nullptr;
+  WGPUBindGroupLayout layout = nullptr;
+  uint32_t grid[3] = {1, 1, 1};
+  std::vector<WGPUBindGroupEntry> entries;   // fixed entries filled; slot entries patched per call
+  std::vector<int> entry_slots;              // per entry: its slot or -1
+  std::vector<uint64_t> entry_offsets;       // per entry: offset relative to the slot's base
+  bool per_call = false;                     // some entry comes from a slot
+  WGPUBindGroup bind_group = nullptr;        // fixed, or the last per-call one (reused while slots match)
+  std::vector<uintptr_t> bound_key;          // (buffer, base) of each slot entry of `bind_group`
+  // copy / clear
+  Operand src, dst;
+  uint64_t size = 0;
+};
+
+struct Program {
+  WGPUDevice device = nullptr;
+  std::vector<Command> commands;
+  std::vector<WGPUBuffer> held_buffers;      // fixed buffers referenced by commands (AddRef'd)
+  int slot_count = 0;
+  int dispatches = 0;
+  int64_t runs = 0;
+  int64_t bind_groups_created = 0;
+};
+
+const char* kCapsule = "torch_webgpu._native_plan.Program";
+
+void release_program(Program* p) {
+  for (Command& c : p->commands) {
+    if (c.bind_group) g_procs.bindGroupRelease(c.bind_group);
+    if (c.pipeline) g_procs.computePipelineRelease(c.pipeline);
+    if (c.layout) g_procs.bindGroupLayoutRelease(c.layout);
+  }
+  for (WGPUBuffer b : p->held_buffers) g_procs.bufferRelease(b);
+  if (p->device) g_procs.deviceRelease(p->device);
+  delete p;
+}
+
+void capsule_destructor(PyObject* capsule) {
+  auto* p = static_cast<Program*>(PyCapsule_GetPointer(capsule, kCapsule));
+  if (p != nullptr) release_program(p);
+}
+
+bool as_u64(PyObject* o, uint64_t* out) {
+  *out = PyLong_AsUnsignedLongLong(o);
+  return !(*out == static_cast<uint64_t>(-1) && PyErr_Occurred());
+}
+
+bool as_int(PyObject* o, int* out) {
+  long v = PyLong_AsLong(o);
+  if (v == -1 && PyErr_Occurred()) return false;
+  *out = static_cast<int>(v);
+  return true;
+}
+
+// Reads a tuple of exactly n items into `items`, with a clear error naming the command.
+bool unpack(PyObject* t, Py_ssize_t n, PyObject** items, Py_ssize_t index) {
+  if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != n) {
+    PyErr_Format(PyExc_ValueError, "native plan command %zd: expected a tuple of %zd items", index, n);
+    return false;
+  }
+  for (Py_ssize_t i = 0; i < n; ++i) items[i] = PyTuple_GET_ITEM(t, i);
+  return true;
+}
+
+bool read_operand(PyObject* buffer, PyObject* slot, PyObject* offset, Program* p, Operand* out) {
+  uint64_t handle;
+  if (!as_u64(buffer, &handle) || !as_int(slot, &out->slot) || !as_u64(offset, &out->offset)) return false;
+  out->buffer = reinterpret_cast<WGPUBuffer>(static_cast<uintptr_t>(handle));
+  if (out->slot < 0) {
+    if (out->buffer == nullptr) {
+      PyErr_SetString(PyExc_ValueError, "native plan: a fixed buffer operand has a null handle");
+      return false;
+    }
+    g_procs.bufferAddRef(out->buffer);
+    p->held_buffers.push_back(out->buffer);
+  } else if (out->slot + 1 > p->slot_count) {
+    p->slot_count = out->slot + 1;
+  }
+  return true;
+}
+
+bool read_dispatch(PyObject* t, Py_ssize_t index, Program* p, Command* c) {
+  PyObject* it[7];
+  if (!unpack(t, 7, it, index)) return false;
+  uint64_t pipeline, layout, gx, gy, gz;
+  if (!as_u64(it[1], &pipeline) || !as_u64(it[2], &layout) || !as_u64(it[3], &gx) || !as_u64(it[4], &gy) ||
+      !as_u64(it[5], &gz))
+    return false;
+  if (pipeline == 0 || layout == 0) {
+    PyErr_Format(PyExc_ValueError, "native plan command %zd: null pipeline or bind group layout", index);
+    return false;
+  }
+  c->pipeline = reinterpret_cast<WGPUComputePipeline>(static_cast<uintptr_t>(pipeline));
+  c->layout = reinterpret_cast<WGPUBindGroupLayout>(static_cast<uintptr_t>(layout));
+  g_procs.computePipelineAddRef(c->pipeline);
+  g_procs.bindGroupLayoutAddRef(c->layout);
+  c->grid[0] = static_cast<uint32_t>(gx);
+  c->grid[1] = static_cast<uint32_t>(gy);
+  c->grid[2] = static_cast<uint32_t>(gz);
+  PyObject* entries = it[6];
+  if (!PyTuple_Check(entries)) {
+    PyErr_Format(PyExc_ValueError, "native plan command %zd: entries must be a tuple", index);
+    return false;
+  }
+  for (Py_ssize_t e = 0; e < PyTuple_GET_SIZE(entries); ++e) {
+    PyObject* f[5];
+    if (!unpack(PyTuple_GET_ITEM(entries, e), 5, f, index)) return false;
+    int binding;
+    uint64_t size;
+    Operand op;
+    if (!as_int(f[0], &binding) || !read_operand(f[1], f[2], f[3], p, &op) || !as_u64(f[4], &size)) return false;
+    WGPUBindGroupEntry entry;
+    std::memset(&entry, 0, sizeof(entry));
+    entry.binding = static_cast<uint32_t>(binding);
+    entry.buffer = op.buffer;
+    entry.offset = op.offset;
+    entry.size = size;
+    c->entries.push_back(entry);
+    c->entry_slots.push_back(op.slot);
+    c->entry_offsets.push_back(op.offset);
+    if (op.slot >= 0) c->per_call = true;
+  }
+  if (!c->per_call) {
+    WGPUBindGroupDescriptor desc;
+    std::memset(&desc, 0, sizeof(desc));
+    desc.layout = c->layout;
+    desc.entryCount = c->entries.size();
+    desc.entries = c->entries.data();
+    c->bind_group = g_procs.deviceCreateBindGroup(p->device, &desc);
+    p->bind_groups_created++;
+  }
+  p->dispatches++;
+  return true;
+}
+
+PyObject* set_procs(PyObject*, PyObject* args) {
+  PyObject* addresses;
+  PyObject* sizes;
+  if (!PyArg_ParseTuple(args, "O!O!", &PyTuple_Type, &addresses, &PyTuple_Type, &sizes)) return nullptr;
+  if (PyTuple_GET_SIZE(addresses) != kProcCount) {
+    return PyErr_Format(PyExc_ValueError, "native plan: %d Dawn procs expected, got %zd", kProcCount,
+                        PyTuple_GET_SIZE(addresses));
+  }
+  // Struct layouts as cffi sees them in wgpudawn's cdef: a different Dawn would not match.
+  const size_t expected[3] = {sizeof(WGPUBindGroupEntry), sizeof(WGPUBindGroupDescriptor),
+                              sizeof(WGPUComputePassDescriptor)};
+  if (PyTuple_GET_SIZE(sizes) != 3) return PyErr_Format(PyExc_ValueError, "native plan: 3 struct sizes expected");
+  for (int i = 0; i < 3; ++i) {
+    uint64_t s;
+    if (!as_u64(PyTuple_GET_ITEM(sizes, i), &s)) return nullptr;
+    if (s != expected[i]) {
+      return PyErr_Format(PyExc_RuntimeError,
+                          "native plan: webgpu.h struct %d is %llu bytes in wgpudawn but %zu in this build; "
+                          "rebuild the extension against this wgpudawn (or set TORCH_WEBGPU_EXECUTOR=python)",
+                          i, static_cast<unsigned long long>(s), expected[i]);
+    }
+  }
+  void* table[kProcCount];
+  for (int i = 0; i < kProcCount; ++i) {
+    uint64_t a;
+    if (!as_u64(PyTuple_GET_ITEM(addresses, i), &a)) return nullptr;
+    if (a == 0) return PyErr_Format(PyExc_ValueError, "native plan: Dawn proc %d has a null address", i);
+    table[i] = reinterpret_cast<void*>(static_cast<uintptr_t>(a));
+  }
+  std::memcpy(&g_procs, table, sizeof(g_procs));
+  g_procs_set = true;
+  Py_RETURN_NONE;
+}
+
+PyObject* program_new(PyObject*, PyObject* args) {
+  unsigned long long device;
+  PyObject* commands;
+  if (!PyArg_ParseTuple(args, "KO!", &device, &PyTuple_Type, &commands)) return nullptr;
+  if (!g_procs_set) return PyErr_Format(PyExc_RuntimeError, "native plan: set_procs was not called");
+  auto* p = new Program();
+  p->device = reinterpret_cast<WGPUDevice>(static_cast<uintptr_t>(device));
+  g_procs.deviceAddRef(p->device);
+  const Py_ssize_t n = PyTuple_GET_SIZE(commands);
+  p->commands.resize(n);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* t = PyTuple_GET_ITEM(commands, i);
+    Command& c = p->commands[i];
+    int kind = -1;
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) == 0 || !as_int(PyTuple_GET_ITEM(t, 0), &kind)) {
+      if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "native plan command %zd: not a tuple", i);
+      release_program(p);
+      return nullptr;
+    }
+    c.kind = kind;
+    bool ok = false;
+    PyObject* it[8];
+    if (kind == kDispatch) {
+      ok = read_dispatch(t, i, p, &c);
+    } else if (kind == kCopy) {
+      ok = unpack(t, 8, it, i) && read_operand(it[1], it[2], it[3], p, &c.src) &&
+           read_operand(it[4], it[5], it[6], p, &c.dst) && as_u64(it[7], &c.size);
+    } else if (kind == kClear) {
+      ok = unpack(t, 5, it, i) && read_operand(it[1], it[2], it[3], p, &c.dst) && as_u64(it[4], &c.size);
+    } else {
+      PyErr_Format(PyExc_ValueError, "native plan command %zd: unknown kind %d", i, kind);
+    }
+    if (!ok) {
+      release_program(p);
+      return nullptr;
+    }
+  }
+  PyObject* capsule = PyCapsule_New(p, kCapsule, capsule_destructor);
+  if (capsule == nullptr) release_program(p);
+  return capsule;
+}
+
+// Resolves a slot operand against this call's (buffer, base) pairs.
+inline void resolve(const Operand& op, const uintptr_t* slots, WGPUBuffer* buffer, uint64_t* offset) {
+  if (op.slot < 0) {
+    *buffer = op.buffer;
+    *offset = op.offset;
+  } else {
+    *buffer = reinterpret_cast<WGPUBuffer>(slots[2 * op.slot]);
+    *offset = slots[2 * op.slot + 1] + op.offset;
+  }
+}
+
+// Records every command of the program into `encoder` (the runtime's open encoder, outside any pass).
+void record(Program* p, WGPUCommandEncoder encoder, const uintptr_t* slots) {
+  WGPUComputePassEncoder pass = nullptr;
+  WGPUComputePipeline pipeline = nullptr;
+  WGPUBindGroup bound = nullptr;
+  WGPUComputePassDescriptor pass_desc;
+  std::memset(&pass_desc, 0, sizeof(pass_desc));
+  auto end_pass = [&] {
+    if (pass != nullptr) {
+      g_procs.computePassEncoderEnd(pass);
+      g_procs.computePassEncoderRelease(pass);
+      pass = nullptr;
+      pipeline = nullptr;
+      bound = nullptr;
+    }
+  };
+  for (Command& c : p->commands) {
+    if (c.kind == kDispatch) {
+      if (c.per_call) {
+        bool same = c.bind_group != nullptr;
+        size_t k = 0;
+        for (size_t e = 0; e < c.entries.size(); ++e) {
+          const int s = c.entry_slots[e];
+          if (s < 0) continue;
+          const uintptr_t buf = slots[2 * s], base = slots[2 * s + 1];
+          if (c.bound_key.size() < 2 * (k + 1)) c.bound_key.resize(2 * (k + 1), 0);
+          same = same && c.bound_key[2 * k] == buf && c.bound_key[2 * k + 1] == base;
+          c.bound_key[2 * k] = buf;
+          c.bound_key[2 * k + 1] = base;
+          c.entries[e].buffer = reinterpret_cast<WGPUBuffer>(buf);
+          c.entries[e].offset = base + c.entry_offsets[e];
+          ++k;
+        }
+        if (!same) {
+          if (c.bind_group != nullptr) g_procs.bindGroupRelease(c.bind_group);
+          WGPUBindGroupDescriptor desc;
+          std::memset(&desc, 0, sizeof(desc));
+          desc.layout = c.layout;
+          desc.entryCount = c.entries.size();
+          desc.entries = c.entries.data();
+          c.bind_group = g_procs.deviceCreateBindGroup(p->device, &desc);
+          p->bind_groups_created++;
+        }
+      }
+      if (pass == nullptr) pass = g_procs.commandEncoderBeginComputePass(encoder, &pass_desc);
+      if (c.pipeline != pipeline) {
+        g_procs.computePassEncoderSetPipeline(pass, c.pipeline);
+        pipeline = c.pipeline;
+        bound = nullptr;
+      }
+      if (c.bind_group != bound) {
+        g_procs.computePassEncoderSetBindGroup(pass, 0, c.bind_group, 0, nullptr);
+        bound = c.bind_group;
+      }
+      g_procs.computePassEncoderDispatchWorkgroups(pass, c.grid[0], c.grid[1], c.grid[2]);
+    } else {
+      end_pass();
+      WGPUBuffer dst;
+      uint64_t dst_offset;
+      resolve(c.dst, slots, &dst, &dst_offset);
+      if (c.kind == kCopy) {
+        WGPUBuffer src;
+        uint64_t src_offset;
+        resolve(c.src, slots, &src, &src_offset);
+        g_procs.commandEncoderCopyBufferToBuffer(encoder, src, src_offset, dst, dst_offset, c.size);
+      } else {
+        g_procs.commandEncoderClearBuffer(encoder, dst, dst_offset, c.size);
+      }
+    }
+  }
+  end_pass();
+  p->runs++;
+}
+
+PyObject* program_run(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 4) return PyErr_Format(PyExc_TypeError, "run(program, encoder, slots, queue) takes 4 arguments");
+  auto* p = static_cast<Program*>(PyCapsule_GetPointer(args[0], kCapsule));
+  if (p == nullptr) return nullptr;
+  uint64_t encoder, queue;
+  if (!as_u64(args[1], &encoder) || !as_u64(args[3], &queue)) return nullptr;
+  if (encoder == 0 && queue == 0) {
+    return PyErr_Format(PyExc_ValueError, "native plan: no command encoder and no queue to submit to");
+  }
+  PyObject* slots = args[2];
+  if (!PyTuple_Check(slots) || PyTuple_GET_SIZE(slots) < 2 * p->slot_count) {
+    return PyErr_Format(PyExc_ValueError, "native plan: %d slots ((buffer, offset) pairs) expected",
+                        p->slot_count);
+  }
+  // Small programs stay on the stack; slot handles are validated as non-null before any command.
+  std::vector<uintptr_t> values(2 * static_cast<size_t>(p->slot_count));
+  for (int i = 0; i < 2 * p->slot_count; ++i) {
+    uint64_t v;
+    if (!as_u64(PyTuple_GET_ITEM(slots, i), &v)) return nullptr;
+    if (i % 2 == 0 && v == 0) return PyErr_Format(PyExc_ValueError, "native plan: slot %d has no buffer", i / 2);
+    values[i] = static_cast<uintptr_t>(v);
+  }
+  auto* enc = reinterpret_cast<WGPUCommandEncoder>(static_cast<uintptr_t>(encoder));
+  const bool own = enc == nullptr;   // nothing was pending: a fresh encoder, finished and released here
+  if (own) enc = g_procs.deviceCreateCommandEncoder(p->device, nullptr);
+  record(p, enc, values.data());
+  if (queue != 0) {
+    // Finish and submit the encoder here too (it holds everything recorded before, in order).
+    WGPUCommandBuffer commands = g_procs.commandEncoderFinish(enc, nullptr);
+    g_procs.queueSubmit(reinterpret_cast<WGPUQueue>(static_cast<uintptr_t>(queue)), 1, &commands);
+    g_procs.commandBufferRelease(commands);
+  }
+  if (own) g_procs.commandEncoderRelease(enc);
+  Py_RETURN_NONE;
+}
+
+PyObject* program_info(PyObject*, PyObject* capsule) {
+  auto* p = static_cast<Program*>(PyCapsule_GetPointer(capsule, kCapsule));
+  if (p == nullptr) return nullptr;
+  return Py_BuildValue("{s:n,s:i,s:i,s:L,s:L}", "commands", static_cast<Py_ssize_t>(p->commands.size()),
+                       "dispatches", p->dispatches, "slots", p->slot_count, "runs",
+                       static_cast<long long>(p->runs), "bind_groups_created",
+                       static_cast<long long>(p->bind_groups_created));
+}
+
+PyMethodDef kMethods[] = {
+    {"set_procs", set_procs, METH_VARARGS,
+     "set_procs(addresses, struct_sizes): the Dawn entry points (wgpudawn lib addresses) and the cffi sizes "
+     "of WGPUBindGroupEntry, WGPUBindGroupDescriptor, WGPUComputePassDescriptor."},
+    {"program_new", program_new, METH_VARARGS,
+     "program_new(device, commands) -> Program: fixed bind groups are created here, once."},
+    {"program_run", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(program_run)), METH_FASTCALL,
+     "program_run(program, encoder, slots, queue): record the program into the encoder (slots = (buffer, "
+     "offset)*); a non-zero queue then finishes the encoder and submits it there; encoder 0 (with a "
+     "queue): a new encoder made, submitted and released here."},
+    {"program_info", program_info, METH_O, "Counts of a program: commands, dispatches, slots, runs, bind groups."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_native_plan",
+                       "Native recorder of prepared plan programs into Dawn command encoders (no torch).", -1,
+                       kMethods};
+
+}  // namespace
+}  // namespace torch_webgpu_native
+
+PyMODINIT_FUNC PyInit__native_plan() { return PyModule_Create(&torch_webgpu_native::kModule); }

@@ -1,0 +1,49 @@
+"""The static-KV-cache Llama decode step matches `transformers`' full forward token by token (also with
+torchao int4 weights), and the Llama-3.2-1B-shaped benchmark cases build (tiny)."""
+
+import pytest
+import torch
+
+from benchmarks.llama_decode import LlamaStaticDecode, decode_inputs, llama_1b_config
+
+
+def _lm():
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(0)
+    return LlamaForCausalLM(llama_1b_config(tiny=True)).eval()
+
+
+def _check_steps(lm, atol):
+    step = LlamaStaticDecode(lm, max_len=16).eval()
+    ids = torch.randint(0, lm.config.vocab_size, (1, 6), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        full = lm(ids).logits
+        cache = step.empty_cache()
+        for p in range(ids.shape[1]):
+            logits, cache = step(ids[:, p:p + 1], torch.tensor([p]), cache)
+            torch.testing.assert_close(logits[:, 0], full[:, p], atol=atol, rtol=atol)
+        assert cache[:, :, :, :, ids.shape[1]:].abs().sum() == 0   # slots after the last write untouched
+
+
+def test_decode_steps_match_full_forward():
+    _check_steps(_lm(), 1e-4)
+
+
+def test_quantized_decode_steps_match_full_forward():
+    pytest.importorskip("torchao")
+    from torchao.quantization import IntxWeightOnlyConfig, quantize_
+    from torchao.quantization.granularity import PerGroup
+
+    lm = _lm()
+    quantize_(lm, IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(32)))
+    _check_steps(lm, 1e-4)
+
+
+def test_decode_inputs_shapes():
+    cfg = llama_1b_config(tiny=True)
+    token, position, cache = decode_inputs(cfg, 8, 4)
+    assert token.shape == (1, 1) and position.tolist() == [4] and cache.shape == (2, 2, 1, 2, 8, 16)
+    full = llama_1b_config()
+    assert (full.hidden_size, full.num_hidden_layers, full.num_attention_heads, full.num_key_value_heads,
+            full.intermediate_size, full.vocab_size) == (2048, 16, 32, 8, 8192, 128256)

@@ -1,0 +1,127 @@
+"""The quantized-weight matmul family against a torch CPU reference: int8 and packed int4 weights, per-group
+and per-channel scales, with and without zero points, each variant, f32 and f16 activations, epilogues."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from torch_webgpu.kernels.matmul import Layout
+from torch_webgpu.kernels.quant_matmul import (
+    QuantMatmulProblem,
+    QuantWeight,
+    pack_bytes,
+    pack_scales,
+    pack_weight,
+    plan_quant_matmul,
+    quant_variants,
+)
+
+from .helpers import TORCH, run_launch
+
+LIMITS = {"i8": (-128, 127), "i4": (-8, 7)}
+
+
+def quantized(n, k, fmt, group, zero, scale_dtype, gen):
+    """q [N, K] int8 in the format's range, zero points [N, G] int8 (or None), scales [N, G]."""
+    lo, hi = LIMITS[fmt]
+    q = torch.randint(lo, hi + 1, (n, k), generator=gen, dtype=torch.int8)
+    z = torch.randint(lo, hi + 1, (n, k // group), generator=gen, dtype=torch.int8) if zero else None
+    s = (torch.rand(n, k // group, generator=gen) * 0.05 + 0.01).to(TORCH[scale_dtype])
+    return q, z, s
+
+
+def dequantized(q, z, s, group):
+    """W = (q - z) * s in f32, repeated along each group."""
+    qf = q.float()
+    if z is not None:
+        qf = qf - z.float().repeat_interleave(group, 1)
+    return qf * s.float().repeat_interleave(group, 1)
+
+
+def as_words(array: np.ndarray) -> torch.Tensor:
+    """A numpy array as a torch tensor of its bytes (for upload)."""
+    return torch.from_numpy(np.ascontiguousarray(array).view(np.uint8).copy())
+
+
+def run(rt, caps, m, n, k, fmt, group, zero, dtype, variant=None, bias=False, residual=False,
+        activation=None, alpha=1.0, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    q, z, s = quantized(n, k, fmt, group, zero, dtype, gen)
+    a = torch.randn(m, k, generator=gen).to(TORCH[dtype])
+    o = torch.full((m, n), float("nan"), dtype=TORCH[dtype])
+    ops = {"a": a, "q": as_words(pack_weight(q.numpy(), fmt)), "scale": as_words(pack_scales(s.numpy()))}
+    if zero:
+        ops["zero"] = as_words(pack_bytes(z.numpy()))
+    bias_t = torch.randn(n, generator=gen).to(TORCH[dtype]) if bias else None
+    res_t = torch.randn(m, n, generator=gen).to(TORCH[dtype]) if residual else None
+    if bias:
+        ops["bias"] = bias_t
+    if residual:
+        ops["residual"] = res_t
+    p = QuantMatmulProblem(m, n, k, Layout(0, 0, k, 1), Layout(0, 0, n, 1),
+                           QuantWeight(fmt, group, zero, dtype), dtype,
+                           bias=Layout(0, 0, 0, 1) if bias else None,
+                           residual=Layout(0, 0, n, 1) if residual else None, activation=activation,
+                           alpha=alpha)
+    got = run_launch(rt, plan_quant_matmul(p, caps, variant), ops, o)
+    ref = alpha * (a.float() @ dequantized(q, z, s, group).T)
+    if bias:
+        ref = ref + bias_t.float()
+    if activation == "relu":
+        ref = torch.relu(ref)
+    elif activation == "silu":
+        ref = torch.nn.functional.silu(ref)
+    if residual:
+        ref = ref + res_t.float()
+    tol = dict(atol=1e-4, rtol=1e-4) if dtype == "f32" else dict(atol=2e-2, rtol=1e-2)
+    torch.testing.assert_close(got.float(), ref, **tol)
+
+
+@pytest.mark.parametrize("fmt", ["i8", "i4"])
+@pytest.mark.parametrize("m", [1, 3, 37])
+def test_formats_and_shapes(rt, caps, fmt, m):
+    run(rt, caps, m, 70, 96, fmt, 32, True, "f32")
+
+
+@pytest.mark.parametrize("variant", ["gemv.k64n4", "gemv.k32n8", "gemv.k16n16", "tile64x64.r4x4.k16",
+                                     "tile32x32.r2x2.k16"])
+def test_every_variant(rt, caps, variant):
+    run(rt, caps, 2, 33, 128, "i4", 32, True, "f32", variant=variant)
+
+
+def test_int8_per_channel_without_zero(rt, caps):
+    """Int8WeightOnlyConfig: one scale per output channel (group = K), no zero point."""
+    run(rt, caps, 1, 48, 64, "i8", 64, False, "f32")
+    run(rt, caps, 20, 48, 64, "i8", 64, False, "f32")
+
+
+def test_group_128_and_epilogue(rt, caps):
+    run(rt, caps, 1, 40, 256, "i4", 128, True, "f32", bias=True, activation="silu", residual=True)
+    run(rt, caps, 9, 40, 256, "i4", 128, True, "f32", bias=True, activation="relu", alpha=0.5)
+
+
+@pytest.mark.parametrize("m", [1, 17])
+@pytest.mark.parametrize("fmt", ["i8", "i4"])
+def test_f16_activations(rt, caps, fmt, m):
+    if not caps.shader_f16:
+        pytest.skip("the adapter has no shader-f16")
+    run(rt, caps, m, 64, 64, fmt, 32, True, "f16", bias=True)
+
+
+def test_pack_int4_layout():
+    """Nibble k % 8 of word k // 8, two's complement, low nibble first."""
+    q = np.array([[-8, -1, 0, 1, 7, 2, -3, 5]], np.int8)
+    (word,) = pack_weight(q, "i4")[0]
+    nibbles = [(int(word) >> (4 * j)) & 0xF for j in range(8)]
+    assert [x - 16 if x >= 8 else x for x in nibbles] == q[0].tolist()
+
+
+def test_bad_problems_raise(caps):
+    with pytest.raises(ValueError, match="do not fit i4"):
+        pack_weight(np.full((1, 8), 9, np.int8), "i4")
+    p = QuantMatmulProblem(1, 8, 20, Layout(0, 0, 20, 1), Layout(0, 0, 8, 1), QuantWeight("i4", 20, True))
+    assert quant_variants(p, caps) == []
+    with pytest.raises(ValueError, match="multiples of 8"):
+        plan_quant_matmul(p, caps)

@@ -1,0 +1,277 @@
+"""A compiled plan's per-call nodes as one native command program (runtime/native.py), per layout.
+
+The Python executor (lowering.SHADER_TO_FUNC) stays the reference; this turns the same resolved nodes into
+commands once: plan buffers (globals, transients, lifted constants, read-only copies) are fixed operands,
+graph inputs and device output tensors are per-call slots. A call then records every node from C++.
+
+Plans the native program does not cover keep the Python executor (an internal, per-layout choice that
+`NativeUnsupported` names): patterned fills of a graph input, unaligned fills or copies (the Python
+executor reports them), and constant uploads per call. A program that writes to a graph input runs only
+when the call's input buffers are distinct; otherwise that call takes the Python executor, which decides
+aliasing per call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from torch_webgpu.runtime import BufferSlice
+from torch_webgpu.runtime.native import NativeProgram, ProgramBuilder, Slot
+
+from .low_ir import LowIRNode, LowIROp
+
+if TYPE_CHECKING:
+    from .lowering import CompiledPlan, _Layout
+
+
+# Process-wide counts: native programs built, checked against the Python executor, and layouts left to
+# it (reason -> count), for tests and benchmarks to report.
+STATS: dict[str, Any] = {"built": 0, "checked": 0, "writes_inputs": 0, "unsupported": {}}
+
+
+class NativeUnsupported(Exception):
+    """This layout's nodes need the Python executor (the message says which node and why)."""
+
+
+@dataclass
+class NativeLayout:
+    """A layout's native program and how a call fills its slots and reads its results."""
+
+    program: NativeProgram
+    input_slots: list[int]                 # graph input index per input slot, in slot order
+    output_slots: list[int]                # plan output index per output slot, after the input slots
+    results: dict[int, tuple] = field(default_factory=dict)   # output -> ("input", k) | ("host", off)
+                                                              #         | ("device", slot)
+    checked: bool = False                  # compared with the Python executor (TORCH_WEBGPU_EXECUTOR=check)
+    # A command writes a graph input: the call's input buffers must be distinct (aliasing between them
+    # is decided per call by the Python executor, which copies a read-only view of a written buffer).
+    writes_inputs: bool = False
+
+    @property
+    def reads_back(self) -> bool:
+        """True when some output goes to the host (the call ends with a download)."""
+        return any(r[0] == "host" for r in self.results.values())
+
+
+def _words(n: int) -> int:
+    return -(-n // 4) * 4
+
+
+def _identity(b: BufferSlice | Slot) -> tuple:
+    """Which buffer an operand is: a fixed buffer id or a per-call input slot."""
+    return ("slot", b.index) if isinstance(b, Slot) else ("buffer", b.buffer_id)
+
+
+class _Builder:
+    def __init__(self, compiled: CompiledPlan, layout: _Layout, device_outputs: bool,
+                 narrowed: tuple[int, ...]):
+        self.compiled = compiled
+        self.rt = compiled.rt
+        self.layout = layout
+        self.device_outputs = device_outputs
+        self.narrowed = narrowed
+        self.fixed = {**compiled._static, **layout.buffers}
+        self.program = ProgramBuilder(self.rt)
+        self.input_slots: list[int] = []
+        self.output_slots: list[int] = []
+        self.results: dict[int, tuple] = {}
+        self.writes_inputs = False   # some command writes a graph input's buffer
+
+    def _input_slot(self, k: int) -> int:
+        if k not in self.input_slots:
+            self.input_slots.append(k)
+        return self.input_slots.index(k)
+
+    def operand(self, name: str, offset: int, size: int) -> BufferSlice | Slot:
+        """A plan buffer range as a fixed BufferSlice, or a Slot for a graph input."""
+        if name in self.fixed:
+            buf_id, base = self.fixed[name]
+            return BufferSlice(buf_id, base + offset, size)
+        if name.startswith("in"):
+            return Slot(self._input_slot(int(name[2:])), offset, size)
+        raise NativeUnsupported(f"buffer {name} is neither a plan buffer nor an input")
+
+    def dispatch(self, node: LowIRNode, prepared: tuple) -> None:
+        kernel, slots, uniform, read_only, workgroups = prepared
+        bindings: list[Any] = [uniform if s is None else self.operand(*s) for s in slots]
+        writable = {_identity(b) for i, b in enumerate(bindings)
+                    if i not in read_only and isinstance(b, (BufferSlice, Slot))}
+        self.writes_inputs |= any(kind == "slot" for kind, _ in writable)
+        for i, b in enumerate(bindings):
+            if i in read_only and isinstance(b, (BufferSlice, Slot)) and _identity(b) in writable:
+                # As lowering._run_dispatch: the read-only view reads a copy taken just before.
+                scratch = self.compiled.scratch(id(node), i, b.nbytes)
+                self.program.copy(b, BufferSlice(scratch), _words(b.nbytes))
+                bindings[i] = BufferSlice(scratch, 0, b.nbytes)
+        self.program.dispatch(kernel, bindings, workgroups)
+
+    def fill(self, node: LowIRNode) -> None:
+        a = node.args
+        dst = self.operand(a["buffer"], a["offset"], a["size"])
+        if isinstance(dst, Slot):
+            if a["pattern"] != 0 or (dst.offset | a["size"]) % 4:
+                raise NativeUnsupported(f"fill of graph input {a['buffer']} with a pattern or unaligned")
+            self.writes_inputs = True
+            self.program.clear(dst, a["size"])
+            return
+        buf = self.rt.buffer(dst.buffer_id)
+        if dst.offset % 4 or a["size"] % 4 or dst.offset + a["size"] > buf.aligned_nbytes:
+            raise NativeUnsupported(f"fill {a}: unaligned or out of range (the Python executor reports it)")
+        if a["pattern"] == 0:
+            self.program.clear(dst, a["size"])
+        elif a["size"]:
+            self.program.dispatch(*self.rt.fill_launch(dst.buffer_id, a["pattern"], dst.offset, a["size"]))
+
+    def copy(self, node: LowIRNode) -> None:
+        a = node.args
+        src = self.operand(a["source"], a["source_offset"], a["size"])
+        dst = self.operand(a["buffer"], a["offset"], a["size"])
+        self.writes_inputs |= isinstance(dst, Slot)
+        if (src.offset | dst.offset | a["size"]) % 4:
+            raise NativeUnsupported(f"copy {a}: unaligned (the Python executor reports it)")
+        if type(src) is type(dst) and _identity(src) == _identity(dst):
+            # WebGPU refuses a copy within one buffer: bounce through a plan-owned scratch buffer.
+            scratch = self.compiled.scratch(id(node), 0, a["size"])
+            self.program.copy(src, BufferSlice(scratch), a["size"])
+            src = BufferSlice(scratch)
+        self.program.copy(src, dst, a["size"])
+
+    def output(self, node: LowIRNode) -> None:
+        from .lowering import _nbytes, widen_int32_launch
+
+        a = node.args
+        i = a["index"]
+        if "input" in a:
+            self.results[i] = ("input", a["input"])
+            return
+        spec = self.layout.outputs[i]
+        if _nbytes(spec) != a["size"] and not (_nbytes(spec) == 0 and a["size"] <= 4):
+            raise ValueError(f"output {i}: {a['size']} bytes on device, expected {_nbytes(spec)} "
+                             f"for {spec.device_dtype}{spec.shape}")
+        src = self.operand(a["buffer"], a["offset"], a["size"])
+        size = _words(a["size"])
+        widen = spec.dtype == "int64" and spec.device_dtype == "int32"
+        if self.device_outputs and (spec.device_dtype == spec.dtype or widen):
+            slot = len(self.output_slots)   # offset by the input slot count once all nodes are seen
+            self.output_slots.append(i)
+            self.results[i] = ("device", slot)
+            count = 1
+            for d in spec.shape:
+                count *= int(d)
+            if widen and count:
+                if isinstance(src, Slot):
+                    raise NativeUnsupported(f"int64 output {i} read from a graph input")
+                kernel, grid, params = widen_int32_launch(self.compiled, src.offset, 0, count)
+                dst = Slot(_OUTPUT_SLOT_MARK + slot, 0, 8 * count)
+                self.program.dispatch(kernel, [src.buffer_id, dst, self.rt.constant(params)], grid)
+            elif size and not widen:
+                self.program.copy(src, Slot(_OUTPUT_SLOT_MARK + slot, 0, size), size)
+        else:
+            off = self.layout.readback_offsets[i]
+            self.program.copy(src, BufferSlice(self.layout.readback, off), size)
+            self.results[i] = ("host", off)
+
+    def narrow(self) -> None:
+        """First, each int64 input (a slot after the outputs) narrowed into its int32 input buffer."""
+        for j, k in enumerate(self.narrowed):
+            count = 1
+            for d in self.layout.shapes[k]:
+                count *= int(d)
+            kernel, params, flag, grid = self.compiled.narrow_launch(0, count)
+            dst = BufferSlice(self.layout.host_inputs[f"in{k}"][0], 0, 4 * count)
+            src = Slot(_NARROW_SLOT_MARK + j, 0, 8 * count)
+            self.program.dispatch(kernel, [src, dst, flag, params], grid)
+
+    def build(self) -> NativeLayout:
+        self.narrow()
+        for node in self.layout.main:
+            op = node.op
+            if op is LowIROp.DISPATCH:
+                self.dispatch(node, self.layout.dispatches[id(node)])
+            elif op is LowIROp.FILL:
+                self.fill(node)
+            elif op is LowIROp.COPY:
+                self.copy(node)
+            elif op is LowIROp.OUTPUT:
+                self.output(node)
+            elif op is LowIROp.UPLOAD_CONSTANT:
+                raise NativeUnsupported("a constant upload among the per-call nodes")
+        # Output slots follow the input slots: renumber the placeholders now that both are known.
+        base = len(self.input_slots)
+        self.program.commands = [_renumber(c, base, base + len(self.output_slots))
+                                 for c in self.program.commands]
+        return NativeLayout(self.program.build(), self.input_slots, self.output_slots, self.results,
+                            writes_inputs=self.writes_inputs)
+
+
+# Output and narrowed-input slots are numbered from these while building, then renumbered to follow
+# the input slots (inputs, outputs, narrowed int64 sources).
+_OUTPUT_SLOT_MARK = 1 << 20
+_NARROW_SLOT_MARK = 2 << 20
+
+
+def _renumber(command: tuple, outputs: int, narrowed: int) -> tuple:
+    def fix(slot: int) -> int:
+        if slot >= _NARROW_SLOT_MARK:
+            return slot - _NARROW_SLOT_MARK + narrowed
+        return slot - _OUTPUT_SLOT_MARK + outputs if slot >= _OUTPUT_SLOT_MARK else slot
+
+    kind = command[0]
+    if kind == 0:
+        entries = tuple((b, h, fix(s), o, n) for b, h, s, o, n in command[6])
+        return (*command[:6], entries)
+    if kind == 1:
+        return (1, command[1], fix(command[2]), command[3], command[4], fix(command[5]), *command[6:])
+    return (2, command[1], fix(command[2]), *command[3:])
+
+
+def build_native_layout(compiled: CompiledPlan, layout: _Layout, device_outputs: bool,
+                        narrowed: tuple[int, ...] = ()) -> NativeLayout:
+    """The native program of one layout (device or host outputs; int64 inputs `narrowed` on the device
+    by its first dispatches); raises NativeUnsupported for nodes it does not cover."""
+    try:
+        native = _Builder(compiled, layout, device_outputs, narrowed).build()
+    except NativeUnsupported as exc:
+        reason = str(exc)
+        STATS["unsupported"][reason] = STATS["unsupported"].get(reason, 0) + 1
+        raise
+    STATS["built"] += 1
+    STATS["writes_inputs"] += native.writes_inputs
+    return native
+
+
+
+def mark_checked(native: NativeLayout) -> None:
+    """Note that `native` matched the Python executor (TORCH_WEBGPU_EXECUTOR=check)."""
+    native.checked = True
+    STATS["checked"] += 1
+
+
+class NativeMismatchError(AssertionError):
+    """The native executor's outputs differ from the Python executor's on the same call."""
+
+
+def assert_same_outputs(native: list[Any], python: list[Any], what: str) -> None:
+    """Raise NativeMismatchError unless both executors gave bit-identical outputs (NaNs included)."""
+    import numpy as np
+
+    if len(native) != len(python):
+        raise NativeMismatchError(f"{what}: {len(native)} native outputs, {len(python)} Python ones")
+    for i, (a, b) in enumerate(zip(native, python, strict=True)):
+        if a is b:
+            continue
+        arrays = []
+        for t in (a, b):
+            if not isinstance(t, np.ndarray):
+                import torch
+
+                t = t.detach().cpu()
+                if t.dtype == torch.bfloat16:   # numpy has no bfloat16: compare the bits
+                    t = t.view(torch.int16)
+                t = t.numpy()
+            arrays.append(t)
+        x, y = arrays
+        if x.shape != y.shape or x.dtype != y.dtype or x.tobytes() != y.tobytes():
+            raise NativeMismatchError(f"{what}: output {i} differs between the native and Python executors "
+                                      f"({x.dtype}{list(x.shape)} vs {y.dtype}{list(y.shape)})")

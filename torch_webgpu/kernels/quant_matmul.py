@@ -1,0 +1,354 @@
+"""Quantized-weight matmul family: out = epilogue(alpha * A @ dequant(W)^T), W an [N, K] linear weight.
+
+The weight-only quantization of torchao (`IntxWeightOnlyConfig`, `Int8WeightOnlyConfig`): W[n, k] =
+(q[n, k] - zero[n, g]) * scale[n, g] with g = k // group. The quantized values stay packed in u32
+words on the device and are dequantized in registers; each group's partial dot product is scaled once.
+
+Weight formats (`QuantWeight.fmt`), row n of q starts at word n * words_per_row:
+- "i8": one signed byte per weight, 4 per word, little-endian (torch's int8 storage as it is, so a
+  graph input holding torchao's `qdata` binds directly);
+- "i4": two's-complement nibbles, 8 per word, low nibble first (`pack_weight` packs at plan-build time).
+Zero points (optional) are signed bytes [N, groups], 4 per word; scales [N, groups] in f32 or f16.
+
+Variants: "gemv" (M <= GEMV_MAX_ROWS, decode: each workgroup owns LN output columns, LK invocations split
+K in 8-weight chunks, reduced in workgroup memory) and "tiled" (prefill: a BM × BN output tile per
+workgroup, K tiles of A and of the dequantized W staged in workgroup memory). A and out are f32 or f16
+(shader-f16); accumulation is f32. The epilogue (bias, activation, residual) is the matmul family's.
+torch-free: numpy only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, f32_word
+from .matmul import Layout
+from .matmul_wgsl import ACTIVATIONS, ERF_WGSL, Epilogue, finish_fn
+
+__all__ = ["QuantWeight", "QuantMatmulProblem", "plan_quant_matmul", "quant_variants", "pack_weight",
+           "pack_bytes", "pack_scales", "pack_constant", "WEIGHT_FORMATS", "GEMV_MAX_ROWS", "CHUNK"]
+
+WEIGHT_FORMATS = {"i8": 4, "i4": 8}   # weights per u32 word
+CHUNK = 8                             # weights one invocation dequantizes at a time (one group only)
+GEMV_MAX_ROWS = 4
+# (LK, LN) of the gemv variants; (BM, BN, BK, TM, TN) of the tiled ones
+GEMV = {"gemv.k64n4": (64, 4), "gemv.k32n8": (32, 8), "gemv.k16n16": (16, 16)}
+TILED = {"tile64x64.r4x4.k16": (64, 64, 16, 4, 4), "tile32x32.r2x2.k16": (32, 32, 16, 2, 2)}
+
+
+@dataclass(frozen=True)
+class QuantWeight:
+    """How W is stored: format, weights per scale group along K, zero points present, scale dtype."""
+
+    fmt: str
+    group: int
+    zero: bool
+    scale_dtype: str = "f32"
+
+    def words_per_row(self, k: int) -> int:
+        """u32 words of one packed row of K weights."""
+        return k // WEIGHT_FORMATS[self.fmt]
+
+
+@dataclass(frozen=True)
+class QuantMatmulProblem:
+    """out[m, n] = epilogue(alpha * sum_k A[m, k] * W[n, k]); `dtype`: storage of A, bias, residual, out."""
+
+    m: int
+    n: int
+    k: int
+    a: Layout
+    out: Layout
+    weight: QuantWeight
+    dtype: str = "f32"
+    bias: Layout | None = None
+    residual: Layout | None = None
+    activation: str | None = None
+    alpha: float = 1.0
+    beta: float = 1.0
+    a_dtype: str | None = None    # storage of A when it differs (f16 activations, f32 result)
+
+    @property
+    def flops(self) -> int:
+        """2·M·N·K."""
+        return 2 * self.m * self.n * self.k
+
+    def shape_class(self) -> str:
+        """A coarse key for autotuning (shapes in one class share a winner) with the weight format."""
+        def bucket(x: int) -> int:
+            return 1 << max(0, (x - 1).bit_length())
+        w = self.weight
+        return f"m{bucket(self.m)}n{bucket(self.n)}k{bucket(self.k)}{w.fmt}g{w.group}{'z' if w.zero else ''}"
+
+    @property
+    def activation_dtype(self) -> str:
+        """The storage type of A."""
+        return self.a_dtype or self.dtype
+
+    def check(self) -> None:
+        """ValueError/TypeError naming what the library cannot run."""
+        w = self.weight
+        if w.fmt not in WEIGHT_FORMATS:
+            raise ValueError(f"quant matmul: weight format {w.fmt!r} is not one of {sorted(WEIGHT_FORMATS)}")
+        if {self.dtype, self.activation_dtype, w.scale_dtype} - {"f32", "f16"}:
+            raise TypeError(f"quant matmul: activations {self.dtype} / scales {w.scale_dtype} "
+                            "(f32 or f16 only)")
+        if self.k % CHUNK or w.group % CHUNK or self.k % w.group:
+            raise ValueError(f"quant matmul: K={self.k} and group={w.group} must be multiples of {CHUNK} "
+                             "with K a multiple of the group")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"quant matmul epilogue: unknown activation {self.activation!r}")
+
+
+def quant_variants(p: QuantMatmulProblem, caps: DeviceCaps) -> list[str]:
+    """Variant names that can run `p` on `caps`, best default first ([] when none can)."""
+    try:
+        p.check()
+    except (ValueError, TypeError):
+        return []
+    if "f16" in (p.dtype, p.activation_dtype, p.weight.scale_dtype) and not caps.shader_f16:
+        return []
+    threads = caps.limit("max-compute-invocations-per-workgroup", 256)
+    wg_bytes = caps.limit("max-compute-workgroup-storage-size", 16384)
+    names = []
+    if p.m <= GEMV_MAX_ROWS:
+        for name, (lk, ln) in GEMV.items():
+            if lk * ln <= threads and 4 * GEMV_MAX_ROWS * lk * ln <= wg_bytes:
+                names.append(name)
+    tiled = list(TILED) if p.m * p.n >= 1 << 14 else list(reversed(TILED))
+    for name in tiled:
+        bm, bn, bk, tm, tn = TILED[name]
+        if (bm // tm) * (bn // tn) <= threads and 4 * bk * (bm + bn) <= wg_bytes:
+            names.append(name)
+    return names
+
+
+def _header(p: QuantMatmulProblem, e: Epilogue) -> tuple[str, list[str]]:
+    t, s, ta = p.dtype, p.weight.scale_dtype, p.activation_dtype
+    roles = [PARAMS, "a", "q", "scale", "out"] + (["zero"] if p.weight.zero else []) + (
+        ["bias"] if p.bias else []) + (["residual"] if p.residual else [])
+    arrays = {"a": f"A: array<{ta}>", "q": "Q: array<u32>", "scale": f"S: array<{s}>",
+              "out": f"O: array<{t}>", "zero": "Z: array<u32>", "bias": f"C: array<{t}>",
+              "residual": f"R: array<{t}>"}
+    lines = ["enable f16;" if "f16" in (t, s, ta) else "",
+             "struct Params { mnkb: vec4<u32>, a: vec4<u32>, o: vec4<u32>, c: vec4<u32>, r: vec4<u32>,",
+             "                ab: vec4<f32>, q: vec4<u32> }",
+             "@group(0) @binding(0) var<uniform> P: Params;"]
+    for i, role in enumerate(roles[1:], 1):
+        access = "read_write" if role == "out" else "read"
+        lines.append(f"@group(0) @binding({i}) var<storage, {access}> {arrays[role]};")
+    zero = ("  let e = n * P.q.y + g;\n  return f32(i32(Z[e / 4u] << (24u - 8u * (e % 4u))) >> 24u);"
+            if p.weight.zero else "  return 0.0;")
+    per_word = WEIGHT_FORMATS[p.weight.fmt]
+    if p.weight.fmt == "i8":
+        unpack = ("  let w0 = Q[n * P.q.z + c * 2u]; let w1 = Q[n * P.q.z + c * 2u + 1u];\n"
+                  + "\n".join(f"  v[{j}] = f32(i32(w{j // 4} << {24 - 8 * (j % 4)}u) >> 24u) - z;"
+                              for j in range(CHUNK)))
+    else:
+        unpack = ("  let w0 = Q[n * P.q.z + c];\n"
+                  + "\n".join(f"  v[{j}] = f32(i32(w0 << {28 - 4 * j}u) >> 28u) - z;" for j in range(CHUNK)))
+    helpers = f"""
+fn zero_of(n: u32, g: u32) -> f32 {{
+{zero}
+}}
+fn scale_of(n: u32, g: u32) -> f32 {{ return f32(S[n * P.q.y + g]); }}
+// weights k = {CHUNK}c .. {CHUNK}c+{CHUNK - 1} of row n minus their zero point ({per_word} per word)
+fn chunk(n: u32, c: u32) -> array<f32, {CHUNK}> {{
+  var v: array<f32, {CHUNK}>;
+  let z = zero_of(n, c * {CHUNK}u / P.q.x);
+{unpack}
+  return v;
+}}
+"""
+    return "\n".join(lines) + "\n" + (ERF_WGSL if e.activation == "gelu" else "") + helpers, roles
+
+
+def _gemv_source(p: QuantMatmulProblem, e: Epilogue, lk: int, ln: int, mr: int) -> tuple[str, list[str]]:
+    head, roles = _header(p, e)
+    accs = "\n".join(f"  var acc{r} = 0.0;" for r in range(mr))
+    dots = "\n".join(
+        f"      if (m0 + {r}u < M) {{ let ab = abase + (m0 + {r}u) * P.a.z + k0 * P.a.w; var d = 0.0;\n"
+        + "".join(f"        d = fma(f32(A[ab + {j}u * P.a.w]), w[{j}], d);\n" for j in range(CHUNK))
+        + f"        acc{r} = fma(d, s, acc{r}); }}" for r in range(mr))
+    stores = "\n".join(f"  red[({r}u * {ln}u + lid.y) * {lk}u + lid.x] = acc{r};" for r in range(mr))
+    done = "\n".join(f"    finish(0u, m0 + {r}u, col, red[({r}u * {ln}u + lid.y) * {lk}u]);"
+                     for r in range(mr))
+    src = f"""{head}{finish_fn(e)}
+var<workgroup> red: array<f32, {mr * ln * lk}>;
+@compute @workgroup_size({lk}, {ln})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {{
+  let M = P.mnkb.x; let N = P.mnkb.y; let K = P.mnkb.z;
+  let m0 = wid.y * {mr}u;
+  let col = wid.x * {ln}u + lid.y;
+  let abase = P.a.x;
+{accs}
+  if (col < N) {{
+    for (var c = lid.x; c < K / {CHUNK}u; c += {lk}u) {{
+      let k0 = c * {CHUNK}u;
+      let w = chunk(col, c);
+      let s = scale_of(col, k0 / P.q.x);
+{dots}
+    }}
+  }}
+{stores}
+  workgroupBarrier();
+  for (var h = {lk // 2}u; h > 0u; h = h >> 1u) {{
+    if (lid.x < h) {{
+      for (var r = 0u; r < {mr}u; r++) {{
+        let i = (r * {ln}u + lid.y) * {lk}u + lid.x;
+        red[i] += red[i + h];
+      }}
+    }}
+    workgroupBarrier();
+  }}
+  if (lid.x == 0u) {{
+{done}
+  }}
+}}
+"""
+    return src, roles
+
+
+def _tiled_source(p: QuantMatmulProblem, e: Epilogue, bm: int, bn: int, bk: int, tm: int,
+                  tn: int) -> tuple[str, list[str]]:
+    head, roles = _header(p, e)
+    tx, ty = bn // tn, bm // tm
+    threads = tx * ty
+    accs = "\n".join(f"  var acc{i}_{j} = 0.0;" for i in range(tm) for j in range(tn))
+    reads = "\n".join([f"      let a{i} = As[k * {bm}u + lid.y + {i * ty}u];" for i in range(tm)]
+                      + [f"      let b{j} = Bs[k * {bn}u + lid.x + {j * tx}u];" for j in range(tn)])
+    fmas = "\n".join(f"      acc{i}_{j} = fma(a{i}, b{j}, acc{i}_{j});" for i in range(tm) for j in range(tn))
+    stores = "\n".join(f"  finish(0u, m0 + lid.y + {i * ty}u, n0 + lid.x + {j * tx}u, acc{i}_{j});"
+                       for i in range(tm) for j in range(tn))
+    a_units = bm * bk
+    chunks = bn * bk // CHUNK
+    per_row = bk // CHUNK
+    w_store = "\n".join(f"        Bs[(kk + {j}u) * {bn}u + nn] = w[{j}] * s;" for j in range(CHUNK))
+    src = f"""{head}{finish_fn(e)}
+var<workgroup> As: array<f32, {bm * bk}>;
+var<workgroup> Bs: array<f32, {bn * bk}>;
+@compute @workgroup_size({tx}, {ty})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,
+        @builtin(local_invocation_index) li: u32) {{
+  let M = P.mnkb.x; let N = P.mnkb.y; let K = P.mnkb.z;
+  let m0 = wid.y * {bm}u; let n0 = wid.x * {bn}u;
+{accs}
+  for (var t = 0u; t < K; t += {bk}u) {{
+    for (var u = li; u < {a_units}u; u += {threads}u) {{
+      let kk = u % {bk}u; let ii = u / {bk}u;
+      let gi = m0 + ii; let gk = t + kk;
+      var x = 0.0;
+      if (gi < M && gk < K) {{ x = f32(A[P.a.x + gi * P.a.z + gk * P.a.w]); }}
+      As[kk * {bm}u + ii] = x;
+    }}
+    for (var u = li; u < {chunks}u; u += {threads}u) {{
+      let kk = (u % {per_row}u) * {CHUNK}u; let nn = u / {per_row}u;
+      let gn = n0 + nn; let gk = t + kk;
+      if (gn < N && gk < K) {{
+        let w = chunk(gn, gk / {CHUNK}u);
+        let s = scale_of(gn, gk / P.q.x);
+{w_store}
+      }} else {{
+        for (var j = 0u; j < {CHUNK}u; j++) {{ Bs[(kk + j) * {bn}u + nn] = 0.0; }}
+      }}
+    }}
+    workgroupBarrier();
+    for (var k = 0u; k < {bk}u; k++) {{
+{reads}
+{fmas}
+    }}
+    workgroupBarrier();
+  }}
+{stores}
+}}
+"""
+    return src, roles
+
+
+def _params(p: QuantMatmulProblem) -> tuple[int, ...]:
+    zero = [0, 0, 0, 0]
+    return tuple([p.m, p.n, p.k, 1] + p.a.words() + p.out.words()
+                 + (p.bias.words() if p.bias else zero) + (p.residual.words() if p.residual else zero)
+                 + [f32_word(p.alpha), f32_word(p.beta), 0, 0]
+                 + [p.weight.group, p.k // p.weight.group, p.weight.words_per_row(p.k), 0])
+
+
+def plan_quant_matmul(p: QuantMatmulProblem, caps: DeviceCaps, variant: str | None = None) -> KernelLaunch:
+    """The launch of `p` on `caps`; bindings by role: a, q (packed words), scale, out, zero, bias,
+    residual."""
+    p.check()
+    names = quant_variants(p, caps)
+    if not names:
+        raise TypeError(f"quant matmul: activations {p.dtype} / scales {p.weight.scale_dtype} need the "
+                        "adapter feature 'shader-f16'")
+    variant = variant or names[0]
+    if variant not in names:
+        raise ValueError(f"quant matmul variant {variant!r} is not one of {names}")
+    e = Epilogue(p.dtype, p.bias is not None, p.residual is not None, p.activation)
+    if variant in GEMV:
+        lk, ln = GEMV[variant]
+        mr = 1 << max(0, (p.m - 1).bit_length())
+        src, roles = _gemv_source(p, e, lk, ln, mr)
+        grid, wg = (ceil_div(p.n, ln), ceil_div(p.m, mr), 1), (lk, ln, 1)
+    else:
+        bm, bn, bk, tm, tn = TILED[variant]
+        src, roles = _tiled_source(p, e, bm, bn, bk, tm, tn)
+        grid, wg = (ceil_div(p.n, bn), ceil_div(p.m, bm), 1), (bn // tn, bm // tm, 1)
+    limit = caps.limit("max-compute-workgroups-per-dimension", 65535)
+    if max(grid) > limit:
+        raise ValueError(f"quant matmul {p.m}x{p.n}x{p.k}: grid {grid} exceeds {limit} workgroups per "
+                         "dimension")
+    read_only = frozenset(i for i, r in enumerate(roles) if r not in ("out", PARAMS))
+    dtypes = p.dtype if p.activation_dtype == p.dtype else f"{p.activation_dtype}to{p.dtype}"
+    name = f"qmatmul.{p.weight.fmt}g{p.weight.group}{'z' if p.weight.zero else ''}.{dtypes}.{variant}"
+    return KernelLaunch(name=name, wgsl=src, grid=grid, workgroup_size=wg, bindings=tuple(roles),
+                        params=_params(p), read_only=read_only)
+
+
+def pack_weight(q: np.ndarray, fmt: str) -> np.ndarray:
+    """The u32 words of an [N, K] integer weight in `fmt` ("i8": bytes as stored, "i4": 8 nibbles a word,
+    low first); ValueError if a value does not fit the format."""
+    q = np.ascontiguousarray(q)
+    if q.ndim != 2:
+        raise ValueError(f"pack_weight: an [N, K] weight, got shape {q.shape}")
+    n, k = q.shape
+    per_word = WEIGHT_FORMATS[fmt]
+    if k % per_word:
+        raise ValueError(f"pack_weight: K={k} is not a multiple of {per_word} ({fmt})")
+    lo, hi = (-128, 127) if fmt == "i8" else (-8, 7)
+    if q.size and (int(q.min()) < lo or int(q.max()) > hi):
+        raise ValueError(f"pack_weight: values outside [{lo}, {hi}] do not fit {fmt}")
+    if fmt == "i8":
+        return q.astype(np.int8).view(np.uint32).reshape(n, k // 4)
+    nib = (q.astype(np.int32) & 0xF).astype(np.uint32).reshape(n, k // 8, 8)
+    return np.bitwise_or.reduce(nib << (4 * np.arange(8, dtype=np.uint32)), axis=2)
+
+
+def pack_bytes(z: np.ndarray) -> np.ndarray:
+    """Signed bytes (zero points) as u32 words, zero-padded to whole words."""
+    flat = np.ascontiguousarray(z).astype(np.int8).reshape(-1)
+    flat = np.concatenate([flat, np.zeros(-flat.size % 4 or (4 if not flat.size else 0), np.int8)])
+    return flat.view(np.uint32)
+
+
+def pack_scales(s: np.ndarray) -> np.ndarray:
+    """Scales as a flat array padded to whole u32 words (an f16 array of odd length gets one more)."""
+    flat = np.ascontiguousarray(s).reshape(-1)
+    if flat.dtype == np.float16 and flat.size % 2:
+        flat = np.concatenate([flat, np.zeros(1, np.float16)])
+    return flat
+
+
+def pack_constant(value: np.ndarray, how: dict) -> np.ndarray:
+    """A plan constant from the original weight: `how["pack"]` "i4"/"i8" (q, `how["shape"]` [N, K]),
+    "bytes" (zero points) or "scales" (torch-free: bundle loaders given external weights use it)."""
+    kind = how["pack"]
+    if kind in ("i4", "i8"):
+        return pack_weight(np.asarray(value).reshape(how["shape"]), kind)
+    if kind == "bytes":
+        return pack_bytes(value)
+    if kind == "scales":
+        return pack_scales(value)
+    raise ValueError(f"unknown packing {kind!r} (i4, i8, bytes, scales)")

@@ -1,0 +1,243 @@
+"""Native command programs: dispatches, copies and clears prepared once and recorded from C++ per call.
+
+`torch_webgpu._native_plan` (csrc/native_plan/, CPython only, no torch) records a `NativeProgram` into
+the runtime's open command encoder with no Python per command: pipelines, bind-group layouts, fixed
+buffers and grids are given once; a call passes only its per-call buffers ("slots": the graph inputs bound
+zero-copy and the output tensors). It drives the runtime's own Dawn device through wgpudawn's C handles,
+so eager tensors, compiled plans and bundles share buffers and one queue. Bind groups over fixed buffers
+are made once; those over slots are remade only when a slot's buffer changes.
+
+Available with the Dawn backend (wgpudawn) when the extension is built; `TORCH_WEBGPU_EXECUTOR=python`
+turns it off (the Python executors stay the reference).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .runtime import BufferSlice, Constant, Runtime
+
+# Dawn entry points, in the order of csrc/native_plan/dawn_procs.h DawnProcs.
+PROCS = (
+    "wgpuDeviceCreateBindGroup", "wgpuBindGroupRelease", "wgpuCommandEncoderBeginComputePass",
+    "wgpuCommandEncoderCopyBufferToBuffer", "wgpuCommandEncoderClearBuffer",
+    "wgpuComputePassEncoderSetPipeline", "wgpuComputePassEncoderSetBindGroup",
+    "wgpuComputePassEncoderDispatchWorkgroups", "wgpuComputePassEncoderEnd", "wgpuComputePassEncoderRelease",
+    "wgpuBufferAddRef", "wgpuBufferRelease", "wgpuComputePipelineAddRef", "wgpuComputePipelineRelease",
+    "wgpuBindGroupLayoutAddRef", "wgpuBindGroupLayoutRelease", "wgpuDeviceAddRef", "wgpuDeviceRelease",
+    "wgpuCommandEncoderFinish", "wgpuQueueSubmit", "wgpuCommandBufferRelease",
+    "wgpuDeviceCreateCommandEncoder", "wgpuCommandEncoderRelease",
+)
+_STRUCTS = ("WGPUBindGroupEntry", "WGPUBindGroupDescriptor", "WGPUComputePassDescriptor")
+_DISPATCH, _COPY, _CLEAR = 0, 1, 2
+
+_module: Any = None
+_unavailable: str | None = None
+
+
+def executor_choice() -> str:
+    """TORCH_WEBGPU_EXECUTOR: `native` (default), `python`, or `check` (native, and the first call of
+    each native program is compared with the Python executor's)."""
+    name = os.environ.get("TORCH_WEBGPU_EXECUTOR", "native").strip().lower() or "native"
+    if name not in ("native", "python", "check"):
+        raise ValueError(f"TORCH_WEBGPU_EXECUTOR={name!r} is not 'native', 'python' or 'check'")
+    return name
+
+
+def _load(rt: Runtime) -> Any:
+    """The initialised extension module, or None (with the reason in `_unavailable`)."""
+    global _module, _unavailable, _error_handler
+    if _module is not None or _unavailable is not None:
+        return _module
+    if rt.backend != "dawn":
+        _unavailable = f"backend {rt.backend!r} (the native executor drives Dawn through wgpudawn)"
+        return None
+    try:
+        from wgpudawn.backends.dawn._ffi import ffi, lib
+
+        from torch_webgpu import _native_plan
+    except ImportError as exc:
+        _unavailable = f"extension not built ({exc}); run tools/build_extension_inplace.sh or pip install"
+        logging.getLogger(__name__).warning("native plan executor unavailable: %s", _unavailable)
+        return None
+    try:
+        addresses = tuple(int(ffi.cast("uintptr_t", ffi.addressof(lib, name))) for name in PROCS)
+        _native_plan.set_procs(addresses, tuple(ffi.sizeof(s) for s in _STRUCTS))
+    except (AttributeError, RuntimeError, ValueError) as exc:   # another wgpudawn/Dawn than built for
+        _unavailable = f"{exc}"
+        logging.getLogger(__name__).warning("native plan executor unavailable, using Python's: %s", exc)
+        return None
+    from wgpudawn.backends.dawn._api import error_handler as _error_handler
+    _module = _native_plan
+    return _module
+
+
+def native_available(rt: Runtime) -> bool:
+    """True when programs can be recorded natively on `rt` (and TORCH_WEBGPU_EXECUTOR allows it)."""
+    return executor_choice() != "python" and _load(rt) is not None
+
+
+def unavailable_reason() -> str | None:
+    """Why the native recorder cannot be used (None when it can or was not tried)."""
+    return _unavailable
+
+
+def handle(obj: Any) -> int:
+    """The C handle (WGPU* pointer) behind a wgpudawn object."""
+    return int(_cast("uintptr_t", obj._internal))
+
+
+def _cast(*args: Any) -> Any:
+    global _cast
+    from wgpudawn.backends.dawn._ffi import ffi
+
+    _cast = ffi.cast
+    return ffi.cast(*args)
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A per-call buffer operand: slot `index` (its base offset is added) plus `offset`."""
+
+    index: int
+    offset: int = 0
+    nbytes: int = 0   # the bound range (bindings); copies give their size separately
+
+
+Operand = BufferSlice | Constant | Slot
+
+
+class ProgramBuilder:
+    """Collects commands in Python objects (kernels, buffer ids, slots) and turns them into C handles."""
+
+    def __init__(self, rt: Runtime):
+        self.rt = rt
+        self.commands: list[tuple] = []
+        self.keep: list[Any] = []   # Python objects whose handles the program holds (constants, kernels)
+
+    def _operand(self, op: Operand) -> tuple[int, int, int]:
+        if isinstance(op, Slot):
+            return 0, op.index, op.offset
+        if isinstance(op, Constant):
+            self.keep.append(op)
+            return handle(op.gpu), -1, 0
+        buf = self.rt.buffer(op.buffer_id)
+        return handle(buf.gpu), -1, op.offset
+
+    def dispatch(self, kernel: Any, bindings: Sequence[Operand], grid: Sequence[int]) -> None:
+        """A dispatch of `kernel` with bindings 0..n-1 (BufferSlice, Constant or Slot) over `grid`."""
+        counts = tuple(int(c) for c in grid) + (1,) * (3 - len(grid))
+        if max(counts) > self.rt.max_workgroups:
+            from .errors import LimitExceededError
+
+            raise LimitExceededError(f"kernel '{kernel.label}': grid {counts} exceeds the device's "
+                                     f"per-dimension limit ({self.rt.max_workgroups})")
+        if min(counts) == 0:
+            return
+        entries = []
+        for i, b in enumerate(bindings):
+            if isinstance(b, Slot):
+                entries.append((i, 0, b.index, b.offset, max(b.nbytes, 4) + -max(b.nbytes, 4) % 4))
+                continue
+            gpu, _serial, offset, size = self.rt.binding_resource(b, kernel)
+            if isinstance(b, Constant):
+                self.keep.append(b)
+            entries.append((i, handle(gpu), -1, offset, size))
+        self.keep.append(kernel)
+        self.commands.append((_DISPATCH, handle(kernel.pipeline), handle(kernel.layout(0)), *counts,
+                              tuple(entries)))
+
+    def copy(self, src: Operand, dst: Operand, nbytes: int) -> None:
+        """A buffer-to-buffer copy of `nbytes` (4-byte aligned)."""
+        if nbytes:
+            self.commands.append((_COPY, *self._operand(src), *self._operand(dst), int(nbytes)))
+
+    def clear(self, dst: Operand, nbytes: int) -> None:
+        """Zero `nbytes` at `dst`."""
+        if nbytes:
+            self.commands.append((_CLEAR, *self._operand(dst), int(nbytes)))
+
+    @property
+    def dispatch_count(self) -> int:
+        """Dispatches collected so far."""
+        return sum(1 for c in self.commands if c[0] == _DISPATCH)
+
+    def build(self) -> NativeProgram:
+        """The native program (fixed bind groups are created now; Dawn errors raise here)."""
+        module = _load(self.rt)
+        if module is None:
+            raise RuntimeError(f"native executor unavailable: {_unavailable}")
+        with self.rt.lock:
+            capsule = module.program_new(handle(self.rt.device), tuple(self.commands))
+            _raise_dawn_errors("preparing a native program")
+        return NativeProgram(self.rt, module, capsule, self.dispatch_count, len(self.commands), self.keep)
+
+
+class NativeProgram:
+    """A prepared command program; `record(slots)` appends it to the runtime's open encoder."""
+
+    def __init__(self, rt: Runtime, module: Any, capsule: Any, dispatches: int, commands: int,
+                 keep: list[Any]):
+        self.rt = rt
+        self._run = module.program_run
+        self._info = module.program_info
+        self._capsule = capsule
+        self.dispatches = dispatches
+        self.commands = commands
+        self._keep = keep
+        self._queue: int | None = None
+
+    def record(self, slots: tuple[int, ...], submit: bool = False) -> None:
+        """Record the program; `slots` = (buffer handle, base offset) per slot, flattened. With `submit`,
+        the encoder (with whatever was recorded before) is also finished and submitted from C++.
+        Caller holds the runtime lock."""
+        rt = self.rt
+        recorder = rt.recorder
+        rt.check_alive()
+        if self._queue is None:
+            self._queue = handle(rt.device.queue)
+        if submit and not recorder.has_pending:
+            encoder = 0   # nothing recorded before: C++ makes, submits and releases its own encoder
+        else:
+            encoder = handle(recorder.encoder())   # ends the recorder's open pass: program order is kept
+        self._run(self._capsule, encoder, slots, self._queue if submit else 0)
+        recorder.commands += self.commands
+        rt.dispatches += self.dispatches
+        if submit:
+            recorder.submitted_elsewhere()
+        else:
+            recorder.pending_commands += self.commands
+        if _error_handler.pending:
+            _raise_dawn_errors("recording a native program")
+        if not submit:
+            rt._maybe_submit()
+
+    def info(self) -> dict:
+        """Counts kept by the native side: commands, dispatches, slots, runs, bind groups created."""
+        return self._info(self._capsule)
+
+
+def buffer_slot(rt: Runtime, buffer_id: int, offset: int = 0) -> tuple[int, int]:
+    """The (handle, offset) pair of a slot bound to a runtime buffer id."""
+    return handle(rt.pool.get(buffer_id).gpu), offset
+
+
+class _NoErrors:
+    pending: list = []
+
+
+_error_handler: Any = _NoErrors()   # wgpudawn's ErrorHandler once the module is loaded
+
+
+def _raise_dawn_errors(what: str) -> None:
+    """Raise the Dawn validation errors reported while native code ran (as ValidationError)."""
+    if not _error_handler.pending:
+        return
+    from .errors import ValidationError
+
+    errors, _error_handler.pending[:] = list(_error_handler.pending), []
+    raise ValidationError(f"{what}: " + "; ".join(message for _, message in errors))
