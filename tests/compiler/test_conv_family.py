@@ -211,3 +211,19 @@ def test_conv_carries_its_variants_for_tuning():
     assert _compile_and_check(model, torch.randn(1, 4, 6, 6))[0] == 1
     (node,) = [n for n in STATS.plans[-1].main if n.op is LowIROp.DISPATCH and "tune" in n.args]
     assert node.args["tune"]["key"].startswith("conv2d|") and len(node.args["tune"]["variants"]) > 1
+
+
+def test_training_step_of_a_conv_batch_norm_block_matches_eager():
+    # Training batch norm (batch statistics of the conv output) is not folded; gradients match.
+    import copy
+
+    torch.manual_seed(0)
+    eager = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU())
+    model = copy.deepcopy(eager)
+    compiled = torch.compile(model, backend="webgpu")
+    x = torch.randn(2, 3, 6, 6)
+    for m in (eager, compiled):
+        m(x).square().mean().backward()
+    for pe, pc in zip(eager.parameters(), model.parameters(), strict=True):
+        torch.testing.assert_close(pc.grad, pe.grad, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(model[1].running_mean, eager[1].running_mean, atol=1e-5, rtol=1e-5)
