@@ -19,7 +19,7 @@ from torch_webgpu.kernels.conv import (
 from torch_webgpu.ops.library_launch import device_caps, record_launch
 
 ACTS = {None: lambda v: v, "relu": torch.relu, "gelu": F.gelu, "silu": F.silu, "sigmoid": torch.sigmoid,
-        "tanh": torch.tanh, "gelu_tanh": lambda v: F.gelu(v, approximate="tanh")}
+        "tanh": torch.tanh, "gelu_tanh": lambda v: F.gelu(v, approximate="tanh"), "relu6": F.relu6}
 
 
 def _layout(t: torch.Tensor) -> Strided4:
@@ -125,7 +125,7 @@ def test_conv_transpose2d(case):
 
 
 EPILOGUES = [(None, "none"), ("relu", "before"), ("gelu", "after"), ("gelu_tanh", "before"), ("silu", "none"),
-             ("sigmoid", "after"), ("tanh", "before")]
+             ("sigmoid", "after"), ("tanh", "before"), ("relu6", "before")]
 
 
 @pytest.mark.parametrize(("activation", "residual"), EPILOGUES, ids=[f"{a}-{r}" for a, r in EPILOGUES])
@@ -147,6 +147,24 @@ def test_epilogues(activation, residual):
     if residual != "none":
         tensors["residual"] = res
     torch.testing.assert_close(_run(p, "m32n32", tensors, v.shape), v, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("variant", ["m32n32", DEPTHWISE])
+def test_batch_norm_statistics_epilogue(variant):
+    # Eval batch norm from the running statistics, with the residual and ReLU of a ResNet block.
+    torch.manual_seed(6)
+    groups = 8 if variant == DEPTHWISE else 1
+    x, wt = torch.randn(1, 8, 6, 6), torch.randn(8, 8 // groups, 3, 3) * 0.2
+    mean, var, gamma, beta = torch.randn(8), torch.rand(8) + 0.5, torch.randn(8), torch.randn(8)
+    res = torch.randn(1, 8, 6, 6)
+    v = F.batch_norm(F.conv2d(x, wt, padding=1, groups=groups), mean, var, gamma, beta, eps=1e-3)
+    v = torch.relu(v + res)
+    p = Conv2dProblem(1, 8, 6, 6, 8, 3, 3, padding=(1, 1), groups=groups, scale=Strided1(),
+                      shift=Strided1(), mean=Strided1(), var=Strided1(), eps=1e-3,
+                      residual=Strided4.contiguous((1, 8, 6, 6)), activation="relu")
+    tensors = {"x": x, "weight": wt, "scale": gamma, "shift": beta, "mean": mean, "var": var,
+               "residual": res}
+    torch.testing.assert_close(_run(p, variant, tensors, v.shape), v, atol=1e-4, rtol=1e-4)
 
 
 def test_f16_storage():

@@ -22,7 +22,8 @@ from .helpers import TORCH, run_launch
 
 TORCH_ACT = {None: lambda v: v, "relu": torch.relu, "gelu": torch.nn.functional.gelu,
              "gelu_tanh": lambda v: torch.nn.functional.gelu(v, approximate="tanh"),
-             "silu": torch.nn.functional.silu, "sigmoid": torch.sigmoid, "tanh": torch.tanh}
+             "silu": torch.nn.functional.silu, "sigmoid": torch.sigmoid, "tanh": torch.tanh,
+             "relu6": torch.nn.functional.relu6}
 
 
 def lay(t: torch.Tensor) -> Layout:

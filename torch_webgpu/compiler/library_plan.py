@@ -17,7 +17,7 @@ from torch_webgpu.kernels.launch import DeviceCaps
 
 from .fx_import import PreparedGraph, _bool_boundaries_as_int32
 from .low_ir import Plan, TensorSpec
-from .partition import LibraryOp, Partition, partition, segment_graph, value_of
+from .partition import Partition, Segment, partition, segment_graph, value_of
 from .quant_partition import repack
 
 
@@ -87,7 +87,7 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
 
     segments = []
     for index, step in enumerate(part.steps):
-        if isinstance(step, LibraryOp):
+        if not isinstance(step, Segment):
             continue
         gm = segment_graph(step, part.forced)
         # Bool values cross segment boundaries as int32, as graph inputs and outputs do.
@@ -113,7 +113,7 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
     # The caller's tensors and the lifted constants are read again after the call: never written.
     last_read.update({ph: len(part.steps) for ph in placeholders})
     for index, step in enumerate(part.steps):
-        if isinstance(step, LibraryOp):
+        if not isinstance(step, Segment):
             launch = step.launch(caps)
             operands = {}
             for role, operand in step.roles().items():
@@ -169,7 +169,7 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
     plan = composer.plan(outputs, prepared.output_map, output_locations)
     plan.meta = {"target": target.key(), "dispatches": plan.dispatch_count,
                  "library": composer.library_entries,
-                 "segments": sum(1 for s in part.steps if not isinstance(s, LibraryOp))}
+                 "segments": sum(1 for s in part.steps if isinstance(s, Segment))}
     if packed:
         plan.meta["packed_constants"] = packed   # how quant weights were packed (bundle external weights)
     return plan, composer.dispatches_text()
@@ -179,7 +179,7 @@ def _last_reads(part: Partition) -> dict[torch.fx.Node, int]:
     """The last step that reads each materialized value (graph outputs: after every step)."""
     last: dict[torch.fx.Node, int] = {}
     for index, step in enumerate(part.steps):
-        bases = [o.base for o in step.operands()] if isinstance(step, LibraryOp) else step.inputs
+        bases = step.inputs if isinstance(step, Segment) else [o.base for o in step.operands()]
         for base in bases:
             last[base] = index
     for operand in part.outputs:

@@ -1,7 +1,9 @@
-"""Splits a prepared, static-shape aten graph at the ops the kernel library runs (matmul family).
+"""Splits a prepared, static-shape aten graph at the ops the kernel library runs (matmul family here,
+convolution in conv_family.py, attention in attention_family.py).
 
-The result is a schedule: IREE segments (FX subgraphs) and library ops (`LibraryOp`), in an order that
-respects every dependency (segment i runs before library op i, which runs before segment i + 1).
+The result is a schedule: IREE segments (FX subgraphs) and library ops (`LibraryOp`, `ConvOp`,
+`AttentionOp`), in an order that respects every dependency (segment i runs before library op i, which
+runs before segment i + 1).
 Views (`view`, `permute`, `t`, `expand`, ...) cost nothing: a library operand reached through views is
 bound with the view's strides, a graph output that is a contiguous view of a buffer is read from it, and
 a segment that needs a view recomputes it from its materialized base. Elementwise epilogues that only
@@ -21,15 +23,11 @@ from torch_webgpu.kernels import autotune
 from torch_webgpu.kernels.launch import DeviceCaps, KernelLaunch
 from torch_webgpu.kernels.matmul import Layout, MatmulProblem, plan_matmul, variants
 
+from .attention_family import AttentionMatcher, AttentionOp
+from .conv_family import CONVOLUTIONS, ConvMatcher, ConvOp, fold_channel_affine
+from .operands import Operand, Resolver, Tunable, add_operand, scalar, value_of
+
 aten = torch.ops.aten
-# Ops whose result is a view of their first operand (no computation): replayed on meta tensors.
-ALIASES = frozenset({
-    aten.view.default, aten._unsafe_view.default, aten.permute.default, aten.t.default,
-    aten.transpose.int, aten.expand.default, aten.unsqueeze.default, aten.squeeze.dim,
-    aten.squeeze.dims, aten.squeeze.default, aten.slice.Tensor, aten.select.int, aten.alias.default,
-    aten.clone.default,   # same values: a library operand reads the source through its strides
-})
-_SCALES = frozenset({aten.mul.Tensor, aten.mul.Scalar})
 MATMULS = frozenset({aten.mm.default, aten.bmm.default})
 _ACTIVATIONS = {aten.relu.default: "relu", aten.silu.default: "silu", aten.sigmoid.default: "sigmoid",
                 aten.tanh.default: "tanh"}
@@ -43,49 +41,18 @@ def _widened_f16(node: Any) -> torch.fx.Node | None:
     the same arithmetic, with f16 storage (and tensor cores where the device has them)."""
     if not (isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target is _CONVERT):
         return None
-    src, val = node.args[0], _val(node)
+    src, val = node.args[0], value_of(node)
     if not (isinstance(src, torch.fx.Node) and isinstance(val, torch.Tensor) and val.dtype == torch.float32
-            and isinstance(_val(src), torch.Tensor) and _val(src).dtype == torch.float16):
+            and isinstance(value_of(src), torch.Tensor) and value_of(src).dtype == torch.float16):
         return None
     return src
 
 
 def _narrows_to_f16(node: torch.fx.Node, cur: torch.fx.Node) -> bool:
     """`node` casts the float32 `cur` to float16."""
-    val = _val(node)
+    val = value_of(node)
     return (node.op == "call_function" and node.target is _CONVERT and node.args[0] is cur
             and isinstance(val, torch.Tensor) and val.dtype == torch.float16)
-
-
-def value_of(node: Any) -> Any:
-    """The example value of a node: its fake tensor, or a meta tensor of a lifted constant's metadata."""
-    if not isinstance(node, torch.fx.Node):
-        return None
-    val = node.meta.get("val")
-    meta = node.meta.get("tensor_meta")
-    if val is None and meta is not None and hasattr(meta, "shape"):
-        val = torch.empty(tuple(meta.shape), dtype=meta.dtype, device="meta")
-    return val
-
-
-_val = value_of
-
-
-@dataclass
-class Operand:
-    """A library operand: a materialized node and the strided view of it the op reads."""
-
-    base: torch.fx.Node
-    view: torch.Tensor          # a meta tensor over the base's contiguous storage (shape, strides, offset)
-    scale: float = 1.0          # the op reads scale * view (scalar multiplications skipped on the way)
-
-    def layout(self, shape: tuple[int, ...]) -> Layout:
-        """The (batch, row, col) layout of the view reshaped to the 3-D `shape` (ValueError if it cannot)."""
-        try:
-            v = self.view.view(*shape)
-        except RuntimeError as exc:
-            raise ValueError(f"operand view {tuple(self.view.shape)} is not a strided {shape}") from exc
-        return Layout(int(v.storage_offset()), *(int(s) for s in v.stride()))
 
 
 @dataclass
@@ -141,16 +108,6 @@ class LibraryOp:
         return Tunable(autotune.problem_key("matmul", p), p.flops, [plan_matmul(p, caps, v) for v in names])
 
 
-@dataclass(frozen=True)
-class Tunable:
-    """Launch variants of one library op that a plan carries for load-time autotuning: `key` is the
-    device-independent autotune key, `launches[0]` the default."""
-
-    key: str
-    flops: int
-    launches: list[KernelLaunch]
-
-
 @dataclass
 class Segment:
     """IREE's part: FX nodes (in graph order) with the materialized values they read and produce."""
@@ -165,88 +122,18 @@ class Partition:
     """`steps` alternates Segment and LibraryOp in execution order; `outputs[i]` reads graph output i
     from (materialized node, meta view of it)."""
 
-    steps: list[Segment | LibraryOp]
+    steps: list[Segment | LibraryOp | ConvOp | AttentionOp]
     outputs: list[Operand | None]      # None: an output that is not a node (a Python value)
     forced: set[torch.fx.Node] = field(default_factory=set)   # views IREE materializes
 
     @property
     def library_ops(self) -> list[LibraryOp]:
         """The library ops in order."""
-        return [s for s in self.steps if isinstance(s, LibraryOp)]
-
-
-def _replay_alias(node: torch.fx.Node, source: torch.Tensor) -> torch.Tensor:
-    if node.target is aten.clone.default:
-        return source
-    args = [source, *node.args[1:]]
-    return node.target(*args, **node.kwargs)
-
-
-class _Resolver:
-    """Resolves values through view chains down to materialized nodes (on meta tensors)."""
-
-    def __init__(self, forced: set[torch.fx.Node]):
-        self.forced = forced   # alias nodes that are materialized (by IREE, or as a library op's result)
-
-    def is_alias(self, node: Any) -> bool:
-        return (isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target in ALIASES
-                and node not in self.forced and isinstance(node.args[0], torch.fx.Node)
-                and isinstance(_val(node), torch.Tensor))
-
-    def resolve(self, node: torch.fx.Node, scalable: bool = False) -> Operand | None:
-        """The operand of `node` over its materialized base, or None (a view meta tensors cannot replay:
-        the caller forces that node to be materialized). `scalable`: multiplications by a Python scalar
-        on the way are skipped and their product kept in `Operand.scale` (a matmul folds it into alpha)."""
-        chain = []
-        base = node
-        scale = 1.0
-        while True:
-            if self.is_alias(base):
-                chain.append(base)
-                base = base.args[0]
-            elif (scalable and isinstance(base, torch.fx.Node) and base.op == "call_function"
-                  and base.target in _SCALES and len(base.args) == 2 and not base.kwargs
-                  and isinstance(base.args[0], torch.fx.Node) and _scalar(base.args[1]) is not None
-                  and isinstance(_val(base.args[0]), torch.Tensor)
-                  and _val(base.args[0]).dtype == _val(base).dtype
-                  and tuple(_val(base.args[0]).shape) == tuple(_val(base).shape)):
-                scale *= _scalar(base.args[1])
-                base = base.args[0]
-            else:
-                break
-        val = _val(base)
-        if not isinstance(val, torch.Tensor):
-            return None
-        view = torch.empty(tuple(val.shape), dtype=val.dtype, device="meta")
-        replayed: list[torch.fx.Node] = []
-        for alias in reversed(chain):
-            try:
-                view = _replay_alias(alias, view)
-            except (RuntimeError, TypeError, ValueError):
-                # Not a strided view of the base: materialize the last copy before it (a `clone` whose
-                # contiguous result this view needs) or the view itself, and read from there.
-                clones = [n for n in replayed if n.target is aten.clone.default]
-                self.forced.add(clones[-1] if clones else alias)
-                return self.resolve(node, scalable)
-            replayed.append(alias)
-        return Operand(base, view, scale)
-
-
-def _scalar(x: Any) -> float | None:
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
-
-
-def _add_operand(node: torch.fx.Node, cur: torch.fx.Node) -> torch.fx.Node | None:
-    """The other operand of `add(cur, other)` / `add(other, cur)` with alpha 1, else None."""
-    if node.target is not aten.add.Tensor or node.kwargs.get("alpha", 1) != 1 or len(node.args) != 2:
-        return None
-    x, y = node.args
-    other = y if x is cur else x if y is cur else None
-    return other if isinstance(other, torch.fx.Node) and other is not cur else None
+        return [s for s in self.steps if not isinstance(s, Segment)]
 
 
 class _Matcher:
-    def __init__(self, graph: torch.fx.Graph, resolver: _Resolver, caps: DeviceCaps):
+    def __init__(self, graph: torch.fx.Graph, resolver: Resolver, caps: DeviceCaps):
         self.order = {n: i for i, n in enumerate(graph.nodes)}
         self.resolver = resolver
         self.caps = caps
@@ -266,19 +153,19 @@ class _Matcher:
         src = _widened_f16(operand.base) if operand is not None else None
         inner = self.resolver.resolve(src) if src is not None else None
         if inner is None or not (inner.view.is_contiguous() and inner.view.storage_offset() == 0
-                                 and inner.view.numel() == _val(inner.base).numel()):
+                                 and inner.view.numel() == value_of(inner.base).numel()):
             return None
         return Operand(inner.base, operand.view, operand.scale)
 
     def match(self, root: torch.fx.Node) -> LibraryOp | None:
         """The library op rooted at the matmul `root`, or None (IREE computes it)."""
-        val = _val(root)
+        val = value_of(root)
         if (isinstance(val, torch.Tensor) and val.dtype == torch.float32 and self.shader_f16
-                and all(isinstance(_val(x), torch.Tensor) for x in root.args[:2])):
+                and all(isinstance(value_of(x), torch.Tensor) for x in root.args[:2])):
             a, b = self._f16_operand(root.args[0]), self._f16_operand(root.args[1])
             if a is not None and b is not None:
                 op = self._match(root, a, b, "f16")
-                if op is not None and _val(op.final).dtype == torch.float16:
+                if op is not None and value_of(op.final).dtype == torch.float16:
                     return op
         return self._match(root, None, None, None)
 
@@ -286,7 +173,7 @@ class _Matcher:
                dtype: str | None) -> LibraryOp | None:
         """`dtype` "f16" with `a`, `b`: the f32 matmul of widened f16 operands, stored back as f16."""
         a_node, b_node = root.args[:2]
-        val, a_val, b_val = _val(root), _val(a_node), _val(b_node)
+        val, a_val, b_val = value_of(root), value_of(a_node), value_of(b_node)
         if not all(isinstance(v, torch.Tensor) for v in (val, a_val, b_val)):
             return None
         if dtype is None:
@@ -309,7 +196,7 @@ class _Matcher:
         except ValueError:
             return None
         self._epilogue(op)
-        if self._widened(op) and _val(op.final).dtype != torch.float16:
+        if self._widened(op) and value_of(op.final).dtype != torch.float16:
             return None   # the f32 result is used as such: an f32 library op instead
         try:
             launch = op.launch(self.caps)
@@ -322,20 +209,20 @@ class _Matcher:
     @staticmethod
     def _widened(op: LibraryOp) -> bool:
         """An f16 op over an f32 matmul of widened operands (its epilogue operands are widened too)."""
-        return op.dtype == "f16" and _val(op.root).dtype == torch.float32
+        return op.dtype == "f16" and value_of(op.root).dtype == torch.float32
 
     def _epilogue_operand(self, op: LibraryOp, other: torch.fx.Node, cur: torch.fx.Node,
                           widened: bool = False) -> Operand | None:
         """`other` as an epilogue operand broadcast to `cur`'s shape, or None when it cannot be one
         (`widened`: `other` must be a widened f16 value, which the library reads)."""
-        ov, cv = _val(other), _val(cur)
+        ov, cv = value_of(other), value_of(cur)
         if not isinstance(ov, torch.Tensor) or ov.dtype != cv.dtype:
             return None
         if widened:
             other = _widened_f16(other)   # read as the f16 value it widens
             if other is None:
                 return None
-            ov = _val(other)
+            ov = value_of(other)
         try:
             if torch.broadcast_shapes(tuple(ov.shape), tuple(cv.shape)) != tuple(cv.shape):
                 return None
@@ -366,16 +253,16 @@ class _Matcher:
                 continue
             if user.op != "call_function" or (user.args[0] is not cur and user.target is not aten.add.Tensor):
                 return
-            val = _val(user)
-            if not isinstance(val, torch.Tensor) or val.dtype != _val(cur).dtype:
+            val = value_of(user)
+            if not isinstance(val, torch.Tensor) or val.dtype != value_of(cur).dtype:
                 return
             target = user.target
             if target in (aten.view.default, aten._unsafe_view.default) and val.is_contiguous():
                 pass
             elif target in (aten.mul.Tensor, aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar) and (
-                    _scalar(user.args[1]) is not None and not (op.bias or op.activation or op.residual)
+                    scalar(user.args[1]) is not None and not (op.bias or op.activation or op.residual)
                     and len(user.args) == 2 and not user.kwargs):
-                c = _scalar(user.args[1])
+                c = scalar(user.args[1])
                 if target in (aten.div.Tensor, aten.div.Scalar):
                     if c == 0:
                         return
@@ -386,15 +273,15 @@ class _Matcher:
                     return
                 approximate = user.kwargs.get("approximate", "none")
                 op.activation = _ACTIVATIONS.get(target) or ("gelu" if approximate == "none" else "gelu_tanh")
-            elif (other := _add_operand(user, cur)) is not None:
+            elif (other := add_operand(user, cur)) is not None:
                 if not (op.bias or op.activation):
                     beta = 1.0
                     scaled = other
                     if (other.op == "call_function" and other.target in (aten.mul.Tensor, aten.mul.Scalar)
                             and len(other.users) == 1 and len(other.args) == 2
-                            and _scalar(other.args[1]) is not None
+                            and scalar(other.args[1]) is not None
                             and isinstance(other.args[0], torch.fx.Node)):
-                        beta, scaled = _scalar(other.args[1]), other.args[0]
+                        beta, scaled = scalar(other.args[1]), other.args[0]
                     operand = self._epilogue_operand(op, scaled, cur, widened)
                     if operand is None:
                         return
@@ -421,18 +308,28 @@ def partition(gm: torch.fx.GraphModule, caps: DeviceCaps) -> Partition | None:
     from .quant_partition import match_quant_linear  # a family built on this module (import cycle)
 
     graph = gm.graph
+    if any(n.op == "call_function" and n.target in CONVOLUTIONS for n in graph.nodes):
+        fold_channel_affine(graph)
+        gm.recompile()
     forced: set[torch.fx.Node] = set()
-    resolver = _Resolver(forced)
+    resolver = Resolver(forced)
     matcher = _Matcher(graph, resolver, caps)
-    ops: list[LibraryOp] = []
+    conv_matcher = ConvMatcher(matcher.order, matcher.graph_outputs, resolver, caps)
+    attention_matcher = AttentionMatcher(matcher.order, matcher.graph_outputs, resolver, caps)
+    ops: list[LibraryOp | ConvOp | AttentionOp] = []
     taken: set[torch.fx.Node] = set()
     for node in graph.nodes:
-        if node.op == "call_function" and node.target in MATMULS and node not in taken:
-            op = match_quant_linear(node, matcher) or matcher.match(node)
-            if op is not None:
-                ops.append(op)
-                taken.update([op.root, op.final, *op.absorbed])
-                forced.add(op.final)   # a view absorbed last is the library op's own result
+        if node.op != "call_function" or node in taken:
+            continue
+        op = None
+        if node.target in MATMULS:
+            op = attention_matcher.match(node) or match_quant_linear(node, matcher) or matcher.match(node)
+        elif node.target in CONVOLUTIONS:
+            op = conv_matcher.match(node)
+        if op is not None:
+            ops.append(op)
+            taken.update([op.root, op.final, *op.absorbed])
+            forced.add(op.final)   # a view absorbed last is the library op's own result
     if not ops:
         return None
     output = next(n for n in graph.nodes if n.op == "output")
@@ -453,7 +350,7 @@ def partition(gm: torch.fx.GraphModule, caps: DeviceCaps) -> Partition | None:
     return Partition(_schedule(graph, ops, resolver), outputs, forced)
 
 
-def _schedule(graph: torch.fx.Graph, ops: list[LibraryOp], resolver: _Resolver) -> list:
+def _schedule(graph: torch.fx.Graph, ops: list, resolver: Resolver) -> list:
     """Segments placed as early as their inputs allow (segment i before library op i)."""
     lib_of_final = {op.final: i for i, op in enumerate(ops)}
     in_library = {n for op in ops for n in (op.root, *op.absorbed)}
@@ -512,7 +409,7 @@ def _schedule(graph: torch.fx.Graph, ops: list[LibraryOp], resolver: _Resolver) 
     return steps
 
 
-def _materialized_inputs(node: torch.fx.Node, resolver: _Resolver) -> list[torch.fx.Node]:
+def _materialized_inputs(node: torch.fx.Node, resolver: Resolver) -> list[torch.fx.Node]:
     """The materialized values `node` reads (through the view chains a segment recomputes)."""
     result = []
     for x in node.all_input_nodes:
@@ -532,7 +429,7 @@ def segment_graph(seg: Segment, forced: set[torch.fx.Node]) -> torch.fx.GraphMod
         ph = graph.placeholder(f"seg_in_{k}")
         ph.meta = dict(x.meta)
         env[x] = ph
-    resolver = _Resolver(forced)
+    resolver = Resolver(forced)
 
     def copy(node: torch.fx.Node) -> torch.fx.Node:
         if node in env:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, f32_word
 
 BK = 16      # keys per tile = threads per query row
-MASKS = (None, "bool", "additive")
+MASKS = (None, "bool", "bool32", "additive")
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,8 @@ class Strided:
 @dataclass(frozen=True)
 class AttentionProblem:
     """Q [batch, heads, lq, d], K [batch, kv_heads, lk, d], V [batch, kv_heads, lk, dv] -> out
-    [batch, heads, lq, dv]; `mask` [batch, heads, lq, lk] by strides ("bool": stored as bytes,
+    [batch, heads, lq, dv]; `mask` [batch, heads, lq, lk] by strides ("bool": stored as bytes, "bool32":
+    one u32 word per element as compiled plans store bools,
     "additive": of `dtype`); `scale` None means 1/sqrt(d). Layouts default to contiguous."""
 
     batch: int
@@ -113,12 +114,14 @@ def _source(p: AttentionProblem, bq: int) -> str:
             f"@group(0) @binding(4) var<storage, read_write> O: array<{t}>;"]
     mask_term = ""
     if p.mask is not None:
-        elem = "u32" if p.mask == "bool" else t
+        elem = "u32" if p.mask in ("bool", "bool32") else t
         decl.append(f"@group(0) @binding(5) var<storage, read> M: array<{elem}>;")
         at = "P.off2.x + b * P.ms.x + h * P.ms.y + qi * P.ms.z + j * P.ms.w"
         if p.mask == "bool":
             mask_term = (f"      let mi = {at};\n"
                          "      valid = valid && ((M[mi / 4u] >> ((mi % 4u) * 8u)) & 0xffu) != 0u;\n")
+        elif p.mask == "bool32":
+            mask_term = f"      valid = valid && M[{at}] != 0u;\n"
         else:
             mask_term = f"      if (valid) {{ s = s + f32(M[{at}]); }}\n"
     causal = "      valid = valid && j <= qi;\n" if p.causal else ""

@@ -9,15 +9,17 @@ X[n, g*Ig + ci, (p + ph - r*dh) / sh, ...] where the division is exact. A varian
 split-K: small spatial sizes keep every SM busy); depthwise convolutions have a dedicated variant (one
 thread per output, the filter in registers). Storage f32 or f16 (with `shader-f16`), f32 accumulation.
 
-Epilogue, in order: `+ bias[c]`, `* scale[c] + shift[c]` (folded batch norm), `+ residual` (before the
-activation, as in a ResNet block, unless `residual_after_activation`), activation (matmul's table).
+Epilogue, in order: `+ bias[c]`, `* scale[c] + shift[c]` (folded batch norm) or, with the running
+statistics `mean`/`var`, eval batch norm itself `(v - mean[c]) * scale[c] / sqrt(var[c] + eps) + shift[c]`
+(scale = gamma, shift = beta: compiled plans read a model's statistics as they are), `+ residual` (before
+the activation, as in a ResNet block, unless `residual_after_activation`), activation (matmul's table).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, grid_within
+from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, f32_word, grid_within
 from .matmul import ACTIVATIONS, ERF_WGSL
 
 
@@ -74,6 +76,9 @@ class Conv2dProblem:
     residual: Strided4 | None = None
     activation: str | None = None
     residual_after_activation: bool = False
+    mean: Strided1 | None = None
+    var: Strided1 | None = None
+    eps: float = 1e-5
 
     @property
     def oh(self) -> int:
@@ -155,6 +160,8 @@ class Conv2dProblem:
                              "(input too small for the kernel)")
         if (self.scale is None) != (self.shift is None):
             raise ValueError("conv2d epilogue: batch-norm scale and shift come together")
+        if (self.mean is None) != (self.var is None) or (self.var is not None and self.scale is None):
+            raise ValueError("conv2d epilogue: batch-norm mean and var come together, with scale and shift")
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"conv2d epilogue: unknown activation {self.activation!r} "
                              f"({sorted(map(str, ACTIVATIONS))})")
@@ -225,6 +232,8 @@ _PARAMS_STRUCT = """struct Params {
   ep: vec4<u32>,   // bias offset, stride; scale offset, stride
   ep2: vec4<u32>,  // shift offset, stride; pixel tiles per grid row, pixel tiles
   xs: vec4<u32>, ws: vec4<u32>, os: vec4<u32>, rs: vec4<u32>,
+  bn: vec4<u32>,   // mean offset, stride; var offset, stride
+  bn2: vec4<u32>,  // eps (f32 bits)
 }
 @group(0) @binding(0) var<uniform> P: Params;
 """
@@ -237,7 +246,8 @@ def _declarations(p: Conv2dProblem) -> tuple[str, list[str]]:
             f"@group(0) @binding(2) var<storage, read> W: array<{t}>;",
             f"@group(0) @binding(3) var<storage, read_write> O: array<{t}>;"]
     for role, name, present in (("bias", "Bias", p.bias), ("scale", "Scale", p.scale),
-                                ("shift", "Shift", p.shift), ("residual", "R", p.residual)):
+                                ("shift", "Shift", p.shift), ("residual", "R", p.residual),
+                                ("mean", "Mean", p.mean), ("var", "Var", p.var)):
         if present is not None:
             decl.append(f"@group(0) @binding({len(roles)}) var<storage, read> {name}: array<{t}>;")
             roles.append(role)
@@ -252,7 +262,11 @@ def _epilogue(p: Conv2dProblem, indent: str) -> str:
     lines = []
     if p.bias is not None:
         lines.append("v = v + f32(Bias[P.ep.x + c * P.ep.y]);")
-    if p.scale is not None:
+    if p.var is not None:
+        lines.append("v = (v - f32(Mean[P.bn.x + c * P.bn.y])) * (f32(Scale[P.ep.z + c * P.ep.w]) / "
+                     "sqrt(f32(Var[P.bn.z + c * P.bn.w]) + bitcast<f32>(P.bn2.x))) "
+                     "+ f32(Shift[P.ep2.x + c * P.ep2.y]);")
+    elif p.scale is not None:
         lines.append("v = v * f32(Scale[P.ep.z + c * P.ep.w]) + f32(Shift[P.ep2.x + c * P.ep2.y]);")
     res = "v = v + f32(R[P.off.w + nb * P.rs.x + c * P.rs.y + pp * P.rs.z + qq * P.rs.w]);"
     if p.residual is not None and not p.residual_after_activation:
@@ -448,13 +462,15 @@ def _params(p: Conv2dProblem, grid_x: int, tiles_n: int) -> tuple[int, ...]:
     xl, wl, ol = p.layouts()
     rl = p.residual or Strided4(0, (0, 0, 0, 0))
     bias, scale, shift = p.bias or Strided1(0, 0), p.scale or Strided1(0, 0), p.shift or Strided1(0, 0)
+    mean, var = p.mean or Strided1(0, 0), p.var or Strided1(0, 0)
     return (p.n, p.cin, p.h, p.w, p.cout, p.oh, p.ow, p.groups,
             *p.stride, *p.padding, *p.dilation, p.kh, p.kw,
             p.in_per_group, p.out_per_group, p.gemm_k, p.pixels,
             xl.offset, wl.offset, ol.offset, rl.offset,
             bias.offset, bias.stride, scale.offset, scale.stride,
             shift.offset, shift.stride, grid_x, tiles_n,
-            *xl.strides, *wl.strides, *ol.strides, *rl.strides)
+            *xl.strides, *wl.strides, *ol.strides, *rl.strides,
+            mean.offset, mean.stride, var.offset, var.stride, f32_word(p.eps), 0, 0, 0)
 
 
 def _fits(tile: Tile, caps: DeviceCaps) -> bool:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 ACTIVATIONS = {
     None: "v",
     "relu": "max(v, 0.0)",
+    "relu6": "clamp(v, 0.0, 6.0)",
     "gelu": "0.5 * v * (1.0 + erf_approx(v * 0.70710678118654752))",
     "gelu_tanh": ("0.5 * v * (1.0 + tanh(clamp(0.7978845608028654 * (v + 0.044715 * v * v * v), "
                   "-15.0, 15.0)))"),

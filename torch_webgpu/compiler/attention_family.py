@@ -1,0 +1,274 @@
+"""The attention family of the partitioner: `softmax(scale * Q K^T + mask) V` as it reaches the backend
+after decompositions (bmm, scalar scale, additive mask, `_softmax` with `_safe_softmax`'s guard for
+fully masked rows, bmm) becomes one flash-attention library dispatch (kernels/attention.py): the L x S
+score matrix is never written.
+
+Q, K and V are read through their strides (K^T's view gives K), scalar factors on Q, K or the scores
+fold into the scale, and an additive mask (a causal mask built by `where(tril, 0, -inf)`, a padding
+mask) or a boolean one (`masked_fill(~mask, -inf)`, read as the plan's one-word-per-element bools) is read
+broadcast through its strides. Rows whose keys are all masked give 0, as `_safe_softmax`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+import torch.fx
+
+from torch_webgpu.kernels import autotune
+from torch_webgpu.kernels.attention import AttentionProblem, Strided, plan_attention, variants
+from torch_webgpu.kernels.launch import DeviceCaps, KernelLaunch
+
+from .operands import Operand, Resolver, Tunable, scalar, value_of
+
+aten = torch.ops.aten
+_DTYPES = {torch.float32: "f32", torch.float16: "f16"}
+_SCALINGS = frozenset({aten.mul.Tensor, aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar})
+_GUARD = frozenset({aten.eq.Scalar, torch.ops.prims.convert_element_type.default, aten.amin.default,
+                    aten.ne.Scalar, aten.full_like.default, aten.where.self})
+
+
+@dataclass
+class AttentionOp:
+    """One library attention: the first bmm (`root`), the second (`final`) and everything between."""
+
+    root: torch.fx.Node
+    final: torch.fx.Node
+    absorbed: list[torch.fx.Node]
+    problem: AttentionProblem      # sizes, scale, mask kind, dtype (layouts filled in by `launch`)
+    q: Operand                     # [batch, heads, lq, d] views
+    k: Operand                     # [batch, heads, lk, d]
+    v: Operand                     # [batch, heads, lk, dv]
+    mask: Operand | None = None    # [batch, heads, lq, lk]
+
+    def roles(self) -> dict[str, Operand]:
+        """Every operand the op reads, by its binding role in the library's launch."""
+        roles = {"q": self.q, "k": self.k, "v": self.v, "mask": self.mask}
+        return {role: o for role, o in roles.items() if o is not None}
+
+    def operands(self) -> list[Operand]:
+        """Every operand the op reads."""
+        return list(self.roles().values())
+
+    def full_problem(self) -> AttentionProblem:
+        """The library problem with the operands' layouts."""
+        layouts = {name: _strided(o.view) for name, o in (("q", self.q), ("k", self.k), ("v", self.v))}
+        if self.mask is not None:
+            layouts["mask_layout"] = _strided(self.mask.view)
+        return replace(self.problem, **layouts)
+
+    def launch(self, caps: DeviceCaps) -> KernelLaunch:
+        """The library's launch of this op on `caps` (its default variant there)."""
+        return plan_attention(self.full_problem(), caps)
+
+    def candidates(self, caps: DeviceCaps) -> Tunable:
+        """The variants the machine that runs the plan times once (the default first)."""
+        p = self.full_problem()
+        names = variants(p, caps)[:autotune.MAX_CANDIDATES]
+        return Tunable(autotune.problem_key("attention", p), p.flops,
+                       [plan_attention(p, caps, v) for v in names])
+
+
+def _strided(view: torch.Tensor) -> Strided:
+    return Strided(int(view.storage_offset()), tuple(int(s) for s in view.stride()))  # type: ignore[arg-type]
+
+
+def _as4(operand: Operand, shape: tuple[int, int, int, int]) -> Operand | None:
+    """The operand's view reshaped to [batch, heads, rows, cols], or None if its strides do not allow it."""
+    try:
+        return Operand(operand.base, operand.view.view(*shape), operand.scale)
+    except RuntimeError:
+        return None
+
+
+def _is_minus_inf(x: object) -> bool:
+    """-inf as a Python float or a `scalar_tensor(-inf)` node."""
+    if isinstance(x, torch.fx.Node):
+        return x.target is aten.scalar_tensor.default and x.args[0] == float("-inf")
+    return x == float("-inf")
+
+
+class AttentionMatcher:
+    """Matches bmm(softmax(bmm(Q, K^T) * scale + mask), V) from its first bmm (see the module doc)."""
+
+    def __init__(self, order: dict[torch.fx.Node, int], graph_outputs: set[torch.fx.Node],
+                 resolver: Resolver, caps: DeviceCaps):
+        self.order, self.graph_outputs, self.resolver, self.caps = order, graph_outputs, resolver, caps
+
+    def _single_user(self, node: torch.fx.Node) -> torch.fx.Node | None:
+        if len(node.users) != 1 or node in self.graph_outputs:
+            return None
+        (user,) = node.users
+        return user if user.op == "call_function" else None
+
+    def _through_views(self, node: torch.fx.Node, views: list[torch.fx.Node]) -> torch.fx.Node:
+        """The first non-view user along node's single-user chain of views (the views into `views`)."""
+        while (user := self._single_user(node)) is not None and self.resolver.is_alias(user) and (
+                user.target in (aten.view.default, aten._unsafe_view.default, aten.expand.default)):
+            views.append(user)
+            node = user
+        return node
+
+    def match(self, root: torch.fx.Node) -> AttentionOp | None:
+        """The library attention starting at bmm `root`, or None (not the pattern, or no variant)."""
+        if root.target is not aten.bmm.default:
+            return None
+        val = value_of(root)
+        if not isinstance(val, torch.Tensor) or val.dtype not in _DTYPES:
+            return None
+        dtype = _DTYPES[val.dtype]
+        q_node, kt_node = root.args
+        absorbed: list[torch.fx.Node] = []
+        views: list[torch.fx.Node] = []
+        scores = self._through_views(root, views)
+        shape = tuple(value_of(scores).shape)
+        if len(shape) not in (3, 4):
+            return None
+        batch, heads = (1, shape[0]) if len(shape) == 3 else shape[:2]
+        lq, lk = shape[-2:]
+        scale = 1.0
+        mask_node, mask_kind = None, "additive"
+        user = self._single_user(scores)
+        if user is not None and user.target in _SCALINGS and (
+                len(user.args) == 2 and user.args[0] is scores and scalar(user.args[1]) and not user.kwargs):
+            factor = scalar(user.args[1])
+            scale *= factor if user.target in (aten.mul.Tensor, aten.mul.Scalar) else 1.0 / factor
+            absorbed.append(user)
+            scores = user
+        user = self._single_user(scores)
+        if user is not None and user.target is aten.add.Tensor and user.kwargs.get("alpha", 1) == 1 and (
+                len(user.args) == 2 and user.args[0] is scores and isinstance(user.args[1], torch.fx.Node)):
+            mask_node = user.args[1]
+            absorbed.append(user)
+            scores = user
+        elif user is not None and (attend := self._boolean_mask(user, scores, absorbed)) is not None:
+            mask_node, mask_kind = attend, "bool32"
+            scores = user
+        softmax = self._softmax_of(scores, absorbed)
+        if softmax is None:
+            return None
+        probs = self._through_views(softmax, views)
+        second = self._single_user(probs)
+        if second is None or second.target is not aten.bmm.default or second.args[0] is not probs:
+            return None
+        v_node = second.args[1]
+        qv, ktv, vv = value_of(q_node), value_of(kt_node), value_of(v_node)
+        if any(not isinstance(t, torch.Tensor) or t.dtype != val.dtype for t in (qv, ktv, vv)):
+            return None
+        d, dv = int(qv.shape[-1]), int(vv.shape[-1])
+        if int(ktv.shape[-2]) != d:
+            return None
+        q4, kt4, v4 = (self._operand4(n, s) for n, s in ((q_node, (batch, heads, lq, d)),
+                                                          (kt_node, (batch, heads, d, lk)),
+                                                          (v_node, (batch, heads, lk, dv))))
+        if q4 is None or kt4 is None or v4 is None:
+            return None
+        k4 = Operand(kt4.base, kt4.view.transpose(-2, -1), kt4.scale)
+        q, kt = q4, kt4
+        mask = None
+        if mask_node is not None:
+            mask = self._mask_operand(mask_node, value_of(scores), (batch, heads, lq, lk), mask_kind)
+            if mask is None:
+                return None
+        for operand in (q4, k4, v4, *([mask] if mask else [])):
+            if self.order[operand.base] >= self.order[root]:
+                return None
+        problem = AttentionProblem(batch=int(batch), heads=int(heads), lq=int(lq), lk=int(lk), d=d, dv=dv,
+                                   mask=mask_kind if mask is not None else None,
+                                   scale=scale * q.scale * kt.scale, dtype=dtype)
+        op = AttentionOp(root, second, absorbed, problem, q4, k4, v4, mask)
+        try:
+            op.launch(self.caps)
+        except (ValueError, TypeError):
+            return None
+        return op
+
+    def _operand4(self, node: torch.fx.Node, shape: tuple[int, int, int, int]) -> Operand | None:
+        """The bmm operand `node` as a [batch, heads, rows, cols] strided view: from the 4-d value that the
+        bmm's flattening view (and the `expand`/`clone` before it) reads, else from `node` itself."""
+        source = node
+        while self.resolver.is_alias(source) and source.target in (
+                aten.view.default, aten._unsafe_view.default, aten.expand.default, aten.clone.default):
+            source = source.args[0]
+            if tuple(value_of(source).shape) == shape:
+                break
+        if tuple(value_of(source).shape) == shape:
+            return self.resolver.resolve(source, scalable=True)
+        operand = self.resolver.resolve(node, scalable=True)
+        return None if operand is None else _as4(operand, shape)
+
+    def _softmax_of(self, scores: torch.fx.Node, absorbed: list[torch.fx.Node]) -> torch.fx.Node | None:
+        """The probabilities node of `_softmax(scores, -1)` (through `_safe_softmax`'s all-masked guard:
+        `where(amin(scores == -inf) != 0, 0, softmax)`), the softmax and guard nodes into `absorbed`."""
+        if scores in self.graph_outputs:
+            return None
+        users = list(scores.users)
+        softmax = next((u for u in users if u.target is aten._softmax.default), None)
+        if softmax is None or softmax.args[1] not in (-1, value_of(scores).dim() - 1) or softmax.args[2]:
+            return None
+        if len(users) == 1:
+            absorbed.append(softmax)
+            return softmax
+        # The guard: every other node on the way from `scores` to the `where` reads only scores/guard.
+        guard, frontier = [], [u for u in users if u is not softmax]
+        where = None
+        while frontier:
+            n = frontier.pop()
+            if n in guard:
+                continue
+            if n.target not in _GUARD or n in self.graph_outputs:
+                return None
+            guard.append(n)
+            if n.target is aten.where.self:
+                where = n
+                continue
+            frontier += list(n.users)
+        wheres = [n for n in guard if n.target is aten.where.self]
+        if wheres != [where] or len(softmax.users) != 2 or where not in softmax.users or (
+                where.args[2] is not softmax):
+            return None
+        others = [u for u in softmax.users if u is not where]
+        if any(u.target is not aten.full_like.default for u in others):
+            return None
+        absorbed += [softmax, *guard, *[o for o in others if o not in guard]]
+        return where
+
+    def _boolean_mask(self, where: torch.fx.Node, scores: torch.fx.Node, absorbed: list[torch.fx.Node]
+                      ) -> torch.fx.Node | None:
+        """The boolean (True = attend) mask of `where(mask, scores, -inf)` or `where(~mask, -inf, scores)`
+        (masked_fill after decompositions), `where` and what only it reads into `absorbed`; else None."""
+        if where.target is not aten.where.self or len(where.args) != 3:
+            return None
+        cond, a, b = where.args
+        if not isinstance(cond, torch.fx.Node) or value_of(cond).dtype != torch.bool:
+            return None
+        fill = b if a is scores else a if b is scores else None
+        if fill is None or fill is scores or not _is_minus_inf(fill):
+            return None
+        taken = [where] + ([fill] if isinstance(fill, torch.fx.Node) and len(fill.users) == 1 else [])
+        if a is not scores:   # the condition says where to mask: read the mask it negates
+            if cond.target not in (aten.bitwise_not.default, aten.logical_not.default) or (
+                    value_of(cond.args[0]).dtype != torch.bool):
+                return None
+            if len(cond.users) == 1 and cond not in self.graph_outputs:
+                taken.append(cond)
+            cond = cond.args[0]
+        absorbed += taken
+        return cond
+
+    def _mask_operand(self, node: torch.fx.Node, scores_val: torch.Tensor,
+                      shape: tuple[int, int, int, int], kind: str) -> Operand | None:
+        mv = value_of(node)
+        dtype = torch.bool if kind == "bool32" else scores_val.dtype
+        if not isinstance(mv, torch.Tensor) or mv.dtype != dtype:
+            return None
+        try:
+            if torch.broadcast_shapes(tuple(mv.shape), tuple(scores_val.shape)) != tuple(scores_val.shape):
+                return None
+        except RuntimeError:
+            return None
+        operand = self.resolver.resolve(node)
+        if operand is None:
+            return None
+        return _as4(Operand(operand.base, operand.view.expand(tuple(scores_val.shape))), shape)
