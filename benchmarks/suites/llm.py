@@ -10,17 +10,12 @@ import torch
 from ..backends import available_torch_backends, webgpu_adapter_is_cpu
 from ..harness import Measurement, Settings, summarize, time_figure
 from ..model_zoo import llama_cases as model_cases
+from .models import model_bundle_cases
 
 
 def bundle_cases(settings: Settings, max_binding_bytes: int) -> list[tuple[str, torch.nn.Module, tuple]]:
     """(key, module, example inputs) of every model at the size a GPU run measures (seeded like `run`)."""
-    from ..bundled import bundle_key
-
-    cases = []
-    for case in model_cases(settings.smoke):
-        torch.manual_seed(0)
-        cases.append((bundle_key(f"model-{case.name}"), case.build().eval(), case.inputs()))
-    return cases
+    return model_bundle_cases(model_cases(settings.smoke))
 
 
 def run(settings: Settings, backends: list[str]) -> list[Measurement]:

@@ -11,13 +11,18 @@ from ..model_zoo import model_cases
 
 def bundle_cases(settings: Settings, max_binding_bytes: int) -> list[tuple[str, torch.nn.Module, tuple]]:
     """(key, module, example inputs) of every model at the size a GPU run measures (seeded like `run`)."""
+    return model_bundle_cases(model_cases(settings.smoke))
+
+
+def model_bundle_cases(cases: list) -> list[tuple[str, torch.nn.Module, tuple]]:
+    """(bundle key, module, example inputs) of model_zoo cases, each built under seed 0."""
     from ..bundled import bundle_key
 
-    cases = []
-    for case in model_cases(settings.smoke):
+    out = []
+    for case in cases:
         torch.manual_seed(0)
-        cases.append((bundle_key(f"model-{case.name}"), case.build().eval(), case.inputs()))
-    return cases
+        out.append((bundle_key(f"model-{case.name}"), case.build().eval(), case.inputs()))
+    return out
 
 
 def run(settings: Settings, backends: list[str]) -> list[Measurement]:

@@ -9,19 +9,7 @@ import pytest
 import torch
 
 from tests.compiler.models import MLP
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _check_native_executor():
-    """Every plan these tests run goes through the native executor, and the first call of each native
-    program is compared bit for bit with the Python executor (TORCH_WEBGPU_EXECUTOR=check), unless the
-    run chose an executor itself."""
-    chosen = os.environ.get("TORCH_WEBGPU_EXECUTOR")
-    if chosen is None:
-        os.environ["TORCH_WEBGPU_EXECUTOR"] = "check"
-    yield
-    if chosen is None:
-        os.environ.pop("TORCH_WEBGPU_EXECUTOR", None)
+from tests.executor_check import check_native_executor  # noqa: F401  (autouse fixture)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,24 +1,10 @@
 """Compiler test fixtures: a private compile cache, no CPU fallback, and the real runtime."""
 
-import os
-
 import pytest
 import torch
 
 import torch_webgpu.compiler  # noqa: F401  (registers backend="webgpu")
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _check_native_executor():
-    """Every plan these tests run goes through the native executor, and the first call of each native
-    program is compared bit for bit with the Python executor (TORCH_WEBGPU_EXECUTOR=check), unless the
-    run chose an executor itself."""
-    chosen = os.environ.get("TORCH_WEBGPU_EXECUTOR")
-    if chosen is None:
-        os.environ["TORCH_WEBGPU_EXECUTOR"] = "check"
-    yield
-    if chosen is None:
-        os.environ.pop("TORCH_WEBGPU_EXECUTOR", None)
+from tests.executor_check import check_native_executor  # noqa: F401  (autouse fixture)
 
 
 @pytest.fixture(autouse=True)
