@@ -20,7 +20,7 @@ from torch_webgpu.kernels import autotune
 from torch_webgpu.kernels.conv import Conv2dProblem, Strided1, Strided4, plan_conv2d, variants
 from torch_webgpu.kernels.launch import DeviceCaps, KernelLaunch
 
-from .operands import Operand, Resolver, Tunable, add_operand, value_of
+from .operands import Operand, Resolver, Tunable, add_operand, broadcast_operand, value_of
 
 aten = torch.ops.aten
 CONVOLUTIONS = frozenset({aten.convolution.default})
@@ -424,18 +424,7 @@ class ConvMatcher:
         return operand
 
     def _residual_operand(self, op: ConvOp, other: torch.fx.Node, cur: torch.fx.Node) -> Operand | None:
-        ov, cv = value_of(other), value_of(cur)
-        if not isinstance(ov, torch.Tensor) or ov.dtype != cv.dtype:
-            return None
-        try:
-            if torch.broadcast_shapes(tuple(ov.shape), tuple(cv.shape)) != tuple(cv.shape):
-                return None
-        except RuntimeError:
-            return None
-        operand = self.resolver.resolve(other)
-        if operand is None or not self._precedes(operand, op.root):
-            return None
-        return Operand(operand.base, operand.view.expand(tuple(cv.shape)))
+        return broadcast_operand(self.resolver, other, cur, lambda o: self._precedes(o, op.root))
 
     def _epilogue(self, op: ConvOp) -> None:
         p = op.problem

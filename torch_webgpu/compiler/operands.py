@@ -111,6 +111,25 @@ class Resolver:
         return Operand(base, view, scale)
 
 
+def broadcast_operand(resolver: Resolver, other: torch.fx.Node, cur: torch.fx.Node,
+                      precedes: Any, same_dtype: bool = True) -> Operand | None:
+    """`other` (broadcastable to `cur`'s shape; of `cur`'s dtype when `same_dtype`) as an operand expanded
+    to that shape, or None when it cannot be one or `precedes(operand)` says it is not ready before the
+    op that would read it."""
+    ov, cv = value_of(other), value_of(cur)
+    if not isinstance(ov, torch.Tensor) or (same_dtype and ov.dtype != cv.dtype):
+        return None
+    try:
+        if torch.broadcast_shapes(tuple(ov.shape), tuple(cv.shape)) != tuple(cv.shape):
+            return None
+    except RuntimeError:
+        return None
+    operand = resolver.resolve(other)
+    if operand is None or not precedes(operand):
+        return None
+    return Operand(operand.base, operand.view.expand(tuple(cv.shape)))
+
+
 def scalar(x: Any) -> float | None:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 

@@ -25,7 +25,7 @@ from torch_webgpu.kernels.matmul import Layout, MatmulProblem, plan_matmul, vari
 
 from .attention_family import AttentionMatcher, AttentionOp
 from .conv_family import CONVOLUTIONS, ConvMatcher, ConvOp, fold_channel_affine
-from .operands import Operand, Resolver, Tunable, add_operand, scalar, value_of
+from .operands import Operand, Resolver, Tunable, add_operand, broadcast_operand, scalar, value_of
 
 aten = torch.ops.aten
 MATMULS = frozenset({aten.mm.default, aten.bmm.default})
@@ -222,16 +222,10 @@ class _Matcher:
             other = _widened_f16(other)   # read as the f16 value it widens
             if other is None:
                 return None
-            ov = value_of(other)
-        try:
-            if torch.broadcast_shapes(tuple(ov.shape), tuple(cv.shape)) != tuple(cv.shape):
-                return None
-        except RuntimeError:
+        expanded = broadcast_operand(self.resolver, other, cur, lambda o: self._precedes(o, op.root),
+                                     same_dtype=False)
+        if expanded is None:
             return None
-        operand = self.resolver.resolve(other)
-        if operand is None or not self._precedes(operand, op.root):
-            return None
-        expanded = Operand(operand.base, operand.view.expand(tuple(cv.shape)))
         try:
             expanded.layout((op.batch, op.m, op.n))
         except ValueError:
