@@ -13,7 +13,7 @@ import statistics
 
 import numpy as np
 
-from .matmul_library import _import_library
+from .matmul_library import _import_library, cuda_event_seconds
 
 READ_WGSL = """
 @group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
@@ -67,17 +67,7 @@ def _torch_cuda(op: str, x: np.ndarray, reps: int) -> float | None:
     fn = {"softmax": lambda t: t.softmax(-1), "layer_norm": lambda t: F.layer_norm(t, (n,)),
           "rms_norm": lambda t: F.rms_norm(t, (n,), eps=1e-5), "sum": lambda t: t.sum()}[op]
     t = torch.from_numpy(x).cuda()
-    fn(t)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn(t)
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) * 1e-3)
-    return statistics.median(times)
+    return cuda_event_seconds(lambda: fn(t), reps)
 
 
 def figures(smoke: bool = False, reps: int = 10) -> list[dict]:

@@ -73,13 +73,20 @@ def _torch_cuda(a: np.ndarray, b: np.ndarray, reps: int) -> float | None:
         return None
     torch.backends.cuda.matmul.allow_tf32 = False
     ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
-    torch.matmul(ta, tb)
+    return cuda_event_seconds(lambda: torch.matmul(ta, tb), reps)
+
+
+def cuda_event_seconds(fn, reps: int) -> float:
+    """Median GPU seconds of `fn()` on torch CUDA (CUDA events, after one warm-up call)."""
+    import torch
+
+    fn()
     torch.cuda.synchronize()
     times = []
     for _ in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        torch.matmul(ta, tb)
+        fn()
         end.record()
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end) * 1e-3)
