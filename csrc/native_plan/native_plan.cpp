@@ -251,63 +251,80 @@ inline void resolve(const Operand& op, const uintptr_t* slots, WGPUBuffer* buffe
   }
 }
 
-// Records every command of the program into `encoder` (the runtime's open encoder, outside any pass).
-void record(Program* p, WGPUCommandEncoder encoder, const uintptr_t* slots) {
+// The compute pass a recording writes into, with the state set on it (to skip repeated set_* calls).
+struct PassState {
   WGPUComputePassEncoder pass = nullptr;
+  WGPUCommandEncoder encoder = nullptr;   // the encoder `pass` belongs to
   WGPUComputePipeline pipeline = nullptr;
   WGPUBindGroup bound = nullptr;
+};
+
+void end_pass(PassState* s) {
+  if (s->pass != nullptr) {
+    g_procs.computePassEncoderEnd(s->pass);
+    g_procs.computePassEncoderRelease(s->pass);
+  }
+  *s = PassState();
+}
+
+// Eager replays (runtime/native_eager.py) leave their pass open across calls, so consecutive eager ops
+// share one compute pass like the Python recorder's; the runtime's recorder ends it (eager_end_pass)
+// before it records anything else into the encoder or finishes it. One device runtime per process.
+PassState g_eager;
+
+// Makes the slot bind group of a dispatch current for this call's slots (remade only when they change).
+void bind_slots(Program* p, Command& c, const uintptr_t* slots) {
+  bool same = c.bind_group != nullptr;
+  size_t k = 0;
+  for (size_t e = 0; e < c.entries.size(); ++e) {
+    const int s = c.entry_slots[e];
+    if (s < 0) continue;
+    const uintptr_t buf = slots[2 * s], base = slots[2 * s + 1];
+    if (c.bound_key.size() < 2 * (k + 1)) c.bound_key.resize(2 * (k + 1), 0);
+    same = same && c.bound_key[2 * k] == buf && c.bound_key[2 * k + 1] == base;
+    c.bound_key[2 * k] = buf;
+    c.bound_key[2 * k + 1] = base;
+    c.entries[e].buffer = reinterpret_cast<WGPUBuffer>(buf);
+    c.entries[e].offset = base + c.entry_offsets[e];
+    ++k;
+  }
+  if (!same) {
+    if (c.bind_group != nullptr) g_procs.bindGroupRelease(c.bind_group);
+    WGPUBindGroupDescriptor desc;
+    std::memset(&desc, 0, sizeof(desc));
+    desc.layout = c.layout;
+    desc.entryCount = c.entries.size();
+    desc.entries = c.entries.data();
+    c.bind_group = g_procs.deviceCreateBindGroup(p->device, &desc);
+    p->bind_groups_created++;
+  }
+}
+
+// Records every command of the program into `encoder` (the runtime's open encoder, outside any pass of
+// the Python recorder) through `state`; the pass stays open afterwards when `keep_open`.
+void record(Program* p, WGPUCommandEncoder encoder, const uintptr_t* slots, PassState* state, bool keep_open) {
   WGPUComputePassDescriptor pass_desc;
   std::memset(&pass_desc, 0, sizeof(pass_desc));
-  auto end_pass = [&] {
-    if (pass != nullptr) {
-      g_procs.computePassEncoderEnd(pass);
-      g_procs.computePassEncoderRelease(pass);
-      pass = nullptr;
-      pipeline = nullptr;
-      bound = nullptr;
-    }
-  };
+  if (state->pass != nullptr && state->encoder != encoder) end_pass(state);
   for (Command& c : p->commands) {
     if (c.kind == kDispatch) {
-      if (c.per_call) {
-        bool same = c.bind_group != nullptr;
-        size_t k = 0;
-        for (size_t e = 0; e < c.entries.size(); ++e) {
-          const int s = c.entry_slots[e];
-          if (s < 0) continue;
-          const uintptr_t buf = slots[2 * s], base = slots[2 * s + 1];
-          if (c.bound_key.size() < 2 * (k + 1)) c.bound_key.resize(2 * (k + 1), 0);
-          same = same && c.bound_key[2 * k] == buf && c.bound_key[2 * k + 1] == base;
-          c.bound_key[2 * k] = buf;
-          c.bound_key[2 * k + 1] = base;
-          c.entries[e].buffer = reinterpret_cast<WGPUBuffer>(buf);
-          c.entries[e].offset = base + c.entry_offsets[e];
-          ++k;
-        }
-        if (!same) {
-          if (c.bind_group != nullptr) g_procs.bindGroupRelease(c.bind_group);
-          WGPUBindGroupDescriptor desc;
-          std::memset(&desc, 0, sizeof(desc));
-          desc.layout = c.layout;
-          desc.entryCount = c.entries.size();
-          desc.entries = c.entries.data();
-          c.bind_group = g_procs.deviceCreateBindGroup(p->device, &desc);
-          p->bind_groups_created++;
-        }
+      if (c.per_call) bind_slots(p, c, slots);
+      if (state->pass == nullptr) {
+        state->pass = g_procs.commandEncoderBeginComputePass(encoder, &pass_desc);
+        state->encoder = encoder;
       }
-      if (pass == nullptr) pass = g_procs.commandEncoderBeginComputePass(encoder, &pass_desc);
-      if (c.pipeline != pipeline) {
-        g_procs.computePassEncoderSetPipeline(pass, c.pipeline);
-        pipeline = c.pipeline;
-        bound = nullptr;
+      if (c.pipeline != state->pipeline) {
+        g_procs.computePassEncoderSetPipeline(state->pass, c.pipeline);
+        state->pipeline = c.pipeline;
+        state->bound = nullptr;
       }
-      if (c.bind_group != bound) {
-        g_procs.computePassEncoderSetBindGroup(pass, 0, c.bind_group, 0, nullptr);
-        bound = c.bind_group;
+      if (c.bind_group != state->bound) {
+        g_procs.computePassEncoderSetBindGroup(state->pass, 0, c.bind_group, 0, nullptr);
+        state->bound = c.bind_group;
       }
-      g_procs.computePassEncoderDispatchWorkgroups(pass, c.grid[0], c.grid[1], c.grid[2]);
+      g_procs.computePassEncoderDispatchWorkgroups(state->pass, c.grid[0], c.grid[1], c.grid[2]);
     } else {
-      end_pass();
+      end_pass(state);
       WGPUBuffer dst;
       uint64_t dst_offset;
       resolve(c.dst, slots, &dst, &dst_offset);
@@ -321,8 +338,60 @@ void record(Program* p, WGPUCommandEncoder encoder, const uintptr_t* slots) {
       }
     }
   }
-  end_pass();
+  if (!keep_open) end_pass(state);
   p->runs++;
+}
+
+// Reads `count` (buffer, offset) slot pairs from a tuple; buffers must be non-null.
+bool read_slots(PyObject* slots, int count, std::vector<uintptr_t>* values) {
+  if (!PyTuple_Check(slots) || PyTuple_GET_SIZE(slots) < 2 * count) {
+    PyErr_Format(PyExc_ValueError, "native plan: %d slots ((buffer, offset) pairs) expected", count);
+    return false;
+  }
+  values->resize(2 * static_cast<size_t>(count));
+  for (int i = 0; i < 2 * count; ++i) {
+    uint64_t v;
+    if (!as_u64(PyTuple_GET_ITEM(slots, i), &v)) return false;
+    if (i % 2 == 0 && v == 0) {
+      PyErr_Format(PyExc_ValueError, "native plan: slot %d has no buffer", i / 2);
+      return false;
+    }
+    (*values)[i] = static_cast<uintptr_t>(v);
+  }
+  return true;
+}
+
+// eager_record(program, encoder, slots): record into the eager pass (left open) on `encoder`.
+PyObject* eager_record(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 3) return PyErr_Format(PyExc_TypeError, "eager_record(program, encoder, slots) takes 3 arguments");
+  auto* p = static_cast<Program*>(PyCapsule_GetPointer(args[0], kCapsule));
+  if (p == nullptr) return nullptr;
+  uint64_t encoder;
+  if (!as_u64(args[1], &encoder)) return nullptr;
+  if (encoder == 0) return PyErr_Format(PyExc_ValueError, "native eager record: no command encoder");
+  uintptr_t small[16];
+  std::vector<uintptr_t> values;
+  const uintptr_t* slot_values = small;
+  PyObject* slots = args[2];
+  if (p->slot_count <= 8 && PyTuple_Check(slots) && PyTuple_GET_SIZE(slots) >= 2 * p->slot_count) {
+    for (int i = 0; i < 2 * p->slot_count; ++i) {
+      uint64_t v;
+      if (!as_u64(PyTuple_GET_ITEM(slots, i), &v)) return nullptr;
+      if (i % 2 == 0 && v == 0) return PyErr_Format(PyExc_ValueError, "native plan: slot %d has no buffer", i / 2);
+      small[i] = static_cast<uintptr_t>(v);
+    }
+  } else {
+    if (!read_slots(slots, p->slot_count, &values)) return nullptr;
+    slot_values = values.data();
+  }
+  record(p, reinterpret_cast<WGPUCommandEncoder>(static_cast<uintptr_t>(encoder)), slot_values, &g_eager, true);
+  Py_RETURN_NONE;
+}
+
+// eager_end_pass(): end the open eager pass, if any (before the encoder records anything else).
+PyObject* eager_end_pass(PyObject*, PyObject*) {
+  end_pass(&g_eager);
+  Py_RETURN_NONE;
 }
 
 PyObject* program_run(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -334,23 +403,14 @@ PyObject* program_run(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (encoder == 0 && queue == 0) {
     return PyErr_Format(PyExc_ValueError, "native plan: no command encoder and no queue to submit to");
   }
-  PyObject* slots = args[2];
-  if (!PyTuple_Check(slots) || PyTuple_GET_SIZE(slots) < 2 * p->slot_count) {
-    return PyErr_Format(PyExc_ValueError, "native plan: %d slots ((buffer, offset) pairs) expected",
-                        p->slot_count);
-  }
-  // Small programs stay on the stack; slot handles are validated as non-null before any command.
-  std::vector<uintptr_t> values(2 * static_cast<size_t>(p->slot_count));
-  for (int i = 0; i < 2 * p->slot_count; ++i) {
-    uint64_t v;
-    if (!as_u64(PyTuple_GET_ITEM(slots, i), &v)) return nullptr;
-    if (i % 2 == 0 && v == 0) return PyErr_Format(PyExc_ValueError, "native plan: slot %d has no buffer", i / 2);
-    values[i] = static_cast<uintptr_t>(v);
-  }
+  std::vector<uintptr_t> values;
+  if (!read_slots(args[2], p->slot_count, &values)) return nullptr;
   auto* enc = reinterpret_cast<WGPUCommandEncoder>(static_cast<uintptr_t>(encoder));
   const bool own = enc == nullptr;   // nothing was pending: a fresh encoder, finished and released here
   if (own) enc = g_procs.deviceCreateCommandEncoder(p->device, nullptr);
-  record(p, enc, values.data());
+  end_pass(&g_eager);   // program order: an open eager pass ends before this program's commands
+  PassState state;
+  record(p, enc, values.data(), &state, false);
   if (queue != 0) {
     // Finish and submit the encoder here too (it holds everything recorded before, in order).
     WGPUCommandBuffer commands = g_procs.commandEncoderFinish(enc, nullptr);
@@ -380,6 +440,10 @@ PyMethodDef kMethods[] = {
      "program_run(program, encoder, slots, queue): record the program into the encoder (slots = (buffer, "
      "offset)*); a non-zero queue then finishes the encoder and submits it there; encoder 0 (with a "
      "queue): a new encoder made, submitted and released here."},
+    {"eager_record", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(eager_record)), METH_FASTCALL,
+     "eager_record(program, encoder, slots): record the program into the eager compute pass of `encoder`, "
+     "which stays open for the next eager replay until eager_end_pass()."},
+    {"eager_end_pass", eager_end_pass, METH_NOARGS, "eager_end_pass(): end the open eager compute pass, if any."},
     {"program_info", program_info, METH_O, "Counts of a program: commands, dispatches, slots, runs, bind groups."},
     {nullptr, nullptr, 0, nullptr}};
 

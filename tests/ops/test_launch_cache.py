@@ -151,3 +151,79 @@ def test_foreach_ops_replay_over_tensor_lists(webgpu):
     assert _builds() == builds
     for p, p_cpu in zip(params, params_cpu, strict=True):
         torch.testing.assert_close(p.cpu(), p_cpu)
+
+
+_NATIVE_CASES = {
+    "add": lambda a, b: torch.add(a, b, alpha=2),
+    "mul_scalar": lambda a, b: a * 2.0,
+    "relu": lambda a, b: torch.relu(a),
+    "sum": lambda a, b: a.sum(),
+    "sum_dim": lambda a, b: a.sum(1, keepdim=True),
+    "softmax": lambda a, b: torch.softmax(a, -1),
+    "mm": lambda a, b: a @ b,
+    "aliased_sub": lambda a, b: a - a,
+    "where": lambda a, b: torch.where(a > 0, a, b),
+    "max_dim": lambda a, b: a.max(1),
+    "transposed_add": lambda a, b: a.t() + b,
+    "sliced_mul": lambda a, b: a[2:, 1:] * b[2:, 1:],
+}
+
+
+@pytest.mark.parametrize("name", sorted(_NATIVE_CASES))
+def test_native_eager_launches_match_the_python_path(webgpu, name):
+    from torch_webgpu.runtime import native_eager
+
+    fn = _NATIVE_CASES[name]
+    a_cpu, b_cpu = torch.randn(16, 16), torch.randn(16, 16)
+    a, b = a_cpu.to(webgpu), b_cpu.to(webgpu)
+    expected = fn(a_cpu, b_cpu)
+    fn(a, b)  # builds the plan (or finds it)
+    records = native_eager.STATS["records"]
+    with native_eager.python_launches():
+        python = [fn(a, b) for _ in range(2)]
+    assert native_eager.STATS["records"] == records
+    native = [fn(a, b) for _ in range(2)]
+    if native_eager.native_eager_enabled(torch_webgpu_runtime()):
+        assert native_eager.STATS["records"] >= records + 2
+    for got in python + native:
+        torch.testing.assert_close(_cpu(got), _cpu(expected))
+
+
+def test_native_eager_chain_with_inplace_copies_and_freed_inputs(webgpu):
+    x_cpu = torch.randn(64)
+    for _ in range(2):  # the second round replays every plan
+        x = x_cpu.to(webgpu)
+        y = torch.relu(x * 3.0)
+        y.add_(x)                # in place, replayed into y
+        z = y.clone()            # a copy between replays ends the native pass
+        z.mul_(2.0)
+        t = (x + 1.0) * 2.0
+        del x                    # freed while its dispatches are queued
+        filler = torch.zeros(64, device=webgpu)  # may reuse its GPU buffer
+        torch.testing.assert_close(z.cpu(), (torch.relu(x_cpu * 3.0) + x_cpu) * 2.0)
+        torch.testing.assert_close(t.cpu(), (x_cpu + 1.0) * 2.0)
+        assert not filler.cpu().any()
+
+
+def test_recording_sees_replayed_dispatches(webgpu):
+    from torch_webgpu.ops.codegen.recording import recording
+
+    a = torch.randn(8, device=webgpu)
+    torch.neg(a)
+    torch.neg(a)
+    with recording() as capture:
+        out = torch.neg(a)
+    assert len(capture) == 1  # a replay inside a recording goes through runtime.dispatch
+    torch.testing.assert_close(out.cpu(), -a.cpu())
+
+
+def torch_webgpu_runtime():
+    from torch_webgpu.runtime import get_runtime
+
+    return get_runtime()
+
+
+def _cpu(value):
+    if isinstance(value, torch.Tensor):
+        return value.cpu()
+    return type(value)(v.cpu() for v in value)

@@ -23,8 +23,8 @@ from typing import Any, TypeVar
 import torch
 
 from .. import device_state
-from ..runtime import BufferSlice, get_runtime
-from .codegen.recording import dispatch, recording
+from ..runtime import BufferSlice, get_runtime, native_eager
+from .codegen.recording import dispatch, recording, recording_active
 
 F = TypeVar("F", bound=Callable)
 
@@ -95,11 +95,13 @@ def _add_tensor_list(key: list, values: list | tuple, tensors: list, ids: list) 
 class Plan:
     """The dispatches of one call, with buffers named by argument slot or by new output."""
 
-    def __init__(self, rt: Any, outputs: list, result_type: type | None, dispatches: list):
+    def __init__(self, rt: Any, outputs: list, result_type: type | None, dispatches: list, bound: list):
         self.rt = rt
         self.outputs = outputs  # per returned item: argument slot (int), (shape, strides, dtype) or None
         self.result_type = result_type  # tuple / list / NoneType, or None for a single tensor
         self.dispatches = dispatches  # (kernel, binding templates, workgroups, label)
+        self.bound = bound  # per dispatch: its bindings as (slot, offset, nbytes) or Constant
+        self.native: Any = _UNSEEN  # the EagerProgram, built at the first replay (None: Python path)
 
     def replay(self, tensors: list, ids: list) -> Any:
         """Allocate the outputs and record the planned dispatches on this call's buffers (extends `ids`)."""
@@ -116,15 +118,35 @@ class Plan:
             t = torch.empty_strided(shape, strides, dtype=dtype, device=_WEBGPU)
             results.append(t)
             slots.append(t.data_ptr() >> 32)
-        for kernel, template, counts, label in self.dispatches:
-            binds = [slots[b] if type(b) is int else b if type(b) is not tuple
-                     else BufferSlice(slots[b[0]], b[1], b[2]) for b in template]
-            dispatch(kernel, binds, counts, label)
+        program = self.native
+        if program is _UNSEEN:
+            program = self.native = self._native_program()
+        if program is not None and not (recording_active() or self.rt.profiling
+                                        or native_eager.python_forced()):
+            program.record(slots)
+        else:
+            self._replay_python(slots)
         if self.result_type is None:
             return results[0]
         if self.result_type is _NONE:
             return None
         return self.result_type(results)
+
+    def _native_program(self) -> Any:
+        """The EagerProgram of the dispatches, or None where the native recorder is off or unavailable."""
+        if not native_eager.native_eager_enabled(self.rt):
+            return None
+        return native_eager.EagerProgram(
+            self.rt, [(kernel, bound, counts) for (kernel, _, counts, _), bound in zip(self.dispatches,
+                                                                                      self.bound,
+                                                                                      strict=True)])
+
+    def _replay_python(self, slots: list) -> None:
+        """The reference replay: every dispatch through runtime.dispatch (and open recordings)."""
+        for kernel, template, counts, label in self.dispatches:
+            binds = [slots[b] if type(b) is int else b if type(b) is not tuple
+                     else BufferSlice(slots[b[0]], b[1], b[2]) for b in template]
+            dispatch(kernel, binds, counts, label)
 
 
 def _exact_nbytes(t: torch.Tensor) -> int:
@@ -171,9 +193,10 @@ def _build(rt: Any, key: tuple, args: tuple, kwargs: dict, tensors: list, ids: l
         if bid != 0:
             slot_of[bid] = len(ids) + sum(1 for o in outputs if type(o) is tuple)
         outputs.append((tuple(r.shape), tuple(r.stride()), r.dtype))
-    planned = []
+    planned, bound = [], []
     for kernel, bindings, counts, label in capture:
         template: list = []
+        ranges: list = []  # the bound byte ranges: fixed by the signature, as the buffers' sizes are
         for b in bindings:
             if isinstance(b, int):
                 if b not in slot_of:
@@ -185,8 +208,13 @@ def _build(rt: Any, key: tuple, args: tuple, kwargs: dict, tensors: list, ids: l
                 template.append((slot_of[b.buffer_id], b.offset, b.nbytes))
             else:
                 template.append(b)  # a Constant: parameters are fixed by the signature
+                ranges.append(b)
+                continue
+            _, _, offset, nbytes = rt.binding_resource(b, kernel)
+            ranges.append((template[-1] if type(template[-1]) is int else template[-1][0], offset, nbytes))
         planned.append((kernel, template, counts, label))
-    return Plan(rt, outputs, result_type, planned)
+        bound.append(ranges)
+    return Plan(rt, outputs, result_type, planned, bound)
 
 
 def _philox_offset() -> int:

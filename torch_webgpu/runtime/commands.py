@@ -26,6 +26,10 @@ class CommandRecorder:
         self.submits = 0
         self.commands = 0
         self.before_finish = None  # hook(encoder) run just before finish (profiler resolves)
+        # A compute pass that native code (runtime/native_eager.py) keeps open on the encoder across
+        # eager replays; `end_pass` ends it through this hook before anything else is recorded.
+        self.native_pass_open = False
+        self.end_native_pass: Any = None
 
     @property
     def has_pending(self) -> bool:
@@ -75,8 +79,21 @@ class CommandRecorder:
         if timestamp_writes is not None:
             self.end_pass()
 
+    def native_pass_encoder(self) -> Any:
+        """The open encoder (made if needed) with no Python pass open, for a native pass that stays open
+        until `end_pass`; the caller counts the commands it records."""
+        if self._pass is not None:
+            self.end_pass()
+        if self._encoder is None:
+            self._encoder = self._device.create_command_encoder(label="torch-webgpu")
+        self.native_pass_open = True
+        return self._encoder
+
     def end_pass(self) -> None:
         """Close the open compute pass (the next dispatch opens a new one)."""
+        if self.native_pass_open:
+            self.native_pass_open = False
+            self.end_native_pass()
         if self._pass is not None:
             self._pass.end()
             self._pass = None
@@ -89,6 +106,7 @@ class CommandRecorder:
 
     def submitted_elsewhere(self) -> None:
         """The open encoder was finished and submitted by native code: start afresh."""
+        self.native_pass_open = False  # program_run ended it before finishing
         self._encoder = self._pass = self._pipeline = self._bind_group = None
         self._keepalive.clear()
         self.pending_commands = 0

@@ -33,6 +33,11 @@ def dispatch(kernel: Kernel, bindings: Sequence[Binding], workgroups: Sequence[i
             capture.append(entry)
 
 
+def recording_active() -> bool:
+    """True while a `recording()` block is open on this thread (its dispatches must come through here)."""
+    return bool(getattr(_local, "captures", None))
+
+
 def unreplayable() -> None:
     """Mark every open capture of this thread as not replayable (the caller does work besides dispatches)."""
     for capture in getattr(_local, "captures", None) or ():

@@ -1,0 +1,123 @@
+"""Native eager launches (runtime/native_eager.py): a launch plan's dispatches recorded from C++ into a
+compute pass left open across replays, kept in program order with the Python recorder's commands and safe
+when a bound buffer is freed while its dispatch is still queued."""
+
+import numpy as np
+import pytest
+
+from torch_webgpu.runtime import native as nat
+from torch_webgpu.runtime import native_eager
+
+ADD_ONE = """
+@group(0) @binding(0) var<storage, read> src: array<f32>;
+@group(0) @binding(1) var<storage, read_write> dst: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  if (g.x < 64u) { dst[g.x] = src[g.x] + 1.0; }
+}
+"""
+N = 64
+
+
+@pytest.fixture(scope="module")
+def eager_rt(rt):
+    if not nat.native_available(rt):
+        pytest.fail(f"native recorder unavailable: {nat.unavailable_reason()}")
+    return rt
+
+
+def _buffer(rt, values):
+    values = np.asarray(values, dtype=np.float32)
+    buf = rt.allocate(values.nbytes)
+    rt.upload(buf, values)
+    return buf
+
+
+def _read(rt, buf):
+    return rt.download_array(buf, np.float32, N)
+
+
+def _program(rt):
+    kernel = rt.kernel(ADD_ONE, label="test-add-one")
+    return native_eager.EagerProgram(rt, [(kernel, [(0, 0, 4 * N), (1, 0, 4 * N)], (1, 1, 1))])
+
+
+def test_replays_chain_in_one_open_pass_and_keep_order_with_copies(eager_rt):
+    rt = eager_rt
+    prog = _program(rt)
+    x = np.arange(N, dtype=np.float32)
+    a, b, c, d = _buffer(rt, x), rt.allocate(4 * N), rt.allocate(4 * N), rt.allocate(4 * N)
+    records = native_eager.STATS["records"]
+    prog.record([a, b])        # b = a + 1
+    prog.record([b, c])        # c = a + 2, same open pass
+    assert rt.recorder.native_pass_open
+    rt.copy(c, d)              # ends the eager pass first: the copy sees c written
+    prog.record([d, a])        # a = a + 3, a new pass after the copy
+    np.testing.assert_array_equal(_read(rt, a), x + 3)
+    np.testing.assert_array_equal(_read(rt, c), x + 2)
+    assert not rt.recorder.native_pass_open
+    assert native_eager.STATS["records"] == records + 3
+    for buf in (a, b, c, d):
+        rt.free(buf)
+
+
+def test_python_dispatch_after_a_native_replay_sees_its_result(eager_rt):
+    rt = eager_rt
+    prog = _program(rt)
+    kernel = rt.kernel(ADD_ONE, label="test-add-one")
+    x = np.full(N, 5.0, dtype=np.float32)
+    a, b, c = _buffer(rt, x), rt.allocate(4 * N), rt.allocate(4 * N)
+    prog.record([a, b])
+    rt.dispatch(kernel, [b, c], (1, 1, 1))   # the recorder's own pass, after the native one ends
+    prog.record([c, a])
+    np.testing.assert_array_equal(_read(rt, a), x + 3)
+    for buf in (a, b, c):
+        rt.free(buf)
+
+
+def test_a_buffer_freed_while_its_dispatch_is_queued_keeps_its_contents_for_it(eager_rt):
+    rt = eager_rt
+    prog = _program(rt)
+    x = np.arange(N, dtype=np.float32)
+    a, b = _buffer(rt, x), rt.allocate(4 * N)
+    prog.record([a, b])        # queued, not submitted
+    rt.free(a)
+    reused = _buffer(rt, np.zeros(N, dtype=np.float32))   # the pool may hand a's GPU buffer back
+    np.testing.assert_array_equal(_read(rt, b), x + 1)
+    np.testing.assert_array_equal(_read(rt, reused), np.zeros(N, dtype=np.float32))
+    rt.free(b)
+    rt.free(reused)
+
+
+def test_empty_cache_between_replays_rebinds_new_buffers(eager_rt):
+    rt = eager_rt
+    prog = _program(rt)
+    x = np.arange(N, dtype=np.float32)
+    a, b = _buffer(rt, x), rt.allocate(4 * N)
+    prog.record([a, b])
+    rt.free(b)
+    rt.empty_cache()           # waits, then destroys the pooled GPU buffer b used
+    b = rt.allocate(4 * N)
+    prog.record([a, b])
+    np.testing.assert_array_equal(_read(rt, b), x + 1)
+    rt.free(a)
+    rt.free(b)
+
+
+def test_eager_launch_choice_reads_the_environment(monkeypatch):
+    monkeypatch.delenv("TORCH_WEBGPU_EAGER_LAUNCH", raising=False)
+    assert native_eager.eager_launch_choice() == "native"
+    monkeypatch.setenv("TORCH_WEBGPU_EAGER_LAUNCH", "python")
+    assert native_eager.eager_launch_choice() == "python"
+    monkeypatch.setenv("TORCH_WEBGPU_EAGER_LAUNCH", "cuda")
+    with pytest.raises(ValueError, match="TORCH_WEBGPU_EAGER_LAUNCH"):
+        native_eager.eager_launch_choice()
+
+
+def test_python_launches_nests_per_thread():
+    assert not native_eager.python_forced()
+    with native_eager.python_launches():
+        with native_eager.python_launches():
+            assert native_eager.python_forced()
+        assert native_eager.python_forced()
+    assert not native_eager.python_forced()

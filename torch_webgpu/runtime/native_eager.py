@@ -1,0 +1,120 @@
+"""Native eager launches: a replayed launch plan's dispatches are recorded from C++ in one call.
+
+ops/launch_cache.py replays a plan (the dispatches of an eager call, with buffers named by slot: the
+call's argument buffers, then its new outputs). With the native path each plan holds an `EagerProgram`
+(a runtime/native.py program over those slots): a replay resolves the slots' buffer ids to Dawn handles
+and records every dispatch into the runtime's open encoder with one C++ call, which also reuses a slot
+bind group while its buffers repeat (the pool hands the same GPU buffer back to same-sized outputs).
+Work stays batched in the open command buffer until a sync point, as on the Python path.
+
+`TORCH_WEBGPU_EAGER_LAUNCH=python` keeps the Python path (runtime.dispatch per dispatch), the reference;
+the default `native` falls back to it where the native recorder is unavailable, while a dispatch
+profiler is open, and while an eager dispatch recording (codegen/recording.py) or graph capture needs
+each dispatch to go through `runtime.dispatch`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from . import native
+from .runtime import Constant, Kernel, Runtime
+
+_local = threading.local()
+_handles: dict[int, int] = {}   # GPU buffer serial -> WGPUBuffer handle (serials are never reused)
+_MAX_HANDLES = 1 << 16
+_encoder: list[Any] = [None, 0]   # the last open encoder seen and its handle
+STATS = {"programs": 0, "records": 0}   # process-wide: EagerPrograms built, native replays recorded
+
+
+def eager_launch_choice() -> str:
+    """TORCH_WEBGPU_EAGER_LAUNCH: `native` (default) or `python` (every dispatch via runtime.dispatch)."""
+    name = os.environ.get("TORCH_WEBGPU_EAGER_LAUNCH", "native").strip().lower() or "native"
+    if name not in ("native", "python"):
+        raise ValueError(f"TORCH_WEBGPU_EAGER_LAUNCH={name!r} is not 'native' or 'python'")
+    return name
+
+
+def native_eager_enabled(rt: Runtime) -> bool:
+    """True when replayed launch plans on `rt` are recorded natively (checked once per plan)."""
+    return eager_launch_choice() == "native" and native._load(rt) is not None
+
+
+@contextlib.contextmanager
+def python_launches() -> Iterator[None]:
+    """Inside, replays on this thread take the Python path (for hooks that must see every dispatch)."""
+    depth = getattr(_local, "python_depth", 0)
+    _local.python_depth = depth + 1
+    try:
+        yield
+    finally:
+        _local.python_depth = depth
+
+
+def python_forced() -> bool:
+    """True inside `python_launches()` on this thread."""
+    return getattr(_local, "python_depth", 0) > 0
+
+
+class EagerProgram:
+    """A launch plan's dispatches over its buffer slots, recorded from C++ per replay."""
+
+    def __init__(self, rt: Runtime, dispatches: Sequence[tuple[Kernel, Sequence[Any], tuple[int, ...]]]):
+        """`dispatches`: (kernel, bindings, workgroups) with bindings (slot, offset, nbytes) or Constant."""
+        used: list[int] = []   # plan slots bound by some dispatch, in native slot order
+        builder = native.ProgramBuilder(rt)
+        for kernel, bindings, counts in dispatches:
+            operands: list[Any] = []
+            for b in bindings:
+                if isinstance(b, Constant):
+                    operands.append(b)
+                    continue
+                slot, offset, nbytes = b
+                if slot not in used:
+                    used.append(slot)
+                operands.append(native.Slot(used.index(slot), offset, nbytes))
+            builder.dispatch(kernel, operands, counts)
+        self.rt = rt
+        self.used = tuple(used)
+        program = builder.build()
+        self.program = program   # holds the kernels and constants its handles point to
+        self.commands = program.commands
+        self._capsule = program._capsule
+        self._record = native._module.eager_record
+        self._live = rt.pool._live
+        rt.recorder.end_native_pass = native._module.eager_end_pass
+        STATS["programs"] += 1
+
+    def record(self, ids: Sequence[int]) -> None:
+        """Record the dispatches on the buffers `ids` (plan slot -> buffer id) into the open encoder."""
+        live = self._live
+        slots: list[int] = []
+        for s in self.used:
+            buf = live[ids[s]]
+            h = _handles.get(buf.serial)
+            if h is None:
+                if len(_handles) >= _MAX_HANDLES:
+                    _handles.clear()
+                h = _handles[buf.serial] = native.handle(buf.gpu)
+            slots.append(h)
+            slots.append(0)
+        rt = self.rt
+        recorder = rt.recorder
+        n = self.commands
+        with rt.lock:
+            encoder = recorder.native_pass_encoder()
+            if encoder is not _encoder[0]:
+                _encoder[0], _encoder[1] = encoder, native.handle(encoder)
+            self._record(self._capsule, _encoder[1], tuple(slots))
+            recorder.commands += n
+            recorder.pending_commands += n
+            rt.dispatches += n
+            STATS["records"] += 1
+            if native._error_handler.pending:
+                native._raise_dawn_errors("recording a native eager launch")
+            if recorder.over_threshold:
+                rt._maybe_submit()
