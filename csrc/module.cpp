@@ -1,4 +1,5 @@
 // Python entry point of torch_webgpu._C: build facts, runtime callbacks, allocator and fallback state.
+#include "launch_plans.h"
 #include "webgpu_device.h"
 
 #include <torch/extension.h>
@@ -28,4 +29,5 @@ PYBIND11_MODULE(_C, m) {
         "The default webgpu Generator (Philox seed and offset).");
   m.def("_fallback_counts", &torch_webgpu::fallback_counts, "Per-op counts of CPU fallback runs.");
   m.def("_reset_fallback_counts", &torch_webgpu::reset_fallback_counts, "Clear the CPU fallback counts.");
+  torch_webgpu::register_launch_plans(m);
 }

@@ -114,7 +114,7 @@ def test_eager_launch_choice_reads_the_environment(monkeypatch):
         native_eager.eager_launch_choice()
 
 
-def test_python_launches_nests_per_thread():
+def test_python_launches_nest():
     assert not native_eager.python_forced()
     with native_eager.python_launches():
         with native_eager.python_launches():

@@ -24,7 +24,7 @@ import torch
 
 from .. import device_state
 from ..runtime import BufferSlice, get_runtime, native_eager
-from .codegen.recording import dispatch, recording, recording_active
+from .codegen.recording import dispatch, recording
 
 F = TypeVar("F", bound=Callable)
 
@@ -34,6 +34,11 @@ _PLAIN = (str, torch.dtype, torch.memory_format, torch.layout, torch.device)
 _WEBGPU = torch.device("webgpu", 0)
 _UNSEEN = object()
 _NONE = type(None)  # result type of the in-place _foreach_* ops
+
+try:  # the C++ hot path (csrc/launch_plans.cpp); an older build of _C lacks it
+    from .._C import _new_outputs, _plan_key
+except ImportError:
+    _new_outputs = _plan_key = None
 
 
 def stats() -> dict[str, int]:
@@ -72,6 +77,15 @@ def _signature(args: tuple, kwargs: dict, tensors: list, ids: list) -> tuple | N
     return tuple(key)
 
 
+def _key(args: tuple, kwargs: dict, tensors: list, ids: list) -> tuple | bytes | None:
+    """The plan key of a call: packed by C++ where it knows every argument's type, else `_signature`'s."""
+    if _plan_key is not None:
+        key = _plan_key(args, kwargs, tensors, ids)
+        if key is not None:
+            return key
+    return _signature(args, kwargs, tensors, ids)
+
+
 def _add_tensor(key: list, v: torch.Tensor, tensors: list, ids: list) -> None:
     """Key a webgpu tensor: its metadata and the first earlier argument sharing its buffer (or -1)."""
     storage = v.untyped_storage()
@@ -102,12 +116,17 @@ class Plan:
         self.dispatches = dispatches  # (kernel, binding templates, workgroups, label)
         self.bound = bound  # per dispatch: its bindings as (slot, offset, nbytes) or Constant
         self.native: Any = _UNSEEN  # the EagerProgram, built at the first replay (None: Python path)
+        # Every returned item a new tensor, as one tensor or a tuple/list: C++ allocates them all.
+        self.new_specs = (tuple(outputs) if _new_outputs is not None and outputs
+                          and all(type(o) is tuple for o in outputs) else None)
 
     def replay(self, tensors: list, ids: list) -> Any:
         """Allocate the outputs and record the planned dispatches on this call's buffers (extends `ids`)."""
-        results = []
+        results: list = []
         slots = ids  # argument buffers, then the new outputs' buffers
-        for out in self.outputs:
+        if self.new_specs is not None:
+            _new_outputs(self.new_specs, results, slots)
+        for out in () if self.new_specs is not None else self.outputs:
             if type(out) is int:
                 results.append(tensors[out])
                 continue
@@ -121,8 +140,7 @@ class Plan:
         program = self.native
         if program is _UNSEEN:
             program = self.native = self._native_program()
-        if program is not None and not (recording_active() or self.rt.profiling
-                                        or native_eager.python_forced()):
+        if program is not None and not native_eager.BLOCKERS[0] and not self.rt.profiling:
             program.record(slots)
         else:
             self._replay_python(slots)
@@ -164,7 +182,7 @@ def _build(rt: Any, key: tuple, args: tuple, kwargs: dict, tensors: list, ids: l
         return None  # uploads (see recording.unreplayable)
     if rt.dispatches - dispatches_before != recorded or rt.recorder.commands - commands_before != recorded:
         return None  # copies, fills, downloads or dispatches outside recording.dispatch
-    if _signature(args, kwargs, [], []) != key or rt is not get_runtime():
+    if _key(args, kwargs, [], []) != key or rt is not get_runtime():
         return None  # an argument was resized or swapped its storage
     result_type = None if isinstance(result, torch.Tensor) else type(result)
     if result_type not in (None, tuple, list, _NONE):
@@ -230,7 +248,9 @@ def planned(fn: F) -> F:
     def kernel(*args, **kwargs):
         tensors: list = []
         ids: list = []
-        key = _signature(args, kwargs, tensors, ids)
+        key = _plan_key(args, kwargs, tensors, ids) if _plan_key is not None else None
+        if key is None:
+            key = _signature(args, kwargs, tensors, ids)
         if key is None:
             return fn(*args, **kwargs)
         plan = plans.get(key, _UNSEEN)

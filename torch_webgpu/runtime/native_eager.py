@@ -24,7 +24,7 @@ from typing import Any
 from . import native
 from .runtime import Constant, Kernel, Runtime
 
-_local = threading.local()
+_blockers_lock = threading.Lock()
 _handles: dict[int, int] = {}   # GPU buffer serial -> WGPUBuffer handle (serials are never reused)
 _MAX_HANDLES = 1 << 16
 _encoder: list[Any] = [None, 0]   # the last open encoder seen and its handle
@@ -44,20 +44,27 @@ def native_eager_enabled(rt: Runtime) -> bool:
     return eager_launch_choice() == "native" and native._load(rt) is not None
 
 
+# Open `python_launches()` blocks over all threads: while any is open, every replay takes the Python
+# path (one global count keeps the replay's check to one read; other threads merely lose the fast path).
+BLOCKERS = [0]
+
+
 @contextlib.contextmanager
 def python_launches() -> Iterator[None]:
-    """Inside, replays on this thread take the Python path (for hooks that must see every dispatch)."""
-    depth = getattr(_local, "python_depth", 0)
-    _local.python_depth = depth + 1
+    """Inside, replays take the Python path (for hooks such as dispatch recordings that must see every
+    dispatch go through runtime.dispatch)."""
+    with _blockers_lock:
+        BLOCKERS[0] += 1
     try:
         yield
     finally:
-        _local.python_depth = depth
+        with _blockers_lock:
+            BLOCKERS[0] -= 1
 
 
 def python_forced() -> bool:
-    """True inside `python_launches()` on this thread."""
-    return getattr(_local, "python_depth", 0) > 0
+    """True while a `python_launches()` block is open (on any thread)."""
+    return BLOCKERS[0] > 0
 
 
 class EagerProgram:

@@ -11,7 +11,7 @@ import contextlib
 import threading
 from collections.abc import Iterator, Sequence
 
-from ...runtime import Kernel, get_runtime
+from ...runtime import Kernel, get_runtime, native_eager
 from ...runtime.runtime import Binding
 
 _local = threading.local()
@@ -33,11 +33,6 @@ def dispatch(kernel: Kernel, bindings: Sequence[Binding], workgroups: Sequence[i
             capture.append(entry)
 
 
-def recording_active() -> bool:
-    """True while a `recording()` block is open on this thread (its dispatches must come through here)."""
-    return bool(getattr(_local, "captures", None))
-
-
 def unreplayable() -> None:
     """Mark every open capture of this thread as not replayable (the caller does work besides dispatches)."""
     for capture in getattr(_local, "captures", None) or ():
@@ -54,7 +49,8 @@ def recording() -> Iterator[list[tuple]]:
     capture: list[tuple] = []
     captures.append(capture)
     try:
-        yield capture
+        with native_eager.python_launches():  # replays inside must come through `dispatch`
+            yield capture
     finally:
         # by identity: two captures holding the same entries compare equal
         del captures[next(i for i, c in enumerate(captures) if c is capture)]
