@@ -227,3 +227,30 @@ def _cpu(value):
     if isinstance(value, torch.Tensor):
         return value.cpu()
     return type(value)(v.cpu() for v in value)
+
+
+def test_native_plan_keys_distinguish_what_python_signatures_do(webgpu):
+    if launch_cache._plan_key is None:
+        pytest.skip("TORCH_WEBGPU_EAGER_LAUNCH=python or an _C without _plan_key: Python keys only")
+    x, y = torch.randn(4, 4, device=webgpu), torch.randn(4, 4, device=webgpu)
+    calls = [((x,), {}), ((x.t(),), {}), ((x[1:],), {}), ((x[:, :2],), {}), ((y,), {}),
+             ((x.half(),), {}), ((x, 0.0), {}), ((x, -0.0), {}), ((x, 1), {}), ((x, True), {}),
+             ((x, 1.0), {}), ((x, [1, 2]), {}), ((x, (1, 2)), {}), ((x, [True, 2]), {}), ((x, None), {}),
+             ((x, torch.float16), {}), ((x, "mean"), {}), ((x, y), {}), ((x, x), {}), ((x, x.t()), {}),
+             ((x, torch.tensor(2.0)), {}), ((x, torch.tensor(2)), {}), ((x, torch.tensor(-0.0)), {}),
+             (([x, y],), {}), (([x, x],), {}), ((x,), {"alpha": 2}), ((x,), {"beta": 2}),
+             ((x,), {"alpha": 2.0})]
+    native, python = [], []
+    for args, kwargs in calls:
+        nt, ni, pt, pi = [], [], [], []
+        key = launch_cache._plan_key(args, kwargs, nt, ni)
+        assert key is not None, (args, kwargs)
+        native.append(key)
+        python.append(launch_cache._signature(args, kwargs, pt, pi))
+        assert ni == pi and all(a is b for a, b in zip(nt, pt, strict=True))
+    for i in range(len(calls)):
+        for j in range(len(calls)):
+            assert (native[i] == native[j]) == (python[i] == python[j]), (calls[i], calls[j])
+    # what C++ does not know goes to Python: other devices' tensors, float subclasses, ...
+    assert launch_cache._plan_key((x, torch.randn(2, 2)), {}, [], []) is None
+    assert launch_cache._plan_key((x, torch.device("cpu")), {}, [], []) is None

@@ -39,6 +39,8 @@ try:  # the C++ hot path (csrc/launch_plans.cpp); an older build of _C lacks it
     from .._C import _new_outputs, _plan_key
 except ImportError:
     _new_outputs = _plan_key = None
+if native_eager.eager_launch_choice() == "python":  # the reference: keys, outputs and dispatches in Python
+    _new_outputs = _plan_key = None
 
 
 def stats() -> dict[str, int]:

@@ -7,10 +7,13 @@ and records every dispatch into the runtime's open encoder with one C++ call, wh
 bind group while its buffers repeat (the pool hands the same GPU buffer back to same-sized outputs).
 Work stays batched in the open command buffer until a sync point, as on the Python path.
 
-`TORCH_WEBGPU_EAGER_LAUNCH=python` keeps the Python path (runtime.dispatch per dispatch), the reference;
-the default `native` falls back to it where the native recorder is unavailable, while a dispatch
-profiler is open, and while an eager dispatch recording (codegen/recording.py) or graph capture needs
-each dispatch to go through `runtime.dispatch`.
+With the default `native`, ops/launch_cache.py also takes a call's plan key and allocates a replay's
+outputs in C++ (csrc/launch_plans.cpp, `torch_webgpu._C`). `TORCH_WEBGPU_EAGER_LAUNCH=python` (read when
+torch_webgpu is imported) keeps all of it in Python (keys, torch.empty_strided, runtime.dispatch per
+dispatch): the reference. The native path falls back to runtime.dispatch where the native recorder is
+unavailable, while a dispatch profiler is open and inside `python_launches()` (which every
+codegen/recording.py recording opens, and which graph capture or any other hook that must see each
+dispatch go through `runtime.dispatch` should open too).
 """
 
 from __future__ import annotations
