@@ -2,8 +2,10 @@
 synchronised time per call (what the harness's micro figures measure), and GPU time per call from the
 runtime's dispatch timestamps, for the webgpu device beside torch CUDA in the same run.
 
-`python -m benchmarks.eager_overhead [--json FILE] [--reps N]`. Synchronised minus GPU time is the host
-and queue latency a user pays per synchronised op; issue 13's targets are about that difference.
+`python -m benchmarks.eager_overhead [--json FILE] [--reps N]`. `TORCH_WEBGPU_EAGER_LAUNCH=python` measures
+the Python replay path (the reference) instead of the native one; each webgpu row names the path it used.
+Synchronised minus GPU time is the host and queue latency a user pays per synchronised op; issue 13's
+targets are about that difference.
 """
 
 from __future__ import annotations
@@ -97,8 +99,10 @@ def run(reps: int) -> list[dict]:
                 host, synced = _measure(call, sync, n)
                 row = {"case": name, "backend": backend, "host_us": host * 1e6, "synced_us": synced * 1e6}
                 if device == "webgpu":
+                    from torch_webgpu.runtime.native_eager import eager_launch_choice
+
                     gpu, dispatches = _gpu_seconds(call, n)
-                    row.update(gpu_us=gpu * 1e6, dispatches=dispatches)
+                    row.update(gpu_us=gpu * 1e6, dispatches=dispatches, eager_launch=eager_launch_choice())
             except Exception as exc:  # a case that cannot run here is reported, not fatal
                 row = {"case": name, "backend": backend, "error": f"{type(exc).__name__}: {exc}"[:300]}
             print(json.dumps(row), flush=True)

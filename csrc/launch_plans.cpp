@@ -13,6 +13,7 @@
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/extension.h>
+#include <ATen/EmptyTensor.h>
 
 #include <cstring>
 #include <string>
@@ -67,9 +68,30 @@ bool put_host_scalar(std::string& key, const at::Tensor& t) {
   if (c10::isComplexType(st)) return false;
   put<char>(key, kHostScalar);
   put<int8_t>(key, static_cast<int8_t>(st));
+  // Read the element directly (Tensor::item goes through the dispatcher) for the common dtypes.
+  const void* p = t.const_data_ptr();
+  switch (st) {
+    case c10::ScalarType::Float:
+      put<double>(key, *static_cast<const float*>(p));   // the bit pattern: -0.0 and 0.0 differ
+      return true;
+    case c10::ScalarType::Double:
+      put<double>(key, *static_cast<const double*>(p));
+      return true;
+    case c10::ScalarType::Long:
+      put<int64_t>(key, *static_cast<const int64_t*>(p));
+      return true;
+    case c10::ScalarType::Int:
+      put<int64_t>(key, *static_cast<const int32_t*>(p));
+      return true;
+    case c10::ScalarType::Bool:
+      put<char>(key, *static_cast<const bool*>(p) ? 1 : 0);
+      return true;
+    default:
+      break;
+  }
   const c10::Scalar s = t.item();
   if (c10::isFloatingType(st)) {
-    put<double>(key, s.toDouble());   // the bit pattern: -0.0 and 0.0 differ
+    put<double>(key, s.toDouble());
   } else if (st == c10::ScalarType::Bool) {
     put<char>(key, s.toBool() ? 1 : 0);
   } else {
@@ -180,8 +202,9 @@ py::object plan_key(py::handle args, py::handle kwargs, py::list tensors_out, py
 
 // _new_outputs(specs, results, ids): for each (sizes, strides, dtype) of `specs` a new webgpu tensor,
 // appended to `results`, and its buffer id to `ids` (the replay's output slots).
+const c10::DispatchKeySet kWebGPUKeys(c10::DispatchKey::PrivateUse1);
+
 void new_outputs(py::tuple specs, py::list results, py::list ids) {
-  const auto options = at::TensorOptions().device(webgpu_device());
   for (py::handle spec : specs) {
     PyObject* s = spec.ptr();
     PyObject* sizes = PyTuple_GET_ITEM(s, 0);
@@ -202,7 +225,10 @@ void new_outputs(py::tuple specs, py::list results, py::list ids) {
       sz[d] = PyLong_AsLongLong(PyTuple_GET_ITEM(sizes, d));
       st[d] = PyLong_AsLongLong(PyTuple_GET_ITEM(strides, d));
     }
-    at::Tensor t = at::empty_strided(c10::IntArrayRef(sz, dim), c10::IntArrayRef(st, dim), options.dtype(dtype));
+    // As aten.cpp's empty_strided kernel, without the dispatcher round trip (the plan was built from a
+    // call that returned such a tensor, so its dtype is one webgpu holds).
+    at::Tensor t = at::detail::empty_strided_generic(c10::IntArrayRef(sz, dim), c10::IntArrayRef(st, dim),
+                                                     webgpu_allocator(), kWebGPUKeys, dtype);
     ids.append(py::int_(buffer_id_of(t.storage().data())));
     results.append(py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(t))));
   }

@@ -5,8 +5,8 @@ when a bound buffer is freed while its dispatch is still queued."""
 import numpy as np
 import pytest
 
+from torch_webgpu.runtime import BufferSlice, native_eager
 from torch_webgpu.runtime import native as nat
-from torch_webgpu.runtime import native_eager
 
 ADD_ONE = """
 @group(0) @binding(0) var<storage, read> src: array<f32>;
@@ -70,6 +70,26 @@ def test_python_dispatch_after_a_native_replay_sees_its_result(eager_rt):
     prog.record([a, b])
     rt.dispatch(kernel, [b, c], (1, 1, 1))   # the recorder's own pass, after the native one ends
     prog.record([c, a])
+    np.testing.assert_array_equal(_read(rt, a), x + 3)
+    for buf in (a, b, c):
+        rt.free(buf)
+
+
+@pytest.mark.parametrize("submit", [False, True])
+def test_a_compiled_program_after_a_replay_ends_the_eager_pass_first(eager_rt, submit):
+    rt = eager_rt
+    prog = _program(rt)
+    x = np.arange(N, dtype=np.float32)
+    a, b, c = _buffer(rt, x), rt.allocate(4 * N), rt.allocate(4 * N)
+    builder = nat.ProgramBuilder(rt)    # what a compiled plan records: c = b + 1, on fixed buffers
+    builder.dispatch(rt.kernel(ADD_ONE, label="test-add-one"), [BufferSlice(b, 0, 4 * N),
+                                                                BufferSlice(c, 0, 4 * N)], (1,))
+    compiled = builder.build()
+    prog.record([a, b])                 # b = a + 1, pass left open
+    with rt.lock:
+        compiled.record((), submit=submit)
+    assert not rt.recorder.native_pass_open
+    prog.record([c, a])                 # a = a + 3
     np.testing.assert_array_equal(_read(rt, a), x + 3)
     for buf in (a, b, c):
         rt.free(buf)

@@ -11,6 +11,11 @@ as unplannable and always runs the kernel. On a hit the plan allocates the outpu
 same kernels with the same parameter blocks and workgroup counts on the new buffer ids: the type
 promotion, broadcasting, stride coalescing, parameter packing and WGSL lookup of the kernel are
 skipped. A call that raises is never planned, so errors stay those of the kernel.
+
+By default (TORCH_WEBGPU_EAGER_LAUNCH=native) the hot path leaves Python: C++ packs the plan key
+(csrc/launch_plans.cpp `_plan_key`; arguments it does not know fall back to `_signature`), allocates a
+replay's new outputs (`_new_outputs`) and records its dispatches (runtime/native_eager.py). `python` keeps
+all of it here, the reference the tests compare with.
 """
 
 from __future__ import annotations

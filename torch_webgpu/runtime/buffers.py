@@ -70,7 +70,8 @@ class BufferPool:
         self._on_destroy = on_destroy or (lambda serial: None)
         self._on_release = on_release or (lambda buffer_id: None)
         self._live: dict[int, DeviceBuffer] = {}
-        self._free: dict[int, list[_Pooled]] = defaultdict(list)
+        # A released DeviceBuffer stands for its GPU buffer here (it has the same gpu/capacity/serial).
+        self._free: dict[int, list[_Pooled | DeviceBuffer]] = defaultdict(list)
         self._ids = itertools.count(1)
         self._serials = itertools.count(1)
         self.freed_source: Callable[[], Iterable[int]] | None = None
@@ -130,7 +131,7 @@ class BufferPool:
             return
         self._on_release(buffer_id)
         self.allocated_bytes -= buf.capacity
-        self._free[buf.capacity].append(_Pooled(buf.gpu, buf.capacity, buf.serial))
+        self._free[buf.capacity].append(buf)  # no new object on the eager hot path
 
     def drain_freed(self) -> None:
         """Release ids queued by a foreign owner (the C++ allocator's deleter queue)."""
