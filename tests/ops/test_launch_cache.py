@@ -254,3 +254,37 @@ def test_native_plan_keys_distinguish_what_python_signatures_do(webgpu):
     # what C++ does not know goes to Python: other devices' tensors, float subclasses, ...
     assert launch_cache._plan_key((x, torch.randn(2, 2)), {}, [], []) is None
     assert launch_cache._plan_key((x, torch.device("cpu")), {}, [], []) is None
+
+
+_OPINFO_REPLAYED = ["add", "mul", "sub", "div.no_rounding_mode", "neg", "exp", "nn.functional.relu", "sum",
+                    "mean", "amax", "softmax", "log_softmax", "mm", "matmul", "bmm", "addmm", "where",
+                    "clamp", "maximum", "nn.functional.gelu", "cumsum", "nn.functional.silu", "abs"]
+
+
+@pytest.mark.parametrize("name", _OPINFO_REPLAYED)
+def test_opinfo_samples_replay_natively_bit_for_bit_as_in_python(webgpu, name):
+    from torch.testing._internal.common_methods_invocations import op_db
+    from torch.utils._pytree import tree_flatten, tree_map
+
+    from torch_webgpu.runtime import native_eager
+
+    from .opinfo_runner import _compare, _to_webgpu, _webgpu_kwargs, opinfo_name
+
+    op = next(o for o in op_db if opinfo_name(o) == name)
+    checked, records = 0, native_eager.STATS["records"]
+    for sample in list(op.sample_inputs("cpu", torch.float32, requires_grad=False))[:8]:
+        args = (sample.input, *sample.args)
+        expected = op(*args, **sample.kwargs)
+        wargs, wkwargs = tree_map(_to_webgpu, args), _webgpu_kwargs(sample.kwargs)
+        op(*wargs, **wkwargs)  # plans the signature
+        with native_eager.python_launches():
+            python = op(*wargs, **wkwargs)
+        native = op(*wargs, **wkwargs)
+        _compare(native, expected)
+        for p, n in zip(tree_flatten(python)[0], tree_flatten(native)[0], strict=True):
+            if isinstance(p, torch.Tensor):
+                torch.testing.assert_close(n.cpu(), p.cpu(), rtol=0, atol=0, equal_nan=True)
+        checked += 1
+    assert checked
+    if native_eager.native_eager_enabled(torch_webgpu_runtime()):
+        assert native_eager.STATS["records"] > records  # some sample replayed natively
