@@ -154,6 +154,7 @@ class SgmatSpec:
     fm: int
     fn: int
     bk: int = 32
+    pad: int = 8   # f16 elements of padding per workgroup-tile row (bank conflicts)
 
     @property
     def tile(self) -> tuple[int, int]:
@@ -163,7 +164,9 @@ class SgmatSpec:
     def workgroup_bytes(self, dtype: str) -> int:
         """Workgroup memory: f16 K tiles and one f32 16×16 scratch per subgroup."""
         bm, bn = self.tile
-        return 2 * self.bk * (bm + bn) + 4 * 256 * self.sg_m * self.sg_n
+        a_tile = bm * (self.bk + self.pad)
+        b_tile = self.bk * (self.fn * 16 + self.pad) * self.sg_n
+        return 2 * (a_tile + b_tile) + 4 * 256 * self.sg_m * self.sg_n
 
 
 VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
@@ -188,9 +191,8 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "gemv.n64k4.wg": GemvSpec(4, 64, False),
     # tensor cores: sg_m x sg_n subgroups per workgroup, each fm x fn 16x16 results
     "sgmat.w1x1.f2x2.k32": SgmatSpec(1, 1, 2, 2),
-    "sgmat.w1x1.f4x2.k32": SgmatSpec(1, 1, 4, 2),
-    "sgmat.w1x1.f4x4.k32": SgmatSpec(1, 1, 4, 4),
     "sgmat.w2x2.f2x2.k32": SgmatSpec(2, 2, 2, 2),
+    "sgmat.w2x2.f2x2.k64": SgmatSpec(2, 2, 2, 2, bk=64),
     "sgmat.w2x2.f4x2.k32": SgmatSpec(2, 2, 4, 2),
     "sgmat.w2x2.f2x4.k32": SgmatSpec(2, 2, 2, 4),
     "sgmat.w4x2.f2x2.k32": SgmatSpec(4, 2, 2, 2),
@@ -200,12 +202,14 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "sgmat.w2x4.f4x4.k32": SgmatSpec(2, 4, 4, 4),
     "sgmat.w4x2.f4x4.k32": SgmatSpec(4, 2, 4, 4),
 }
-# H200 f16 (benchmarks/results/h200-2026-12-01-sgmat.md): 4096^3 w2x2.f4x4 92.6 TFLOP/s, w4x2.f4x4 87.5;
-# 128x768x3072 w1x1.f2x2 23.9 (1.3x torch CUDA), w2x2.f2x2 21.0; K-tiles of 64 were slower everywhere
-SGMAT_LARGE = ["sgmat.w2x2.f4x4.k32", "sgmat.w4x2.f4x4.k32", "sgmat.w2x4.f4x4.k32", "sgmat.w2x2.f4x2.k32",
-               "sgmat.w4x2.f2x2.k32", "sgmat.w2x4.f2x2.k32"]
-SGMAT_SKINNY = ["sgmat.w1x1.f2x2.k32", "sgmat.w2x2.f2x2.k32", "sgmat.w4x2.f2x2.k32", "sgmat.w2x2.f4x2.k32",
-                "sgmat.w2x4.f2x2.k32", "sgmat.w4x4.f2x2.k32"]
+# H200 f16 with 8 halves of row padding (benchmarks/results/h200-2026-12-01-sgmat-pad.md): 4096^3
+# w2x2.f4x4 148 TFLOP/s, w4x2.f4x4 141, w2x4.f4x4 130; 128x768x3072 w1x1.f2x2 26.3 (1.6x torch CUDA),
+# w2x2.f2x2.k64 25.4. Register prefetch of the next K tile was slower (register pressure), single-subgroup
+# 4x2/4x4 fragment tiles 3-5x slower.
+SGMAT_LARGE = ["sgmat.w2x2.f4x4.k32", "sgmat.w4x2.f4x4.k32", "sgmat.w2x4.f4x4.k32", "sgmat.w2x2.f2x4.k32",
+               "sgmat.w2x2.f4x2.k32", "sgmat.w4x2.f2x2.k32"]
+SGMAT_SKINNY = ["sgmat.w1x1.f2x2.k32", "sgmat.w2x2.f2x2.k64", "sgmat.w2x2.f2x2.k32", "sgmat.w4x2.f2x2.k32",
+                "sgmat.w2x2.f4x2.k32", "sgmat.w2x2.f2x4.k32"]
 
 GEMV_MAX_ROWS = 4      # M at or below this (or N, transposed) runs as matrix-vector
 VEC_SUFFIX = ".v4"     # the vec4-load form of a variant
@@ -368,7 +372,8 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
         sg = _sg_size(caps)
         assert sg is not None
         vec_a, vec_b = _vec8_axis(p.a, p.m, p.k), _vec8_axis(p.b, p.k, p.n)
-        src = wgsl.sgmat_source(epi, spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg, vec_a, vec_b)
+        src = wgsl.sgmat_source(epi, spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg, vec_a, vec_b,
+                                spec.pad)
         bm, bn = spec.tile
         grid = (ceil_div(p.n, bn), ceil_div(p.m, bm), p.batch)
         wg = (spec.sg_m * spec.sg_n * sg, 1, 1)

@@ -250,7 +250,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
 
 
 def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, sg_size: int,
-                 vec_a: str = "", vec_b: str = "") -> str:
+                 vec_a: str = "", vec_b: str = "", pad: int = 8) -> str:
     """Tensor-core matmul (f16 operands, f32 results, 16×16×16 subgroup matrices): `sg_m × sg_n`
     subgroups per workgroup, each owning (fm × fn) result matrices; A and B K-tiles are staged in
     workgroup memory as f16 (zero-padded at the edges, so any shape and stride works).
@@ -263,16 +263,21 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
 
     `vec_a`/`vec_b`: "cols" or "rows" when that operand's tile is staged 8 f16 at a time along its
     contiguous axis (the operand is then bound as array<vec4<u32>>, one 16-byte load each); "" stages
-    element by element."""
+    element by element.
+
+    `pad`: f16 elements added to each workgroup-tile row, so the 16 rows a matrix load reads do not
+    start in the same banks (a row of 32, 64 or 128 halves is a multiple of half the 128-byte bank
+    cycle); on the H200 8 took f16 4096^3 from 92 to 148 TFLOP/s (16 was slower than none)."""
     t = e.dtype
     bm, bn = sg_m * fm * 16, sg_n * fn * 16
     am, bw = fm * 16, fn * 16          # rows of A per subgroup row, columns of B per subgroup column
+    sa, sb = bk + pad, bw + pad        # row strides of the A and B workgroup tiles
     nsg = sg_m * sg_n
     threads = nsg * sg_size
     lds = []
     for rows, cols, src, lay, r0, rdim, c0, cdim, store, vec in (
-            (bm, bk, "A", "a", "m0", "M", "t", "K", f"As[r / {am}u][(r % {am}u) * {bk}u + c]", vec_a),
-            (bk, bn, "B", "b", "t", "K", "n0", "N", f"Bs[c / {bw}u][r * {bw}u + c % {bw}u]", vec_b)):
+            (bm, bk, "A", "a", "m0", "M", "t", "K", f"As[r / {am}u][(r % {am}u) * {sa}u + c]", vec_a),
+            (bk, bn, "B", "b", "t", "K", "n0", "N", f"Bs[c / {bw}u][r * {sb}u + c % {bw}u]", vec_b)):
         if vec:
             lds.append(_staging_vec8(rows, cols, src, lay, r0, rdim, c0, cdim, store, vec, threads))
             continue
@@ -293,10 +298,10 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
     mma = []
     for i in range(fm):
         mma.append(f"      let a{i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&As[sm], "
-                   f"{i * 16 * bk}u + kk, false, {bk}u);")
+                   f"{i * 16 * sa}u + kk, false, {sa}u);")
     for j in range(fn):
         mma.append(f"      let b{j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&Bs[sn], "
-                   f"kk * {bw}u + {j * 16}u, false, {bw}u);")
+                   f"kk * {sb}u + {j * 16}u, false, {sb}u);")
     for i in range(fm):
         for j in range(fn):
             mma.append(f"      c{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, c{i}_{j});")
@@ -315,8 +320,8 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
 diagnostic(off, chromium.subgroup_matrix_uniformity);
 {header(e, "vec4<u32>" if vec_a else t, "vec4<u32>" if vec_b else t,
         ("chromium_experimental_subgroup_matrix",))}{finish_fn(e)}
-var<workgroup> As: array<array<f16, {am * bk}>, {sg_m}>;
-var<workgroup> Bs: array<array<f16, {bk * bw}>, {sg_n}>;
+var<workgroup> As: array<array<f16, {am * sa}>, {sg_m}>;
+var<workgroup> Bs: array<array<f16, {bk * sb}>, {sg_n}>;
 var<workgroup> Cs: array<array<f32, 256>, {nsg}>;
 @compute @workgroup_size({threads})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {{
