@@ -18,7 +18,8 @@ from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, f32_word
 from .matmul_wgsl import ACTIVATIONS, ERF_WGSL
 
 __all__ = ["ACTIVATIONS", "ERF_WGSL", "Layout", "MatmulProblem", "plan_matmul", "variants",
-           "VARIANTS", "TiledSpec", "GemvSpec", "SgmatSpec", "Piece", "split_for_binding"]
+           "VARIANTS", "TiledSpec", "GemvSpec", "SgmatSpec", "Piece", "split_for_binding",
+           "tensor_core_subgroup_size", "vec8_axis"]
 
 
 @dataclass(frozen=True)
@@ -163,10 +164,7 @@ class SgmatSpec:
 
     def workgroup_bytes(self, dtype: str) -> int:
         """Workgroup memory: f16 K tiles and one f32 16×16 scratch per subgroup."""
-        bm, bn = self.tile
-        a_tile = bm * (self.bk + self.pad)
-        b_tile = self.bk * (self.fn * 16 + self.pad) * self.sg_n
-        return 2 * (a_tile + b_tile) + 4 * 256 * self.sg_m * self.sg_n
+        return wgsl.SgmatTile(self.sg_m, self.sg_n, self.fm, self.fn, self.bk, 1, self.pad).workgroup_bytes
 
 
 VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
@@ -215,6 +213,15 @@ GEMV_MAX_ROWS = 4      # M at or below this (or N, transposed) runs as matrix-ve
 VEC_SUFFIX = ".v4"     # the vec4-load form of a variant
 
 
+def tensor_core_subgroup_size(caps: DeviceCaps) -> int | None:
+    """The subgroup size the f16 tensor-core (sgmat) variants run with on `caps`, or None where they
+    cannot (no f16x16x16 -> f32 subgroup matrices, or no fixed subgroup size dividing 256)."""
+    sg = _sg_size(caps)
+    ok = (caps.shader_f16 and caps.subgroup_matrix and sg and 256 % sg == 0
+          and ("f16", "f32", 16, 16, 16) in caps.subgroup_matrix_configs)
+    return sg if ok else None
+
+
 def _sg_size(caps: DeviceCaps) -> int | None:
     if caps.subgroup_size:
         return caps.subgroup_size
@@ -245,7 +252,7 @@ def _tiled_modes(p: MatmulProblem) -> tuple[str, str]:
     return a, b
 
 
-def _vec8_axis(lay: Layout, rows: int, cols: int) -> str:
+def vec8_axis(lay: Layout, rows: int, cols: int) -> str:
     """The axis ("cols", "rows") along which an f16 operand can be staged 8 elements (16 bytes) at a
     time: stride 1 there, its extent, the offset and the other strides multiples of 8; else ""."""
     for axis, unit, extent, other in (("cols", lay.col_stride, cols, lay.row_stride),
@@ -289,14 +296,13 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
                 if spec.k_fast and _gemv_vec(g):
                     names.append(name + VEC_SUFFIX)
                 names.append(name)
-    sg = _sg_size(caps)
-    if (p.dtype == "f16" and caps.subgroup_matrix and sg
-            and ("f16", "f32", 16, 16, 16) in caps.subgroup_matrix_configs and min(p.m, p.n) >= 16):
+    sg = tensor_core_subgroup_size(caps)
+    if p.dtype == "f16" and sg and min(p.m, p.n) >= 16:
         first = SGMAT_LARGE if min(p.m, p.n) >= 1024 else SGMAT_SKINNY
         for name in first + [n for n in VARIANTS if n.startswith("sgmat") and n not in first]:
             spec = VARIANTS[name]
             threads = spec.sg_m * spec.sg_n * sg
-            if _fits(caps, threads, spec.workgroup_bytes(p.dtype)) and 256 % sg == 0:
+            if _fits(caps, threads, spec.workgroup_bytes(p.dtype)):
                 names.append(name)
     a_mode, b_mode = _tiled_modes(p)
     vec = a_mode in ("k", "i") or b_mode in ("k", "i")
@@ -371,7 +377,7 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
     else:
         sg = _sg_size(caps)
         assert sg is not None
-        vec_a, vec_b = _vec8_axis(p.a, p.m, p.k), _vec8_axis(p.b, p.k, p.n)
+        vec_a, vec_b = vec8_axis(p.a, p.m, p.k), vec8_axis(p.b, p.k, p.n)
         src = wgsl.sgmat_source(epi, spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg, vec_a, vec_b,
                                 spec.pad)
         bm, bn = spec.tile
