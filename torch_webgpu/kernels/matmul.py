@@ -164,7 +164,8 @@ class SgmatSpec:
 
     def workgroup_bytes(self, dtype: str) -> int:
         """Workgroup memory: f16 K tiles and one f32 16×16 scratch per subgroup."""
-        return wgsl.SgmatTile(self.sg_m, self.sg_n, self.fm, self.fn, self.bk, 1, self.pad).workgroup_bytes
+        return max(wgsl.SgmatTile(self.sg_m, self.sg_n, self.fm, self.fn, self.bk, 1, self.pad, by_cols)
+                   .workgroup_bytes for by_cols in (False, True))   # B stored by rows or by columns
 
 
 VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {

@@ -309,7 +309,8 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
     `vec_a`/`vec_b`: "cols" or "rows" when that operand's tile is staged 8 f16 at a time along its
     contiguous axis (the operand is then bound as array<vec4<u32>>, one 16-byte load each); "" stages
     element by element."""
-    g = SgmatTile(sg_m, sg_n, fm, fn, bk, sg_size, pad)
+    # a K-contiguous B (a linear layer's [N, K] weight) is stored by columns: 16-byte runs stay runs
+    g = SgmatTile(sg_m, sg_n, fm, fn, bk, sg_size, pad, b_cols=vec_b == "rows")
     lds = []
     for rows, cols, src, lay, r0, rdim, c0, cdim, store, vec in (
             (g.bm, bk, "A", "a", "m0", "M", "t", "K", g.a_store, vec_a),
