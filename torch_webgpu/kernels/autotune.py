@@ -24,7 +24,7 @@ DEFAULT_MIN_FLOPS = 1 << 30
 # A compiled plan tunes each of its problems once where it loads (then the disk cache answers), so far
 # smaller problems are worth it: at the eager floor ResNet-18's convolutions and every BERT/GPT-2 matmul
 # kept the software adapter's default tile (49 workgroups on an H200's 132 SMs).
-PLAN_MIN_FLOPS = 1 << 22
+PLAN_MIN_FLOPS = 1 << 20
 MAX_CANDIDATES = 6
 
 _lock = threading.Lock()
