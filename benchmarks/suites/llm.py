@@ -24,6 +24,8 @@ def run(settings: Settings, backends: list[str]) -> list[Measurement]:
     tiny = settings.smoke or webgpu_adapter_is_cpu(backends)
     results = []
     for case in model_cases(tiny):
+        if not settings.wants(case.name):
+            continue
         runnable = available_torch_backends(backends, settings.bundle_dir, host_io=True)
         if settings.past_deadline():
             # building a 1B-parameter model on the host costs ~15 s: not for figures that would be skipped
