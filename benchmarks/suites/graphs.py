@@ -41,14 +41,14 @@ class Block(nn.Module):
 
 def _mlp() -> nn.Module:
     layers: list[nn.Module] = []
-    for _ in range(4):
+    for _ in range(8):   # deep and narrow: per-op host cost dominates a synchronised eager call
         layers += [nn.Linear(64, 64), nn.ReLU()]
     return nn.Sequential(*layers, nn.Linear(64, 10))
 
 
 # figure label -> (model builder, input shape)
 CASES: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
-    "MLP 5 linears 64 wide, batch 4": (_mlp, (4, 64)),
+    "MLP 9 linears 64 wide, batch 4": (_mlp, (4, 64)),
     "transformer block dim 64, 16 tokens": (lambda: Block(64, 4), (1, 16, 64)),
 }
 
