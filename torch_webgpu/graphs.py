@@ -44,12 +44,14 @@ class WebGPUGraph:
 
     def __init__(self) -> None:
         self._capture: CommandCapture | None = None
+        self._recording: Any = None
         self._captured: CapturedCommands | None = None
         self._fallbacks: dict[str, int] = {}
         self._philox_offset = 0
 
     def capture_begin(self, pool: Any = None, capture_error_mode: str = "global") -> None:
-        """Start capturing the webgpu work of this thread (and any other: one queue) into this graph."""
+        """Start capturing the webgpu work recorded from now on into this graph. webgpu has one queue, so
+        every mode acts as "global": work recorded by other threads is captured (or refused) too."""
         if pool is not None:
             raise NotImplementedError("torch.webgpu graphs do not share memory pools yet: each graph keeps "
                                       "its own buffers; pass pool=None")
@@ -64,12 +66,24 @@ class WebGPUGraph:
         self._philox_offset = default_generators[0].get_offset()
         capture.start()
         self._capture = capture
+        # An open dispatch recording keeps eager launch-plan replays on the Python path, which goes through
+        # Runtime.dispatch (a native replay would be refused by the capture's completeness check).
+        from .ops.codegen.recording import recording  # here: ops/ registers kernels when imported
+
+        self._recording = recording()
+        self._recording.__enter__()
+
+    def _close_recording(self) -> None:
+        rec, self._recording = self._recording, None
+        if rec is not None:
+            rec.__exit__(None, None, None)
 
     def capture_end(self) -> None:
         """End the capture and prepare the replay (raises GraphCaptureError if capture was refused)."""
         capture, self._capture = self._capture, None
         if capture is None:
             raise GraphCaptureError("capture_end() without capture_begin()")
+        self._close_recording()
         fallback = _new_fallback(self._fallbacks)
         random = default_generators[0].get_offset() != self._philox_offset
         captured = capture.stop()
@@ -87,6 +101,7 @@ class WebGPUGraph:
         """End a capture that raised: discard it; returns the error to raise instead of `cause` (a CPU
         fallback named as such), or None to keep `cause`."""
         capture, self._capture = self._capture, None
+        self._close_recording()
         fallback = _new_fallback(self._fallbacks)
         if capture is not None:
             rt = capture.rt
