@@ -231,3 +231,18 @@ def test_make_graphed_callables_is_forward_only(no_fallback):
     x = torch.randn(4, 16).to(no_fallback)
     with pytest.raises(NotImplementedError, match="forward pass only.*no_grad"):
         torch.webgpu.make_graphed_callables(model, (x,))
+
+
+def test_replay_inside_profile_times_every_captured_dispatch(no_fallback):
+    from torch_webgpu.device_state import runtime
+
+    torch.manual_seed(0)
+    model = _mlp().eval().to(no_fallback)
+    x = torch.randn(4, 16).to(no_fallback)
+    with torch.no_grad():
+        g, y = _capture(model, x)
+        with runtime().profile() as timings:
+            g.replay()
+        assert len(timings) == g.dispatches
+        assert any(t.label.startswith("matmul") for t in timings)
+        assert_close(y.cpu(), model(x).cpu(), rtol=1e-5, atol=1e-5)

@@ -10,7 +10,8 @@ checked, not assumed: the recorder's command count must grow exactly by what the
 
 `CapturedCommands.replay()` records the whole capture and submits it: with the native executor
 (runtime/native.py) as prepared programs with pre-made bind groups — one C call for an eager capture —
-or, without it, from Python with pre-made bind groups.
+or, without it (and inside `rt.profile()`, so each dispatch is timed), from Python with pre-made bind
+groups through `Runtime.record_bound`.
 """
 
 from __future__ import annotations
@@ -115,13 +116,14 @@ class CommandCapture:
             self.rt.pool.pin(serial)
             self.serials.append(serial)
 
-    def dispatch(self, kernel: Any, bindings: Sequence[Binding], counts: tuple[int, int, int]) -> None:
+    def dispatch(self, kernel: Any, bindings: Sequence[Binding], counts: tuple[int, int, int],
+                 label: str) -> None:
         """Note a dispatch recorded by Runtime.dispatch."""
         resources = tuple([self.rt._resource(b, kernel) for b in bindings])
         for r in resources:
             self._pin(r[1])
         keep = tuple(b for b in bindings if isinstance(b, Constant))
-        self.commands.append((_DISPATCH, kernel, resources, counts, keep))
+        self.commands.append((_DISPATCH, kernel, resources, counts, keep, label))
         self._expected += 1
 
     def copy(self, src: Any, src_offset: int, dst: Any, dst_offset: int, nbytes: int) -> None:
@@ -164,7 +166,8 @@ class CapturedCommands:
             c[1].dispatches for c in commands if c[0] == _PROGRAM)
         self._serials = serials
         self.native = native_available(rt)
-        self._segments = self._native_segments() if self.native else self._python_segments()
+        self._native = self._native_segments() if self.native else None
+        self._python: list[tuple] | None = None if self.native else self._python_segments()
 
     def _native_segments(self) -> list[tuple[NativeProgram, tuple]]:
         """Runs of primitive commands as one native program each, between captured native programs."""
@@ -173,7 +176,7 @@ class CapturedCommands:
         for command in self.commands:
             kind = command[0]
             if kind == _DISPATCH:
-                _, kernel, resources, counts, keep = command
+                _, kernel, resources, counts, keep, _label = command
                 builder.dispatch_resolved(kernel, resources, counts)
                 builder.keep.extend(keep)
             elif kind == _COPY:
@@ -195,10 +198,13 @@ class CapturedCommands:
         executables = self.rt.executables
         for command in self.commands:
             if command[0] == _DISPATCH:
-                _, kernel, resources, counts, keep = command
+                _, kernel, resources, counts, keep, label = command
                 with self.rt.lock:
                     bind_group = executables.bind_group(kernel, 0, resources)
-                segments.append((_DISPATCH, kernel.pipeline, bind_group, counts, keep, resources))
+                segments.append((_DISPATCH, kernel.pipeline, bind_group, counts, label, keep, resources))
+            elif command[0] == _PROGRAM:
+                raise GraphCaptureError("this graph holds a native program (a compiled call), which only "
+                                        "replays natively: leave profiling off while replaying it")
             else:
                 segments.append(command)
         return segments
@@ -210,8 +216,8 @@ class CapturedCommands:
             if rt.capture is not None:
                 raise GraphCaptureError("replaying a graph while a capture is open is not supported; "
                                         "end the capture first")
-            if self.native:
-                segments = self._segments
+            if self._native is not None and not rt.profiling:
+                segments = self._native
                 if len(segments) == 1 and not rt.recorder.has_pending:
                     segments[0][0].record(segments[0][1], submit=True)   # one C call: encode + submit
                     return
@@ -219,12 +225,13 @@ class CapturedCommands:
                     program.record(slots)
                 rt.flush()
                 return
+            if self._python is None:   # profiling a native graph: per-dispatch timestamps need Python
+                self._python = self._python_segments()
             recorder = rt.recorder
-            for command in self._segments:
+            for command in self._python:
                 kind = command[0]
                 if kind == _DISPATCH:
-                    recorder.dispatch(command[1], command[2], command[3])
-                    rt.dispatches += 1
+                    rt.record_bound(command[1], command[2], command[3], command[4])
                 elif kind == _COPY:
                     recorder.encoder().copy_buffer_to_buffer(*command[1:])
                 else:
@@ -238,6 +245,6 @@ class CapturedCommands:
             for serial in self._serials:
                 rt.pool.unpin(serial)
             self._serials = []
-            self._segments = []
+            self._native, self._python = None, []
             self.commands = []
             self.dispatches = 0

@@ -329,20 +329,25 @@ class Runtime:
             bind_group = self._bound.get(key)
             if bind_group is None:
                 bind_group = self._bind(kernel, key, label)
-            profiler = self._profiler
-            if profiler is not None and profiler.use_timestamps and profiler.full:
-                self._submit_locked()
-            writes = profiler.timestamp_writes(label) if profiler is not None else None
-            self.recorder.dispatch(kernel.pipeline, bind_group, counts, writes)
-            self.dispatches += 1
             if self.capture is not None:
-                self.capture.dispatch(kernel, bindings, counts)
-            if profiler is not None and not profiler.use_timestamps:
-                start = now()
-                self._submit_locked(wait=True)
-                profiler.wall_clock(label, now() - start)
-            else:
-                self._maybe_submit()
+                self.capture.dispatch(kernel, bindings, counts, label)
+            self.record_bound(kernel.pipeline, bind_group, counts, label)
+
+    def record_bound(self, pipeline: Any, bind_group: Any, counts: tuple[int, int, int], label: str) -> None:
+        """Record a dispatch of a pipeline with a prepared bind group (timed inside `profile()`); the
+        caller holds the lock and has checked `counts`."""
+        profiler = self._profiler
+        if profiler is not None and profiler.use_timestamps and profiler.full:
+            self._submit_locked()
+        writes = profiler.timestamp_writes(label) if profiler is not None else None
+        self.recorder.dispatch(pipeline, bind_group, counts, writes)
+        self.dispatches += 1
+        if profiler is not None and not profiler.use_timestamps:
+            start = now()
+            self._submit_locked(wait=True)
+            profiler.wall_clock(label, now() - start)
+        else:
+            self._maybe_submit()
 
     def _bind(self, kernel: Kernel, key: tuple, label: str) -> Any:
         bindings = key[1]
