@@ -170,6 +170,9 @@ class graph:  # noqa: N801 (mirrors torch.cuda.graph)
         self.capture_error_mode = capture_error_mode
 
     def __enter__(self) -> None:
+        if is_current_stream_capturing():
+            raise GraphCaptureError("a torch.webgpu.graph capture is already open on this device; end it "
+                                    "before starting another (captures do not nest)")
         # As torch.cuda.graph does: finish earlier work first, so nothing pending leaks into the capture.
         runtime().synchronize()
         self.webgpu_graph.capture_begin(self.pool, self.capture_error_mode)

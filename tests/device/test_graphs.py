@@ -140,6 +140,8 @@ def test_reset_allows_a_new_capture_and_status_query(no_fallback):
     with torch.webgpu.graph(g):
         assert torch.webgpu.is_current_stream_capturing()
         y = x + 1
+        with pytest.raises(GraphCaptureError, match="do not nest"):
+            torch.webgpu.graph(torch.webgpu.WebGPUGraph()).__enter__()
     assert not torch.webgpu.is_current_stream_capturing()
     with pytest.raises(GraphCaptureError, match="already holds a capture"):
         g.capture_begin()
