@@ -21,8 +21,8 @@ from .report import (
     write_json,
 )
 
-SUITES = {"micro": ["tiny_dispatch", "eager_per_op", "host_overhead", "matmul", "bandwidth", "nn_ops",
-                    "compile_time"],
+SUITES = {"micro": ["tiny_dispatch", "eager_per_op", "host_overhead", "graphs", "matmul", "bandwidth",
+                    "nn_ops", "compile_time"],
           "models": ["models"], "llm": ["llm"]}   # llm: not in `all` (1B-parameter models)
 
 
