@@ -4,7 +4,9 @@ The problem is declarative (`MatmulProblem`); `variants` lists what can run it o
 first) and `plan_matmul` returns the `KernelLaunch` of one. Epilogue, in order: `alpha * acc`,
 `+ beta * bias` (broadcast by strides), activation, `+ residual`. Variants are parameters of the
 templates in matmul_wgsl.py: register-tiled SIMT (tile, outputs per invocation, K depth, vec4 loads),
-split-K matrix-vector (subgroup or workgroup reduction), and tensor cores (subgroup matrices).
+split-K matrix-vector (subgroup or workgroup reduction), streaming matrix-vector for decode at memory
+bandwidth (16-byte loads, several in flight per lane; the default on hardware GPUs), and tensor cores
+(subgroup matrices).
 Storage may be f32 or f16 (shader-f16); accumulation is always f32.
 """
 
@@ -389,14 +391,15 @@ def _stream_variants(g: MatmulProblem, caps: DeviceCaps, k_fast: bool) -> list[s
     sg = _sg_size(caps) if caps.subgroups else None
     vw = stream_width(g, k_fast)
     limit = caps.limit("max-compute-workgroups-per-dimension", 65535)
-    out = []
+    fitting = []
     for name in _stream_order(g, k_fast, vw, sg):
         spec = VARIANTS[name]
         cols = spec.ln * (vw if not k_fast else 1)
         if (ceil_div(g.n, cols) <= limit
                 and _fits(caps, spec.threads, spec.workgroup_bytes(g.dtype, GEMV_MAX_ROWS, sg or 1))):
-            out += ([name + VEC_SUFFIX] if vw > 1 else []) + [name]
-    return out
+            fitting.append(name)
+    # 16-byte forms first: the autotuner and compiled plans take the first few candidates only
+    return ([n + VEC_SUFFIX for n in fitting] if vw > 1 else []) + fitting
 
 
 def _params(p: MatmulProblem) -> tuple[int, ...]:

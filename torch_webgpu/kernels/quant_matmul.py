@@ -11,7 +11,9 @@ Weight formats (`QuantWeight.fmt`), row n of q starts at word n * words_per_row:
 Zero points (optional) are signed bytes [N, groups], 4 per word; scales [N, groups] in f32 or f16.
 
 Variants: "gemv" (M <= GEMV_MAX_ROWS, decode: each workgroup owns LN output columns, LK invocations split
-K in 8-weight chunks, reduced in workgroup memory) and "tiled" (prefill: a BM × BN output tile per
+K in 8-weight chunks, reduced in workgroup memory), streaming "gemv.k*n*.u2[.sg]" (decode at memory
+bandwidth: 16-byte loads of packed weights, dequantized in registers; the default on hardware GPUs) and
+"tiled" (prefill: a BM × BN output tile per
 workgroup, K tiles of A and of the dequantized W staged in workgroup memory). A and out are f32 or f16
 (shader-f16); accumulation is f32. The epilogue (bias, activation, residual) is the matmul family's.
 torch-free: numpy only.
