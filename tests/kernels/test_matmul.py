@@ -18,6 +18,7 @@ from torch_webgpu.kernels.matmul import (
     variants,
 )
 
+from .conftest import with_limits
 from .helpers import TORCH, run_launch
 
 TORCH_ACT = {None: lambda v: v, "relu": torch.relu, "gelu": torch.nn.functional.gelu,
@@ -267,5 +268,11 @@ def test_streaming_gemv_defaults(caps):
     assert variants(problem(a, bb, "f32"), gpu)[0] == "gemv.k64n2.u4.sg.v4"
     assert not variants(problem(a, bb, "f32"), dataclasses.replace(caps, cpu=True))[0].startswith(
         ("gemv.k8n", "gemv.k16n8.", "gemv.k32n4.u", "gemv.k64n2"))
-    a, bb = operands(1, 1, 64, 2048, "f32")   # P @ V: [K, N] with N = head_dim
-    assert variants(problem(a, bb, "f32"), gpu)[0] == "gemv.n8k32.u4.v4"
+    a, bb = operands(1, 1, 256, 2048, "f32")   # [K, N] weights
+    assert variants(problem(a, bb, "f32"), gpu)[0] == "gemv.n16k16.u4.v4"
+    a, bb = operands(1, 1, 32, 2048, "f32")   # P @ V: N = head_dim, 1024 invocations where they fit
+    wide = with_limits(gpu, max_compute_invocations_per_workgroup=1024,
+                       max_compute_workgroup_storage_size=32768)
+    assert variants(problem(a, bb, "f32"), wide)[0] == "gemv.n8k128.u4.v4"
+    narrow = with_limits(gpu, max_compute_invocations_per_workgroup=256)
+    assert variants(problem(a, bb, "f32"), narrow)[0] == "gemv.n8k32.u4.v4"

@@ -210,6 +210,8 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "gemv.n8k32.u4": GemvSpec(32, 8, False, False, 4),
     "gemv.n16k16.u4": GemvSpec(16, 16, False, False, 4),
     "gemv.n32k8.u4": GemvSpec(8, 32, False, False, 4),
+    # few columns (attention's P @ V, one workgroup per head): 1024 invocations keep more loads in flight
+    "gemv.n8k128.u4": GemvSpec(128, 8, False, False, 4),
     # tensor cores: sg_m x sg_n subgroups per workgroup, each fm x fn 16x16 results
     "sgmat.w1x1.f2x2.k32": SgmatSpec(1, 1, 2, 2),
     "sgmat.w1x1.f4x2.k32": SgmatSpec(1, 1, 4, 2),
@@ -322,8 +324,10 @@ def _stream_order(g: MatmulProblem, k_fast: bool, vw: int, sg: int | None) -> li
             names.append(base)
         return names
     per = max(1, g.n // vw)
+    if per <= 8:
+        return ["gemv.n8k128.u4", "gemv.n8k32.u4", "gemv.n16k16.u4", "gemv.n32k8.u4"]
     cols = 32 if per >= 256 else 16 if per >= 64 else 8
-    return sorted(["gemv.n8k32.u4", "gemv.n16k16.u4", "gemv.n32k8.u4"],
+    return sorted(["gemv.n8k32.u4", "gemv.n16k16.u4", "gemv.n32k8.u4", "gemv.n8k128.u4"],
                   key=lambda n: n != f"gemv.n{cols}k{256 // cols}.u4")
 
 
