@@ -12,9 +12,10 @@ Zero points (optional) are signed bytes [N, groups], 4 per word; scales [N, grou
 
 Variants: "gemv" (M <= GEMV_MAX_ROWS, decode: each workgroup owns LN output columns, LK invocations split
 K in 8-weight chunks, reduced in workgroup memory), streaming "gemv.k*n*.u2[.sg]" (decode at memory
-bandwidth: 16-byte loads of packed weights, dequantized in registers; the default on hardware GPUs) and
-"tiled" (prefill: a BM × BN output tile per
-workgroup, K tiles of A and of the dequantized W staged in workgroup memory). A and out are f32 or f16
+bandwidth: 16-byte loads of packed weights, dequantized in registers; the default on hardware GPUs),
+"tiled" (prefill: a BM × BN output tile per workgroup, K tiles of A and of the dequantized W staged in
+workgroup memory) and "sgmat" (prefill with f16 activations on tensor cores: the dense matmul's
+subgroup-matrix tile, W dequantized into its f16 B tile). A and out are f32 or f16
 (shader-f16); accumulation is f32. The epilogue (bias, activation, residual) is the matmul family's.
 torch-free: numpy only.
 """
@@ -26,8 +27,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, f32_word
-from .matmul import Layout
-from .matmul_wgsl import ACTIVATIONS, ERF_WGSL, Epilogue, finish_fn, lane_reduce
+from .matmul import VARIANTS as DENSE_VARIANTS
+from .matmul import Layout, SgmatSpec, tensor_core_subgroup_size, vec8_axis
+from .matmul_wgsl import (
+    ACTIVATIONS,
+    ERF_WGSL,
+    SGMAT_DIAGNOSTICS,
+    Epilogue,
+    SgmatTile,
+    finish_fn,
+    lane_reduce,
+    sgmat_main,
+    staging_scalar,
+    staging_vec8,
+    tile_at,
+)
 
 __all__ = ["QuantWeight", "QuantMatmulProblem", "plan_quant_matmul", "quant_variants", "pack_weight",
            "pack_bytes", "pack_scales", "pack_constant", "WEIGHT_FORMATS", "GEMV_MAX_ROWS", "CHUNK"]
@@ -44,6 +58,8 @@ STREAM = {"gemv.k4n32.u2": (4, 32, 2), "gemv.k8n16.u2": (8, 16, 2), "gemv.k16n8.
           "gemv.k32n4.u2": (32, 4, 2)}
 STREAM_SUFFIX = ".sg"
 TILED = {"tile64x64.r4x4.k16": (64, 64, 16, 4, 4), "tile32x32.r2x2.k16": (32, 32, 16, 2, 2)}
+# tensor-core tiles, the dense family's (H200 f16: w2x2.f4x4 best at 4096^3, w2x2.f2x2 on skinny shapes)
+SGMAT = ["sgmat.w2x2.f4x4.k32", "sgmat.w4x2.f4x4.k32", "sgmat.w2x2.f4x2.k32", "sgmat.w2x2.f2x2.k32"]
 
 
 @dataclass(frozen=True)
@@ -122,8 +138,14 @@ def quant_variants(p: QuantMatmulProblem, caps: DeviceCaps) -> list[str]:
     wg_bytes = caps.limit("max-compute-workgroup-storage-size", 16384)
     names = []
     stream = _stream_variants(p, caps) if p.m <= GEMV_MAX_ROWS else []
-    if not caps.cpu:  # hardware GPUs: the bandwidth forms first (decode is below the tuner's FLOP floor)
+    if not caps.cpu:  # hardware GPUs: the bandwidth forms first (eager decode never reaches the tuner)
         names += stream
+    sg = tensor_core_subgroup_size(caps)
+    if p.m > GEMV_MAX_ROWS and p.activation_dtype == "f16" and sg:
+        for name in SGMAT if p.m * p.n >= 1 << 20 else SGMAT[::-1]:
+            tile = _sgmat_tile(DENSE_VARIANTS[name], sg)
+            if tile.threads <= threads and tile.workgroup_bytes <= wg_bytes:
+                names.append(name)
     if p.m <= GEMV_MAX_ROWS:
         for name, (lk, ln) in GEMV.items():
             if lk * ln <= threads and 4 * GEMV_MAX_ROWS * lk * ln <= wg_bytes:
@@ -172,14 +194,17 @@ def _stream_variants(p: QuantMatmulProblem, caps: DeviceCaps) -> list[str]:
     return names
 
 
-def _header(p: QuantMatmulProblem, e: Epilogue, stream: bool = False,
+def _header(p: QuantMatmulProblem, e: Epilogue, a_elem: str | None = None, stream: bool = False,
             enables: tuple[str, ...] = ()) -> tuple[str, list[str]]:
-    """The bindings and dequantization helpers; `stream`: Q and A bound as 16-byte vectors."""
+    """Enables, params, bindings and the dequantization helpers; A bound as `a_elem` (default: its
+    storage type); `stream`: Q and A bound as 16-byte vectors, the chunk helper left out."""
     t, s, ta = p.dtype, p.weight.scale_dtype, p.activation_dtype
+    if stream:
+        a_elem = f"vec4<{ta}>"
     roles = [PARAMS, "a", "q", "scale", "out"] + (["zero"] if p.weight.zero else []) + (
         ["bias"] if p.bias else []) + (["residual"] if p.residual else [])
-    arrays = {"a": f"A: array<{f'vec4<{ta}>' if stream else ta}>",
-              "q": f"Q: array<{'vec4<u32>' if stream else 'u32'}>", "scale": f"S: array<{s}>",
+    arrays = {"a": f"A: array<{a_elem or ta}>", "q": f"Q: array<{'vec4<u32>' if stream else 'u32'}>",
+              "scale": f"S: array<{s}>",
               "out": f"O: array<{t}>", "zero": "Z: array<u32>", "bias": f"C: array<{t}>",
               "residual": f"R: array<{t}>"}
     lines = ["enable f16;" if "f16" in (t, s, ta) else "", *(f"enable {x};" for x in enables),
@@ -271,7 +296,7 @@ def _stream_source(p: QuantMatmulProblem, e: Epilogue, lanes: int, cols: int, un
     16-byte loads (`unroll` in flight each), dequantized in registers with vector shifts, each load's
     dot product scaled once (a load never straddles a group); `cols` rows per workgroup, lanes combined
     by `lane_reduce`. Out-of-range columns/rows are clamped for the loads and dropped by `finish`."""
-    head, roles = _header(p, e, True, ("subgroups",) if subgroup else ())
+    head, roles = _header(p, e, stream=True, enables=("subgroups",) if subgroup else ())
     unroll = max(1, unroll // mr)   # several rows reuse each load already; keeps the code (and compile) small
     fmt = p.weight.fmt
     ch = stream_chunk(p)
@@ -390,6 +415,44 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     return src, roles
 
 
+def _sgmat_tile(spec: SgmatSpec, sg: int) -> SgmatTile:
+    """The tensor-core tile of `spec`; W's rows are K-contiguous, so its tile is stored [n][k] (each
+    invocation writes 8 consecutive halves)."""
+    return SgmatTile(spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg, spec.pad, b_cols=True)
+
+
+def _sgmat_source(p: QuantMatmulProblem, e: Epilogue, spec: SgmatSpec, sg: int,
+                  vec_a: str) -> tuple[str, list[str]]:
+    """The dense tensor-core tile with B = dequant(W)^T: each invocation dequantizes 8 weights of one
+    row of W (one group) into the f16 B tile, stored by columns."""
+    head, roles = _header(p, e, "vec4<u32>" if vec_a else None)
+    g = _sgmat_tile(spec, sg)
+    stage_a = (staging_vec8 if vec_a else staging_scalar)(
+        g.bm, g.bk, "A", "a", "m0", "M", "t", "K", g.a_store, *((vec_a,) if vec_a else (p.activation_dtype,)),
+        g.threads)
+    chunks = g.bn * g.bk // CHUNK
+    per_col = g.bk // CHUNK
+    cells = [tile_at(g.b_store, f"kk + {j}u", "nn") for j in range(CHUNK)]
+    put = "\n".join(f"        {cell} = f16(w[{j}] * s);" for j, cell in enumerate(cells))
+    zero = "\n".join(f"        {cell} = f16(0.0);" for cell in cells)
+    stage_b = f"""  for (var u = 0u; u < {-(-chunks // g.threads)}u; u++) {{
+    let e = li + u * {g.threads}u;
+    if (e < {chunks}u) {{
+      let kk = (e % {per_col}u) * {CHUNK}u; let nn = e / {per_col}u;
+      let gn = n0 + nn; let gk = t + kk;
+      if (gn < N && gk < K) {{
+        let w = chunk(gn, gk / {CHUNK}u);
+        let s = scale_of(gn, gk / P.q.x);
+{put}
+      }} else {{
+{zero}
+      }}
+    }}
+  }}"""
+    head = head.replace("enable f16;", "enable f16;\nenable chromium_experimental_subgroup_matrix;", 1)
+    return SGMAT_DIAGNOSTICS + head + finish_fn(e) + sgmat_main(g, stage_a + "\n" + stage_b), roles
+
+
 def _params(p: QuantMatmulProblem) -> tuple[int, ...]:
     zero = [0, 0, 0, 0]
     return tuple([p.m, p.n, p.k, 1] + p.a.words() + p.out.words()
@@ -416,6 +479,12 @@ def plan_quant_matmul(p: QuantMatmulProblem, caps: DeviceCaps, variant: str | No
         sg = caps.subgroup_size if variant.endswith(STREAM_SUFFIX) else None
         src, roles = _stream_source(p, e, lk, ln, unroll, mr, sg)
         grid, wg = (ceil_div(p.n, ln), ceil_div(p.m, mr), 1), (lk * ln, 1, 1)
+    elif variant in SGMAT:
+        spec = DENSE_VARIANTS[variant]
+        sg = tensor_core_subgroup_size(caps)
+        src, roles = _sgmat_source(p, e, spec, sg, vec8_axis(p.a, p.m, p.k))
+        bm, bn = spec.tile
+        grid, wg = (ceil_div(p.n, bn), ceil_div(p.m, bm), 1), (spec.sg_m * spec.sg_n * sg, 1, 1)
     elif variant in GEMV:
         lk, ln = GEMV[variant]
         mr = 1 << max(0, (p.m - 1).bit_length())
