@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from .matmul_library import _import_library, cuda_event_seconds
+from .quant_library import _weights
 
 # (label, batch, N, K, weight stored [N, K] (a linear layer, QK^T's key cache) or [K, N] (P @ V's values))
 CASES = [("q/o proj 2048->2048", 1, 2048, 2048, True),
@@ -165,12 +166,9 @@ def quant_rows(rt, kernels, qm, mm, case, fmt: str, reps: int, only, verbose: bo
     label, batch, n, k, w_nk = case
     wfmt, group, zero = QUANT[fmt]
     group = group or k
-    lo, hi = (-8, 7) if wfmt == "i4" else (-128, 127)
     rng = np.random.default_rng(0)
-    q = rng.integers(lo, hi + 1, (n, k), dtype=np.int8)
-    z = rng.integers(lo, hi + 1, (n, k // group), dtype=np.int8) if zero else None
-    s = (rng.random((n, k // group), dtype=np.float32) * 0.02 + 0.005).astype(np.float16)
-    x = rng.standard_normal((1, k), dtype=np.float32).astype(np.float16)
+    q, z, s = _weights(rng, n, k, wfmt, group, zero)
+    x = (rng.standard_normal((1, k), dtype=np.float32) * 0.5).astype(np.float16)
     wdq = q.astype(np.float64) - (np.repeat(z, group, 1) if zero else 0)
     ref = x.astype(np.float64) @ (wdq * np.repeat(s.astype(np.float64), group, 1)).T
     words = qm.pack_weight(q, wfmt)
