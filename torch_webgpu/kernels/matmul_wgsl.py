@@ -443,3 +443,210 @@ def staging_vec8(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c
 def tile_at(store: str, r: str, c: str) -> str:
     """The workgroup-memory lvalue `store` (written in terms of r and c) at element (r, c)."""
     return re.sub(r"\bc\b", f"({c})", re.sub(r"\br\b", f"({r})", store))
+
+
+def lane_reduce(names: list[str], lanes: int, groups: int, subgroup: int | None) -> tuple[str, str]:
+    """(module-scope declarations, body) that sum each f32 variable of `names` over the `lanes`
+    consecutive invocations of one group (`lane` = li % lanes, `slot` = li / lanes, `groups` slots per
+    workgroup); lane 0 of each group then holds the totals. With a subgroup size: butterfly shuffles
+    (lanes <= subgroup, lanes of a group inside one subgroup) or subgroupAdd plus a workgroup-memory sum of
+    the lanes / subgroup partials; without: a workgroup-memory tree. Must run in uniform control flow."""
+    if subgroup and lanes <= subgroup:
+        if lanes == subgroup:
+            return "", "\n".join(f"  {x} = subgroupAdd({x});" for x in names)
+        body = []
+        off = lanes // 2
+        while off:
+            body += [f"  {x} += subgroupShuffleXor({x}, {off}u);" for x in names]
+            off //= 2
+        return "", "\n".join(body)
+    parts = lanes // subgroup if subgroup else lanes
+    decl = f"var<workgroup> red: array<f32, {len(names) * groups * parts}>;"
+    at = [f"({i}u * {groups}u + slot) * {parts}u" for i in range(len(names))]
+    if subgroup:
+        body = [f"  {x} = subgroupAdd({x});" for x in names]
+        body.append(f"  if (lane % {subgroup}u == 0u) {{")
+        body += [f"    red[{at[i]} + lane / {subgroup}u] = {x};" for i, x in enumerate(names)]
+        body += ["  }", "  workgroupBarrier();", "  if (lane == 0u) {"]
+        for i, x in enumerate(names):
+            body.append(f"    {x} = 0.0;")
+            body.append(f"    for (var q = 0u; q < {parts}u; q++) {{ {x} += red[{at[i]} + q]; }}")
+        body.append("  }")
+        return decl, "\n".join(body)
+    body = [f"  red[{at[i]} + lane] = {x};" for i, x in enumerate(names)]
+    body += ["  workgroupBarrier();",
+             f"  for (var s = {parts // 2}u; s > 0u; s = s >> 1u) {{", "    if (lane < s) {"]
+    body += [f"      red[{a} + lane] += red[{a} + lane + s];" for a in at]
+    body += ["    }", "    workgroupBarrier();", "  }", "  if (lane == 0u) {"]
+    body += [f"    {x} = red[{at[i]}];" for i, x in enumerate(names)]
+    body.append("  }")
+    return decl, "\n".join(body)
+
+
+DOT8_F16 = """
+// the dot product of two 16-byte vectors of 8 halves, accumulated in f32
+fn dot8(a: vec4<u32>, b: vec4<u32>) -> f32 {
+  var s = 0.0;
+  for (var q = 0u; q < 4u; q++) {
+    s += dot(vec2<f32>(bitcast<vec2<f16>>(a[q])), vec2<f32>(bitcast<vec2<f16>>(b[q])));
+  }
+  return s;
+}
+"""
+
+
+def _stream_elem(t: str, vw: int) -> str:
+    """The binding element of a 16-byte (vw > 1) or scalar load of storage type `t`."""
+    if vw == 1:
+        return t
+    return "vec4<u32>" if t == "f16" else "vec4<f32>"
+
+
+def gemv_stream_k_source(e: Epilogue, lanes: int, cols: int, unroll: int, mr: int, vw: int,
+                         subgroup: int | None) -> str:
+    """Bandwidth-bound matrix-vector for B contiguous along K (linear weights): `lanes` consecutive
+    invocations own one output column (a weight row) and walk K with `unroll` independent loads of
+    `vw` elements each (16 bytes: 8 halves or 4 floats; vw = 1: scalar loads, any strides), `cols`
+    columns per workgroup, `mr` rows of A per workgroup; lanes combine through `lane_reduce`.
+    Out-of-range columns and rows are clamped for the loads (no divergent branch around them) and
+    dropped by `finish`."""
+    t = e.dtype
+    elem = _stream_elem(t, vw)
+    step = lanes * vw
+    unroll = max(1, unroll // mr)   # several rows reuse each load already; keeps the code (and compile) small
+    rows = "\n".join(f"  let arow{r} = abase + min(m0 + {r}u, M - 1u) * P.a.z;" for r in range(mr))
+    accs = "\n".join(f"  var acc{r} = 0.0;" for r in range(mr))
+
+    def loads(u: int) -> list[str]:
+        # a load past K re-reads the last vector (no branch around it) and counts zero
+        out = [f"    let j{u} = kb + lane * {vw}u + {u * step}u; let k{u} = min(j{u}, K - {vw}u);"]
+        if vw == 1:
+            return out + [f"    let b{u} = select(0.0, f32(B[bbase + k{u} * P.b.z + cc * P.b.w]), j{u} < K);"]
+        return out + [f"    let b{u} = B[(bcol + k{u}) / {vw}u];"]
+
+    def math(u: int) -> list[str]:
+        if vw == 1:
+            return [f"    acc{r} = fma(f32(A[arow{r} + k{u} * P.a.w]), b{u}, acc{r});" for r in range(mr)]
+        dot = "dot8" if t == "f16" else "dot"
+        return [f"    acc{r} += select(0.0, {dot}(A[(arow{r} + k{u}) / {vw}u], b{u}), j{u} < K);"
+                for r in range(mr)]
+
+    # all loads of one unrolled step first, then the math: `unroll` loads in flight per invocation
+    main = [x for u in range(unroll) for x in loads(u)] + [x for u in range(unroll) for x in math(u)]
+    decl, reduce = lane_reduce([f"acc{r}" for r in range(mr)], lanes, cols, subgroup)
+    done = "\n".join(f"    finish(batch, m0 + {r}u, col, acc{r});" for r in range(mr))
+    enables = ("subgroups",) if subgroup else ()
+    diag = "diagnostic(off, subgroup_uniformity);\n" if subgroup else ""
+    return f"""{diag}{header(e, elem, elem, enables)}{finish_fn(e)}{DOT8_F16 if t == "f16" and vw > 1 else ""}
+{decl}
+@compute @workgroup_size({lanes * cols})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {{
+  let M = P.mnkb.x; let N = P.mnkb.y; let K = P.mnkb.z;
+  let batch = wid.z;
+  let m0 = wid.y * {mr}u;
+  let lane = li % {lanes}u; let slot = li / {lanes}u;
+  let col = wid.x * {cols}u + slot;
+  let cc = min(col, N - 1u);
+  let abase = P.a.x + batch * P.a.y;
+  let bbase = P.b.x + batch * P.b.y;
+  let bcol = bbase + cc * P.b.w;
+{rows}
+{accs}
+  for (var kb = 0u; kb < K; kb += {step * unroll}u) {{
+{chr(10).join(main)}
+  }}
+{reduce}
+  if (lane == 0u) {{
+{done}
+  }}
+}}
+"""
+
+
+def gemv_stream_n_source(e: Epilogue, cols: int, slices: int, unroll: int, mr: int, vw: int) -> str:
+    """Matrix-vector for B contiguous along N ([K, N] weights, attention's P @ V): each invocation owns
+    `vw` consecutive columns (one 16-byte load per K row; vw = 1: scalar, any strides), `cols`
+    invocations side by side along N and `slices` of them splitting K (`unroll` rows in flight each),
+    partial sums combined by a workgroup-memory tree, one row of A at a time."""
+    t = e.dtype
+    elem = _stream_elem(t, vw)
+    unroll = max(1, unroll // mr)   # several rows reuse each load already; keeps the code (and compile) small
+    nv = max(1, vw // 4)                      # vec4<f32> accumulators per row (vw 4 or 8), or one f32
+    acc_t = "f32" if vw == 1 else "vec4<f32>"
+    accs = "\n".join(f"  var acc{r}_{q} = {acc_t}(0.0);" for r in range(mr) for q in range(nv))
+    rows = "\n".join(f"  let arow{r} = abase + min(m0 + {r}u, M - 1u) * P.a.z;" for r in range(mr))
+
+    def wide(u: int) -> list[str]:
+        """f32 vectors of load u."""
+        if vw == 1:
+            return [f"f32(b{u})"]
+        if t == "f32":
+            return [f"b{u}"]
+        return [f"vec4<f32>(bitcast<vec4<f16>>(b{u}.{'xy' if q == 0 else 'zw'}))" for q in range(nv)]
+
+    def loads(k: str, u: int) -> list[str]:
+        if vw == 1:
+            return [f"    let b{u} = B[bbase + ({k}) * P.b.z + cc * P.b.w];"]
+        return [f"    let b{u} = B[(bbase + ({k}) * P.b.z + cc) / {vw}u];"]
+
+    def math(k: str, u: int) -> list[str]:
+        out = [f"    let w{u}_{q} = {w};" for q, w in enumerate(wide(u))]
+        for r in range(mr):
+            out.append(f"    {{ let a = f32(A[arow{r} + ({k}) * P.a.w]);")
+            out += [f"      acc{r}_{q} = fma(vec4<f32>(a), w{u}_{q}, acc{r}_{q});" if vw > 1 else
+                    f"      acc{r}_{q} = fma(a, w{u}_{q}, acc{r}_{q});" for q in range(nv)]
+            out.append("    }")
+        return out
+
+    main = [f"    let k{u} = kb + ks + {u * slices}u;" for u in range(unroll)]
+    main += [x for u in range(unroll) for x in loads(f"k{u}", u)]
+    main += [x for u in range(unroll) for x in math(f"k{u}", u)]
+    threads = cols * slices
+    red_t = "f32" if vw == 1 else "vec4<f32>"
+    passes = []
+    for r in range(mr):
+        stores = "\n".join(f"  red[li * {nv}u + {q}u] = acc{r}_{q};" for q in range(nv))
+        sums = "\n".join(f"      red[li * {nv}u + {q}u] += red[(li + s * {cols}u) * {nv}u + {q}u];"
+                         for q in range(nv))
+        if vw == 1:
+            fin = f"    finish(batch, m0 + {r}u, col0, red[li]);"
+        else:
+            fin = "\n".join(f"    finish(batch, m0 + {r}u, col0 + {j}u, "
+                            f"red[li * {nv}u + {j // 4}u][{j % 4}]);"
+                            for j in range(vw))
+        passes.append(f"""{stores}
+  workgroupBarrier();
+  for (var s = {slices // 2}u; s > 0u; s = s >> 1u) {{
+    if (ks < s) {{
+{sums}
+    }}
+    workgroupBarrier();
+  }}
+  if (ks == 0u && col0 < N) {{
+{fin}
+  }}
+  workgroupBarrier();""")
+    return f"""{header(e, t, elem)}{finish_fn(e)}
+var<workgroup> red: array<{red_t}, {threads * nv}>;
+@compute @workgroup_size({threads})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {{
+  let M = P.mnkb.x; let N = P.mnkb.y; let K = P.mnkb.z;
+  let batch = wid.z;
+  let m0 = wid.y * {mr}u;
+  let cg = li % {cols}u; let ks = li / {cols}u;
+  let col0 = (wid.x * {cols}u + cg) * {vw}u;
+  let cc = min(col0, N - {vw}u);
+  let abase = P.a.x + batch * P.a.y;
+  let bbase = P.b.x + batch * P.b.y;
+{rows}
+{accs}
+  let kfull = (K / {slices * unroll}u) * {slices * unroll}u;
+  for (var kb = 0u; kb < kfull; kb += {slices * unroll}u) {{
+{chr(10).join(main)}
+  }}
+  for (var k = kfull + ks; k < K; k += {slices}u) {{
+{chr(10).join(loads("k", 0) + math("k", 0))}
+  }}
+{chr(10).join(passes)}
+}}
+"""
