@@ -17,13 +17,21 @@ import torch
 import torch.fx
 
 from torch_webgpu.kernels import autotune
-from torch_webgpu.kernels.attention import AttentionProblem, Strided, plan_attention, variants
+from torch_webgpu.kernels.attention import (
+    AttentionProblem,
+    Strided,
+    partials_bytes,
+    plan_attention,
+    plan_attention_combine,
+    variants,
+)
 from torch_webgpu.kernels.launch import DeviceCaps, KernelLaunch
 
-from .operands import Operand, Resolver, Tunable, scalar, value_of
+from .operands import SCALES, Operand, Resolver, Tunable, scalar, value_of
 
 aten = torch.ops.aten
 _DTYPES = {torch.float32: "f32", torch.float16: "f16"}
+_CONVERT = torch.ops.prims.convert_element_type.default
 _SCALINGS = frozenset({aten.mul.Tensor, aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar})
 _GUARD = frozenset({aten.eq.Scalar, torch.ops.prims.convert_element_type.default, aten.amin.default,
                     aten.ne.Scalar, aten.full_like.default, aten.where.self})
@@ -62,6 +70,19 @@ class AttentionOp:
         """The library's launch of this op on `caps` (its default variant there)."""
         return plan_attention(self.full_problem(), caps)
 
+    def launches(self, caps: DeviceCaps) -> list[KernelLaunch]:
+        """The op's dispatches in order: the attention, and after a split-K variant its combine pass."""
+        first = self.launch(caps)
+        if "partials" not in first.bindings:
+            return [first]
+        return [first, plan_attention_combine(self.full_problem(), caps)]
+
+    def scratch(self, caps: DeviceCaps) -> dict[str, int]:
+        """Scratch buffers (role -> bytes) the op's dispatches share: a split-K variant's partial states."""
+        if "partials" not in self.launch(caps).bindings:
+            return {}
+        return {"partials": partials_bytes(self.full_problem())}
+
     def candidates(self, caps: DeviceCaps) -> Tunable:
         """The variants the machine that runs the plan times once (the default first)."""
         p = self.full_problem()
@@ -80,6 +101,73 @@ def _as4(operand: Operand, shape: tuple[int, int, int, int]) -> Operand | None:
         return Operand(operand.base, operand.view.view(*shape), operand.scale)
     except RuntimeError:
         return None
+
+
+def _casts(node: torch.fx.Node, source: torch.fx.Node, src: torch.dtype, dst: torch.dtype) -> bool:
+    """`node` converts `source` (of dtype `src`) to `dst`."""
+    val, sval = value_of(node), value_of(source)
+    return (node.target is _CONVERT and node.args[0] is source and isinstance(val, torch.Tensor)
+            and isinstance(sval, torch.Tensor) and sval.dtype == src and val.dtype == dst)
+
+
+_HEAD_VIEWS = frozenset({aten.view.default, aten._unsafe_view.default, aten.expand.default,
+                         aten.clone.default, aten.permute.default, aten.transpose.int})
+
+
+def _grouped_operand(resolver: Resolver, node: torch.fx.Node, shape: tuple[int, int, int, int]
+                     ) -> tuple[Operand, int] | None:
+    """A bmm operand whose heads repeat fewer KV heads (`repeat_kv`: `expand` of an `unsqueeze(2)` to
+    [b, kv, groups, rows, cols], `clone`, `view` to [b, kv * groups, rows, cols]; `repeat_interleave`
+    decomposes to the same) as (the [b, kv, rows, cols] operand read for shape `shape`, kv), else None.
+    The copy of the repeated heads is not materialized: the kernel reads KV head h // groups."""
+    chain, source, factor = [], node, 1.0
+    while (resolver.is_alias(source) and source.target in _HEAD_VIEWS) or _scaling(source):
+        inner = source.args[0]
+        if not resolver.is_alias(source):   # sdpa scales K by sqrt(scale) after the repeat: fold it
+            factor *= scalar(source.args[1])
+            source = inner
+            continue
+        iv, sv = value_of(inner), value_of(source)
+        if (source.target in (aten.view.default, aten._unsafe_view.default) and iv.dim() == 5
+                and sv.dim() == 4 and iv.shape[1] * iv.shape[2] == sv.shape[1] and iv.shape[2] > 1
+                and (iv.shape[0], *iv.shape[3:]) == (sv.shape[0], *sv.shape[2:])):
+            break
+        chain.append(source)
+        source = inner
+    else:
+        return None
+    if not resolver.is_alias(source.args[0]):
+        return None
+    repeated = source.args[0]
+    # Only the views after the head merge may differ from it: a transpose of rows and cols at most.
+    b, heads, rows, cols = (int(x) for x in value_of(source).shape)
+    probe = torch.empty((b, heads, rows, cols), dtype=value_of(source).dtype, device="meta")
+    try:
+        for alias in reversed(chain):
+            probe = probe if alias.target is aten.clone.default else alias.target(
+                probe, *alias.args[1:], **alias.kwargs)
+        probe = probe.view(*shape)
+    except (RuntimeError, TypeError, ValueError):
+        return None
+    plain = (heads * rows * cols, rows * cols, cols, 1)
+    transposed = tuple(shape[2:]) == (cols, rows) and tuple(probe.stride()) == (*plain[:2], 1, cols)
+    if tuple(probe.stride()) != plain and not transposed:
+        return None
+    operand = resolver.resolve(repeated, scalable=True)
+    if operand is None or operand.view.dim() != 5 or operand.view.stride(2) != 0:
+        return None
+    view = operand.view.select(2, 0)
+    view = view.transpose(-2, -1) if transposed else view
+    return Operand(operand.base, view, operand.scale * factor), int(view.shape[1])
+
+
+def _scaling(node: object) -> bool:
+    """`node` multiplies a tensor by a Python scalar (same shape and dtype)."""
+    return (isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target in SCALES
+            and len(node.args) == 2 and not node.kwargs and isinstance(node.args[0], torch.fx.Node)
+            and scalar(node.args[1]) is not None and isinstance(value_of(node.args[0]), torch.Tensor)
+            and value_of(node.args[0]).dtype == value_of(node).dtype
+            and tuple(value_of(node.args[0]).shape) == tuple(value_of(node).shape))
 
 
 def _is_minus_inf(x: object) -> bool:
@@ -145,9 +233,22 @@ class AttentionMatcher:
         elif user is not None and (attend := self._boolean_mask(user, scores, absorbed)) is not None:
             mask_node, mask_kind = attend, "bool32"
             scores = user
+        masked = scores   # the scores the mask is added to (of the inputs' dtype)
+        widened = self._single_user(scores)
+        if widened is not None and _casts(widened, scores, torch.float16, torch.float32):
+            absorbed.append(widened)   # softmax(scores.float()).to(f16): the kernel's f32 softmax
+            scores = widened
+        else:
+            widened = None
         softmax = self._softmax_of(scores, absorbed)
         if softmax is None:
             return None
+        if widened is not None:
+            narrowed = self._single_user(softmax)
+            if narrowed is None or not _casts(narrowed, softmax, torch.float32, torch.float16):
+                return None
+            absorbed.append(narrowed)
+            softmax = narrowed
         probs = self._through_views(softmax, views)
         second = self._single_user(probs)
         if second is None or second.target is not aten.bmm.default or second.args[0] is not probs:
@@ -159,23 +260,31 @@ class AttentionMatcher:
         d, dv = int(qv.shape[-1]), int(vv.shape[-1])
         if int(ktv.shape[-2]) != d:
             return None
-        q4, kt4, v4 = (self._operand4(n, s) for n, s in ((q_node, (batch, heads, lq, d)),
-                                                          (kt_node, (batch, heads, d, lk)),
-                                                          (v_node, (batch, heads, lk, dv))))
+        kv_heads = heads
+        grouped = [_grouped_operand(self.resolver, n, s) for n, s in ((kt_node, (batch, heads, d, lk)),
+                                                                      (v_node, (batch, heads, lk, dv)))]
+        if all(g is not None for g in grouped) and grouped[0][1] == grouped[1][1]:
+            # repeat_kv / repeat_interleave of the K and V heads: read each KV head for its query heads
+            (kt4, kv_heads), (v4, _) = grouped
+            q4 = self._operand4(q_node, (batch, heads, lq, d))
+        else:
+            q4, kt4, v4 = (self._operand4(n, s) for n, s in ((q_node, (batch, heads, lq, d)),
+                                                              (kt_node, (batch, heads, d, lk)),
+                                                              (v_node, (batch, heads, lk, dv))))
         if q4 is None or kt4 is None or v4 is None:
             return None
         k4 = Operand(kt4.base, kt4.view.transpose(-2, -1), kt4.scale)
         q, kt = q4, kt4
         mask = None
         if mask_node is not None:
-            mask = self._mask_operand(mask_node, value_of(scores), (batch, heads, lq, lk), mask_kind)
+            mask = self._mask_operand(mask_node, value_of(masked), (batch, heads, lq, lk), mask_kind)
             if mask is None:
                 return None
         for operand in (q4, k4, v4, *([mask] if mask else [])):
             if self.order[operand.base] >= self.order[root]:
                 return None
         problem = AttentionProblem(batch=int(batch), heads=int(heads), lq=int(lq), lk=int(lk), d=d, dv=dv,
-                                   mask=mask_kind if mask is not None else None,
+                                   kv_heads=int(kv_heads), mask=mask_kind if mask is not None else None,
                                    scale=scale * q.scale * kt.scale, dtype=dtype)
         op = AttentionOp(root, second, absorbed, problem, q4, k4, v4, mask)
         try:
