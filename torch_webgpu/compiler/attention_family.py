@@ -11,6 +11,7 @@ broadcast through its strides. Rows whose keys are all masked give 0, as `_safe_
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
@@ -114,8 +115,36 @@ _HEAD_VIEWS = frozenset({aten.view.default, aten._unsafe_view.default, aten.expa
                          aten.clone.default, aten.permute.default, aten.transpose.int})
 
 
-def _grouped_operand(resolver: Resolver, node: torch.fx.Node, shape: tuple[int, int, int, int]
-                     ) -> tuple[Operand, int] | None:
+def _widened_operand(resolver: Resolver, node: torch.fx.Node) -> Operand | None:
+    """The float32 operand `node` (views and scalar factors over a cast of a float16 value) read as that
+    float16 value through the same views (the cast commutes with them), else None."""
+    chain, factor, base = [], 1.0, node
+    while True:
+        if resolver.is_alias(base):
+            chain.append(base)
+        elif _scaling(base):
+            factor *= scalar(base.args[1])
+        else:
+            break
+        base = base.args[0]
+    if not (isinstance(base, torch.fx.Node) and base.op == "call_function"
+            and _casts(base, base.args[0], torch.float16, torch.float32)):
+        return None
+    inner = resolver.resolve(base.args[0], scalable=True)
+    if inner is None:
+        return None
+    view = inner.view
+    try:
+        for alias in reversed(chain):
+            view = view if alias.target is aten.clone.default else alias.target(view, *alias.args[1:],
+                                                                                **alias.kwargs)
+    except (RuntimeError, TypeError, ValueError):
+        return None
+    return Operand(inner.base, view, inner.scale * factor)
+
+
+def _grouped_operand(resolver: Resolver, resolve: Callable[[torch.fx.Node], Operand | None],
+                     node: torch.fx.Node, shape: tuple[int, int, int, int]) -> tuple[Operand, int] | None:
     """A bmm operand whose heads repeat fewer KV heads (`repeat_kv`: `expand` of an `unsqueeze(2)` to
     [b, kv, groups, rows, cols], `clone`, `view` to [b, kv * groups, rows, cols]; `repeat_interleave`
     decomposes to the same) as (the [b, kv, rows, cols] operand read for shape `shape`, kv), else None.
@@ -153,7 +182,7 @@ def _grouped_operand(resolver: Resolver, node: torch.fx.Node, shape: tuple[int, 
     transposed = tuple(shape[2:]) == (cols, rows) and tuple(probe.stride()) == (*plain[:2], 1, cols)
     if tuple(probe.stride()) != plain and not transposed:
         return None
-    operand = resolver.resolve(repeated, scalable=True)
+    operand = resolve(repeated)
     if operand is None or operand.view.dim() != 5 or operand.view.stride(2) != 0:
         return None
     view = operand.view.select(2, 0)
@@ -198,14 +227,34 @@ class AttentionMatcher:
             node = user
         return node
 
+    def _resolve(self, node: torch.fx.Node) -> Operand | None:
+        """An operand (in widened mode: the float16 value that a float32 operand widens)."""
+        if self.widened:
+            return _widened_operand(self.resolver, node)
+        return self.resolver.resolve(node, scalable=True)
+
     def match(self, root: torch.fx.Node) -> AttentionOp | None:
-        """The library attention starting at bmm `root`, or None (not the pattern, or no variant)."""
+        """The library attention starting at bmm `root`, or None (not the pattern, or no variant). A
+        float32 attention of widened float16 Q, K, V whose result is narrowed to float16 (torch's math SDPA
+        of f16 inputs) runs as the f16 kernel (f32 arithmetic inside, as there)."""
         if root.target is not aten.bmm.default:
             return None
         val = value_of(root)
         if not isinstance(val, torch.Tensor) or val.dtype not in _DTYPES:
             return None
-        dtype = _DTYPES[val.dtype]
+        op = None
+        if val.dtype == torch.float32 and self.caps.shader_f16:
+            self.widened = True
+            try:
+                op = self._match(root, "f16")
+            finally:
+                self.widened = False
+        return op or self._match(root, _DTYPES[val.dtype])
+
+    widened = False
+
+    def _match(self, root: torch.fx.Node, dtype: str) -> AttentionOp | None:
+        val = value_of(root)
         q_node, kt_node = root.args
         absorbed: list[torch.fx.Node] = []
         views: list[torch.fx.Node] = []
@@ -234,16 +283,16 @@ class AttentionMatcher:
             mask_node, mask_kind = attend, "bool32"
             scores = user
         masked = scores   # the scores the mask is added to (of the inputs' dtype)
-        widened = self._single_user(scores)
-        if widened is not None and _casts(widened, scores, torch.float16, torch.float32):
-            absorbed.append(widened)   # softmax(scores.float()).to(f16): the kernel's f32 softmax
-            scores = widened
+        upcast = self._single_user(scores)
+        if upcast is not None and _casts(upcast, scores, torch.float16, torch.float32):
+            absorbed.append(upcast)   # softmax(scores.float()).to(f16): the kernel's f32 softmax
+            scores = upcast
         else:
-            widened = None
+            upcast = None
         softmax = self._softmax_of(scores, absorbed)
         if softmax is None:
             return None
-        if widened is not None:
+        if upcast is not None:
             narrowed = self._single_user(softmax)
             if narrowed is None or not _casts(narrowed, softmax, torch.float32, torch.float16):
                 return None
@@ -254,6 +303,18 @@ class AttentionMatcher:
         if second is None or second.target is not aten.bmm.default or second.args[0] is not probs:
             return None
         v_node = second.args[1]
+        final = second
+        if self.widened:   # the result narrowed to f16 (through reshapes) is what the kernel writes
+            absorbed.append(second)
+            while (user := self._single_user(final)) is not None and self.resolver.is_alias(user) and (
+                    user.target in (aten.view.default, aten._unsafe_view.default)):
+                absorbed.append(user)
+                final = user
+            narrowed = self._single_user(final)
+            if narrowed is None or not _casts(narrowed, final, torch.float32, torch.float16):
+                return None
+            final = narrowed
+            mask_kind = "additive_f32" if mask_kind == "additive" else mask_kind
         qv, ktv, vv = value_of(q_node), value_of(kt_node), value_of(v_node)
         if any(not isinstance(t, torch.Tensor) or t.dtype != val.dtype for t in (qv, ktv, vv)):
             return None
@@ -261,8 +322,8 @@ class AttentionMatcher:
         if int(ktv.shape[-2]) != d:
             return None
         kv_heads = heads
-        grouped = [_grouped_operand(self.resolver, n, s) for n, s in ((kt_node, (batch, heads, d, lk)),
-                                                                      (v_node, (batch, heads, lk, dv)))]
+        grouped = [_grouped_operand(self.resolver, self._resolve, n, s)
+                   for n, s in ((kt_node, (batch, heads, d, lk)), (v_node, (batch, heads, lk, dv)))]
         if all(g is not None for g in grouped) and grouped[0][1] == grouped[1][1]:
             # repeat_kv / repeat_interleave of the K and V heads: read each KV head for its query heads
             (kt4, kv_heads), (v4, _) = grouped
@@ -286,7 +347,7 @@ class AttentionMatcher:
         problem = AttentionProblem(batch=int(batch), heads=int(heads), lq=int(lq), lk=int(lk), d=d, dv=dv,
                                    kv_heads=int(kv_heads), mask=mask_kind if mask is not None else None,
                                    scale=scale * q.scale * kt.scale, dtype=dtype)
-        op = AttentionOp(root, second, absorbed, problem, q4, k4, v4, mask)
+        op = AttentionOp(root, final, absorbed, problem, q4, k4, v4, mask)
         try:
             op.launch(self.caps)
         except (ValueError, TypeError):
@@ -303,8 +364,8 @@ class AttentionMatcher:
             if tuple(value_of(source).shape) == shape:
                 break
         if tuple(value_of(source).shape) == shape:
-            return self.resolver.resolve(source, scalable=True)
-        operand = self.resolver.resolve(node, scalable=True)
+            return self._resolve(source)
+        operand = self._resolve(node)
         return None if operand is None else _as4(operand, shape)
 
     def _softmax_of(self, scores: torch.fx.Node, absorbed: list[torch.fx.Node]) -> torch.fx.Node | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, f32_word, grid_within
 
 BK = 16      # keys per tile = threads per query row
-MASKS = (None, "bool", "bool32", "additive")
+MASKS = (None, "bool", "bool32", "additive", "additive_f32")
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,8 @@ class AttentionProblem:
     """Q [batch, heads, lq, d], K [batch, kv_heads, lk, d], V [batch, kv_heads, lk, dv] -> out
     [batch, heads, lq, dv]; `mask` [batch, heads, lq, lk] by strides ("bool": stored as bytes, "bool32":
     one u32 word per element as compiled plans store bools,
-    "additive": of `dtype`); `scale` None means 1/sqrt(d). Layouts default to contiguous."""
+    "additive": of `dtype`, "additive_f32": f32 whatever `dtype` is); `scale` None means 1/sqrt(d).
+    Layouts default to contiguous."""
 
     batch: int
     heads: int
@@ -117,7 +118,7 @@ def _source(p: AttentionProblem, bq: int, split: bool = False) -> str:
             "@group(0) @binding(4) var<storage, read_write> W: array<f32>;"]
     mask_term = ""
     if p.mask is not None:
-        elem = "u32" if p.mask in ("bool", "bool32") else t
+        elem = "u32" if p.mask in ("bool", "bool32") else "f32" if p.mask == "additive_f32" else t
         decl.append(f"@group(0) @binding(5) var<storage, read> M: array<{elem}>;")
         at = "P.off2.x + b * P.ms.x + h * P.ms.y + qi * P.ms.z + j * P.ms.w"
         if p.mask == "bool":
