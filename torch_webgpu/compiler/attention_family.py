@@ -7,6 +7,13 @@ Q, K and V are read through their strides (K^T's view gives K), scalar factors o
 fold into the scale, and an additive mask (a causal mask built by `where(tril, 0, -inf)`, a padding
 mask) or a boolean one (`masked_fill(~mask, -inf)`, read as the plan's one-word-per-element bools) is read
 broadcast through its strides. Rows whose keys are all masked give 0, as `_safe_softmax`.
+
+Grouped-query attention: K and V repeated to the query heads (transformers' `repeat_kv`, or
+`repeat_interleave`: `expand` of an `unsqueeze`, `clone`, `view`) are read per KV head (head // groups),
+so the repeated copy is never materialized. `softmax(scores.float()).to(f16)` and a float32 attention of
+widened float16 Q, K, V narrowed back to float16 (torch's math SDPA of f16 inputs) run as the f16 kernel,
+whose arithmetic is f32. Decode-shaped ops run the split-K variant: two dispatches over a scratch buffer
+(`launches`, `scratch`).
 """
 
 from __future__ import annotations

@@ -6,6 +6,12 @@ columns each for P V), and keeps its running max and sum in registers. Causal (t
 torch's `is_causal`), boolean (True = attend) or additive masks broadcast through their strides, GQA
 (fewer K/V heads than query heads), any scale. Storage f32 or f16 (with `shader-f16`), f32 arithmetic.
 Rows whose keys are all masked give 0 (as ATen's `_safe_softmax`).
+
+Decode-shaped problems (the queries of one KV head's group fit one row block: one token, GQA) take the
+split-K ("flash-decoding") variants instead: a workgroup per (slice of the keys, KV head) whose rows are
+the queries of every query head of that KV head (they share each K/V tile), writing unnormalised partial
+states (max, sum, P V) to an f32 scratch; a combine pass merges the slices. The split count is the
+variant ("split16"), so the autotuner picks it; unused slots hold empty states, so one combine serves all.
 """
 
 from __future__ import annotations
