@@ -219,6 +219,7 @@ class AttentionMatcher:
     def __init__(self, order: dict[torch.fx.Node, int], graph_outputs: set[torch.fx.Node],
                  resolver: Resolver, caps: DeviceCaps):
         self.order, self.graph_outputs, self.resolver, self.caps = order, graph_outputs, resolver, caps
+        self.widened = False   # matching an f32 attention of widened f16 values (see `match`)
 
     def _single_user(self, node: torch.fx.Node) -> torch.fx.Node | None:
         if len(node.users) != 1 or node in self.graph_outputs:
@@ -257,8 +258,6 @@ class AttentionMatcher:
             finally:
                 self.widened = False
         return op or self._match(root, _DTYPES[val.dtype])
-
-    widened = False
 
     def _match(self, root: torch.fx.Node, dtype: str) -> AttentionOp | None:
         val = value_of(root)
