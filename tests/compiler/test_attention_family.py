@@ -73,3 +73,116 @@ def test_attention_carries_its_variants_for_tuning():
     _compiled_kinds(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), q, q, q)
     (node,) = [n for n in STATS.plans[-1].main if n.op is LowIROp.DISPATCH]
     assert node.args["tune"]["key"].startswith("attention|") and len(node.args["tune"]["variants"]) > 1
+
+
+def _repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
+    """transformers' repeat_kv: [b, kv, s, d] -> [b, kv * groups, s, d]."""
+    b, kv, s, d = x.shape
+    return x[:, :, None].expand(b, kv, groups, s, d).reshape(b, kv * groups, s, d)
+
+
+def _repeat_copies(part) -> list:
+    """The clones of expanded (repeated) values that a partition materializes."""
+    return [n for n in part.forced if n.target is torch.ops.aten.clone.default
+            and n.args[0].target is torch.ops.aten.expand.default]
+
+
+@pytest.fixture
+def partitions(monkeypatch):
+    """The partitions of the graphs compiled in the test (the compile cache bypassed)."""
+    from torch_webgpu.compiler import cache, library_plan
+
+    found = []
+    partition = library_plan.partition
+    monkeypatch.setattr(library_plan, "partition",
+                        lambda gm, caps: found.append(partition(gm, caps)) or found[-1])
+    monkeypatch.setattr(cache, "load", lambda key: None)
+    return found
+
+
+@pytest.mark.parametrize("lq, kind", [(1, "repeat_kv"), (1, "repeat_interleave"), (6, "repeat_kv")])
+def test_grouped_query_attention_reads_kv_heads_in_place(lq, kind, partitions):
+    # A static cache of 45 slots (the valid ones masked in), 8 query heads over 2 KV heads; decode (one
+    # query) runs the split-K variant and its combine, the repeated K/V are never copied.
+    torch.manual_seed(0)
+    q, k, v = torch.randn(1, 8, lq, 16), torch.randn(1, 2, 45, 16), torch.randn(1, 2, 45, 16)
+    mask = torch.arange(45) < 30 + torch.arange(lq)[:, None]
+
+    def fn(q, k, v, mask):
+        if kind == "repeat_interleave":
+            k, v = k.repeat_interleave(4, 1), v.repeat_interleave(4, 1)
+        else:
+            k, v = _repeat_kv(k, 4), _repeat_kv(v, 4)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    kinds = _compiled_kinds(fn, q, k, v, mask)
+    attention = [x for x in kinds if x.startswith("attention.f32.")]
+    if lq == 1:
+        assert attention[0].startswith("attention.f32.split") and attention[1] == "attention.f32.combine"
+    assert attention and not any(x.startswith("matmul.") for x in kinds) and len(kinds) <= len(attention) + 1
+    assert not _repeat_copies(partitions[-1])
+
+
+def test_float32_softmax_of_float16_scores_is_absorbed(rt):
+    # softmax(scores.float()).to(f16), as benchmarks/llama_decode.py and many models write it
+    if "shader-f16" not in rt.info.features:
+        pytest.skip("the adapter lacks shader-f16")
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 4, n, 16, dtype=torch.float16) for n in (1, 40, 40))
+    mask = torch.where(torch.arange(40) < 33, 0.0, float("-inf")).half()
+
+    def fn(q, k, v, mask):
+        scores = q @ _repeat_kv(k[:, :2], 2).transpose(-1, -2) * 0.25 + mask
+        return torch.softmax(scores.float(), dim=-1).to(q.dtype) @ _repeat_kv(v[:, :2], 2)
+
+    with torch.no_grad():
+        got = torch.compile(fn, backend="webgpu")(q, k, v, mask)
+    torch.testing.assert_close(got.float(), fn(q.float(), k.float(), v.float(), mask.float()),
+                               atol=2e-2, rtol=2e-2)
+    library = STATS.plans[-1].meta["library"].values()
+    assert any(x.startswith("attention.f16.split") for x in library)
+    assert not any(x.startswith("matmul.") for x in library)
+
+
+_LMS = {"llama": ("LlamaForCausalLM", "LlamaConfig"), "qwen2": ("Qwen2ForCausalLM", "Qwen2Config")}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("name", sorted(_LMS))
+def test_static_cache_language_model_attention_is_library(name, dtype, partitions, rt):
+    # transformers' sdpa attention over a StaticCache (40 slots): a 16-token prefill and two decode steps
+    # compile to plans whose attention is the library's (split-K for decode), with no repeat_kv copy.
+    import transformers
+
+    if dtype == torch.float16 and "shader-f16" not in rt.info.features:
+        pytest.skip("the adapter lacks shader-f16")
+    model_cls, config_cls = _LMS[name]
+    config = getattr(transformers, config_cls)(vocab_size=256, max_position_embeddings=128, hidden_size=64,
+                                               intermediate_size=128, num_hidden_layers=1,
+                                               num_attention_heads=8, num_key_value_heads=2)
+    torch.manual_seed(0)
+    model = getattr(transformers, model_cls)(config).eval().to(dtype)
+    ids = torch.randint(1, 256, (1, 16), generator=torch.Generator().manual_seed(1))
+
+    def steps(forward, device):
+        cache = transformers.StaticCache(config=config, max_cache_len=40)
+        logits, tokens, position = [], ids.to(device), torch.arange(16, device=device)
+        with torch.no_grad():
+            for _ in range(3):
+                out = forward(input_ids=tokens, past_key_values=cache, cache_position=position,
+                              use_cache=True)
+                logits.append(out.logits.float().cpu())
+                tokens, position = out.logits[:, -1:].argmax(-1), position[-1:] + 1
+        return logits
+
+    want = steps(model.forward, "cpu")
+    got = steps(torch.compile(model.to("webgpu").forward, backend="webgpu"), "webgpu")
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, atol=tol, rtol=tol)
+    prefill, decode = (STATS.plans[-2], STATS.plans[-1])
+    t = "f32" if dtype == torch.float32 else "f16"
+    assert any(x.startswith(f"attention.{t}.q") for x in prefill.meta["library"].values())
+    assert any(x.startswith(f"attention.{t}.split") for x in decode.meta["library"].values())
+    assert len(partitions) == 2 and not any(_repeat_copies(p) for p in partitions)

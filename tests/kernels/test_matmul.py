@@ -18,6 +18,7 @@ from torch_webgpu.kernels.matmul import (
     variants,
 )
 
+from .conftest import with_limits
 from .helpers import TORCH, run_launch
 
 TORCH_ACT = {None: lambda v: v, "relu": torch.relu, "gelu": torch.nn.functional.gelu,
@@ -87,6 +88,8 @@ def _variant_cases():
         for case in CASES:
             a, bb = operands(*case[:4], dtype, *case[4:])
             for v in variants(problem(a, bb, dtype), caps) if (dtype != "f16" or caps.shader_f16) else ():
+                if ".u4" in v:
+                    continue  # the streaming gemv forms: test_streaming_gemv_* below
                 if seen.get((dtype, v), 0) < 1:
                     seen[(dtype, v)] = seen.get((dtype, v), 0) + 1
                     yield pytest.param(dtype, case, v, id=f"{dtype}-{v}-{'x'.join(map(str, case[:4]))}")
@@ -195,3 +198,81 @@ def test_errors(caps):
     no_f16 = dataclasses.replace(caps, features=caps.features - {"shader-f16"})
     with pytest.raises(TypeError, match="shader-f16"):
         plan_matmul(problem(a, bb, "f16"), no_f16)
+
+
+# the streaming (bandwidth) gemv forms over the decode shape classes, in miniature: (b, m, n, k, a
+# transposed, b transposed); B transposed is a linear weight [N, K], else [K, N] like attention's V
+STREAM_CASES = [(1, 1, 100, 256, False, True),   # 16-byte loads, unrolled steps and a tail
+                (2, 3, 37, 72, False, True),     # batched, 3 rows, odd N
+                (1, 1, 45, 61, False, True),     # K not a multiple of the vector width: scalar forms
+                (4, 1, 40, 96, False, False),    # [K, N], 16-byte column loads, batched
+                (1, 2, 33, 50, False, False)]    # odd N: scalar column form
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("case", STREAM_CASES,
+                         ids=lambda c: "x".join(map(str, c[:4])) + ("t" if c[5] else ""))
+def test_streaming_gemv_matches_torch(rt, caps, dtype, case):
+    if dtype == "f16" and not caps.shader_f16:
+        pytest.skip("the adapter has no shader-f16")
+    gen = torch.Generator().manual_seed(sum(case[:4]))
+    a, bb = operands(*case[:4], dtype, *case[4:], gen=gen)
+    p = problem(a, bb, dtype)
+    names = [v for v in variants(p, caps) if ".u4" in v]
+    vec_ok = case[3] % 8 == 0 if case[5] else case[2] % 8 == 0
+    assert names and any(v.endswith(".v4") for v in names) == vec_ok
+    for v in names:
+        check(rt, caps, p, a, bb, v)
+
+
+def _sg_caps(caps):
+    if "subgroups" not in caps.features:
+        pytest.skip("adapter has no subgroups")
+    return caps if caps.subgroup_size else dataclasses.replace(caps, subgroup_size=8)  # lavapipe: 8
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_streaming_gemv_subgroup_forms(rt, caps, dtype):
+    if dtype == "f16" and not caps.shader_f16:
+        pytest.skip("the adapter has no shader-f16")
+    sg_caps = _sg_caps(caps)
+    gen = torch.Generator().manual_seed(8)
+    a, bb = operands(1, 1, 40, 512 if dtype == "f16" else 136, dtype, tb=True, gen=gen)
+    p = problem(a, bb, dtype)
+    names = [v for v in variants(p, sg_caps) if ".u4.sg" in v]
+    assert len(names) == 8  # 16-byte and scalar forms of each lane count
+    for v in names:
+        check(rt, sg_caps, p, a, bb, v)
+
+
+def test_streaming_gemv_shuffle_reduction(rt, caps):
+    """Fewer lanes per row than a subgroup: the butterfly of subgroupShuffleXor."""
+    from torch_webgpu.kernels import matmul_wgsl
+
+    sg_caps = _sg_caps(caps)
+    gen = torch.Generator().manual_seed(9)
+    a, bb = operands(1, 1, 70, 96, "f32", tb=True, gen=gen)
+    o = torch.full((1, 1, 70), float("nan"))
+    p = dataclasses.replace(problem(a, bb, "f32"), out=lay(o))
+    epi = matmul_wgsl.Epilogue("f32", False, False, None)
+    src = matmul_wgsl.gemv_stream_k_source(epi, 4, 32, 4, 1, 4, sg_caps.subgroup_size)
+    launch = dataclasses.replace(plan_matmul(p, sg_caps, "gemv.k8n16.u4.sg.v4"), grid=(3, 1, 1), wgsl=src)
+    got = run_launch(rt, launch, {"a": a, "b": bb}, o)
+    torch.testing.assert_close(got, a @ bb, atol=1e-4, rtol=1e-4)
+
+
+def test_streaming_gemv_defaults(caps):
+    """Hardware GPUs default to a streaming form sized to the shape; software Vulkan keeps split-K."""
+    gpu = dataclasses.replace(caps, cpu=False, subgroup_size=32, features=caps.features | {"subgroups"})
+    a, bb = operands(1, 1, 2048, 2048, "f32", tb=True)
+    assert variants(problem(a, bb, "f32"), gpu)[0] == "gemv.k64n2.u4.sg.v4"
+    assert not variants(problem(a, bb, "f32"), dataclasses.replace(caps, cpu=True))[0].startswith(
+        ("gemv.k8n", "gemv.k16n8.", "gemv.k32n4.u", "gemv.k64n2"))
+    a, bb = operands(1, 1, 256, 2048, "f32")   # [K, N] weights
+    assert variants(problem(a, bb, "f32"), gpu)[0] == "gemv.n16k16.u4.v4"
+    a, bb = operands(1, 1, 32, 2048, "f32")   # P @ V: N = head_dim, 1024 invocations where they fit
+    wide = with_limits(gpu, max_compute_invocations_per_workgroup=1024,
+                       max_compute_workgroup_storage_size=32768)
+    assert variants(problem(a, bb, "f32"), wide)[0] == "gemv.n8k128.u4.v4"
+    narrow = with_limits(gpu, max_compute_invocations_per_workgroup=256)
+    assert variants(problem(a, bb, "f32"), narrow)[0] == "gemv.n8k32.u4.v4"

@@ -3,12 +3,15 @@ and per-channel scales, with and without zero points, each variant, f32 and f16 
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 
 from torch_webgpu.kernels.matmul import Layout
 from torch_webgpu.kernels.quant_matmul import (
+    STREAM,
     QuantMatmulProblem,
     QuantWeight,
     pack_bytes,
@@ -125,3 +128,60 @@ def test_bad_problems_raise(caps):
     assert quant_variants(p, caps) == []
     with pytest.raises(ValueError, match="multiples of 8"):
         plan_quant_matmul(p, caps)
+
+
+@pytest.mark.parametrize("variant", list(STREAM))
+def test_streaming_gemv_variants(rt, caps, variant):
+    """The 16-byte-load decode forms: odd N, int4 group 32, a tail of loads past the unrolled steps."""
+    run(rt, caps, 1, 37, 352, "i4", 32, True, "f32", variant=variant, bias=True)
+
+
+@pytest.mark.parametrize("case", [(3, 20, 256, "i8", 128, False, "f32"), (1, 24, 256, "i4", 128, True, "f16"),
+                                  (2, 16, 64, "i8", 32, True, "f16")], ids=str)
+def test_streaming_gemv_shape_classes(rt, caps, case):
+    """int8 and int4 with groups of 128, several rows, f16 activations (one variant each)."""
+    if case[-1] == "f16" and not caps.shader_f16:
+        pytest.skip("the adapter has no shader-f16")
+    variant = list(STREAM)[1 if case[3] == "i8" else 2]
+    run(rt, caps, *case, variant=variant, residual=True)
+
+
+def test_streaming_gemv_subgroup_forms(rt, caps):
+    if "subgroups" not in caps.features:
+        pytest.skip("adapter has no subgroups")
+    sg_caps = caps if caps.subgroup_size else dataclasses.replace(caps, subgroup_size=8)  # lavapipe: 8
+    for variant in STREAM:
+        run(rt, sg_caps, 1, 33, 128, "i4", 32, True, "f32", variant=variant + ".sg")
+    run(rt, sg_caps, 2, 20, 64, "i8", 64, False, "f32", variant="gemv.k16n8.u2.sg")
+
+
+def test_streaming_gemv_offered_only_for_whole_loads(caps):
+    """A 16-byte load must not straddle a group or a row: int4 group 16 keeps the split-K forms."""
+    def names(k, group, fmt="i4", cpu=True):
+        p = QuantMatmulProblem(1, 64, k, Layout(0, 0, k, 1), Layout(0, 0, 64, 1),
+                               QuantWeight(fmt, group, True))
+        return quant_variants(p, dataclasses.replace(caps, cpu=cpu))
+    assert not any(".u2" in v for v in names(96, 16))
+    assert any(".u2" in v for v in names(96, 32)) and any(".u2" in v for v in names(48, 16, "i8"))
+    assert names(2048, 32)[0] == "gemv.k64n4" and names(2048, 32, cpu=False)[0].startswith("gemv.k")
+    assert ".u2" in names(2048, 32, cpu=False)[0]
+
+
+def test_tensor_core_variant_source(caps):
+    """Prefill with f16 activations offers the dense family's tensor-core tiles, W dequantized into a
+    column-major f16 tile (the H200 runs them; lavapipe has no subgroup matrices)."""
+    tc = dataclasses.replace(caps, features=caps.features | {"shader-f16",
+                                                             "chromium-experimental-subgroup-matrix"},
+                             subgroup_size=32, subgroup_matrix_configs=(("f16", "f32", 16, 16, 16),),
+                             limits=dict(caps.limits) | {"max-compute-workgroup-storage-size": 49152})
+    p = QuantMatmulProblem(1024, 2048, 2048, Layout(0, 0, 2048, 1), Layout(0, 0, 2048, 1),
+                           QuantWeight("i4", 32, True, "f16"), "f16")
+    names = quant_variants(p, tc)
+    assert names[0] == "sgmat.w2x2.f4x4.k32" and "tile64x64.r4x4.k16" in names
+    launch = plan_quant_matmul(p, tc)
+    assert launch.grid == (16, 8, 1) and launch.workgroup_size == (128, 1, 1)
+    assert "subgroupMatrixMultiplyAccumulate" in launch.wgsl and ", true, 40u)" in launch.wgsl
+    # f32 activations, decode rows, or no tensor cores: the SIMT variants only
+    f32 = dataclasses.replace(p, dtype="f32", weight=QuantWeight("i4", 32, True, "f32"))
+    assert not any(n.startswith("sgmat") for n in quant_variants(f32, tc) + quant_variants(p, caps)
+                   + quant_variants(dataclasses.replace(p, m=1), tc))

@@ -50,3 +50,17 @@ def test_sdpa_with_dropout_falls_back_to_math(webgpu):
     q = torch.randn(1, 1, 4, 24).to(webgpu)
     out = F.scaled_dot_product_attention(q, q, q, dropout_p=1.0)
     assert torch.equal(out.cpu(), torch.zeros(1, 1, 4, 24))
+
+
+def test_sdpa_decode_step_is_split_k_then_combine(webgpu):
+    # one query per head over a 70-slot static cache with the first 51 valid, 8 heads over 2 KV heads
+    torch.manual_seed(3)
+    q, k, v = torch.randn(1, 8, 1, 32), torch.randn(1, 2, 70, 32), torch.randn(1, 2, 70, 32)
+    mask = (torch.arange(70) < 51).view(1, 70)
+    out, labels = _labels(lambda: F.scaled_dot_product_attention(
+        q.to(webgpu), k.to(webgpu), v.to(webgpu), attn_mask=mask.to(webgpu), enable_gqa=True))
+    kernels = [x for x in labels if x and x.startswith("attention.")]
+    assert kernels[0].startswith("attention.f32.split") and kernels[1:] == ["attention.f32.combine"]
+    torch.testing.assert_close(out.cpu(), F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                                                         enable_gqa=True),
+                               atol=1e-4, rtol=1e-4)

@@ -7,23 +7,39 @@ Q, K and V are read through their strides (K^T's view gives K), scalar factors o
 fold into the scale, and an additive mask (a causal mask built by `where(tril, 0, -inf)`, a padding
 mask) or a boolean one (`masked_fill(~mask, -inf)`, read as the plan's one-word-per-element bools) is read
 broadcast through its strides. Rows whose keys are all masked give 0, as `_safe_softmax`.
+
+Grouped-query attention: K and V repeated to the query heads (transformers' `repeat_kv`, or
+`repeat_interleave`: `expand` of an `unsqueeze`, `clone`, `view`) are read per KV head (head // groups),
+so the repeated copy is never materialized. `softmax(scores.float()).to(f16)` and a float32 attention of
+widened float16 Q, K, V narrowed back to float16 (torch's math SDPA of f16 inputs) run as the f16 kernel,
+whose arithmetic is f32. Decode-shaped ops run the split-K variant: two dispatches over a scratch buffer
+(`launches`, `scratch`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
 import torch.fx
 
 from torch_webgpu.kernels import autotune
-from torch_webgpu.kernels.attention import AttentionProblem, Strided, plan_attention, variants
+from torch_webgpu.kernels.attention import (
+    AttentionProblem,
+    Strided,
+    partials_bytes,
+    plan_attention,
+    plan_attention_combine,
+    variants,
+)
 from torch_webgpu.kernels.launch import DeviceCaps, KernelLaunch
 
-from .operands import Operand, Resolver, Tunable, scalar, value_of
+from .operands import SCALES, Operand, Resolver, Tunable, scalar, value_of
 
 aten = torch.ops.aten
 _DTYPES = {torch.float32: "f32", torch.float16: "f16"}
+_CONVERT = torch.ops.prims.convert_element_type.default
 _SCALINGS = frozenset({aten.mul.Tensor, aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar})
 _GUARD = frozenset({aten.eq.Scalar, torch.ops.prims.convert_element_type.default, aten.amin.default,
                     aten.ne.Scalar, aten.full_like.default, aten.where.self})
@@ -62,6 +78,19 @@ class AttentionOp:
         """The library's launch of this op on `caps` (its default variant there)."""
         return plan_attention(self.full_problem(), caps)
 
+    def launches(self, caps: DeviceCaps) -> list[KernelLaunch]:
+        """The op's dispatches in order: the attention, and after a split-K variant its combine pass."""
+        first = self.launch(caps)
+        if "partials" not in first.bindings:
+            return [first]
+        return [first, plan_attention_combine(self.full_problem(), caps)]
+
+    def scratch(self, caps: DeviceCaps) -> dict[str, int]:
+        """Scratch buffers (role -> bytes) the op's dispatches share: a split-K variant's partial states."""
+        if "partials" not in self.launch(caps).bindings:
+            return {}
+        return {"partials": partials_bytes(self.full_problem())}
+
     def candidates(self, caps: DeviceCaps) -> Tunable:
         """The variants the machine that runs the plan times once (the default first)."""
         p = self.full_problem()
@@ -82,6 +111,101 @@ def _as4(operand: Operand, shape: tuple[int, int, int, int]) -> Operand | None:
         return None
 
 
+def _casts(node: torch.fx.Node, source: torch.fx.Node, src: torch.dtype, dst: torch.dtype) -> bool:
+    """`node` converts `source` (of dtype `src`) to `dst`."""
+    val, sval = value_of(node), value_of(source)
+    return (node.target is _CONVERT and node.args[0] is source and isinstance(val, torch.Tensor)
+            and isinstance(sval, torch.Tensor) and sval.dtype == src and val.dtype == dst)
+
+
+_HEAD_VIEWS = frozenset({aten.view.default, aten._unsafe_view.default, aten.expand.default,
+                         aten.clone.default, aten.permute.default, aten.transpose.int})
+
+
+def _widened_operand(resolver: Resolver, node: torch.fx.Node) -> Operand | None:
+    """The float32 operand `node` (views and scalar factors over a cast of a float16 value) read as that
+    float16 value through the same views (the cast commutes with them), else None."""
+    chain, factor, base = [], 1.0, node
+    while True:
+        if resolver.is_alias(base):
+            chain.append(base)
+        elif _scaling(base):
+            factor *= scalar(base.args[1])
+        else:
+            break
+        base = base.args[0]
+    if not (isinstance(base, torch.fx.Node) and base.op == "call_function"
+            and _casts(base, base.args[0], torch.float16, torch.float32)):
+        return None
+    inner = resolver.resolve(base.args[0], scalable=True)
+    if inner is None:
+        return None
+    view = inner.view
+    try:
+        for alias in reversed(chain):
+            view = view if alias.target is aten.clone.default else alias.target(view, *alias.args[1:],
+                                                                                **alias.kwargs)
+    except (RuntimeError, TypeError, ValueError):
+        return None
+    return Operand(inner.base, view, inner.scale * factor)
+
+
+def _grouped_operand(resolver: Resolver, resolve: Callable[[torch.fx.Node], Operand | None],
+                     node: torch.fx.Node, shape: tuple[int, int, int, int]) -> tuple[Operand, int] | None:
+    """A bmm operand whose heads repeat fewer KV heads (`repeat_kv`: `expand` of an `unsqueeze(2)` to
+    [b, kv, groups, rows, cols], `clone`, `view` to [b, kv * groups, rows, cols]; `repeat_interleave`
+    decomposes to the same) as (the [b, kv, rows, cols] operand read for shape `shape`, kv), else None.
+    The copy of the repeated heads is not materialized: the kernel reads KV head h // groups."""
+    chain, source, factor = [], node, 1.0
+    while (resolver.is_alias(source) and source.target in _HEAD_VIEWS) or _scaling(source):
+        inner = source.args[0]
+        if not resolver.is_alias(source):   # sdpa scales K by sqrt(scale) after the repeat: fold it
+            factor *= scalar(source.args[1])
+            source = inner
+            continue
+        iv, sv = value_of(inner), value_of(source)
+        if (source.target in (aten.view.default, aten._unsafe_view.default) and iv.dim() == 5
+                and sv.dim() == 4 and iv.shape[1] * iv.shape[2] == sv.shape[1] and iv.shape[2] > 1
+                and (iv.shape[0], *iv.shape[3:]) == (sv.shape[0], *sv.shape[2:])):
+            break
+        chain.append(source)
+        source = inner
+    else:
+        return None
+    if not resolver.is_alias(source.args[0]):
+        return None
+    repeated = source.args[0]
+    # Only the views after the head merge may differ from it: a transpose of rows and cols at most.
+    b, heads, rows, cols = (int(x) for x in value_of(source).shape)
+    probe = torch.empty((b, heads, rows, cols), dtype=value_of(source).dtype, device="meta")
+    try:
+        for alias in reversed(chain):
+            probe = probe if alias.target is aten.clone.default else alias.target(
+                probe, *alias.args[1:], **alias.kwargs)
+        probe = probe.view(*shape)
+    except (RuntimeError, TypeError, ValueError):
+        return None
+    plain = (heads * rows * cols, rows * cols, cols, 1)
+    transposed = tuple(shape[2:]) == (cols, rows) and tuple(probe.stride()) == (*plain[:2], 1, cols)
+    if tuple(probe.stride()) != plain and not transposed:
+        return None
+    operand = resolve(repeated)
+    if operand is None or operand.view.dim() != 5 or operand.view.stride(2) != 0:
+        return None
+    view = operand.view.select(2, 0)
+    view = view.transpose(-2, -1) if transposed else view
+    return Operand(operand.base, view, operand.scale * factor), int(view.shape[1])
+
+
+def _scaling(node: object) -> bool:
+    """`node` multiplies a tensor by a Python scalar (same shape and dtype)."""
+    return (isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target in SCALES
+            and len(node.args) == 2 and not node.kwargs and isinstance(node.args[0], torch.fx.Node)
+            and scalar(node.args[1]) is not None and isinstance(value_of(node.args[0]), torch.Tensor)
+            and value_of(node.args[0]).dtype == value_of(node).dtype
+            and tuple(value_of(node.args[0]).shape) == tuple(value_of(node).shape))
+
+
 def _is_minus_inf(x: object) -> bool:
     """-inf as a Python float or a `scalar_tensor(-inf)` node."""
     if isinstance(x, torch.fx.Node):
@@ -95,6 +219,7 @@ class AttentionMatcher:
     def __init__(self, order: dict[torch.fx.Node, int], graph_outputs: set[torch.fx.Node],
                  resolver: Resolver, caps: DeviceCaps):
         self.order, self.graph_outputs, self.resolver, self.caps = order, graph_outputs, resolver, caps
+        self.widened = False   # matching an f32 attention of widened f16 values (see `match`)
 
     def _single_user(self, node: torch.fx.Node) -> torch.fx.Node | None:
         if len(node.users) != 1 or node in self.graph_outputs:
@@ -110,14 +235,32 @@ class AttentionMatcher:
             node = user
         return node
 
+    def _resolve(self, node: torch.fx.Node) -> Operand | None:
+        """An operand (in widened mode: the float16 value that a float32 operand widens)."""
+        if self.widened:
+            return _widened_operand(self.resolver, node)
+        return self.resolver.resolve(node, scalable=True)
+
     def match(self, root: torch.fx.Node) -> AttentionOp | None:
-        """The library attention starting at bmm `root`, or None (not the pattern, or no variant)."""
+        """The library attention starting at bmm `root`, or None (not the pattern, or no variant). A
+        float32 attention of widened float16 Q, K, V whose result is narrowed to float16 (torch's math SDPA
+        of f16 inputs) runs as the f16 kernel (f32 arithmetic inside, as there)."""
         if root.target is not aten.bmm.default:
             return None
         val = value_of(root)
         if not isinstance(val, torch.Tensor) or val.dtype not in _DTYPES:
             return None
-        dtype = _DTYPES[val.dtype]
+        op = None
+        if val.dtype == torch.float32 and self.caps.shader_f16:
+            self.widened = True
+            try:
+                op = self._match(root, "f16")
+            finally:
+                self.widened = False
+        return op or self._match(root, _DTYPES[val.dtype])
+
+    def _match(self, root: torch.fx.Node, dtype: str) -> AttentionOp | None:
+        val = value_of(root)
         q_node, kt_node = root.args
         absorbed: list[torch.fx.Node] = []
         views: list[torch.fx.Node] = []
@@ -145,39 +288,72 @@ class AttentionMatcher:
         elif user is not None and (attend := self._boolean_mask(user, scores, absorbed)) is not None:
             mask_node, mask_kind = attend, "bool32"
             scores = user
+        masked = scores   # the scores the mask is added to (of the inputs' dtype)
+        upcast = self._single_user(scores)
+        if upcast is not None and _casts(upcast, scores, torch.float16, torch.float32):
+            absorbed.append(upcast)   # softmax(scores.float()).to(f16): the kernel's f32 softmax
+            scores = upcast
+        else:
+            upcast = None
         softmax = self._softmax_of(scores, absorbed)
         if softmax is None:
             return None
+        if upcast is not None:
+            narrowed = self._single_user(softmax)
+            if narrowed is None or not _casts(narrowed, softmax, torch.float32, torch.float16):
+                return None
+            absorbed.append(narrowed)
+            softmax = narrowed
         probs = self._through_views(softmax, views)
         second = self._single_user(probs)
         if second is None or second.target is not aten.bmm.default or second.args[0] is not probs:
             return None
         v_node = second.args[1]
+        final = second
+        if self.widened:   # the result narrowed to f16 (through reshapes) is what the kernel writes
+            absorbed.append(second)
+            while (user := self._single_user(final)) is not None and self.resolver.is_alias(user) and (
+                    user.target in (aten.view.default, aten._unsafe_view.default)):
+                absorbed.append(user)
+                final = user
+            narrowed = self._single_user(final)
+            if narrowed is None or not _casts(narrowed, final, torch.float32, torch.float16):
+                return None
+            final = narrowed
+            mask_kind = "additive_f32" if mask_kind == "additive" else mask_kind
         qv, ktv, vv = value_of(q_node), value_of(kt_node), value_of(v_node)
         if any(not isinstance(t, torch.Tensor) or t.dtype != val.dtype for t in (qv, ktv, vv)):
             return None
         d, dv = int(qv.shape[-1]), int(vv.shape[-1])
         if int(ktv.shape[-2]) != d:
             return None
-        q4, kt4, v4 = (self._operand4(n, s) for n, s in ((q_node, (batch, heads, lq, d)),
-                                                          (kt_node, (batch, heads, d, lk)),
-                                                          (v_node, (batch, heads, lk, dv))))
+        kv_heads = heads
+        grouped = [_grouped_operand(self.resolver, self._resolve, n, s)
+                   for n, s in ((kt_node, (batch, heads, d, lk)), (v_node, (batch, heads, lk, dv)))]
+        if all(g is not None for g in grouped) and grouped[0][1] == grouped[1][1]:
+            # repeat_kv / repeat_interleave of the K and V heads: read each KV head for its query heads
+            (kt4, kv_heads), (v4, _) = grouped
+            q4 = self._operand4(q_node, (batch, heads, lq, d))
+        else:
+            q4, kt4, v4 = (self._operand4(n, s) for n, s in ((q_node, (batch, heads, lq, d)),
+                                                              (kt_node, (batch, heads, d, lk)),
+                                                              (v_node, (batch, heads, lk, dv))))
         if q4 is None or kt4 is None or v4 is None:
             return None
         k4 = Operand(kt4.base, kt4.view.transpose(-2, -1), kt4.scale)
         q, kt = q4, kt4
         mask = None
         if mask_node is not None:
-            mask = self._mask_operand(mask_node, value_of(scores), (batch, heads, lq, lk), mask_kind)
+            mask = self._mask_operand(mask_node, value_of(masked), (batch, heads, lq, lk), mask_kind)
             if mask is None:
                 return None
         for operand in (q4, k4, v4, *([mask] if mask else [])):
             if self.order[operand.base] >= self.order[root]:
                 return None
         problem = AttentionProblem(batch=int(batch), heads=int(heads), lq=int(lq), lk=int(lk), d=d, dv=dv,
-                                   mask=mask_kind if mask is not None else None,
+                                   kv_heads=int(kv_heads), mask=mask_kind if mask is not None else None,
                                    scale=scale * q.scale * kt.scale, dtype=dtype)
-        op = AttentionOp(root, second, absorbed, problem, q4, k4, v4, mask)
+        op = AttentionOp(root, final, absorbed, problem, q4, k4, v4, mask)
         try:
             op.launch(self.caps)
         except (ValueError, TypeError):
@@ -194,8 +370,8 @@ class AttentionMatcher:
             if tuple(value_of(source).shape) == shape:
                 break
         if tuple(value_of(source).shape) == shape:
-            return self.resolver.resolve(source, scalable=True)
-        operand = self.resolver.resolve(node, scalable=True)
+            return self._resolve(source)
+        operand = self._resolve(node)
         return None if operand is None else _as4(operand, shape)
 
     def _softmax_of(self, scores: torch.fx.Node, absorbed: list[torch.fx.Node]) -> torch.fx.Node | None:

@@ -114,7 +114,8 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
     last_read.update({ph: len(part.steps) for ph in placeholders})
     for index, step in enumerate(part.steps):
         if not isinstance(step, Segment):
-            launch = step.launch(caps)
+            # (a split-K attention is two launches over a scratch buffer: partial states, their combine)
+            launches = step.launches(caps) if hasattr(step, "launches") else [step.launch(caps)]
             operands = {}
             for role, operand in step.roles().items():
                 buf, offset = where[operand.base]
@@ -125,8 +126,11 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
             where[step.final] = composer.new_buffer(name, out_bytes)
             placed.append((name, 0, out_bytes, step.final))
             operands["out"] = (name, 0, out_bytes)
+            for role, nbytes in getattr(step, "scratch", lambda _: {})(caps).items():
+                operands[role] = (*composer.new_buffer(f"{name}_{role}", nbytes), nbytes)
             tunable = step.candidates(caps) if hasattr(step, "candidates") else None
-            composer.add_library(launch, operands, tunable)
+            for k, launch in enumerate(launches):
+                composer.add_library(launch, operands, tunable if k == 0 else None)
             continue
         segment_plan = next(segment_plans)
         bound = [where[x] for x in step.inputs]

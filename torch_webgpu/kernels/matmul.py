@@ -4,7 +4,9 @@ The problem is declarative (`MatmulProblem`); `variants` lists what can run it o
 first) and `plan_matmul` returns the `KernelLaunch` of one. Epilogue, in order: `alpha * acc`,
 `+ beta * bias` (broadcast by strides), activation, `+ residual`. Variants are parameters of the
 templates in matmul_wgsl.py: register-tiled SIMT (tile, outputs per invocation, K depth, vec4 loads),
-split-K matrix-vector (subgroup or workgroup reduction), and tensor cores (subgroup matrices).
+split-K matrix-vector (subgroup or workgroup reduction), streaming matrix-vector for decode at memory
+bandwidth (16-byte loads, several in flight per lane; the default on hardware GPUs), and tensor cores
+(subgroup matrices).
 Storage may be f32 or f16 (shader-f16); accumulation is always f32.
 """
 
@@ -18,7 +20,8 @@ from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, f32_word
 from .matmul_wgsl import ACTIVATIONS, ERF_WGSL
 
 __all__ = ["ACTIVATIONS", "ERF_WGSL", "Layout", "MatmulProblem", "plan_matmul", "variants",
-           "VARIANTS", "TiledSpec", "GemvSpec", "SgmatSpec", "Piece", "split_for_binding"]
+           "VARIANTS", "TiledSpec", "GemvSpec", "SgmatSpec", "Piece", "split_for_binding",
+           "tensor_core_subgroup_size", "vec8_axis"]
 
 
 @dataclass(frozen=True)
@@ -128,12 +131,17 @@ class TiledSpec:
 @dataclass(frozen=True)
 class GemvSpec:
     """Few rows: `ln` columns per workgroup, `lk` invocations splitting K; `subgroup` reduces with
-    subgroupAdd (k-contiguous B only)."""
+    subgroupAdd (k-contiguous B only). `unroll` > 0: the streaming form (gemv_stream_*_source) built
+    for memory bandwidth, with `unroll` independent loads in flight per invocation; its ".v4" form loads
+    16 bytes at a time (8 halves or 4 floats). k_fast: `lk` lanes per output column walk K (lanes
+    combined by subgroup shuffles/adds or a workgroup tree); else each invocation owns 16 bytes of
+    consecutive columns, `ln` of them along N and `lk` K slices (workgroup tree)."""
 
     lk: int
     ln: int
     k_fast: bool
     subgroup: bool = False
+    unroll: int = 0
 
     @property
     def threads(self) -> int:
@@ -142,6 +150,10 @@ class GemvSpec:
 
     def workgroup_bytes(self, dtype: str, mr: int = 4, sg: int = 1) -> int:
         """Workgroup memory of the partial sums."""
+        if self.unroll and not self.k_fast:
+            return 32 * self.threads        # up to two vec4<f32> partials per invocation
+        if self.unroll and self.subgroup and self.lk <= sg:
+            return 0
         return 4 * mr * self.ln * (self.lk // sg if self.subgroup else self.lk)
 
 
@@ -154,6 +166,7 @@ class SgmatSpec:
     fm: int
     fn: int
     bk: int = 32
+    pad: int = 8   # f16 elements of padding per workgroup-tile row (bank conflicts)
 
     @property
     def tile(self) -> tuple[int, int]:
@@ -162,8 +175,8 @@ class SgmatSpec:
 
     def workgroup_bytes(self, dtype: str) -> int:
         """Workgroup memory: f16 K tiles and one f32 16×16 scratch per subgroup."""
-        bm, bn = self.tile
-        return 2 * self.bk * (bm + bn) + 4 * 256 * self.sg_m * self.sg_n
+        return max(wgsl.SgmatTile(self.sg_m, self.sg_n, self.fm, self.fn, self.bk, 1, self.pad, by_cols)
+                   .workgroup_bytes for by_cols in (False, True))   # B stored by rows or by columns
 
 
 VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
@@ -186,11 +199,25 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "gemv.k32n8.wg": GemvSpec(32, 8, True),
     "gemv.n16k16.wg": GemvSpec(16, 16, False),
     "gemv.n64k4.wg": GemvSpec(4, 64, False),
+    # streaming (bandwidth) forms: lk lanes per weight row x ln rows, 4 loads in flight per lane
+    "gemv.k8n16.u4.sg": GemvSpec(8, 16, True, True, 4),
+    "gemv.k16n8.u4.sg": GemvSpec(16, 8, True, True, 4),
+    "gemv.k32n4.u4.sg": GemvSpec(32, 4, True, True, 4),
+    "gemv.k64n2.u4.sg": GemvSpec(64, 2, True, True, 4),
+    "gemv.k8n16.u4": GemvSpec(8, 16, True, False, 4),
+    "gemv.k16n8.u4": GemvSpec(16, 8, True, False, 4),
+    "gemv.k32n4.u4": GemvSpec(32, 4, True, False, 4),
+    "gemv.k64n2.u4": GemvSpec(64, 2, True, False, 4),
+    # [K, N] weights: ln invocations along N (16 bytes of columns each) x lk K slices
+    "gemv.n8k32.u4": GemvSpec(32, 8, False, False, 4),
+    "gemv.n16k16.u4": GemvSpec(16, 16, False, False, 4),
+    "gemv.n32k8.u4": GemvSpec(8, 32, False, False, 4),
+    # few columns (attention's P @ V, one workgroup per head): 1024 invocations keep more loads in flight
+    "gemv.n8k128.u4": GemvSpec(128, 8, False, False, 4),
     # tensor cores: sg_m x sg_n subgroups per workgroup, each fm x fn 16x16 results
     "sgmat.w1x1.f2x2.k32": SgmatSpec(1, 1, 2, 2),
-    "sgmat.w1x1.f4x2.k32": SgmatSpec(1, 1, 4, 2),
-    "sgmat.w1x1.f4x4.k32": SgmatSpec(1, 1, 4, 4),
     "sgmat.w2x2.f2x2.k32": SgmatSpec(2, 2, 2, 2),
+    "sgmat.w2x2.f2x2.k64": SgmatSpec(2, 2, 2, 2, bk=64),
     "sgmat.w2x2.f4x2.k32": SgmatSpec(2, 2, 4, 2),
     "sgmat.w2x2.f2x4.k32": SgmatSpec(2, 2, 2, 4),
     "sgmat.w4x2.f2x2.k32": SgmatSpec(4, 2, 2, 2),
@@ -200,15 +227,26 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "sgmat.w2x4.f4x4.k32": SgmatSpec(2, 4, 4, 4),
     "sgmat.w4x2.f4x4.k32": SgmatSpec(4, 2, 4, 4),
 }
-# H200 f16 (benchmarks/results/h200-2026-12-01-sgmat.md): 4096^3 w2x2.f4x4 92.6 TFLOP/s, w4x2.f4x4 87.5;
-# 128x768x3072 w1x1.f2x2 23.9 (1.3x torch CUDA), w2x2.f2x2 21.0; K-tiles of 64 were slower everywhere
-SGMAT_LARGE = ["sgmat.w2x2.f4x4.k32", "sgmat.w4x2.f4x4.k32", "sgmat.w2x4.f4x4.k32", "sgmat.w2x2.f4x2.k32",
-               "sgmat.w4x2.f2x2.k32", "sgmat.w2x4.f2x2.k32"]
-SGMAT_SKINNY = ["sgmat.w1x1.f2x2.k32", "sgmat.w2x2.f2x2.k32", "sgmat.w4x2.f2x2.k32", "sgmat.w2x2.f4x2.k32",
-                "sgmat.w2x4.f2x2.k32", "sgmat.w4x4.f2x2.k32"]
+# H200 f16 with 8 halves of row padding (benchmarks/results/h200-2026-12-01-sgmat-pad.md): 4096^3
+# w2x2.f4x4 148 TFLOP/s, w4x2.f4x4 141, w2x4.f4x4 130; 128x768x3072 w1x1.f2x2 26.3 (1.6x torch CUDA),
+# w2x2.f2x2.k64 25.4. Register prefetch of the next K tile was slower (register pressure), single-subgroup
+# 4x2/4x4 fragment tiles 3-5x slower.
+SGMAT_LARGE = ["sgmat.w2x2.f4x4.k32", "sgmat.w4x2.f4x4.k32", "sgmat.w2x4.f4x4.k32", "sgmat.w2x2.f2x4.k32",
+               "sgmat.w2x2.f4x2.k32", "sgmat.w4x2.f2x2.k32"]
+SGMAT_SKINNY = ["sgmat.w1x1.f2x2.k32", "sgmat.w2x2.f2x2.k64", "sgmat.w2x2.f2x2.k32", "sgmat.w4x2.f2x2.k32",
+                "sgmat.w2x2.f4x2.k32", "sgmat.w2x2.f2x4.k32"]
 
 GEMV_MAX_ROWS = 4      # M at or below this (or N, transposed) runs as matrix-vector
 VEC_SUFFIX = ".v4"     # the vec4-load form of a variant
+
+
+def tensor_core_subgroup_size(caps: DeviceCaps) -> int | None:
+    """The subgroup size the f16 tensor-core (sgmat) variants run with on `caps`, or None where they
+    cannot (no f16x16x16 -> f32 subgroup matrices, or no fixed subgroup size dividing 256)."""
+    sg = _sg_size(caps)
+    ok = (caps.shader_f16 and caps.subgroup_matrix and sg and 256 % sg == 0
+          and ("f16", "f32", 16, 16, 16) in caps.subgroup_matrix_configs)
+    return sg if ok else None
 
 
 def _sg_size(caps: DeviceCaps) -> int | None:
@@ -241,7 +279,7 @@ def _tiled_modes(p: MatmulProblem) -> tuple[str, str]:
     return a, b
 
 
-def _vec8_axis(lay: Layout, rows: int, cols: int) -> str:
+def vec8_axis(lay: Layout, rows: int, cols: int) -> str:
     """The axis ("cols", "rows") along which an f16 operand can be staged 8 elements (16 bytes) at a
     time: stride 1 there, its extent, the offset and the other strides multiples of 8; else ""."""
     for axis, unit, extent, other in (("cols", lay.col_stride, cols, lay.row_stride),
@@ -264,6 +302,47 @@ def _gemv_vec(p: MatmulProblem) -> bool:
     return p.a.vec4_along("col", p.k) and p.b.vec4_along("row", p.k)
 
 
+def _along(lay: Layout, axis: str, extent: int, width: int) -> bool:
+    """Whole `width`-element vectors along `axis` ("row"/"col", stride 1 there, `extent` elements)."""
+    unit, other = (lay.col_stride, lay.row_stride) if axis == "col" else (lay.row_stride, lay.col_stride)
+    return unit == 1 and all(x % width == 0 for x in (extent, lay.offset, other, lay.batch_stride))
+
+
+def stream_width(g: MatmulProblem, k_fast: bool) -> int:
+    """Elements per 16-byte load of the streaming gemv on the gemv-oriented `g` (8 halves, 4 floats),
+    or 1 when its layouts do not allow vector loads."""
+    vw = 8 if g.dtype == "f16" else 4
+    if k_fast:
+        ok = _along(g.a, "col", g.k, vw) and _along(g.b, "row", g.k, vw)
+    else:
+        ok = _along(g.b, "col", g.n, vw)
+    return vw if ok else 1
+
+
+def _stream_order(g: MatmulProblem, k_fast: bool, vw: int, sg: int | None) -> list[str]:
+    """The streaming gemv variants for `g`, best guess first: enough lanes per weight row that each
+    walks ~8 loads and the grid holds >= 32K lanes (K-contiguous), or columns per workgroup by N."""
+    if k_fast:
+        nvec = max(1, g.k // vw)
+        lanes = 8
+        while lanes < 64 and (nvec // lanes >= 16 or (g.n * lanes < 32768 and nvec // lanes >= 8)):
+            lanes *= 2
+        order = sorted((8, 16, 32, 64), key=lambda x: abs(x.bit_length() - lanes.bit_length()))
+        names = []
+        for x in order:
+            base = f"gemv.k{x}n{128 // x}.u4"
+            if sg and (x % sg == 0 or sg % x == 0):
+                names.append(base + ".sg")
+            names.append(base)
+        return names
+    per = max(1, g.n // vw)
+    if per <= 8:
+        return ["gemv.n8k128.u4", "gemv.n8k32.u4", "gemv.n16k16.u4", "gemv.n32k8.u4"]
+    cols = 32 if per >= 256 else 16 if per >= 64 else 8
+    return sorted(["gemv.n8k32.u4", "gemv.n16k16.u4", "gemv.n32k8.u4", "gemv.n8k128.u4"],
+                  key=lambda n: n != f"gemv.n{cols}k{256 // cols}.u4")
+
+
 def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
     """Variant names that can run `p` on `caps`, best default first."""
     p = p.normalized()
@@ -273,8 +352,14 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
     g = _gemv_problem(p)
     if g is not None:
         b_k_contig = g.b.row_stride == 1
+        stream = _stream_variants(g, caps, b_k_contig)
+        # hardware GPUs run the streaming forms first (eager decode gemvs are below the autotuner's
+        # FLOP floor, so the default is what runs; plans time the first few); software Vulkan keeps
+        # the cheap split-K default
+        if not caps.cpu:
+            names += stream
         for name, spec in VARIANTS.items():
-            if not isinstance(spec, GemvSpec):
+            if not isinstance(spec, GemvSpec) or spec.unroll:
                 continue
             sg = _sg_size(caps)
             if spec.subgroup and not (caps.subgroups and sg and spec.lk % sg == 0 and spec.k_fast):
@@ -285,14 +370,15 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
                 if spec.k_fast and _gemv_vec(g):
                     names.append(name + VEC_SUFFIX)
                 names.append(name)
-    sg = _sg_size(caps)
-    if (p.dtype == "f16" and caps.subgroup_matrix and sg
-            and ("f16", "f32", 16, 16, 16) in caps.subgroup_matrix_configs and min(p.m, p.n) >= 16):
+        if caps.cpu:
+            names += stream
+    sg = tensor_core_subgroup_size(caps)
+    if p.dtype == "f16" and sg and min(p.m, p.n) >= 16:
         first = SGMAT_LARGE if min(p.m, p.n) >= 1024 else SGMAT_SKINNY
         for name in first + [n for n in VARIANTS if n.startswith("sgmat") and n not in first]:
             spec = VARIANTS[name]
             threads = spec.sg_m * spec.sg_n * sg
-            if _fits(caps, threads, spec.workgroup_bytes(p.dtype)) and 256 % sg == 0:
+            if _fits(caps, threads, spec.workgroup_bytes(p.dtype)):
                 names.append(name)
     a_mode, b_mode = _tiled_modes(p)
     vec = a_mode in ("k", "i") or b_mode in ("k", "i")
@@ -312,6 +398,24 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
                if _fits(caps, VARIANTS[n].threads, VARIANTS[n].workgroup_bytes(p.dtype))]
     # vec4 forms first: the autotuner times the first few candidates only
     return names + ([n + VEC_SUFFIX for n in fitting] if vec else []) + fitting
+
+
+def _stream_variants(g: MatmulProblem, caps: DeviceCaps, k_fast: bool) -> list[str]:
+    """The streaming gemv names (16-byte forms first when the layouts allow them) that fit `caps`."""
+    if not (g.b.row_stride == 1 or g.b.col_stride == 1):
+        return []
+    sg = _sg_size(caps) if caps.subgroups else None
+    vw = stream_width(g, k_fast)
+    limit = caps.limit("max-compute-workgroups-per-dimension", 65535)
+    fitting = []
+    for name in _stream_order(g, k_fast, vw, sg):
+        spec = VARIANTS[name]
+        cols = spec.ln * (vw if not k_fast else 1)
+        if (ceil_div(g.n, cols) <= limit
+                and _fits(caps, spec.threads, spec.workgroup_bytes(g.dtype, GEMV_MAX_ROWS, sg or 1))):
+            fitting.append(name)
+    # 16-byte forms first: the autotuner and compiled plans take the first few candidates only
+    return ([n + VEC_SUFFIX for n in fitting] if vw > 1 else []) + fitting
 
 
 def _params(p: MatmulProblem) -> tuple[int, ...]:
@@ -358,6 +462,17 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
         src = wgsl.tiled_source(epi, spec.bm, spec.bn, spec.bk, spec.tm, spec.tn, a_mode, b_mode, spec.lds4)
         grid = (ceil_div(p.n, spec.bn), ceil_div(p.m, spec.bm), p.batch)
         wg = (spec.bn // spec.tn, spec.bm // spec.tm, 1)
+    elif isinstance(spec, GemvSpec) and spec.unroll:
+        mr = 1 << max(0, (min(run.m, GEMV_MAX_ROWS) - 1).bit_length())
+        vw = stream_width(run, spec.k_fast) if vec else 1
+        if spec.k_fast:
+            sg = _sg_size(caps) if spec.subgroup else None
+            src = wgsl.gemv_stream_k_source(epi, spec.lk, spec.ln, spec.unroll, mr, vw, sg)
+            grid = (ceil_div(run.n, spec.ln), ceil_div(run.m, mr), p.batch)
+        else:
+            src = wgsl.gemv_stream_n_source(epi, spec.ln, spec.lk, spec.unroll, mr, vw)
+            grid = (ceil_div(run.n, spec.ln * vw), ceil_div(run.m, mr), p.batch)
+        wg = (spec.threads, 1, 1)
     elif isinstance(spec, GemvSpec):
         mr = 1 << max(0, (min(run.m, GEMV_MAX_ROWS) - 1).bit_length())
         sg = _sg_size(caps) if spec.subgroup else None
@@ -367,8 +482,9 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
     else:
         sg = _sg_size(caps)
         assert sg is not None
-        vec_a, vec_b = _vec8_axis(p.a, p.m, p.k), _vec8_axis(p.b, p.k, p.n)
-        src = wgsl.sgmat_source(epi, spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg, vec_a, vec_b)
+        vec_a, vec_b = vec8_axis(p.a, p.m, p.k), vec8_axis(p.b, p.k, p.n)
+        src = wgsl.sgmat_source(epi, spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg, vec_a, vec_b,
+                                spec.pad)
         bm, bn = spec.tile
         grid = (ceil_div(p.n, bn), ceil_div(p.m, bm), p.batch)
         wg = (spec.sg_m * spec.sg_n * sg, 1, 1)

@@ -249,54 +249,127 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
 """
 
 
-def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, sg_size: int,
-                 vec_a: str = "", vec_b: str = "") -> str:
-    """Tensor-core matmul (f16 operands, f32 results, 16×16×16 subgroup matrices): `sg_m × sg_n`
-    subgroups per workgroup, each owning (fm × fn) result matrices; A and B K-tiles are staged in
-    workgroup memory as f16 (zero-padded at the edges, so any shape and stride works).
+@dataclass(frozen=True)
+class SgmatTile:
+    """The geometry of a tensor-core tile: `sg_m × sg_n` subgroups per workgroup, each owning fm × fn
+    16×16 results, bk-deep f16 K tiles whose workgroup rows are padded by `pad` halves."""
 
-    Tint's uniformity analysis wants subgroup-matrix pointers and offsets workgroup-uniform; they only
-    need to be uniform per subgroup, which a subgroup index `li / subgroup_size` is, so the
-    `chromium.subgroup_matrix_uniformity` diagnostic is off. Workgroup memory is one sub-array per
-    subgroup row (A), column (B) and subgroup (results), so offsets inside them are loop counters and
-    constants.
+    sg_m: int
+    sg_n: int
+    fm: int
+    fn: int
+    bk: int
+    sg_size: int
+    pad: int = 8
+    b_cols: bool = False   # the B tile stored column by column ([n][k]), read as column-major matrices
+
+    @property
+    def threads(self) -> int:
+        """Invocations per workgroup."""
+        return self.sg_m * self.sg_n * self.sg_size
+
+    @property
+    def bm(self) -> int:
+        """Rows of the workgroup's output tile."""
+        return self.sg_m * self.fm * 16
+
+    @property
+    def bn(self) -> int:
+        """Columns of the workgroup's output tile."""
+        return self.sg_n * self.fn * 16
+
+    @property
+    def workgroup_bytes(self) -> int:
+        """Workgroup memory: the padded f16 A and B tiles and one f32 16×16 scratch per subgroup."""
+        b_rows, b_row = (self.fn * 16, self.bk) if self.b_cols else (self.bk, self.fn * 16)
+        a_tile = self.bm * (self.bk + self.pad)
+        b_tile = self.sg_n * b_rows * (b_row + self.pad)
+        return 2 * (a_tile + b_tile) + 4 * 256 * self.sg_m * self.sg_n
+
+    @property
+    def a_store(self) -> str:
+        """The workgroup lvalue of A-tile element (r, c): one sub-array per subgroup row."""
+        am = self.fm * 16
+        return f"As[r / {am}u][(r % {am}u) * {self.bk + self.pad}u + c]"
+
+    @property
+    def b_store(self) -> str:
+        """The workgroup lvalue of B-tile element (r, c): one sub-array per subgroup column."""
+        bw = self.fn * 16
+        if self.b_cols:
+            return f"Bs[c / {bw}u][(c % {bw}u) * {self.bk + self.pad}u + r]"
+        return f"Bs[c / {bw}u][r * {bw + self.pad}u + c % {bw}u]"
+
+
+def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, sg_size: int,
+                 vec_a: str = "", vec_b: str = "", pad: int = 8) -> str:
+    """Tensor-core matmul (f16 operands, f32 results, 16×16×16 subgroup matrices) of two dense operands:
+    see sgmat_main for the tile.
 
     `vec_a`/`vec_b`: "cols" or "rows" when that operand's tile is staged 8 f16 at a time along its
     contiguous axis (the operand is then bound as array<vec4<u32>>, one 16-byte load each); "" stages
     element by element."""
-    t = e.dtype
-    bm, bn = sg_m * fm * 16, sg_n * fn * 16
-    am, bw = fm * 16, fn * 16          # rows of A per subgroup row, columns of B per subgroup column
-    nsg = sg_m * sg_n
-    threads = nsg * sg_size
+    # a K-contiguous B (a linear layer's [N, K] weight) is stored by columns: 16-byte runs stay runs
+    g = SgmatTile(sg_m, sg_n, fm, fn, bk, sg_size, pad, b_cols=vec_b == "rows")
     lds = []
     for rows, cols, src, lay, r0, rdim, c0, cdim, store, vec in (
-            (bm, bk, "A", "a", "m0", "M", "t", "K", f"As[r / {am}u][(r % {am}u) * {bk}u + c]", vec_a),
-            (bk, bn, "B", "b", "t", "K", "n0", "N", f"Bs[c / {bw}u][r * {bw}u + c % {bw}u]", vec_b)):
+            (g.bm, bk, "A", "a", "m0", "M", "t", "K", g.a_store, vec_a),
+            (bk, g.bn, "B", "b", "t", "K", "n0", "N", g.b_store, vec_b)):
         if vec:
-            lds.append(_staging_vec8(rows, cols, src, lay, r0, rdim, c0, cdim, store, vec, threads))
-            continue
-        iters = -(-rows * cols // threads)
-        lds.append(f"""  for (var u = 0u; u < {iters}u; u++) {{
+            lds.append(staging_vec8(rows, cols, src, lay, r0, rdim, c0, cdim, store, vec, g.threads))
+        else:
+            lds.append(staging_scalar(rows, cols, src, lay, r0, rdim, c0, cdim, store, e.dtype, g.threads))
+    head = header(e, "vec4<u32>" if vec_a else e.dtype, "vec4<u32>" if vec_b else e.dtype,
+                  ("chromium_experimental_subgroup_matrix",))
+    return SGMAT_DIAGNOSTICS + head + finish_fn(e) + sgmat_main(g, "\n".join(lds))
+
+
+SGMAT_DIAGNOSTICS = ("diagnostic(off, subgroup_uniformity);\n"
+                     "diagnostic(off, chromium.subgroup_matrix_uniformity);\n")
+
+
+def staging_scalar(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str,
+                   store: str, dtype: str, threads: int) -> str:
+    """WGSL staging of a rows x cols tile element by element (zero outside the matrix) as f16."""
+    return f"""  for (var u = 0u; u < {-(-rows * cols // threads)}u; u++) {{
     let e = li + u * {threads}u;
     if (e < {rows * cols}u) {{
       let r = e / {cols}u; let c = e % {cols}u;
       let gr = {r0} + r; let gc = {c0} + c;
-      var x = {t}(0.0);
-      if (gr < {rdim} && gc < {cdim}) {{ x = {t}({src}[P.{lay}.x + batch * P.{lay}.y + gr * P.{lay}.z
+      var x = {dtype}(0.0);
+      if (gr < {rdim} && gc < {cdim}) {{ x = {dtype}({src}[P.{lay}.x + batch * P.{lay}.y + gr * P.{lay}.z
                                                      + gc * P.{lay}.w]); }}
       {store} = f16(x);
     }}
-  }}""")
+  }}"""
+
+
+def sgmat_main(g: SgmatTile, staging: str) -> str:
+    """The workgroup arrays and entry point of a tensor-core matmul; `staging` fills the f16 tiles As and
+    Bs (through g.a_store / g.b_store) with the K tile at `t`.
+
+    Tint's uniformity analysis wants subgroup-matrix pointers and offsets workgroup-uniform; they only
+    need to be uniform per subgroup, which a subgroup index `li / subgroup_size` is, so the
+    `chromium.subgroup_matrix_uniformity` diagnostic is off (SGMAT_DIAGNOSTICS). Workgroup memory is one
+    sub-array per subgroup row (A), column (B) and subgroup (results), so offsets inside them are loop
+    counters and constants.
+
+    Rows are padded by g.pad halves so the 16 rows a matrix load reads do not start in the same banks (a
+    row of 32, 64 or 128 halves is a multiple of half the 128-byte bank cycle); on the H200 8 took f16
+    4096^3 from 92 to 148 TFLOP/s (16 was slower than none)."""
+    fm, fn, bk, sg_size = g.fm, g.fn, g.bk, g.sg_size
+    am, bw = fm * 16, fn * 16          # rows of A per subgroup row, columns of B per subgroup column
+    sa, sb = bk + g.pad, (bk if g.b_cols else bw) + g.pad   # row strides of the A and B tiles
     decl = "\n".join(f"  var c{i}_{j} = subgroup_matrix_result<f32, 16, 16>();"
                      for i in range(fm) for j in range(fn))
     mma = []
     for i in range(fm):
         mma.append(f"      let a{i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&As[sm], "
-                   f"{i * 16 * bk}u + kk, false, {bk}u);")
+                   f"{i * 16 * sa}u + kk, false, {sa}u);")
     for j in range(fn):
+        at = f"{j * 16 * sb}u + kk, true" if g.b_cols else f"kk * {sb}u + {j * 16}u, false"
         mma.append(f"      let b{j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&Bs[sn], "
-                   f"kk * {bw}u + {j * 16}u, false, {bw}u);")
+                   f"{at}, {sb}u);")
     for i in range(fm):
         for j in range(fn):
             mma.append(f"      c{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, c{i}_{j});")
@@ -311,23 +384,20 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
     finish(batch, m0 + sm * {am}u + {i * 16}u + x / 16u, n0 + sn * {bw}u + {j * 16}u + x % 16u, Cs[sg][x]);
   }}
   workgroupBarrier();""")
-    return f"""diagnostic(off, subgroup_uniformity);
-diagnostic(off, chromium.subgroup_matrix_uniformity);
-{header(e, "vec4<u32>" if vec_a else t, "vec4<u32>" if vec_b else t,
-        ("chromium_experimental_subgroup_matrix",))}{finish_fn(e)}
-var<workgroup> As: array<array<f16, {am * bk}>, {sg_m}>;
-var<workgroup> Bs: array<array<f16, {bk * bw}>, {sg_n}>;
-var<workgroup> Cs: array<array<f32, 256>, {nsg}>;
-@compute @workgroup_size({threads})
+    return f"""
+var<workgroup> As: array<array<f16, {am * sa}>, {g.sg_m}>;
+var<workgroup> Bs: array<array<f16, {(bw if g.b_cols else bk) * sb}>, {g.sg_n}>;
+var<workgroup> Cs: array<array<f32, 256>, {g.sg_m * g.sg_n}>;
+@compute @workgroup_size({g.threads})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {{
   let M = P.mnkb.x; let N = P.mnkb.y; let K = P.mnkb.z;
   let batch = wid.z;
-  let m0 = wid.y * {bm}u; let n0 = wid.x * {bn}u;
+  let m0 = wid.y * {g.bm}u; let n0 = wid.x * {g.bn}u;
   let sg = li / {sg_size}u; let lane = li % {sg_size}u;
-  let sm = sg / {sg_n}u; let sn = sg % {sg_n}u;
+  let sm = sg / {g.sg_n}u; let sn = sg % {g.sg_n}u;
 {decl}
   for (var t = 0u; t < K; t += {bk}u) {{
-{chr(10).join(lds)}
+{staging}
     workgroupBarrier();
     for (var kk = 0u; kk < {bk}u; kk += 16u) {{
 {chr(10).join(mma)}
@@ -339,7 +409,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 """
 
 
-def _staging_vec8(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str,
+def staging_vec8(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str,
                   store: str, along: str, threads: int) -> str:
     """WGSL staging of a rows x cols f16 tile in 8-element units along its contiguous axis ("cols":
     stride 1 along columns, or "rows"), one 16-byte load each; a unit is wholly inside or outside the
@@ -363,13 +433,220 @@ def _staging_vec8(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, 
       }}
       for (var q = 0u; q < 4u; q++) {{
         let h = bitcast<vec2<f16>>(w[q]);
-        {_at(store, *lo)} = h.x;
-        {_at(store, *hi)} = h.y;
+        {tile_at(store, *lo)} = h.x;
+        {tile_at(store, *hi)} = h.y;
       }}
     }}
   }}"""
 
 
-def _at(store: str, r: str, c: str) -> str:
+def tile_at(store: str, r: str, c: str) -> str:
     """The workgroup-memory lvalue `store` (written in terms of r and c) at element (r, c)."""
     return re.sub(r"\bc\b", f"({c})", re.sub(r"\br\b", f"({r})", store))
+
+
+def lane_reduce(names: list[str], lanes: int, groups: int, subgroup: int | None) -> tuple[str, str]:
+    """(module-scope declarations, body) that sum each f32 variable of `names` over the `lanes`
+    consecutive invocations of one group (`lane` = li % lanes, `slot` = li / lanes, `groups` slots per
+    workgroup); lane 0 of each group then holds the totals. With a subgroup size: butterfly shuffles
+    (lanes <= subgroup, lanes of a group inside one subgroup) or subgroupAdd plus a workgroup-memory sum of
+    the lanes / subgroup partials; without: a workgroup-memory tree. Must run in uniform control flow."""
+    if subgroup and lanes <= subgroup:
+        if lanes == subgroup:
+            return "", "\n".join(f"  {x} = subgroupAdd({x});" for x in names)
+        body = []
+        off = lanes // 2
+        while off:
+            body += [f"  {x} += subgroupShuffleXor({x}, {off}u);" for x in names]
+            off //= 2
+        return "", "\n".join(body)
+    parts = lanes // subgroup if subgroup else lanes
+    decl = f"var<workgroup> red: array<f32, {len(names) * groups * parts}>;"
+    at = [f"({i}u * {groups}u + slot) * {parts}u" for i in range(len(names))]
+    if subgroup:
+        body = [f"  {x} = subgroupAdd({x});" for x in names]
+        body.append(f"  if (lane % {subgroup}u == 0u) {{")
+        body += [f"    red[{at[i]} + lane / {subgroup}u] = {x};" for i, x in enumerate(names)]
+        body += ["  }", "  workgroupBarrier();", "  if (lane == 0u) {"]
+        for i, x in enumerate(names):
+            body.append(f"    {x} = 0.0;")
+            body.append(f"    for (var q = 0u; q < {parts}u; q++) {{ {x} += red[{at[i]} + q]; }}")
+        body.append("  }")
+        return decl, "\n".join(body)
+    body = [f"  red[{at[i]} + lane] = {x};" for i, x in enumerate(names)]
+    body += ["  workgroupBarrier();",
+             f"  for (var s = {parts // 2}u; s > 0u; s = s >> 1u) {{", "    if (lane < s) {"]
+    body += [f"      red[{a} + lane] += red[{a} + lane + s];" for a in at]
+    body += ["    }", "    workgroupBarrier();", "  }", "  if (lane == 0u) {"]
+    body += [f"    {x} = red[{at[i]}];" for i, x in enumerate(names)]
+    body.append("  }")
+    return decl, "\n".join(body)
+
+
+DOT8_F16 = """
+// the dot product of two 16-byte vectors of 8 halves, accumulated in f32
+fn dot8(a: vec4<u32>, b: vec4<u32>) -> f32 {
+  var s = 0.0;
+  for (var q = 0u; q < 4u; q++) {
+    s += dot(vec2<f32>(bitcast<vec2<f16>>(a[q])), vec2<f32>(bitcast<vec2<f16>>(b[q])));
+  }
+  return s;
+}
+"""
+
+
+def _stream_elem(t: str, vw: int) -> str:
+    """The binding element of a 16-byte (vw > 1) or scalar load of storage type `t`."""
+    if vw == 1:
+        return t
+    return "vec4<u32>" if t == "f16" else "vec4<f32>"
+
+
+def gemv_stream_k_source(e: Epilogue, lanes: int, cols: int, unroll: int, mr: int, vw: int,
+                         subgroup: int | None) -> str:
+    """Bandwidth-bound matrix-vector for B contiguous along K (linear weights): `lanes` consecutive
+    invocations own one output column (a weight row) and walk K with `unroll` independent loads of
+    `vw` elements each (16 bytes: 8 halves or 4 floats; vw = 1: scalar loads, any strides), `cols`
+    columns per workgroup, `mr` rows of A per workgroup; lanes combine through `lane_reduce`.
+    Out-of-range columns and rows are clamped for the loads (no divergent branch around them) and
+    dropped by `finish`."""
+    t = e.dtype
+    elem = _stream_elem(t, vw)
+    step = lanes * vw
+    unroll = max(1, unroll // mr)   # several rows reuse each load already; keeps the code (and compile) small
+    rows = "\n".join(f"  let arow{r} = abase + min(m0 + {r}u, M - 1u) * P.a.z;" for r in range(mr))
+    accs = "\n".join(f"  var acc{r} = 0.0;" for r in range(mr))
+
+    def loads(u: int) -> list[str]:
+        # a load past K re-reads the last vector (no branch around it) and counts zero
+        out = [f"    let j{u} = kb + lane * {vw}u + {u * step}u; let k{u} = min(j{u}, K - {vw}u);"]
+        if vw == 1:
+            return out + [f"    let b{u} = select(0.0, f32(B[bbase + k{u} * P.b.z + cc * P.b.w]), j{u} < K);"]
+        return out + [f"    let b{u} = B[(bcol + k{u}) / {vw}u];"]
+
+    def math(u: int) -> list[str]:
+        if vw == 1:
+            return [f"    acc{r} = fma(f32(A[arow{r} + k{u} * P.a.w]), b{u}, acc{r});" for r in range(mr)]
+        dot = "dot8" if t == "f16" else "dot"
+        return [f"    acc{r} += select(0.0, {dot}(A[(arow{r} + k{u}) / {vw}u], b{u}), j{u} < K);"
+                for r in range(mr)]
+
+    # all loads of one unrolled step first, then the math: `unroll` loads in flight per invocation
+    main = [x for u in range(unroll) for x in loads(u)] + [x for u in range(unroll) for x in math(u)]
+    decl, reduce = lane_reduce([f"acc{r}" for r in range(mr)], lanes, cols, subgroup)
+    done = "\n".join(f"    finish(batch, m0 + {r}u, col, acc{r});" for r in range(mr))
+    enables = ("subgroups",) if subgroup else ()
+    diag = "diagnostic(off, subgroup_uniformity);\n" if subgroup else ""
+    return f"""{diag}{header(e, elem, elem, enables)}{finish_fn(e)}{DOT8_F16 if t == "f16" and vw > 1 else ""}
+{decl}
+@compute @workgroup_size({lanes * cols})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {{
+  let M = P.mnkb.x; let N = P.mnkb.y; let K = P.mnkb.z;
+  let batch = wid.z;
+  let m0 = wid.y * {mr}u;
+  let lane = li % {lanes}u; let slot = li / {lanes}u;
+  let col = wid.x * {cols}u + slot;
+  let cc = min(col, N - 1u);
+  let abase = P.a.x + batch * P.a.y;
+  let bbase = P.b.x + batch * P.b.y;
+  let bcol = bbase + cc * P.b.w;
+{rows}
+{accs}
+  for (var kb = 0u; kb < K; kb += {step * unroll}u) {{
+{chr(10).join(main)}
+  }}
+{reduce}
+  if (lane == 0u) {{
+{done}
+  }}
+}}
+"""
+
+
+def gemv_stream_n_source(e: Epilogue, cols: int, slices: int, unroll: int, mr: int, vw: int) -> str:
+    """Matrix-vector for B contiguous along N ([K, N] weights, attention's P @ V): each invocation owns
+    `vw` consecutive columns (one 16-byte load per K row; vw = 1: scalar, any strides), `cols`
+    invocations side by side along N and `slices` of them splitting K (`unroll` rows in flight each),
+    partial sums combined by a workgroup-memory tree, one row of A at a time."""
+    t = e.dtype
+    elem = _stream_elem(t, vw)
+    unroll = max(1, unroll // mr)   # several rows reuse each load already; keeps the code (and compile) small
+    nv = max(1, vw // 4)                      # vec4<f32> accumulators per row (vw 4 or 8), or one f32
+    acc_t = "f32" if vw == 1 else "vec4<f32>"
+    accs = "\n".join(f"  var acc{r}_{q} = {acc_t}(0.0);" for r in range(mr) for q in range(nv))
+    rows = "\n".join(f"  let arow{r} = abase + min(m0 + {r}u, M - 1u) * P.a.z;" for r in range(mr))
+
+    def wide(u: int) -> list[str]:
+        """f32 vectors of load u."""
+        if vw == 1:
+            return [f"f32(b{u})"]
+        if t == "f32":
+            return [f"b{u}"]
+        return [f"vec4<f32>(bitcast<vec4<f16>>(b{u}.{'xy' if q == 0 else 'zw'}))" for q in range(nv)]
+
+    def loads(k: str, u: int) -> list[str]:
+        if vw == 1:
+            return [f"    let b{u} = B[bbase + ({k}) * P.b.z + cc * P.b.w];"]
+        return [f"    let b{u} = B[(bbase + ({k}) * P.b.z + cc) / {vw}u];"]
+
+    def math(k: str, u: int) -> list[str]:
+        out = [f"    let w{u}_{q} = {w};" for q, w in enumerate(wide(u))]
+        for r in range(mr):
+            out.append(f"    {{ let a = f32(A[arow{r} + ({k}) * P.a.w]);")
+            out += [f"      acc{r}_{q} = fma(vec4<f32>(a), w{u}_{q}, acc{r}_{q});" if vw > 1 else
+                    f"      acc{r}_{q} = fma(a, w{u}_{q}, acc{r}_{q});" for q in range(nv)]
+            out.append("    }")
+        return out
+
+    main = [f"    let k{u} = kb + ks + {u * slices}u;" for u in range(unroll)]
+    main += [x for u in range(unroll) for x in loads(f"k{u}", u)]
+    main += [x for u in range(unroll) for x in math(f"k{u}", u)]
+    threads = cols * slices
+    red_t = "f32" if vw == 1 else "vec4<f32>"
+    passes = []
+    for r in range(mr):
+        stores = "\n".join(f"  red[li * {nv}u + {q}u] = acc{r}_{q};" for q in range(nv))
+        sums = "\n".join(f"      red[li * {nv}u + {q}u] += red[(li + s * {cols}u) * {nv}u + {q}u];"
+                         for q in range(nv))
+        if vw == 1:
+            fin = f"    finish(batch, m0 + {r}u, col0, red[li]);"
+        else:
+            fin = "\n".join(f"    finish(batch, m0 + {r}u, col0 + {j}u, "
+                            f"red[li * {nv}u + {j // 4}u][{j % 4}]);"
+                            for j in range(vw))
+        passes.append(f"""{stores}
+  workgroupBarrier();
+  for (var s = {slices // 2}u; s > 0u; s = s >> 1u) {{
+    if (ks < s) {{
+{sums}
+    }}
+    workgroupBarrier();
+  }}
+  if (ks == 0u && col0 < N) {{
+{fin}
+  }}
+  workgroupBarrier();""")
+    return f"""{header(e, t, elem)}{finish_fn(e)}
+var<workgroup> red: array<{red_t}, {threads * nv}>;
+@compute @workgroup_size({threads})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {{
+  let M = P.mnkb.x; let N = P.mnkb.y; let K = P.mnkb.z;
+  let batch = wid.z;
+  let m0 = wid.y * {mr}u;
+  let cg = li % {cols}u; let ks = li / {cols}u;
+  let col0 = (wid.x * {cols}u + cg) * {vw}u;
+  let cc = min(col0, N - {vw}u);
+  let abase = P.a.x + batch * P.a.y;
+  let bbase = P.b.x + batch * P.b.y;
+{rows}
+{accs}
+  let kfull = (K / {slices * unroll}u) * {slices * unroll}u;
+  for (var kb = 0u; kb < kfull; kb += {slices * unroll}u) {{
+{chr(10).join(main)}
+  }}
+  for (var k = kfull + ks; k < K; k += {slices}u) {{
+{chr(10).join(loads("k", 0) + math("k", 0))}
+  }}
+{chr(10).join(passes)}
+}}
+"""

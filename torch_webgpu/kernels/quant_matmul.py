@@ -11,8 +11,11 @@ Weight formats (`QuantWeight.fmt`), row n of q starts at word n * words_per_row:
 Zero points (optional) are signed bytes [N, groups], 4 per word; scales [N, groups] in f32 or f16.
 
 Variants: "gemv" (M <= GEMV_MAX_ROWS, decode: each workgroup owns LN output columns, LK invocations split
-K in 8-weight chunks, reduced in workgroup memory) and "tiled" (prefill: a BM × BN output tile per
-workgroup, K tiles of A and of the dequantized W staged in workgroup memory). A and out are f32 or f16
+K in 8-weight chunks, reduced in workgroup memory), streaming "gemv.k*n*.u2[.sg]" (decode at memory
+bandwidth: 16-byte loads of packed weights, dequantized in registers; the default on hardware GPUs),
+"tiled" (prefill: a BM × BN output tile per workgroup, K tiles of A and of the dequantized W staged in
+workgroup memory) and "sgmat" (prefill with f16 activations on tensor cores: the dense matmul's
+subgroup-matrix tile, W dequantized into its f16 B tile). A and out are f32 or f16
 (shader-f16); accumulation is f32. The epilogue (bias, activation, residual) is the matmul family's.
 torch-free: numpy only.
 """
@@ -24,8 +27,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, f32_word
-from .matmul import Layout
-from .matmul_wgsl import ACTIVATIONS, ERF_WGSL, Epilogue, finish_fn
+from .matmul import VARIANTS as DENSE_VARIANTS
+from .matmul import Layout, SgmatSpec, tensor_core_subgroup_size, vec8_axis
+from .matmul_wgsl import (
+    ACTIVATIONS,
+    ERF_WGSL,
+    SGMAT_DIAGNOSTICS,
+    Epilogue,
+    SgmatTile,
+    finish_fn,
+    lane_reduce,
+    sgmat_main,
+    staging_scalar,
+    staging_vec8,
+    tile_at,
+)
 
 __all__ = ["QuantWeight", "QuantMatmulProblem", "plan_quant_matmul", "quant_variants", "pack_weight",
            "pack_bytes", "pack_scales", "pack_constant", "WEIGHT_FORMATS", "GEMV_MAX_ROWS", "CHUNK"]
@@ -35,7 +51,15 @@ CHUNK = 8                             # weights one invocation dequantizes at a 
 GEMV_MAX_ROWS = 4
 # (LK, LN) of the gemv variants; (BM, BN, BK, TM, TN) of the tiled ones
 GEMV = {"gemv.k64n4": (64, 4), "gemv.k32n8": (32, 8), "gemv.k16n16": (16, 16)}
+# streaming gemv (decode at memory bandwidth): (lanes per weight row, rows per workgroup, loads in flight
+# per lane), each load 16 bytes of packed weights (32 int4 / 16 int8) dequantized in registers; ".sg"
+# combines the lanes through subgroups
+STREAM = {"gemv.k4n32.u2": (4, 32, 2), "gemv.k8n16.u2": (8, 16, 2), "gemv.k16n8.u2": (16, 8, 2),
+          "gemv.k32n4.u2": (32, 4, 2)}
+STREAM_SUFFIX = ".sg"
 TILED = {"tile64x64.r4x4.k16": (64, 64, 16, 4, 4), "tile32x32.r2x2.k16": (32, 32, 16, 2, 2)}
+# tensor-core tiles, the dense family's (H200 f16: w2x2.f4x4 best at 4096^3, w2x2.f2x2 on skinny shapes)
+SGMAT = ["sgmat.w2x2.f4x4.k32", "sgmat.w4x2.f4x4.k32", "sgmat.w2x2.f4x2.k32", "sgmat.w2x2.f2x2.k32"]
 
 
 @dataclass(frozen=True)
@@ -113,10 +137,21 @@ def quant_variants(p: QuantMatmulProblem, caps: DeviceCaps) -> list[str]:
     threads = caps.limit("max-compute-invocations-per-workgroup", 256)
     wg_bytes = caps.limit("max-compute-workgroup-storage-size", 16384)
     names = []
+    stream = _stream_variants(p, caps) if p.m <= GEMV_MAX_ROWS else []
+    if not caps.cpu:  # hardware GPUs: the bandwidth forms first (eager decode never reaches the tuner)
+        names += stream
+    sg = tensor_core_subgroup_size(caps)
+    if p.m > GEMV_MAX_ROWS and p.activation_dtype == "f16" and sg:
+        for name in SGMAT if p.m * p.n >= 1 << 20 else SGMAT[::-1]:
+            tile = _sgmat_tile(DENSE_VARIANTS[name], sg)
+            if tile.threads <= threads and tile.workgroup_bytes <= wg_bytes:
+                names.append(name)
     if p.m <= GEMV_MAX_ROWS:
         for name, (lk, ln) in GEMV.items():
             if lk * ln <= threads and 4 * GEMV_MAX_ROWS * lk * ln <= wg_bytes:
                 names.append(name)
+    if caps.cpu:
+        names += stream
     tiled = list(TILED) if p.m * p.n >= 1 << 14 else list(reversed(TILED))
     for name in tiled:
         bm, bn, bk, tm, tn = TILED[name]
@@ -125,14 +160,54 @@ def quant_variants(p: QuantMatmulProblem, caps: DeviceCaps) -> list[str]:
     return names
 
 
-def _header(p: QuantMatmulProblem, e: Epilogue) -> tuple[str, list[str]]:
+def stream_chunk(p: QuantMatmulProblem) -> int:
+    """Weights in one 16-byte load of the packed rows (32 int4, 16 int8), or 0 when the streaming gemv
+    cannot run `p`: rows of whole 16-byte units, groups of whole loads, A contiguous and 4-aligned."""
+    ch = 4 * WEIGHT_FORMATS[p.weight.fmt]
+    a = p.a
+    ok = (p.k % ch == 0 and p.weight.group % ch == 0 and a.col_stride == 1
+          and a.offset % 4 == 0 and (p.m == 1 or a.row_stride % 4 == 0))
+    return ch if ok else 0
+
+
+def _stream_variants(p: QuantMatmulProblem, caps: DeviceCaps) -> list[str]:
+    """The streaming gemv names for `p` on `caps`, best guess first: about 4 loads per lane, at least
+    32K lanes in the grid; subgroup-combined forms before workgroup-memory ones."""
+    ch = stream_chunk(p)
+    if not ch:
+        return []
+    sg = caps.subgroup_size if caps.subgroups else None
+    loads = p.k // ch
+    lanes = 4
+    while lanes < 32 and (loads // lanes >= 8 or (p.n * lanes < 32768 and loads // lanes >= 4)):
+        lanes *= 2
+    order = sorted(STREAM, key=lambda n: abs(STREAM[n][0].bit_length() - lanes.bit_length()))
+    limit = caps.limit("max-compute-workgroups-per-dimension", 65535)
+    names = []
+    for name in order:
+        lk, ln, _ = STREAM[name]
+        if lk * ln > caps.limit("max-compute-invocations-per-workgroup", 256) or ceil_div(p.n, ln) > limit:
+            continue
+        if sg and (lk % sg == 0 or sg % lk == 0):
+            names.append(name + STREAM_SUFFIX)
+        names.append(name)
+    return names
+
+
+def _header(p: QuantMatmulProblem, e: Epilogue, a_elem: str | None = None, stream: bool = False,
+            enables: tuple[str, ...] = ()) -> tuple[str, list[str]]:
+    """Enables, params, bindings and the dequantization helpers; A bound as `a_elem` (default: its
+    storage type); `stream`: Q and A bound as 16-byte vectors, the chunk helper left out."""
     t, s, ta = p.dtype, p.weight.scale_dtype, p.activation_dtype
+    if stream:
+        a_elem = f"vec4<{ta}>"
     roles = [PARAMS, "a", "q", "scale", "out"] + (["zero"] if p.weight.zero else []) + (
         ["bias"] if p.bias else []) + (["residual"] if p.residual else [])
-    arrays = {"a": f"A: array<{ta}>", "q": "Q: array<u32>", "scale": f"S: array<{s}>",
+    arrays = {"a": f"A: array<{a_elem or ta}>", "q": f"Q: array<{'vec4<u32>' if stream else 'u32'}>",
+              "scale": f"S: array<{s}>",
               "out": f"O: array<{t}>", "zero": "Z: array<u32>", "bias": f"C: array<{t}>",
               "residual": f"R: array<{t}>"}
-    lines = ["enable f16;" if "f16" in (t, s, ta) else "",
+    lines = ["enable f16;" if "f16" in (t, s, ta) else "", *(f"enable {x};" for x in enables),
              "struct Params { mnkb: vec4<u32>, a: vec4<u32>, o: vec4<u32>, c: vec4<u32>, r: vec4<u32>,",
              "                ab: vec4<f32>, q: vec4<u32> }",
              "@group(0) @binding(0) var<uniform> P: Params;"]
@@ -154,7 +229,11 @@ fn zero_of(n: u32, g: u32) -> f32 {{
 {zero}
 }}
 fn scale_of(n: u32, g: u32) -> f32 {{ return f32(S[n * P.q.y + g]); }}
-// weights k = {CHUNK}c .. {CHUNK}c+{CHUNK - 1} of row n minus their zero point ({per_word} per word)
+"""
+    if stream:
+        return "\n".join(lines) + "\n" + (ERF_WGSL if e.activation == "gelu" else "") + helpers, roles
+    helpers += f"""// weights k = {CHUNK}c .. {CHUNK}c+{CHUNK - 1} of row n minus their zero point
+// ({per_word} per word)
 fn chunk(n: u32, c: u32) -> array<f32, {CHUNK}> {{
   var v: array<f32, {CHUNK}>;
   let z = zero_of(n, c * {CHUNK}u / P.q.x);
@@ -204,6 +283,75 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     workgroupBarrier();
   }}
   if (lid.x == 0u) {{
+{done}
+  }}
+}}
+"""
+    return src, roles
+
+
+def _stream_source(p: QuantMatmulProblem, e: Epilogue, lanes: int, cols: int, unroll: int, mr: int,
+                   subgroup: int | None) -> tuple[str, list[str]]:
+    """Decode at memory bandwidth: `lanes` consecutive invocations own one weight row and walk it in
+    16-byte loads (`unroll` in flight each), dequantized in registers with vector shifts, each load's
+    dot product scaled once (a load never straddles a group); `cols` rows per workgroup, lanes combined
+    by `lane_reduce`. Out-of-range columns/rows are clamped for the loads and dropped by `finish`."""
+    head, roles = _header(p, e, stream=True, enables=("subgroups",) if subgroup else ())
+    unroll = max(1, unroll // mr)   # several rows reuse each load already; keeps the code (and compile) small
+    fmt = p.weight.fmt
+    ch = stream_chunk(p)
+    words = []  # (word index in the 16-byte load, shift vectors, A offset in elements)
+    if fmt == "i4":
+        for q in range(4):
+            words += [(q, "28u, 24u, 20u, 16u", 8 * q), (q, "12u, 8u, 4u, 0u", 8 * q + 4)]
+        down = "28u"
+    else:
+        words = [(q, "24u, 16u, 8u, 0u", 4 * q) for q in range(4)]
+        down = "24u"
+    rows = "\n".join(f"  let arow{r} = P.a.x + min(m0 + {r}u, M - 1u) * P.a.z;" for r in range(mr))
+    accs = "\n".join(f"  var acc{r} = 0.0;" for r in range(mr))
+
+    def load(u: int) -> list[str]:
+        return [f"    let c{u} = min(cb + lane + {u * lanes}u, loads - 1u);",
+                f"    let q{u} = Q[qrow + c{u}];"]
+
+    def math(u: int) -> list[str]:
+        # a load past the row's end re-reads its last one (no branch) and counts zero
+        out = [f"    {{ let k0 = c{u} * {ch}u; let g = k0 / P.q.x;",
+               f"      let s = select(0.0, scale_of(cc, g), cb + lane + {u * lanes}u < loads);",
+               "      let z = vec4<f32>(zero_of(cc, g));"]
+        for i, (q, shifts, _) in enumerate(words):
+            out.append(f"      let w{i} = vec4<f32>((vec4<i32>(bitcast<i32>(q{u}[{q}])) "
+                       f"<< vec4<u32>({shifts})) >> vec4<u32>({down})) - z;")
+        for r in range(mr):
+            terms = " + ".join(f"dot(vec4<f32>(A[(arow{r} + k0) / 4u + {off // 4}u]), w{i})"
+                               for i, (_, _, off) in enumerate(words))
+            out.append(f"      acc{r} = fma({terms}, s, acc{r});")
+        out.append("    }")
+        return out
+
+    main = [x for u in range(unroll) for x in load(u)] + [x for u in range(unroll) for x in math(u)]
+    decl, reduce = lane_reduce([f"acc{r}" for r in range(mr)], lanes, cols, subgroup)
+    done = "\n".join(f"    finish(0u, m0 + {r}u, col, acc{r});" for r in range(mr))
+    diag = "diagnostic(off, subgroup_uniformity);\n" if subgroup else ""
+    src = f"""{diag}{head}{finish_fn(e)}
+{decl}
+@compute @workgroup_size({lanes * cols})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {{
+  let M = P.mnkb.x; let N = P.mnkb.y; let K = P.mnkb.z;
+  let m0 = wid.y * {mr}u;
+  let lane = li % {lanes}u; let slot = li / {lanes}u;
+  let col = wid.x * {cols}u + slot;
+  let cc = min(col, N - 1u);
+  let qrow = cc * (P.q.z / 4u);
+{rows}
+{accs}
+  let loads = K / {ch}u;
+  for (var cb = 0u; cb < loads; cb += {lanes * unroll}u) {{
+{chr(10).join(main)}
+  }}
+{reduce}
+  if (lane == 0u) {{
 {done}
   }}
 }}
@@ -267,6 +415,44 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     return src, roles
 
 
+def _sgmat_tile(spec: SgmatSpec, sg: int) -> SgmatTile:
+    """The tensor-core tile of `spec`; W's rows are K-contiguous, so its tile is stored [n][k] (each
+    invocation writes 8 consecutive halves)."""
+    return SgmatTile(spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg, spec.pad, b_cols=True)
+
+
+def _sgmat_source(p: QuantMatmulProblem, e: Epilogue, spec: SgmatSpec, sg: int,
+                  vec_a: str) -> tuple[str, list[str]]:
+    """The dense tensor-core tile with B = dequant(W)^T: each invocation dequantizes 8 weights of one
+    row of W (one group) into the f16 B tile, stored by columns."""
+    head, roles = _header(p, e, "vec4<u32>" if vec_a else None)
+    g = _sgmat_tile(spec, sg)
+    stage_a = (staging_vec8 if vec_a else staging_scalar)(
+        g.bm, g.bk, "A", "a", "m0", "M", "t", "K", g.a_store, *((vec_a,) if vec_a else (p.activation_dtype,)),
+        g.threads)
+    chunks = g.bn * g.bk // CHUNK
+    per_col = g.bk // CHUNK
+    cells = [tile_at(g.b_store, f"kk + {j}u", "nn") for j in range(CHUNK)]
+    put = "\n".join(f"        {cell} = f16(w[{j}] * s);" for j, cell in enumerate(cells))
+    zero = "\n".join(f"        {cell} = f16(0.0);" for cell in cells)
+    stage_b = f"""  for (var u = 0u; u < {-(-chunks // g.threads)}u; u++) {{
+    let e = li + u * {g.threads}u;
+    if (e < {chunks}u) {{
+      let kk = (e % {per_col}u) * {CHUNK}u; let nn = e / {per_col}u;
+      let gn = n0 + nn; let gk = t + kk;
+      if (gn < N && gk < K) {{
+        let w = chunk(gn, gk / {CHUNK}u);
+        let s = scale_of(gn, gk / P.q.x);
+{put}
+      }} else {{
+{zero}
+      }}
+    }}
+  }}"""
+    head = head.replace("enable f16;", "enable f16;\nenable chromium_experimental_subgroup_matrix;", 1)
+    return SGMAT_DIAGNOSTICS + head + finish_fn(e) + sgmat_main(g, stage_a + "\n" + stage_b), roles
+
+
 def _params(p: QuantMatmulProblem) -> tuple[int, ...]:
     zero = [0, 0, 0, 0]
     return tuple([p.m, p.n, p.k, 1] + p.a.words() + p.out.words()
@@ -287,7 +473,19 @@ def plan_quant_matmul(p: QuantMatmulProblem, caps: DeviceCaps, variant: str | No
     if variant not in names:
         raise ValueError(f"quant matmul variant {variant!r} is not one of {names}")
     e = Epilogue(p.dtype, p.bias is not None, p.residual is not None, p.activation)
-    if variant in GEMV:
+    if variant.removesuffix(STREAM_SUFFIX) in STREAM:
+        lk, ln, unroll = STREAM[variant.removesuffix(STREAM_SUFFIX)]
+        mr = 1 << max(0, (p.m - 1).bit_length())
+        sg = caps.subgroup_size if variant.endswith(STREAM_SUFFIX) else None
+        src, roles = _stream_source(p, e, lk, ln, unroll, mr, sg)
+        grid, wg = (ceil_div(p.n, ln), ceil_div(p.m, mr), 1), (lk * ln, 1, 1)
+    elif variant in SGMAT:
+        spec = DENSE_VARIANTS[variant]
+        sg = tensor_core_subgroup_size(caps)
+        src, roles = _sgmat_source(p, e, spec, sg, vec8_axis(p.a, p.m, p.k))
+        bm, bn = spec.tile
+        grid, wg = (ceil_div(p.n, bn), ceil_div(p.m, bm), 1), (spec.sg_m * spec.sg_n * sg, 1, 1)
+    elif variant in GEMV:
         lk, ln = GEMV[variant]
         mr = 1 << max(0, (p.m - 1).bit_length())
         src, roles = _gemv_source(p, e, lk, ln, mr)

@@ -147,7 +147,8 @@ class Plan:
         program = self.native
         if program is _UNSEEN:
             program = self.native = self._native_program()
-        if program is not None and not native_eager.BLOCKERS[0] and not self.rt.profiling:
+        rt = self.rt
+        if program is not None and not native_eager.BLOCKERS[0] and rt.capture is None and not rt.profiling:
             program.record(slots)
         else:
             self._replay_python(slots)
