@@ -116,7 +116,8 @@ class EagerProgram:
         recorder = rt.recorder
         n = self.commands
         with rt.lock:
-            encoder = recorder.native_pass_encoder()
+            # the eager pass is open on the recorder's encoder unless something else was recorded since
+            encoder = recorder._encoder if recorder.native_pass_open else recorder.native_pass_encoder()
             if encoder is not _encoder[0]:
                 _encoder[0], _encoder[1] = encoder, native.handle(encoder)
             self._record(self._capsule, _encoder[1], tuple(slots))
