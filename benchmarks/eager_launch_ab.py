@@ -1,0 +1,105 @@
+"""Eager per-op cost of the native launch path against the Python one (TORCH_WEBGPU_EAGER_LAUNCH), same run.
+
+`python -m benchmarks.eager_launch_ab [--json FILE] [--runs N] [--rounds N]`. Each run starts one process
+per path (the switch is read at import), alternating, and measures every op of the eager_per_op suite
+(16×16 float32) as batches of 200 calls: host-only (no sync; the batch's sync is outside the timer) and
+synchronised (the batch plus one synchronize, per op). A figure is the minimum over rounds and runs, which
+on a shared machine is the least disturbed one; the ratios compare the two paths' figures of this run.
+With CUDA, torch CUDA's figures of the same ops are measured in the native path's process too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+OPS = ("add", "mul_scalar", "relu", "sum", "softmax", "mm 16x16")
+BATCH = 200
+
+
+def _calls(torch, a, b) -> dict:
+    """The measured ops on operands a, b."""
+    return {"add": lambda: torch.add(a, b), "mul_scalar": lambda: a * 2.0, "relu": lambda: torch.relu(a),
+            "sum": lambda: a.sum(), "softmax": lambda: torch.softmax(a, -1), "mm 16x16": lambda: a @ b}
+
+
+def measure(rounds: int) -> dict:
+    """{backend: {figure: {op: µs}}} for the webgpu device (and torch CUDA when present)."""
+    import torch
+
+    import torch_webgpu  # noqa: F401  (registers the device)
+
+    backends = [("webgpu-eager", "webgpu", torch.webgpu.synchronize)]
+    if torch.cuda.is_available() and os.environ.get("TORCH_WEBGPU_EAGER_LAUNCH", "native") == "native":
+        backends.append(("torch-cuda", "cuda", torch.cuda.synchronize))
+    out: dict = {}
+    for backend, device, sync in backends:
+        a, b = torch.randn(16, 16, device=device), torch.randn(16, 16, device=device)
+        figures: dict = {"host_us": {}, "synced_us": {}}
+        for name, op in _calls(torch, a, b).items():
+            for _ in range(20):
+                op()
+            sync()
+            host = synced = float("inf")
+            for _ in range(rounds):
+                start = time.perf_counter()
+                for _ in range(BATCH):
+                    op()
+                host = min(host, (time.perf_counter() - start) / BATCH)
+                sync()
+                start = time.perf_counter()
+                for _ in range(BATCH):
+                    op()
+                sync()
+                synced = min(synced, (time.perf_counter() - start) / BATCH)
+            figures["host_us"][name] = round(host * 1e6, 2)
+            figures["synced_us"][name] = round(synced * 1e6, 2)
+        out[backend] = figures
+    return out
+
+
+def _child(path: str, rounds: int) -> dict:
+    env = dict(os.environ, TORCH_WEBGPU_EAGER_LAUNCH=path)
+    done = subprocess.run([sys.executable, "-m", "benchmarks.eager_launch_ab", "--child", str(rounds)],
+                          env=env, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    """Command line: the figures of both paths and their ratios as JSON (stdout and --json)."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child is not None:
+        print(json.dumps(measure(args.child)))
+        return
+    best: dict = {}
+    for _ in range(args.runs):
+        for path in ("python", "native"):
+            for backend, figures in _child(path, args.rounds).items():
+                key = f"webgpu-eager ({path})" if backend == "webgpu-eager" else backend
+                for figure, ops in figures.items():
+                    slot = best.setdefault(key, {}).setdefault(figure, {})
+                    for op, us in ops.items():
+                        slot[op] = min(slot.get(op, us), us)
+    py, nat = best["webgpu-eager (python)"], best["webgpu-eager (native)"]
+    best["native speed-up"] = {f: {op: round(py[f][op] / nat[f][op], 2) for op in OPS} for f in py}
+    if "torch-cuda" in best:
+        cuda = best["torch-cuda"]
+        best["native / torch-cuda"] = {f: {op: round(nat[f][op] / cuda[f][op], 2) for op in OPS} for f in nat}
+    text = json.dumps(best, indent=1)
+    print(text)
+    if args.json:
+        with open(args.json, "w") as f:
+            f.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
