@@ -161,11 +161,13 @@ class RowsMatcher:
             x, shape, weight, bias, eps = node.args[:5]
             if not isinstance(x, torch.fx.Node) or len(shape) != 1 or value_of(x).dim() == 0:
                 return None
-            outs = list(node.users)   # the statistics (getitem 1, 2) must be unused
-            if node in self.graph_outputs or len(outs) != 1 or not (
-                    _is(outs[0], operator.getitem) and outs[0].args[1] == 0):
+            outs = [u for u in node.users if _is(u, operator.getitem) and u.args[1] == 0]
+            unused = [u for u in node.users if u not in outs]   # the statistics: nothing may read them
+            if node in self.graph_outputs or len(outs) != 1 or any(
+                    not _is(u, operator.getitem) or u.users or u in self.graph_outputs for u in unused):
                 return None
             cur = outs[0]
+            absorbed += unused
         else:
             x = node.args[0]
             if not (isinstance(x, torch.fx.Node) and node.kwargs.get("correction") == 0
