@@ -120,3 +120,32 @@ def test_layer_norm_training_step_matches_eager_cpu():
     x.grad = None
     norm(x).square().sum().backward()
     torch.testing.assert_close(grad, x.grad, atol=1e-4, rtol=1e-4)
+
+
+def _tiny_model(name):
+    import transformers
+
+    from .models import tiny_gpt2
+    from .test_language_models import _model
+
+    if name == "gpt2":
+        return tiny_gpt2().eval(), 5   # ln_1, ln_2 per block (2 blocks), ln_f
+    if name == "llama":
+        return _model("llama"), 5      # two RMSNorms per layer (2 layers), the final one
+    torch.manual_seed(0)
+    config = transformers.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=128, vocab_size=100)
+    return transformers.BertModel(config).eval(), 5   # embeddings, two per layer
+
+
+@pytest.mark.parametrize("name", ["gpt2", "bert", "llama"])
+def test_tiny_models_run_their_norms_as_rows_dispatches(name):
+    model, norms = _tiny_model(name)
+    ids = torch.randint(0, 100, (1, 12), generator=torch.Generator().manual_seed(1))
+
+    def run(ids):
+        out = model(ids)
+        return out.logits if hasattr(out, "logits") else out.last_hidden_state
+    kinds = compiled_kinds(run, ids)
+    op = "rms_norm" if name == "llama" else "layer_norm"
+    assert sum(k.startswith(f"rows.{op}.f32.") for k in kinds) == norms, kinds
