@@ -70,6 +70,14 @@ def test_rms_norm_pattern_is_one_rows_dispatch(n):
     assert len(kinds) == 1 and kinds[0].startswith("rows.rms_norm.f32."), kinds
 
 
+def test_torch_rms_norm_is_one_rows_dispatch():
+    torch.manual_seed(2)
+    w = torch.randn(24)
+    for fn in (lambda x: F.rms_norm(x, (24,), w, 1e-5), lambda x: F.rms_norm(x, (24,), eps=1e-5)):
+        kinds = compiled_kinds(fn, torch.randn(6, 24))
+        assert len(kinds) == 1 and kinds[0].startswith("rows.rms_norm.f32."), kinds
+
+
 @pytest.mark.parametrize("n", [16, 15])
 def test_float16_rows_read_and_store_half(n):
     """f16 inputs widened around the op are read as f16; f16 results of vec4 rows are stored by the

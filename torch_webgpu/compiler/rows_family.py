@@ -28,6 +28,7 @@ from .operands import LibraryDispatch, Operand, Resolver, Tunable, rebind, scala
 aten = torch.ops.aten
 _DTYPES = {torch.float32: "f32", torch.float16: "f16"}
 _CONVERT = torch.ops.prims.convert_element_type.default
+_ADDS = (aten.add.Tensor, aten.add.Scalar)   # `+ eps` (F.rms_norm's decomposition adds a Scalar)
 ROW_ROOTS = frozenset({aten._softmax.default, aten._log_softmax.default, aten.amax.default,
                        aten.var_mean.correction, aten.native_layer_norm.default, aten.pow.Tensor_Scalar})
 
@@ -178,7 +179,7 @@ class RowsMatcher:
             if len(getitems) != 2 or len(node.users) != 2 or node in self.graph_outputs:
                 return None
             var, mean = getitems[0], getitems[1]
-            add = self._user(var, aten.add.Tensor)
+            add = self._user(var, *_ADDS)
             eps = scalar(add.args[1]) if add is not None and add.args[0] is var else None
             rsqrt = self._user(add, aten.rsqrt.default) if eps is not None else None
             sub = self._user(mean, aten.sub.Tensor)
@@ -208,7 +209,7 @@ class RowsMatcher:
         if mean is None or not (len(mean.args) >= 3 and mean.args[2] is True and not mean.kwargs.get("dtype")
                                 and self._last_dim(x, mean.args[1])):
             return None
-        add = self._user(mean, aten.add.Tensor)
+        add = self._user(mean, *_ADDS)
         eps = scalar(add.args[1]) if add is not None and add.args[0] is mean else None
         rsqrt = self._user(add, aten.rsqrt.default) if eps is not None else None
         mul = self._user(rsqrt, aten.mul.Tensor) if rsqrt is not None else None
