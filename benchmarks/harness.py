@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import statistics
 import time
 from collections.abc import Callable
@@ -80,6 +81,11 @@ class Settings:
     bundle_dir: Path | None = None  # prepared bundles for webgpu-compiled where the compiler is absent
     check: bool = True              # compare each GPU figure's first output with torch CPU before timing
     deadline: float | None = None   # time.monotonic() past which figures are skipped (a device call's budget)
+    only: str | None = None         # a regular expression: figures of other benchmark names are not run
+
+    def wants(self, name: str) -> bool:
+        """Whether figure `name` is to be measured at all (`only`)."""
+        return self.only is None or re.search(self.only, name) is not None
 
     def past_deadline(self) -> bool:
         """True once the run's time budget is spent (figures after that are listed as skipped)."""
@@ -204,16 +210,20 @@ def check_output(got, want, name: str, backend: str, magnitude: float = 0.0) -> 
 
 
 def time_figure(settings: Settings, backend, suite: str, name: str, module, key: str,
-                args: tuple, profile: bool = False, check: bool = True) -> list[float] | None:
+                args: tuple, profile: bool = False, check: bool = True,
+                reference: Callable[[], tuple] | None = None) -> list[float] | None:
     """Seconds per call of `module(*args)` wrapped for `backend` (and synchronised), per repeat; with
     `profile`, a webgpu figure is also run once under the per-dispatch GPU timer (`settings.profiles`).
 
     On a GPU backend the first call's output is compared with torch CPU first (`settings.check`; `check`
     False where the suite has just compared it itself); host backends are torch CPU itself or check
-    themselves (ort-webgpu, IREE's .vmfb in check_bundles).
+    themselves (ort-webgpu, IREE's .vmfb in check_bundles). `reference` (optional) returns
+    cpu_reference's (want, magnitude) for a suite that shares one CPU run among its backends.
     None when the figure cannot be measured (or the run's time budget is spent); the failure is
     recorded in `settings` with its cause.
     """
+    if not settings.wants(name):
+        return None
     if settings.past_deadline():
         settings.failures.append(Failure(suite, name, backend.name, "skipped: time budget spent"))
         return None
@@ -225,7 +235,7 @@ def time_figure(settings: Settings, backend, suite: str, name: str, module, key:
             backend.synchronize()
 
         if check and settings.check and backend.device != "cpu":
-            want, magnitude = cpu_reference(module, args)
+            want, magnitude = reference() if reference is not None else cpu_reference(module, args)
             got = fn(*args)
             backend.synchronize()
             check_output(got, want, name, backend.name, magnitude)
