@@ -70,6 +70,13 @@ def test_rms_norm_pattern_is_one_rows_dispatch(n):
     assert len(kinds) == 1 and kinds[0].startswith("rows.rms_norm.f32."), kinds
 
 
+def test_few_very_long_rows_take_two_passes_through_a_plan_buffer():
+    torch.manual_seed(7)
+    kinds = compiled_kinds(lambda x: torch.softmax(x, -1), torch.randn(2, 70000) * 3)
+    assert kinds == ["rows.softmax.f32.stats", "rows.softmax.f32.apply"], kinds
+    assert any(name.endswith("_partials") for name in STATS.plans[-1].buffers)
+
+
 def test_torch_rms_norm_is_one_rows_dispatch():
     torch.manual_seed(2)
     w = torch.randn(24)
