@@ -120,6 +120,20 @@ class RowsMatcher:
             return self._rms_norm(node)
         return None
 
+    def _affine_user(self, cur: torch.fx.Node, target: object) -> tuple[torch.fx.Node, torch.fx.Node] | None:
+        """(user, vector) when `cur`'s single user multiplies / adds (alpha 1) a vector of its last dim (a
+        weight, a bias: of its dtype, or f16 read by the f32 arithmetic of a widened f16 op), else None."""
+        user = self._user(cur, target)
+        if user is None or len(user.args) != 2 or user.kwargs.get("alpha", 1) != 1:
+            return None
+        other, cv = _other(user, cur), value_of(cur)
+        ov = value_of(other)
+        dtypes = (cv.dtype, torch.float16) if cv.dtype == torch.float32 else (cv.dtype,)
+        if not (isinstance(ov, torch.Tensor) and ov.dtype in dtypes and ov.numel() == cv.shape[-1]
+                and ov.dim() <= cv.dim() and ov.shape[-1] == cv.shape[-1]):
+            return None
+        return user, other
+
     # -- the patterns --
     def _last_dim(self, node: torch.fx.Node, dims: object) -> bool:
         nd = value_of(node).dim()
@@ -190,12 +204,14 @@ class RowsMatcher:
                 return None
             absorbed += [var, mean, add, rsqrt, sub]
             cur = mul
-            nxt = self._user(cur, aten.mul.Tensor)
-            if nxt is not None:
-                weight, cur = _other(nxt, cur), (absorbed.append(cur), nxt)[1]
-                nxt = self._user(cur, aten.add.Tensor)
-                if nxt is not None and nxt.kwargs.get("alpha", 1) == 1:
-                    bias, cur = _other(nxt, cur), (absorbed.append(cur), nxt)[1]
+            scaled = self._affine_user(cur, aten.mul.Tensor)
+            if scaled is not None:
+                absorbed.append(cur)
+                cur, weight = scaled
+                shifted = self._affine_user(cur, aten.add.Tensor)
+                if shifted is not None:
+                    absorbed.append(cur)
+                    cur, bias = shifted
         if not isinstance(eps, (int, float)):
             return None
         return self._build("layer_norm", x, node, cur, absorbed, float(eps), weight, bias)
@@ -222,12 +238,10 @@ class RowsMatcher:
             cur = narrow
         elif narrow is not None:
             return None
-        nxt = self._user(cur, aten.mul.Tensor)
-        if nxt is not None and isinstance(_other(nxt, cur), torch.fx.Node):
-            wv = value_of(_other(nxt, cur))
-            if isinstance(wv, torch.Tensor) and wv.dim() == 1 and wv.dtype == value_of(cur).dtype:
-                absorbed.append(cur)
-                weight, cur = _other(nxt, cur), nxt
+        scaled = self._affine_user(cur, aten.mul.Tensor)
+        if scaled is not None:
+            absorbed.append(cur)
+            cur, weight = scaled
         return self._build("rms_norm", x, pow_, cur, absorbed, float(eps), weight)
 
     # -- the op --
