@@ -260,7 +260,8 @@ class RowsMatcher:
         if tuple(fv.shape) != tuple(xv.shape) or fv.dtype not in _DTYPES or xv.dtype not in _DTYPES:
             return None
         nodes = [n for n in (first, *absorbed) if n is not final]
-        if _is(x, _CONVERT) and value_of(x.args[0]).dtype == torch.float16 and xv.dtype == torch.float32:
+        source = value_of(x.args[0]) if _is(x, _CONVERT) else None
+        if isinstance(source, torch.Tensor) and source.dtype == torch.float16 and xv.dtype == torch.float32:
             if all(u in nodes or u is final for u in x.users) and x not in self.graph_outputs:
                 nodes.insert(0, x)
                 x = x.args[0]
@@ -289,7 +290,7 @@ class RowsMatcher:
                 affine.append(None)
                 continue
             tv = value_of(t)
-            if not (isinstance(tv, torch.Tensor) and tuple(tv.shape) in ((n,), (1,) * (xv.dim() - 1) + (n,))
+            if not (isinstance(tv, torch.Tensor) and tv.numel() == n and tv.dim() > 0 and tv.shape[-1] == n
                     and _DTYPES.get(tv.dtype) == dtype):
                 return None
             o = self.resolver.resolve(t)
