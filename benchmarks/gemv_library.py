@@ -16,15 +16,14 @@ numpy; torch (CUDA) is optional. `--small`: the same shape classes, shrunk, for 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import json
-import statistics
-import time
 from pathlib import Path
 
 import numpy as np
 
-from .matmul_library import _import_library, cuda_event_seconds
+from .matmul_library import _import_library, cuda_event_seconds, measure_row
 from .quant_library import _weights
 
 # (label, batch, N, K, weight stored [N, K] (a linear layer, QK^T's key cache) or [K, N] (P @ V's values))
@@ -46,41 +45,11 @@ NP = {"f32": np.float32, "f16": np.float16}
 ROW_BLOCK = 1024   # quantized problems split into whole blocks of rows (aligned windows of every operand)
 
 
-def _timed(rt, kernels, launches: list, reps: int) -> float:
-    """Median seconds of one run of all `launches` ((launch, operands) pairs)."""
-    for launch, ops in launches:
-        kernels.record(launch, ops, rt)
-    rt.synchronize()
-    if "timestamp-query" in rt.info.features:
-        with rt.profile() as timings:
-            for _ in range(reps):
-                for launch, ops in launches:
-                    kernels.record(launch, ops, rt)
-        per = [t.seconds for t in timings]
-        n = len(launches)
-        return statistics.median(sum(per[i:i + n]) for i in range(0, len(per) - n + 1, n))
-    values = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        for launch, ops in launches:
-            kernels.record(launch, ops, rt)
-        rt.synchronize()
-        values.append(time.perf_counter() - start)
-    return statistics.median(values)
-
-
 def _upload(rt, arr: np.ndarray) -> int:
     data = np.ascontiguousarray(arr).view(np.uint8).reshape(-1)
     buf = rt.allocate(max(16, -(-data.size // 16) * 16))
     rt.upload(buf, data.tobytes() + b"\0" * (-data.size % 4))
     return buf
-
-
-def _check(got: np.ndarray, ref: np.ndarray, tol: float) -> tuple[float, str | None]:
-    err = float(np.nanmax(np.abs(got - ref)) / max(1e-30, float(np.abs(ref).max())))
-    if not np.isfinite(got).all():
-        err = float("inf")
-    return err, (f"wrong result (max relative error {err:.3g})" if err > tol else None)
 
 
 def _torch_seconds(fn_build, reps: int) -> float | None:
@@ -118,28 +87,19 @@ def dense_rows(rt, kernels, mm, case, dtype: str, reps: int, only, verbose: bool
     if only:
         names = [v for v in names if any(o in v for o in only)]
     rows = []
+
+    def launches_of(variant: str) -> list:
+        return [(mm.plan_matmul(piece.problem, caps, variant), dict(ids) if piece.windows is None else {
+            r: runtime.BufferSlice(ids[r], *piece.windows[r]) for r in ids}) for piece in pieces]
+
+    def read():
+        return rt.download_array(ids["out"], npt, batch * n).reshape(batch, 1, n).astype(np.float64)
     for variant in names:
         row = {"case": label, "dtype": dtype, "variant": variant, "default": variant == default,
                "batch": batch, "n": n, "k": k, "pieces": len(pieces)}
-        try:
-            launches = []
-            for piece in pieces:
-                ops = dict(ids) if piece.windows is None else {
-                    r: runtime.BufferSlice(ids[r], *piece.windows[r]) for r in ids}
-                launches.append((mm.plan_matmul(piece.problem, caps, variant), ops))
-            rt.fill(ids["out"], 0x7FC00000 if dtype == "f32" else 0x7E007E00)   # NaN: unwritten
-            for launch, ops in launches:
-                kernels.record(launch, ops, rt)
-            got = rt.download_array(ids["out"], npt, batch * n).reshape(batch, 1, n).astype(np.float64)
-            row["rel_error"], error = _check(got, ref, 1e-4 if dtype == "f32" else 1e-2)
-            if error:
-                row["error"] = error
-            else:
-                seconds = _timed(rt, kernels, launches, reps)
-                row["us"] = seconds * 1e6
-                row["gbps"] = nbytes / seconds / 1e9
-        except Exception as exc:  # one variant failing must not stop the others
-            row["error"] = f"{type(exc).__name__}: {str(exc)[-2000:]}"
+        rt.fill(ids["out"], 0x7FC00000 if dtype == "f32" else 0x7E007E00)   # NaN: unwritten
+        measure_row(row, rt, kernels, functools.partial(launches_of, variant), read, ref,
+                    1e-4 if dtype == "f32" else 1e-2, reps, nbytes, "gbps", 1e9)
         rows.append(row)
         if verbose:
             print(json.dumps(row), flush=True)
@@ -193,31 +153,25 @@ def quant_rows(rt, kernels, qm, mm, case, fmt: str, reps: int, only, verbose: bo
     if only:
         names = [v for v in names if any(o in v for o in only)]
     rows = []
+    def launches_of(variant: str) -> list:
+        launches = []
+        for n0, rows_here in blocks:
+            ops = {"a": ids["a"]} if len(blocks) > 1 else dict(ids)
+            if len(blocks) > 1:
+                for role, per in row_bytes.items():
+                    if role in ids:
+                        ops[role] = runtime.BufferSlice(ids[role], n0 * per, -(-rows_here * per // 4) * 4)
+            launches.append((qm.plan_quant_matmul(problem(rows_here), caps, variant), ops))
+        return launches
+
+    def read():
+        return rt.download_array(ids["out"], np.float16, n).reshape(1, n).astype(np.float64)
     for variant in names:
         row = {"case": label, "dtype": f"{wfmt}g{group}{'z' if zero else ''}", "variant": variant,
                "default": variant == default, "n": n, "k": k, "pieces": len(blocks)}
-        try:
-            launches = []
-            for n0, rows_here in blocks:
-                ops = {"a": ids["a"]} if len(blocks) > 1 else dict(ids)
-                if len(blocks) > 1:
-                    for role, per in row_bytes.items():
-                        if role in ids:
-                            ops[role] = runtime.BufferSlice(ids[role], n0 * per, -(-rows_here * per // 4) * 4)
-                launches.append((qm.plan_quant_matmul(problem(rows_here), caps, variant), ops))
-            rt.fill(ids["out"], 0x7E007E00)
-            for launch, ops in launches:
-                kernels.record(launch, ops, rt)
-            got = rt.download_array(ids["out"], np.float16, n).reshape(1, n).astype(np.float64)
-            row["rel_error"], error = _check(got, ref, 1e-2)
-            if error:
-                row["error"] = error
-            else:
-                seconds = _timed(rt, kernels, launches, reps)
-                row["us"] = seconds * 1e6
-                row["gbps"] = nbytes / seconds / 1e9
-        except Exception as exc:
-            row["error"] = f"{type(exc).__name__}: {str(exc)[-2000:]}"
+        rt.fill(ids["out"], 0x7E007E00)   # NaN: unwritten
+        measure_row(row, rt, kernels, functools.partial(launches_of, variant), read, ref, 1e-2, reps, nbytes,
+                    "gbps", 1e9)
         rows.append(row)
         if verbose:
             print(json.dumps(row), flush=True)

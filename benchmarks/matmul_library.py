@@ -9,6 +9,7 @@ from GPU timestamps (wall clock where the device has none), the winner per case,
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import json
 import statistics
@@ -45,22 +46,54 @@ CASES = [("4096^3", 1, 4096, 4096, 4096, False),
 SMOKE_CASES = [("64^3", 1, 64, 64, 64, False), ("decode 1x64x96 B[N,K]", 1, 1, 96, 64, True)]
 
 
-def _time_variant(rt, kernels, launch, operands, reps: int) -> float:
-    """Median seconds of `reps` runs (timestamps when available)."""
-    kernels.record(launch, operands, rt)
+def time_launches(rt, kernels, launches: list, reps: int) -> float:
+    """Median seconds of one run of all `launches` ((launch, operands) pairs; timestamps when available)."""
+    for launch, ops in launches:
+        kernels.record(launch, ops, rt)
     rt.synchronize()
     if "timestamp-query" in rt.info.features:
         with rt.profile() as timings:
             for _ in range(reps):
-                kernels.record(launch, operands, rt)
-        return statistics.median(t.seconds for t in timings)
+                for launch, ops in launches:
+                    kernels.record(launch, ops, rt)
+        per = [t.seconds for t in timings]
+        n = len(launches)
+        return statistics.median(sum(per[i:i + n]) for i in range(0, len(per) - n + 1, n))
     values = []
     for _ in range(reps):
         start = time.perf_counter()
-        kernels.record(launch, operands, rt)
+        for launch, ops in launches:
+            kernels.record(launch, ops, rt)
         rt.synchronize()
         values.append(time.perf_counter() - start)
     return statistics.median(values)
+
+
+def measure_row(row: dict, rt, kernels, build, read, ref: np.ndarray, tol: float, reps: int,
+                work: float, unit: str, scale: float) -> None:
+    """Run the launches `build()` returns ((launch, operands) pairs) once and compare `read()` with `ref`
+    (max error relative to |ref|'s maximum); when it matches, time them: row["us"] and row[unit] = work
+    per second / scale. A mismatch or an error is recorded in row["error"] (one variant failing must not
+    stop the others)."""
+    try:
+        launches = build()
+        for launch, ops in launches:
+            kernels.record(launch, ops, rt)
+        got = read()
+        err = float(np.nanmax(np.abs(got - ref)) / max(1e-30, float(np.abs(ref).max())))
+        row["rel_error"] = err if np.isfinite(got).all() else float("inf")
+        if row["rel_error"] > tol:
+            row["error"] = f"wrong result (max relative error {row['rel_error']:.3g})"
+            return
+        seconds = time_launches(rt, kernels, launches, reps)
+        row["us"] = seconds * 1e6
+        row[unit] = work / max(seconds, 1e-9) / scale
+    except Exception as exc:  # noqa: BLE001
+        row["error"] = f"{type(exc).__name__}: {str(exc)[-3000:]}"
+
+
+def _launch_pairs(mm, p, caps, variant: str, ids: dict) -> list:
+    return [(mm.plan_matmul(p, caps, variant), ids)]
 
 
 def _torch_cuda(a: np.ndarray, b: np.ndarray, reps: int) -> float | None:
@@ -130,6 +163,9 @@ def figures(smoke: bool = False, reps: int = 10, dtypes=("f32", "f16"),
             p = mm.MatmulProblem(batch, m, n, k, mm.Layout(0, 0, k, 1), b_lay, mm.Layout(0, 0, n, 1),
                                  dtype=dtype)
             flops = 2.0 * m * n * k
+
+            def read(out=ids["out"], npt=npt, m=m, n=n):
+                return rt.download_array(out, npt, m * n).reshape(m, n).astype(np.float64)
             names = mm.variants(p, caps)
             if only:
                 names = [v for v in names if any(o in v for o in only.split(","))]
@@ -137,23 +173,10 @@ def figures(smoke: bool = False, reps: int = 10, dtypes=("f32", "f16"),
                 names = names[:2]
             for variant in names:
                 row = {"case": label, "dtype": dtype, "variant": variant, "m": m, "n": n, "k": k}
-                try:
-                    launch = mm.plan_matmul(p, caps, variant)
-                    rt.fill(ids["out"], 0x7FC00000 if dtype == "f32" else 0x7E007E00)  # NaN: unwritten
-                    kernels.record(launch, ids, rt)
-                    got = rt.download_array(ids["out"], npt, m * n).reshape(m, n).astype(np.float64)
-                    err = float(np.nanmax(np.abs(got - ref)) / max(1e-30, float(np.abs(ref).max())))
-                    if not np.isfinite(got).all():
-                        err = float("inf")
-                    row["rel_error"] = err
-                    if err > (1e-4 if dtype == "f32" else 1e-2):
-                        row["error"] = f"wrong result (max relative error {err:.3g})"
-                    else:
-                        seconds = _time_variant(rt, kernels, launch, ids, reps)
-                        row["us"] = seconds * 1e6
-                        row["tflops"] = flops / max(seconds, 1e-9) / 1e12
-                except Exception as exc:  # one variant failing must not stop the others
-                    row["error"] = f"{type(exc).__name__}: {str(exc)[-3000:]}"
+                rt.fill(ids["out"], 0x7FC00000 if dtype == "f32" else 0x7E007E00)  # NaN: unwritten
+                build = functools.partial(_launch_pairs, mm, p, caps, variant, ids)
+                measure_row(row, rt, kernels, build, read, ref, 1e-4 if dtype == "f32" else 1e-2, reps, flops,
+                            "tflops", 1e12)
                 rows.append(row)
                 if verbose:
                     print(json.dumps(row), flush=True)

@@ -10,11 +10,12 @@ and f16 activations, TFLOP/s from GPU timestamps per variant.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 
 import numpy as np
 
-from .matmul_library import _import_library, _time_variant, cuda_event_seconds
+from .matmul_library import _import_library, cuda_event_seconds, measure_row
 
 # (label, M, N, K): Llama-3.2-1B's q/o, k/v, gate/up and down projections over a 1,024-token prompt
 CASES = [("prefill 1024x2048x2048", 1024, 2048, 2048), ("prefill 1024x512x2048", 1024, 512, 2048),
@@ -63,25 +64,16 @@ def figures(smoke: bool = False, reps: int = 10, only: str | None = None, verbos
             p = qm.QuantMatmulProblem(m, n, k, mm.Layout(0, 0, k, 1), mm.Layout(0, 0, n, 1),
                                       qm.QuantWeight(fmt, group, zero, "f16"), "f16")
             names = qm.quant_variants(p, caps)
+
+            def read(out=ids["out"], m=m, n=n):
+                return rt.download_array(out, np.float16, m * n).reshape(m, n).astype(np.float64)
             if only:
                 names = [v for v in names if any(o in v for o in only.split(","))]
             for variant in names:
                 row = {"case": label, "format": fname, "variant": variant, "m": m, "n": n, "k": k}
-                try:
-                    launch = qm.plan_quant_matmul(p, caps, variant)
-                    rt.fill(ids["out"], 0x7E007E00)   # NaN: unwritten
-                    kernels.record(launch, ids, rt)
-                    got = rt.download_array(ids["out"], np.float16, m * n).reshape(m, n).astype(np.float64)
-                    err = float(np.nanmax(np.abs(got - ref)) / max(1e-30, float(np.abs(ref).max())))
-                    row["rel_error"] = err if np.isfinite(got).all() else float("inf")
-                    if row["rel_error"] > 1e-2:
-                        row["error"] = f"wrong result (max relative error {row['rel_error']:.3g})"
-                    else:
-                        seconds = _time_variant(rt, kernels, launch, ids, reps)
-                        row["us"] = seconds * 1e6
-                        row["tflops"] = 2.0 * m * n * k / max(seconds, 1e-9) / 1e12
-                except Exception as exc:  # one variant failing must not stop the others
-                    row["error"] = f"{type(exc).__name__}: {str(exc)[-3000:]}"
+                rt.fill(ids["out"], 0x7E007E00)   # NaN: unwritten
+                build = functools.partial(_launch_pairs, qm, p, caps, variant, ids)
+                measure_row(row, rt, kernels, build, read, ref, 1e-2, reps, 2.0 * m * n * k, "tflops", 1e12)
                 rows.append(row)
                 if verbose:
                     print(json.dumps(row), flush=True)
@@ -94,6 +86,10 @@ def figures(smoke: bool = False, reps: int = 10, only: str | None = None, verbos
             if verbose:
                 print(json.dumps(rows[-1]), flush=True)
     return rows
+
+
+def _launch_pairs(qm, p, caps, variant: str, ids: dict) -> list:
+    return [(qm.plan_quant_matmul(p, caps, variant), ids)]
 
 
 def _torch_cuda_f16(a: np.ndarray, n: int, reps: int) -> float | None:

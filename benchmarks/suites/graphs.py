@@ -24,12 +24,12 @@ from ..harness import Measurement, Settings, summarize
 class Block(nn.Module):
     """A pre-norm transformer block (causal scaled-dot-product attention, GELU MLP)."""
 
-    def __init__(self, dim: int, heads: int):
+    def __init__(self, dim: int, heads: int, mlp_ratio: int = 4):
         super().__init__()
         self.heads = heads
         self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
         self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+        self.mlp = nn.Sequential(nn.Linear(dim, mlp_ratio * dim), nn.GELU(), nn.Linear(mlp_ratio * dim, dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, c = x.shape

@@ -17,7 +17,7 @@ import torch_webgpu.compiler
 from torch_webgpu.compiler.webgpu_compiler import STATS
 from tests.compiler.models import MLP
 torch.manual_seed(0)
-model, x = torch.nn.Sequential(MLP(), torch.nn.Softmax(-1)), torch.randn(4, 16)   # library + IREE
+model, x = torch.nn.Sequential(MLP(), torch.nn.Softmax(0)), torch.randn(4, 16)   # library + IREE
 with torch.no_grad():
     y = torch.compile(model, backend="webgpu")(x)
 torch.testing.assert_close(y, model(x), atol=1e-4, rtol=1e-4)
@@ -47,7 +47,7 @@ def test_dump_dir_has_high_ir_iree_input_wgsl_and_plan(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCH_WEBGPU_CACHE_DIR", str(tmp_path / "fresh-cache"))
     torch.manual_seed(0)
     with torch.no_grad():
-        torch.compile(torch.nn.Sequential(MLP(), torch.nn.Softmax(-1)), backend="webgpu")(torch.randn(4, 16))
+        torch.compile(torch.nn.Sequential(MLP(), torch.nn.Softmax(0)), backend="webgpu")(torch.randn(4, 16))
     (graph,) = [d for d in tmp_path.iterdir() if d.name.startswith("graph_")]
     names = {p.name for p in graph.iterdir()}
     assert {"high_ir.txt", "iree_input.mlir", "iree_hal.mlir", "plan.txt", "plan"} <= names

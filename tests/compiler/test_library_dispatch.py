@@ -67,7 +67,7 @@ def test_transformer_block(device):
     torch.manual_seed(0)
     plan = _compile_and_check(TransformerBlock(), torch.randn(2, 8, 32), device=device)
     library, iree = _kinds(plan)
-    assert library == 5 and iree > 0   # qkv, proj, fc1, fc2, attention; norms, split, GELU: IREE
+    assert library == 7 and iree > 0   # qkv, proj, fc1, fc2, attention, 2 norms; split, GELU: IREE
     entries = [n.args["entry_point"] for n in plan.main if n.op is LowIROp.DISPATCH]
     assert sum(plan.meta["library"].get(e, "").startswith("attention.") for e in entries) == 1
     assert plan.meta["segments"] >= 1
@@ -108,11 +108,12 @@ def test_training_backward_graphs_use_the_library():
 def test_dump_dir_lists_library_and_iree_dispatches(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCH_WEBGPU_DUMP_DIR", str(tmp_path))
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(8, 8), nn.LayerNorm(8), nn.Linear(8, 4))
+    model = nn.Sequential(nn.Linear(8, 8), nn.LayerNorm(8), nn.Linear(8, 4), nn.Hardswish())
     _compile_and_check(model, torch.randn(3, 8))
     (listing,) = tmp_path.glob("graph_*/dispatches.txt")
     kinds = [line.split("\t")[0] for line in listing.read_text().splitlines()]
     assert sum(k.startswith("library:matmul.f32.") for k in kinds) == 2 and "iree" in kinds
+    assert sum(k.startswith("library:rows.layer_norm.") for k in kinds) == 1
 
 
 def test_bundle_round_trip_carries_library_dispatches(tmp_path):

@@ -24,13 +24,14 @@ def test_transposed_weight_bias_and_activation_are_one_library_op():
 
 def test_segments_run_before_the_library_ops_that_read_them():
     def fn(x, w1, w2):
-        h = torch.softmax(x @ w1, -1)
+        h = torch.softmax(x @ w1, 0)   # over the first dim: IREE's (the library's rows are the last dim)
         return (torch.layer_norm(h @ w2, [4]),)
     part = _partition(fn, torch.randn(3, 5), torch.randn(5, 6), torch.randn(6, 4))
     kinds = [type(s).__name__ for s in part.steps]
-    assert kinds == ["LibraryOp", "Segment", "LibraryOp", "Segment"]
+    assert kinds == ["LibraryOp", "Segment", "LibraryOp", "RowOp"]
     softmax = part.steps[1]
     assert isinstance(softmax, Segment) and softmax.inputs == [part.steps[0].final]
+    assert part.steps[3].x.base is part.steps[2].final   # layer_norm reads the matmul's result
 
 
 def test_residual_add_after_activation_and_scale_before_bias():

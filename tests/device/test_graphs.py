@@ -10,6 +10,7 @@ import torch
 from torch import nn
 from torch.testing import assert_close
 
+from benchmarks.suites.graphs import Block
 from torch_webgpu.runtime import GraphCaptureError
 
 _LIB = torch.library.Library("webgpu_graphs_test", "DEF")  # an op with only a CPU kernel (CPU fallback)
@@ -17,22 +18,9 @@ _LIB.define("twice(Tensor x) -> Tensor")
 _LIB.impl("twice", lambda x: x * 2, "CPU")
 
 
-class Block(nn.Module):
-    """A pre-norm transformer block with causal scaled-dot-product attention."""
-
-    def __init__(self, dim: int = 32, heads: int = 4):
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
-        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, c = x.shape
-        q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
-        a = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(a.transpose(1, 2).reshape(b, t, c))
-        return x + self.mlp(self.ln2(x))
+def _block() -> nn.Module:
+    """The graphs benchmark's pre-norm transformer block, small."""
+    return Block(32, 4, mlp_ratio=2)
 
 
 def _mlp() -> nn.Module:
@@ -55,7 +43,7 @@ def _capture(fn, *args, warmup: int = 1):
     return g, out
 
 
-MODELS = {"mlp": (_mlp, (4, 16)), "conv": (_conv_net, (2, 3, 12, 12)), "block": (Block, (2, 8, 32))}
+MODELS = {"mlp": (_mlp, (4, 16)), "conv": (_conv_net, (2, 3, 12, 12)), "block": (_block, (2, 8, 32))}
 
 
 @pytest.mark.parametrize("name", list(MODELS))

@@ -123,3 +123,21 @@ def test_every_variant(webgpu, caps, op):
             for b in ids.values():
                 rt.free(b)
             _close(got.reshape(rows, n), want, atol=2e-4)
+
+
+@pytest.mark.parametrize("op", ["softmax", "layer_norm", "rms_norm"])
+def test_f16_store(rt, caps, op):
+    """out_dtype "f16" (compiled f16 graphs) stores the f32 result rounded once; only vec4 rows."""
+    from .helpers import run_launch
+
+    torch.manual_seed(3)
+    x, w = torch.randn(6, 40).half(), torch.randn(40).half()
+    p = RowProblem(op, "f16", 6, 40, eps=1e-5, weight=op != "softmax", out_dtype="f16")
+    operands = {"x": x} | ({"weight": w} if op != "softmax" else {})
+    got = run_launch(rt, plan_rows(p, caps).steps[0], operands, torch.zeros(6, 40, dtype=torch.float16))
+    xf, wf = x.float(), w.float()
+    want = {"softmax": lambda: xf.softmax(-1), "layer_norm": lambda: F.layer_norm(xf, [40], wf, eps=1e-5),
+            "rms_norm": lambda: F.rms_norm(xf, [40], wf, 1e-5)}[op]().half()
+    torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3)
+    with pytest.raises(ValueError, match="vec4"):
+        plan_rows(RowProblem(op, "f16", 6, 39, out_dtype="f16"), caps)

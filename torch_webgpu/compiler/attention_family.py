@@ -35,7 +35,7 @@ from torch_webgpu.kernels.attention import (
 )
 from torch_webgpu.kernels.launch import DeviceCaps, KernelLaunch
 
-from .operands import SCALES, Operand, Resolver, Tunable, scalar, value_of
+from .operands import SCALES, LibraryDispatch, Operand, Resolver, Tunable, scalar, value_of
 
 aten = torch.ops.aten
 _DTYPES = {torch.float32: "f32", torch.float16: "f16"}
@@ -78,12 +78,13 @@ class AttentionOp:
         """The library's launch of this op on `caps` (its default variant there)."""
         return plan_attention(self.full_problem(), caps)
 
-    def launches(self, caps: DeviceCaps) -> list[KernelLaunch]:
-        """The op's dispatches in order: the attention, and after a split-K variant its combine pass."""
-        first = self.launch(caps)
-        if "partials" not in first.bindings:
+    def dispatches(self, caps: DeviceCaps) -> list[LibraryDispatch]:
+        """The op's dispatches in order: the attention (with its tuning candidates), and after a
+        split-K variant its combine pass."""
+        first = LibraryDispatch(self.launch(caps), self.candidates(caps))
+        if "partials" not in first.launch.bindings:
             return [first]
-        return [first, plan_attention_combine(self.full_problem(), caps)]
+        return [first, LibraryDispatch(plan_attention_combine(self.full_problem(), caps))]
 
     def scratch(self, caps: DeviceCaps) -> dict[str, int]:
         """Scratch buffers (role -> bytes) the op's dispatches share: a split-K variant's partial states."""

@@ -114,8 +114,6 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
     last_read.update({ph: len(part.steps) for ph in placeholders})
     for index, step in enumerate(part.steps):
         if not isinstance(step, Segment):
-            # (a split-K attention is two launches over a scratch buffer: partial states, their combine)
-            launches = step.launches(caps) if hasattr(step, "launches") else [step.launch(caps)]
             operands = {}
             for role, operand in step.roles().items():
                 buf, offset = where[operand.base]
@@ -126,11 +124,11 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
             where[step.final] = composer.new_buffer(name, out_bytes)
             placed.append((name, 0, out_bytes, step.final))
             operands["out"] = (name, 0, out_bytes)
-            for role, nbytes in getattr(step, "scratch", lambda _: {})(caps).items():
-                operands[role] = (*composer.new_buffer(f"{name}_{role}", nbytes), nbytes)
+            if hasattr(step, "dispatches"):
+                _add_dispatches(composer, step, caps, operands, name)
+                continue
             tunable = step.candidates(caps) if hasattr(step, "candidates") else None
-            for k, launch in enumerate(launches):
-                composer.add_library(launch, operands, tunable if k == 0 else None)
+            composer.add_library(step.launch(caps), operands, tunable)
             continue
         segment_plan = next(segment_plans)
         bound = [where[x] for x in step.inputs]
@@ -177,6 +175,22 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
     if packed:
         plan.meta["packed_constants"] = packed   # how quant weights were packed (bundle external weights)
     return plan, composer.dispatches_text()
+
+
+def _add_dispatches(composer: Any, step: Any, caps: DeviceCaps, operands: dict, name: str) -> None:
+    """The DISPATCH nodes of a library op of several (rows, reductions): its scratch roles become plan
+    buffers `<name>_<role>`, and a dispatch's windows bind part of a role's range."""
+    operands = dict(operands)
+    for role, nbytes in step.scratch(caps).items():
+        buf, offset = composer.new_buffer(f"{name}_{role}", nbytes)
+        operands[role] = (buf, offset, -(-int(nbytes) // 4) * 4)
+    for dispatch in step.dispatches(caps):
+        bound = dict(operands)
+        for role, (offset, nbytes) in (dispatch.windows or {}).items():
+            if role in bound:
+                buf, base, _ = bound[role]
+                bound[role] = (buf, base + offset, nbytes)
+        composer.add_library(dispatch.launch, bound, dispatch.tunable)
 
 
 def _last_reads(part: Partition) -> dict[torch.fx.Node, int]:

@@ -6,7 +6,7 @@ Shared by the op families of the partitioner (matmul in partition.py, convolutio
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -151,3 +151,19 @@ class Tunable:
     key: str
     flops: int
     launches: list[KernelLaunch]
+
+
+@dataclass(frozen=True)
+class LibraryDispatch:
+    """One DISPATCH of a library op that takes several (multi-pass reductions, a narrowing store):
+    `windows[role]` = (byte offset into the role's binding, bytes) to bind instead of the whole value;
+    scratch roles (an op's `scratch(caps)`) are plan buffers between its dispatches."""
+
+    launch: KernelLaunch
+    tunable: Tunable | None = None
+    windows: dict[str, tuple[int, int]] | None = None
+
+
+def rebind(launch: KernelLaunch, roles: dict[str, str]) -> KernelLaunch:
+    """`launch` with its binding roles renamed (e.g. "out" -> a scratch role that a narrowing reads)."""
+    return replace(launch, bindings=tuple(roles.get(r, r) for r in launch.bindings))

@@ -26,6 +26,8 @@ from torch_webgpu.kernels.matmul import Layout, MatmulProblem, plan_matmul, vari
 from .attention_family import AttentionMatcher, AttentionOp
 from .conv_family import CONVOLUTIONS, ConvMatcher, ConvOp, fold_channel_affine
 from .operands import Operand, Resolver, Tunable, add_operand, broadcast_operand, scalar, value_of
+from .reduce_family import REDUCTIONS, ReduceMatcher
+from .rows_family import ROW_ROOTS, RowsMatcher
 
 aten = torch.ops.aten
 MATMULS = frozenset({aten.mm.default, aten.bmm.default})
@@ -312,6 +314,11 @@ def partition(gm: torch.fx.GraphModule, caps: DeviceCaps) -> Partition | None:
     attention_matcher = AttentionMatcher(matcher.order, matcher.graph_outputs, resolver, caps)
     ops: list[LibraryOp | ConvOp | AttentionOp] = []
     taken: set[torch.fx.Node] = set()
+    # The bandwidth families (rows_family.py: softmax / log_softmax / layer_norm / rms_norm; then
+    # reduce_family.py: sum / mean / amax / amin), tried after the matmul-rooted ones at their first node.
+    rows_matcher = RowsMatcher(matcher.order, matcher.graph_outputs, resolver, caps, taken)
+    reduce_matcher = ReduceMatcher(matcher.order, resolver, caps)
+    bandwidth = [(ROW_ROOTS, rows_matcher.match), (REDUCTIONS, reduce_matcher.match)]
     for node in graph.nodes:
         if node.op != "call_function" or node in taken:
             continue
@@ -320,6 +327,11 @@ def partition(gm: torch.fx.GraphModule, caps: DeviceCaps) -> Partition | None:
             op = attention_matcher.match(node) or match_quant_linear(node, matcher) or matcher.match(node)
         elif node.target in CONVOLUTIONS:
             op = conv_matcher.match(node)
+        else:
+            for roots, match in bandwidth:
+                op = match(node) if node.target in roots else None
+                if op is not None:
+                    break
         if op is not None:
             ops.append(op)
             taken.update([op.root, op.final, *op.absorbed])

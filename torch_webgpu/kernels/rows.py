@@ -1,5 +1,6 @@
 """Row kernels: softmax, log_softmax, layer_norm (weight, bias) and rms_norm (weight) of x[rows, n]
-(rows `row_stride` apart from element `offset`, each row contiguous), writing f32 out[rows, n]; and the
+(rows `row_stride` apart from element `offset`, each row contiguous), writing out[rows, n] (f32, or f16
+with `out_dtype` "f16" where loads are vec4); and the
 softmax/log_softmax backwards (x = the forward's output, "grad" = its gradient, laid out likewise).
 
 One workgroup per row; a row of up to `CACHE_UNITS` loads per thread is held in registers (one read of
@@ -41,6 +42,7 @@ class RowProblem:
     stats: bool = False
     grad_offset: int = 0        # backwards: where the gradient's rows are
     grad_row_stride: int = -1
+    out_dtype: str = "f32"      # "f16": stored as f16 (vec4 rows only; compiled f16 graphs)
 
     @property
     def backward(self) -> bool:
@@ -61,7 +63,8 @@ class RowProblem:
         """A coarse autotuning key: the op, power-of-two buckets of rows and n, vec4 or not."""
         def bucket(x: int) -> int:
             return 1 << max(0, (x - 1).bit_length())
-        return f"{self.op}.r{bucket(self.rows)}n{bucket(self.n)}u{_unit(self)}"
+        out = "" if self.out_dtype == "f32" else f".o{self.out_dtype}"
+        return f"{self.op}.r{bucket(self.rows)}n{bucket(self.n)}u{_unit(self)}{out}"
 
     @property
     def flops(self) -> int:
@@ -86,6 +89,9 @@ def variants(p: RowProblem, caps: DeviceCaps) -> list[str]:
         raise ValueError(f"rows: unknown op {p.op!r} (one of {OPS})")
     if p.dtype not in ("f32", "f16", "bf16"):
         raise TypeError(f"rows: '{p.op}' needs a float dtype, got {p.dtype}")
+    if p.out_dtype not in ("f32", "f16") or (p.out_dtype == "f16" and _unit(p) != 4):
+        raise ValueError(f"rows: '{p.op}' stores f32, or f16 when rows are vec4 (n, offset and row stride "
+                         f"multiples of 4), not {p.out_dtype} for n={p.n}; store f32 and narrow it")
     if p.rows == 0 or p.n == 0 or _multipass(p):
         return ["workgroup"]
     nu = p.n // _unit(p)
@@ -226,9 +232,10 @@ def _source(p: RowProblem, vec: bool, cached: int, wg: int, mode: str, subgroup:
     if p.backward:
         decl += _decl(p.dtype, vec, 2, "D")
         b = 3
+    out16 = p.out_dtype == "f16"
     if mode != "stats":
         decl += (f"@group(0) @binding({b}) var<storage, read_write> O"
-                 f"{'V' if vec else ''}: array<{T}>;\n")
+                 f"{'V' if vec else ''}: array<{'vec2<u32>' if out16 else T}>;\n")
         b += 1
     if mode != "row":
         acc = "read" if mode == "apply" else "read_write"
@@ -297,7 +304,10 @@ def _source(p: RowProblem, vec: bool, cached: int, wg: int, mode: str, subgroup:
         stats_store = "E[row] = r.m; E[prm(0u) + row] = rstd;"
     elif p.stats and p.op == "rms_norm":
         stats_store = "E[row] = 0.0; E[prm(0u) + row] = rstd;"
-    store = f"O{'V' if vec else ''}[orow + u] = {outv};"
+    store = f"O{'V' if vec else ''}[orow + u] = {'pk16(' + outv + ')' if out16 else outv};"
+    if out16:
+        src += ("fn pk16(v: vec4<f32>) -> vec2<u32> "
+                "{ return vec2<u32>(pack2x16float(v.xy), pack2x16float(v.zw)); }\n")
     # params: 0 rows, 1 n, 2 x_off (units), 3 row stride (units), 4 eps, 5 chunks, 6 chunk units
     sg_args = (", @builtin(subgroup_invocation_id) sg_lane: u32, @builtin(subgroup_size) sg_size: u32"
                if subgroup else "")
@@ -391,8 +401,8 @@ def _read_only(roles, partials_read: bool = False) -> frozenset[int]:
 
 
 def plan_rows(p: RowProblem, caps: DeviceCaps, variant: str | None = None) -> RowPlan:
-    """The dispatches of `p` on `caps` (memoised). Roles: "x", "out" (f32 [rows, n]), "weight", "bias",
-    "stats" (f32 [2, rows]: mean, then rstd) and scratch "partials"."""
+    """The dispatches of `p` on `caps` (memoised). Roles: "x", "out" ([rows, n] of `out_dtype`), "weight",
+    "bias", "stats" (f32 [2, rows]: mean, then rstd) and scratch "partials"."""
     return cached_plan(_plan_rows, p, caps, variant)
 
 
