@@ -20,6 +20,7 @@ from torch_webgpu.bundle.loader import load_plan
 from .test_bundle import BLOCKER, REPO
 
 MAX_LEN = 24
+pytestmark = pytest.mark.slow   # the fixture compiles three plans
 
 
 def _tiny_llama():
