@@ -204,13 +204,15 @@ def check_output(got, want, name: str, backend: str, magnitude: float = 0.0) -> 
 
 
 def time_figure(settings: Settings, backend, suite: str, name: str, module, key: str,
-                args: tuple, profile: bool = False, check: bool = True) -> list[float] | None:
+                args: tuple, profile: bool = False, check: bool = True,
+                reference: Callable[[], tuple] | None = None) -> list[float] | None:
     """Seconds per call of `module(*args)` wrapped for `backend` (and synchronised), per repeat; with
     `profile`, a webgpu figure is also run once under the per-dispatch GPU timer (`settings.profiles`).
 
     On a GPU backend the first call's output is compared with torch CPU first (`settings.check`; `check`
     False where the suite has just compared it itself); host backends are torch CPU itself or check
-    themselves (ort-webgpu, IREE's .vmfb in check_bundles).
+    themselves (ort-webgpu, IREE's .vmfb in check_bundles). `reference` (optional) returns
+    cpu_reference's (want, magnitude) for a suite that shares one CPU run among its backends.
     None when the figure cannot be measured (or the run's time budget is spent); the failure is
     recorded in `settings` with its cause.
     """
@@ -225,7 +227,7 @@ def time_figure(settings: Settings, backend, suite: str, name: str, module, key:
             backend.synchronize()
 
         if check and settings.check and backend.device != "cpu":
-            want, magnitude = cpu_reference(module, args)
+            want, magnitude = reference() if reference is not None else cpu_reference(module, args)
             got = fn(*args)
             backend.synchronize()
             check_output(got, want, name, backend.name, magnitude)

@@ -57,6 +57,22 @@ def test_switch_off_and_small_problems_use_the_default(tune_dir, caps, monkeypat
     assert not (tune_dir / "autotune.json").exists()
 
 
+def test_compiled_plans_tune_problems_below_the_eager_floor(tune_dir, monkeypatch):
+    """A plan tunes once where it loads: a 0.2 GFLOP convolution is timed for a plan, not for eager."""
+    monkeypatch.delenv("TORCH_WEBGPU_AUTOTUNE_MIN_FLOPS")
+    flops = 231 << 20
+    assert autotune.PLAN_MIN_FLOPS <= flops < autotune.DEFAULT_MIN_FLOPS
+    timed = []
+
+    def measure(name):
+        timed.append(name)
+        return {"x": 2.0, "y": 1.0}[name]
+
+    assert autotune.pick("eager-key", ["x", "y"], flops, measure) == "x" and not timed
+    assert autotune.pick("plan-key", ["x", "y"], flops, measure, floor=autotune.PLAN_MIN_FLOPS) == "y"
+    assert timed == ["x", "y"]
+
+
 def test_cache_next_to_compile_cache(monkeypatch, tmp_path):
     monkeypatch.delenv("TORCH_WEBGPU_AUTOTUNE_DIR", raising=False)
     monkeypatch.setenv("TORCH_WEBGPU_CACHE_DIR", str(tmp_path))

@@ -3,6 +3,8 @@ and per-channel scales, with and without zero points, each variant, f32 and f16 
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -125,3 +127,23 @@ def test_bad_problems_raise(caps):
     assert quant_variants(p, caps) == []
     with pytest.raises(ValueError, match="multiples of 8"):
         plan_quant_matmul(p, caps)
+
+
+def test_tensor_core_variant_source(caps):
+    """Prefill with f16 activations offers the dense family's tensor-core tiles, W dequantized into a
+    column-major f16 tile (the H200 runs them; lavapipe has no subgroup matrices)."""
+    tc = dataclasses.replace(caps, features=caps.features | {"shader-f16",
+                                                             "chromium-experimental-subgroup-matrix"},
+                             subgroup_size=32, subgroup_matrix_configs=(("f16", "f32", 16, 16, 16),),
+                             limits=dict(caps.limits) | {"max-compute-workgroup-storage-size": 49152})
+    p = QuantMatmulProblem(1024, 2048, 2048, Layout(0, 0, 2048, 1), Layout(0, 0, 2048, 1),
+                           QuantWeight("i4", 32, True, "f16"), "f16")
+    names = quant_variants(p, tc)
+    assert names[0] == "sgmat.w2x2.f4x4.k32" and "tile64x64.r4x4.k16" in names
+    launch = plan_quant_matmul(p, tc)
+    assert launch.grid == (16, 8, 1) and launch.workgroup_size == (128, 1, 1)
+    assert "subgroupMatrixMultiplyAccumulate" in launch.wgsl and ", true, 40u)" in launch.wgsl
+    # f32 activations, decode rows, or no tensor cores: the SIMT variants only
+    f32 = dataclasses.replace(p, dtype="f32", weight=QuantWeight("i4", 32, True, "f32"))
+    assert not any(n.startswith("sgmat") for n in quant_variants(f32, tc) + quant_variants(p, caps)
+                   + quant_variants(dataclasses.replace(p, m=1), tc))

@@ -37,7 +37,8 @@ def tune_plan(plan: Plan, rt: Any) -> Plan:
         winner = names[0]
         if here:
             winner = autotune.pick(autotune.device_key(tune["key"], caps), names, int(tune["flops"]),
-                                   lambda name, by_name=by_name: _time_variant(plan, rt, by_name[name]))
+                                   lambda name, by_name=by_name: _time_variant(plan, rt, by_name[name]),
+                                   floor=autotune.PLAN_MIN_FLOPS)
         main.append(LowIRNode(LowIROp.DISPATCH, {k: v for k, v in by_name[winner].items() if k != "variant"}))
     tuned = copy.copy(plan)
     tuned.main = main

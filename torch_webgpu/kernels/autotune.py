@@ -21,6 +21,10 @@ from typing import Any
 from .launch import DeviceCaps, KernelLaunch, record
 
 DEFAULT_MIN_FLOPS = 1 << 30
+# A compiled plan tunes each of its problems once where it loads (then the disk cache answers), so far
+# smaller problems are worth it: at the eager floor ResNet-18's convolutions and every BERT/GPT-2 matmul
+# kept the software adapter's default tile (49 workgroups on an H200's 132 SMs).
+PLAN_MIN_FLOPS = 1 << 20
 MAX_CANDIDATES = 6
 
 _lock = threading.Lock()
@@ -33,10 +37,11 @@ def enabled() -> bool:
     return os.environ.get("TORCH_WEBGPU_AUTOTUNE", "1").strip().lower() not in ("0", "off", "false", "no")
 
 
-def min_flops() -> int:
-    """The FLOP count under which problems keep the default variant."""
+def min_flops(default: int = DEFAULT_MIN_FLOPS) -> int:
+    """The FLOP count under which problems keep the default variant (TORCH_WEBGPU_AUTOTUNE_MIN_FLOPS
+    overrides `default`)."""
     value = os.environ.get("TORCH_WEBGPU_AUTOTUNE_MIN_FLOPS", "").strip()
-    return int(float(value)) if value else DEFAULT_MIN_FLOPS
+    return int(float(value)) if value else default
 
 
 def cache_file() -> Path:
@@ -120,13 +125,14 @@ def choose(kernel: str, problem: Any, caps: DeviceCaps, candidates: Sequence[str
     return pick(tuning_key(kernel, problem, caps), candidates, getattr(problem, "flops", 0), measure)
 
 
-def pick(key: str, candidates: Sequence[str], flops: int, measure: Callable[[str], float]) -> str:
+def pick(key: str, candidates: Sequence[str], flops: int, measure: Callable[[str], float],
+         floor: int = DEFAULT_MIN_FLOPS) -> str:
     """The cached winner for `key` among `candidates`, else the fastest by `measure` (cached) when the
-    problem has at least `min_flops()`, else the default `candidates[0]`."""
+    problem has at least `min_flops(floor)`, else the default `candidates[0]`."""
     hit = cached_choice(key)
     if hit in candidates:
         return hit
-    if len(candidates) == 1 or flops < min_flops():
+    if len(candidates) == 1 or flops < min_flops(floor):
         return candidates[0]
     timings: dict[str, float] = {}
     for name in candidates[:MAX_CANDIDATES]:

@@ -18,7 +18,8 @@ from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, f32_word
 from .matmul_wgsl import ACTIVATIONS, ERF_WGSL
 
 __all__ = ["ACTIVATIONS", "ERF_WGSL", "Layout", "MatmulProblem", "plan_matmul", "variants",
-           "VARIANTS", "TiledSpec", "GemvSpec", "SgmatSpec", "Piece", "split_for_binding"]
+           "VARIANTS", "TiledSpec", "GemvSpec", "SgmatSpec", "Piece", "split_for_binding",
+           "tensor_core_subgroup_size", "vec8_axis"]
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,7 @@ class SgmatSpec:
     fm: int
     fn: int
     bk: int = 32
+    pad: int = 8   # f16 elements of padding per workgroup-tile row (bank conflicts)
 
     @property
     def tile(self) -> tuple[int, int]:
@@ -162,8 +164,8 @@ class SgmatSpec:
 
     def workgroup_bytes(self, dtype: str) -> int:
         """Workgroup memory: f16 K tiles and one f32 16×16 scratch per subgroup."""
-        bm, bn = self.tile
-        return 2 * self.bk * (bm + bn) + 4 * 256 * self.sg_m * self.sg_n
+        return max(wgsl.SgmatTile(self.sg_m, self.sg_n, self.fm, self.fn, self.bk, 1, self.pad, by_cols)
+                   .workgroup_bytes for by_cols in (False, True))   # B stored by rows or by columns
 
 
 VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
@@ -188,9 +190,8 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "gemv.n64k4.wg": GemvSpec(4, 64, False),
     # tensor cores: sg_m x sg_n subgroups per workgroup, each fm x fn 16x16 results
     "sgmat.w1x1.f2x2.k32": SgmatSpec(1, 1, 2, 2),
-    "sgmat.w1x1.f4x2.k32": SgmatSpec(1, 1, 4, 2),
-    "sgmat.w1x1.f4x4.k32": SgmatSpec(1, 1, 4, 4),
     "sgmat.w2x2.f2x2.k32": SgmatSpec(2, 2, 2, 2),
+    "sgmat.w2x2.f2x2.k64": SgmatSpec(2, 2, 2, 2, bk=64),
     "sgmat.w2x2.f4x2.k32": SgmatSpec(2, 2, 4, 2),
     "sgmat.w2x2.f2x4.k32": SgmatSpec(2, 2, 2, 4),
     "sgmat.w4x2.f2x2.k32": SgmatSpec(4, 2, 2, 2),
@@ -200,15 +201,26 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "sgmat.w2x4.f4x4.k32": SgmatSpec(2, 4, 4, 4),
     "sgmat.w4x2.f4x4.k32": SgmatSpec(4, 2, 4, 4),
 }
-# H200 f16 (benchmarks/results/h200-2026-12-01-sgmat.md): 4096^3 w2x2.f4x4 92.6 TFLOP/s, w4x2.f4x4 87.5;
-# 128x768x3072 w1x1.f2x2 23.9 (1.3x torch CUDA), w2x2.f2x2 21.0; K-tiles of 64 were slower everywhere
-SGMAT_LARGE = ["sgmat.w2x2.f4x4.k32", "sgmat.w4x2.f4x4.k32", "sgmat.w2x4.f4x4.k32", "sgmat.w2x2.f4x2.k32",
-               "sgmat.w4x2.f2x2.k32", "sgmat.w2x4.f2x2.k32"]
-SGMAT_SKINNY = ["sgmat.w1x1.f2x2.k32", "sgmat.w2x2.f2x2.k32", "sgmat.w4x2.f2x2.k32", "sgmat.w2x2.f4x2.k32",
-                "sgmat.w2x4.f2x2.k32", "sgmat.w4x4.f2x2.k32"]
+# H200 f16 with 8 halves of row padding (benchmarks/results/h200-2026-12-01-sgmat-pad.md): 4096^3
+# w2x2.f4x4 148 TFLOP/s, w4x2.f4x4 141, w2x4.f4x4 130; 128x768x3072 w1x1.f2x2 26.3 (1.6x torch CUDA),
+# w2x2.f2x2.k64 25.4. Register prefetch of the next K tile was slower (register pressure), single-subgroup
+# 4x2/4x4 fragment tiles 3-5x slower.
+SGMAT_LARGE = ["sgmat.w2x2.f4x4.k32", "sgmat.w4x2.f4x4.k32", "sgmat.w2x4.f4x4.k32", "sgmat.w2x2.f2x4.k32",
+               "sgmat.w2x2.f4x2.k32", "sgmat.w4x2.f2x2.k32"]
+SGMAT_SKINNY = ["sgmat.w1x1.f2x2.k32", "sgmat.w2x2.f2x2.k64", "sgmat.w2x2.f2x2.k32", "sgmat.w4x2.f2x2.k32",
+                "sgmat.w2x2.f4x2.k32", "sgmat.w2x2.f2x4.k32"]
 
 GEMV_MAX_ROWS = 4      # M at or below this (or N, transposed) runs as matrix-vector
 VEC_SUFFIX = ".v4"     # the vec4-load form of a variant
+
+
+def tensor_core_subgroup_size(caps: DeviceCaps) -> int | None:
+    """The subgroup size the f16 tensor-core (sgmat) variants run with on `caps`, or None where they
+    cannot (no f16x16x16 -> f32 subgroup matrices, or no fixed subgroup size dividing 256)."""
+    sg = _sg_size(caps)
+    ok = (caps.shader_f16 and caps.subgroup_matrix and sg and 256 % sg == 0
+          and ("f16", "f32", 16, 16, 16) in caps.subgroup_matrix_configs)
+    return sg if ok else None
 
 
 def _sg_size(caps: DeviceCaps) -> int | None:
@@ -241,7 +253,7 @@ def _tiled_modes(p: MatmulProblem) -> tuple[str, str]:
     return a, b
 
 
-def _vec8_axis(lay: Layout, rows: int, cols: int) -> str:
+def vec8_axis(lay: Layout, rows: int, cols: int) -> str:
     """The axis ("cols", "rows") along which an f16 operand can be staged 8 elements (16 bytes) at a
     time: stride 1 there, its extent, the offset and the other strides multiples of 8; else ""."""
     for axis, unit, extent, other in (("cols", lay.col_stride, cols, lay.row_stride),
@@ -285,14 +297,13 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
                 if spec.k_fast and _gemv_vec(g):
                     names.append(name + VEC_SUFFIX)
                 names.append(name)
-    sg = _sg_size(caps)
-    if (p.dtype == "f16" and caps.subgroup_matrix and sg
-            and ("f16", "f32", 16, 16, 16) in caps.subgroup_matrix_configs and min(p.m, p.n) >= 16):
+    sg = tensor_core_subgroup_size(caps)
+    if p.dtype == "f16" and sg and min(p.m, p.n) >= 16:
         first = SGMAT_LARGE if min(p.m, p.n) >= 1024 else SGMAT_SKINNY
         for name in first + [n for n in VARIANTS if n.startswith("sgmat") and n not in first]:
             spec = VARIANTS[name]
             threads = spec.sg_m * spec.sg_n * sg
-            if _fits(caps, threads, spec.workgroup_bytes(p.dtype)) and 256 % sg == 0:
+            if _fits(caps, threads, spec.workgroup_bytes(p.dtype)):
                 names.append(name)
     a_mode, b_mode = _tiled_modes(p)
     vec = a_mode in ("k", "i") or b_mode in ("k", "i")
@@ -367,8 +378,9 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
     else:
         sg = _sg_size(caps)
         assert sg is not None
-        vec_a, vec_b = _vec8_axis(p.a, p.m, p.k), _vec8_axis(p.b, p.k, p.n)
-        src = wgsl.sgmat_source(epi, spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg, vec_a, vec_b)
+        vec_a, vec_b = vec8_axis(p.a, p.m, p.k), vec8_axis(p.b, p.k, p.n)
+        src = wgsl.sgmat_source(epi, spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg, vec_a, vec_b,
+                                spec.pad)
         bm, bn = spec.tile
         grid = (ceil_div(p.n, bn), ceil_div(p.m, bm), p.batch)
         wg = (spec.sg_m * spec.sg_n * sg, 1, 1)

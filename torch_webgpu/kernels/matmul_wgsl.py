@@ -249,54 +249,127 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
 """
 
 
-def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, sg_size: int,
-                 vec_a: str = "", vec_b: str = "") -> str:
-    """Tensor-core matmul (f16 operands, f32 results, 16×16×16 subgroup matrices): `sg_m × sg_n`
-    subgroups per workgroup, each owning (fm × fn) result matrices; A and B K-tiles are staged in
-    workgroup memory as f16 (zero-padded at the edges, so any shape and stride works).
+@dataclass(frozen=True)
+class SgmatTile:
+    """The geometry of a tensor-core tile: `sg_m × sg_n` subgroups per workgroup, each owning fm × fn
+    16×16 results, bk-deep f16 K tiles whose workgroup rows are padded by `pad` halves."""
 
-    Tint's uniformity analysis wants subgroup-matrix pointers and offsets workgroup-uniform; they only
-    need to be uniform per subgroup, which a subgroup index `li / subgroup_size` is, so the
-    `chromium.subgroup_matrix_uniformity` diagnostic is off. Workgroup memory is one sub-array per
-    subgroup row (A), column (B) and subgroup (results), so offsets inside them are loop counters and
-    constants.
+    sg_m: int
+    sg_n: int
+    fm: int
+    fn: int
+    bk: int
+    sg_size: int
+    pad: int = 8
+    b_cols: bool = False   # the B tile stored column by column ([n][k]), read as column-major matrices
+
+    @property
+    def threads(self) -> int:
+        """Invocations per workgroup."""
+        return self.sg_m * self.sg_n * self.sg_size
+
+    @property
+    def bm(self) -> int:
+        """Rows of the workgroup's output tile."""
+        return self.sg_m * self.fm * 16
+
+    @property
+    def bn(self) -> int:
+        """Columns of the workgroup's output tile."""
+        return self.sg_n * self.fn * 16
+
+    @property
+    def workgroup_bytes(self) -> int:
+        """Workgroup memory: the padded f16 A and B tiles and one f32 16×16 scratch per subgroup."""
+        b_rows, b_row = (self.fn * 16, self.bk) if self.b_cols else (self.bk, self.fn * 16)
+        a_tile = self.bm * (self.bk + self.pad)
+        b_tile = self.sg_n * b_rows * (b_row + self.pad)
+        return 2 * (a_tile + b_tile) + 4 * 256 * self.sg_m * self.sg_n
+
+    @property
+    def a_store(self) -> str:
+        """The workgroup lvalue of A-tile element (r, c): one sub-array per subgroup row."""
+        am = self.fm * 16
+        return f"As[r / {am}u][(r % {am}u) * {self.bk + self.pad}u + c]"
+
+    @property
+    def b_store(self) -> str:
+        """The workgroup lvalue of B-tile element (r, c): one sub-array per subgroup column."""
+        bw = self.fn * 16
+        if self.b_cols:
+            return f"Bs[c / {bw}u][(c % {bw}u) * {self.bk + self.pad}u + r]"
+        return f"Bs[c / {bw}u][r * {bw + self.pad}u + c % {bw}u]"
+
+
+def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, sg_size: int,
+                 vec_a: str = "", vec_b: str = "", pad: int = 8) -> str:
+    """Tensor-core matmul (f16 operands, f32 results, 16×16×16 subgroup matrices) of two dense operands:
+    see sgmat_main for the tile.
 
     `vec_a`/`vec_b`: "cols" or "rows" when that operand's tile is staged 8 f16 at a time along its
     contiguous axis (the operand is then bound as array<vec4<u32>>, one 16-byte load each); "" stages
     element by element."""
-    t = e.dtype
-    bm, bn = sg_m * fm * 16, sg_n * fn * 16
-    am, bw = fm * 16, fn * 16          # rows of A per subgroup row, columns of B per subgroup column
-    nsg = sg_m * sg_n
-    threads = nsg * sg_size
+    # a K-contiguous B (a linear layer's [N, K] weight) is stored by columns: 16-byte runs stay runs
+    g = SgmatTile(sg_m, sg_n, fm, fn, bk, sg_size, pad, b_cols=vec_b == "rows")
     lds = []
     for rows, cols, src, lay, r0, rdim, c0, cdim, store, vec in (
-            (bm, bk, "A", "a", "m0", "M", "t", "K", f"As[r / {am}u][(r % {am}u) * {bk}u + c]", vec_a),
-            (bk, bn, "B", "b", "t", "K", "n0", "N", f"Bs[c / {bw}u][r * {bw}u + c % {bw}u]", vec_b)):
+            (g.bm, bk, "A", "a", "m0", "M", "t", "K", g.a_store, vec_a),
+            (bk, g.bn, "B", "b", "t", "K", "n0", "N", g.b_store, vec_b)):
         if vec:
-            lds.append(_staging_vec8(rows, cols, src, lay, r0, rdim, c0, cdim, store, vec, threads))
-            continue
-        iters = -(-rows * cols // threads)
-        lds.append(f"""  for (var u = 0u; u < {iters}u; u++) {{
+            lds.append(staging_vec8(rows, cols, src, lay, r0, rdim, c0, cdim, store, vec, g.threads))
+        else:
+            lds.append(staging_scalar(rows, cols, src, lay, r0, rdim, c0, cdim, store, e.dtype, g.threads))
+    head = header(e, "vec4<u32>" if vec_a else e.dtype, "vec4<u32>" if vec_b else e.dtype,
+                  ("chromium_experimental_subgroup_matrix",))
+    return SGMAT_DIAGNOSTICS + head + finish_fn(e) + sgmat_main(g, "\n".join(lds))
+
+
+SGMAT_DIAGNOSTICS = ("diagnostic(off, subgroup_uniformity);\n"
+                     "diagnostic(off, chromium.subgroup_matrix_uniformity);\n")
+
+
+def staging_scalar(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str,
+                   store: str, dtype: str, threads: int) -> str:
+    """WGSL staging of a rows x cols tile element by element (zero outside the matrix) as f16."""
+    return f"""  for (var u = 0u; u < {-(-rows * cols // threads)}u; u++) {{
     let e = li + u * {threads}u;
     if (e < {rows * cols}u) {{
       let r = e / {cols}u; let c = e % {cols}u;
       let gr = {r0} + r; let gc = {c0} + c;
-      var x = {t}(0.0);
-      if (gr < {rdim} && gc < {cdim}) {{ x = {t}({src}[P.{lay}.x + batch * P.{lay}.y + gr * P.{lay}.z
+      var x = {dtype}(0.0);
+      if (gr < {rdim} && gc < {cdim}) {{ x = {dtype}({src}[P.{lay}.x + batch * P.{lay}.y + gr * P.{lay}.z
                                                      + gc * P.{lay}.w]); }}
       {store} = f16(x);
     }}
-  }}""")
+  }}"""
+
+
+def sgmat_main(g: SgmatTile, staging: str) -> str:
+    """The workgroup arrays and entry point of a tensor-core matmul; `staging` fills the f16 tiles As and
+    Bs (through g.a_store / g.b_store) with the K tile at `t`.
+
+    Tint's uniformity analysis wants subgroup-matrix pointers and offsets workgroup-uniform; they only
+    need to be uniform per subgroup, which a subgroup index `li / subgroup_size` is, so the
+    `chromium.subgroup_matrix_uniformity` diagnostic is off (SGMAT_DIAGNOSTICS). Workgroup memory is one
+    sub-array per subgroup row (A), column (B) and subgroup (results), so offsets inside them are loop
+    counters and constants.
+
+    Rows are padded by g.pad halves so the 16 rows a matrix load reads do not start in the same banks (a
+    row of 32, 64 or 128 halves is a multiple of half the 128-byte bank cycle); on the H200 8 took f16
+    4096^3 from 92 to 148 TFLOP/s (16 was slower than none)."""
+    fm, fn, bk, sg_size = g.fm, g.fn, g.bk, g.sg_size
+    am, bw = fm * 16, fn * 16          # rows of A per subgroup row, columns of B per subgroup column
+    sa, sb = bk + g.pad, (bk if g.b_cols else bw) + g.pad   # row strides of the A and B tiles
     decl = "\n".join(f"  var c{i}_{j} = subgroup_matrix_result<f32, 16, 16>();"
                      for i in range(fm) for j in range(fn))
     mma = []
     for i in range(fm):
         mma.append(f"      let a{i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&As[sm], "
-                   f"{i * 16 * bk}u + kk, false, {bk}u);")
+                   f"{i * 16 * sa}u + kk, false, {sa}u);")
     for j in range(fn):
+        at = f"{j * 16 * sb}u + kk, true" if g.b_cols else f"kk * {sb}u + {j * 16}u, false"
         mma.append(f"      let b{j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&Bs[sn], "
-                   f"kk * {bw}u + {j * 16}u, false, {bw}u);")
+                   f"{at}, {sb}u);")
     for i in range(fm):
         for j in range(fn):
             mma.append(f"      c{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, c{i}_{j});")
@@ -311,23 +384,20 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
     finish(batch, m0 + sm * {am}u + {i * 16}u + x / 16u, n0 + sn * {bw}u + {j * 16}u + x % 16u, Cs[sg][x]);
   }}
   workgroupBarrier();""")
-    return f"""diagnostic(off, subgroup_uniformity);
-diagnostic(off, chromium.subgroup_matrix_uniformity);
-{header(e, "vec4<u32>" if vec_a else t, "vec4<u32>" if vec_b else t,
-        ("chromium_experimental_subgroup_matrix",))}{finish_fn(e)}
-var<workgroup> As: array<array<f16, {am * bk}>, {sg_m}>;
-var<workgroup> Bs: array<array<f16, {bk * bw}>, {sg_n}>;
-var<workgroup> Cs: array<array<f32, 256>, {nsg}>;
-@compute @workgroup_size({threads})
+    return f"""
+var<workgroup> As: array<array<f16, {am * sa}>, {g.sg_m}>;
+var<workgroup> Bs: array<array<f16, {(bw if g.b_cols else bk) * sb}>, {g.sg_n}>;
+var<workgroup> Cs: array<array<f32, 256>, {g.sg_m * g.sg_n}>;
+@compute @workgroup_size({g.threads})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {{
   let M = P.mnkb.x; let N = P.mnkb.y; let K = P.mnkb.z;
   let batch = wid.z;
-  let m0 = wid.y * {bm}u; let n0 = wid.x * {bn}u;
+  let m0 = wid.y * {g.bm}u; let n0 = wid.x * {g.bn}u;
   let sg = li / {sg_size}u; let lane = li % {sg_size}u;
-  let sm = sg / {sg_n}u; let sn = sg % {sg_n}u;
+  let sm = sg / {g.sg_n}u; let sn = sg % {g.sg_n}u;
 {decl}
   for (var t = 0u; t < K; t += {bk}u) {{
-{chr(10).join(lds)}
+{staging}
     workgroupBarrier();
     for (var kk = 0u; kk < {bk}u; kk += 16u) {{
 {chr(10).join(mma)}
@@ -339,7 +409,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 """
 
 
-def _staging_vec8(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str,
+def staging_vec8(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str,
                   store: str, along: str, threads: int) -> str:
     """WGSL staging of a rows x cols f16 tile in 8-element units along its contiguous axis ("cols":
     stride 1 along columns, or "rows"), one 16-byte load each; a unit is wholly inside or outside the
@@ -363,13 +433,13 @@ def _staging_vec8(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, 
       }}
       for (var q = 0u; q < 4u; q++) {{
         let h = bitcast<vec2<f16>>(w[q]);
-        {_at(store, *lo)} = h.x;
-        {_at(store, *hi)} = h.y;
+        {tile_at(store, *lo)} = h.x;
+        {tile_at(store, *hi)} = h.y;
       }}
     }}
   }}"""
 
 
-def _at(store: str, r: str, c: str) -> str:
+def tile_at(store: str, r: str, c: str) -> str:
     """The workgroup-memory lvalue `store` (written in terms of r and c) at element (r, c)."""
     return re.sub(r"\bc\b", f"({c})", re.sub(r"\br\b", f"({r})", store))

@@ -11,8 +11,10 @@ Weight formats (`QuantWeight.fmt`), row n of q starts at word n * words_per_row:
 Zero points (optional) are signed bytes [N, groups], 4 per word; scales [N, groups] in f32 or f16.
 
 Variants: "gemv" (M <= GEMV_MAX_ROWS, decode: each workgroup owns LN output columns, LK invocations split
-K in 8-weight chunks, reduced in workgroup memory) and "tiled" (prefill: a BM × BN output tile per
-workgroup, K tiles of A and of the dequantized W staged in workgroup memory). A and out are f32 or f16
+K in 8-weight chunks, reduced in workgroup memory), "tiled" (prefill: a BM × BN output tile per
+workgroup, K tiles of A and of the dequantized W staged in workgroup memory) and "sgmat" (prefill with
+f16 activations on tensor cores: the dense matmul's subgroup-matrix tile, W dequantized into its f16
+B tile). A and out are f32 or f16
 (shader-f16); accumulation is f32. The epilogue (bias, activation, residual) is the matmul family's.
 torch-free: numpy only.
 """
@@ -24,8 +26,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, f32_word
-from .matmul import Layout
-from .matmul_wgsl import ACTIVATIONS, ERF_WGSL, Epilogue, finish_fn
+from .matmul import VARIANTS as DENSE_VARIANTS
+from .matmul import Layout, SgmatSpec, tensor_core_subgroup_size, vec8_axis
+from .matmul_wgsl import (
+    ACTIVATIONS,
+    ERF_WGSL,
+    SGMAT_DIAGNOSTICS,
+    Epilogue,
+    SgmatTile,
+    finish_fn,
+    sgmat_main,
+    staging_scalar,
+    staging_vec8,
+    tile_at,
+)
 
 __all__ = ["QuantWeight", "QuantMatmulProblem", "plan_quant_matmul", "quant_variants", "pack_weight",
            "pack_bytes", "pack_scales", "pack_constant", "WEIGHT_FORMATS", "GEMV_MAX_ROWS", "CHUNK"]
@@ -36,6 +50,8 @@ GEMV_MAX_ROWS = 4
 # (LK, LN) of the gemv variants; (BM, BN, BK, TM, TN) of the tiled ones
 GEMV = {"gemv.k64n4": (64, 4), "gemv.k32n8": (32, 8), "gemv.k16n16": (16, 16)}
 TILED = {"tile64x64.r4x4.k16": (64, 64, 16, 4, 4), "tile32x32.r2x2.k16": (32, 32, 16, 2, 2)}
+# tensor-core tiles, the dense family's (H200 f16: w2x2.f4x4 best at 4096^3, w2x2.f2x2 on skinny shapes)
+SGMAT = ["sgmat.w2x2.f4x4.k32", "sgmat.w4x2.f4x4.k32", "sgmat.w2x2.f4x2.k32", "sgmat.w2x2.f2x2.k32"]
 
 
 @dataclass(frozen=True)
@@ -113,6 +129,12 @@ def quant_variants(p: QuantMatmulProblem, caps: DeviceCaps) -> list[str]:
     threads = caps.limit("max-compute-invocations-per-workgroup", 256)
     wg_bytes = caps.limit("max-compute-workgroup-storage-size", 16384)
     names = []
+    sg = tensor_core_subgroup_size(caps)
+    if p.m > GEMV_MAX_ROWS and p.activation_dtype == "f16" and sg:
+        for name in SGMAT if p.m * p.n >= 1 << 20 else SGMAT[::-1]:
+            tile = _sgmat_tile(DENSE_VARIANTS[name], sg)
+            if tile.threads <= threads and tile.workgroup_bytes <= wg_bytes:
+                names.append(name)
     if p.m <= GEMV_MAX_ROWS:
         for name, (lk, ln) in GEMV.items():
             if lk * ln <= threads and 4 * GEMV_MAX_ROWS * lk * ln <= wg_bytes:
@@ -125,11 +147,13 @@ def quant_variants(p: QuantMatmulProblem, caps: DeviceCaps) -> list[str]:
     return names
 
 
-def _header(p: QuantMatmulProblem, e: Epilogue) -> tuple[str, list[str]]:
+def _header(p: QuantMatmulProblem, e: Epilogue, a_elem: str | None = None) -> tuple[str, list[str]]:
+    """Enables, params, bindings and the dequantization helpers; A bound as `a_elem` (default: its
+    storage type)."""
     t, s, ta = p.dtype, p.weight.scale_dtype, p.activation_dtype
     roles = [PARAMS, "a", "q", "scale", "out"] + (["zero"] if p.weight.zero else []) + (
         ["bias"] if p.bias else []) + (["residual"] if p.residual else [])
-    arrays = {"a": f"A: array<{ta}>", "q": "Q: array<u32>", "scale": f"S: array<{s}>",
+    arrays = {"a": f"A: array<{a_elem or ta}>", "q": "Q: array<u32>", "scale": f"S: array<{s}>",
               "out": f"O: array<{t}>", "zero": "Z: array<u32>", "bias": f"C: array<{t}>",
               "residual": f"R: array<{t}>"}
     lines = ["enable f16;" if "f16" in (t, s, ta) else "",
@@ -267,6 +291,44 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     return src, roles
 
 
+def _sgmat_tile(spec: SgmatSpec, sg: int) -> SgmatTile:
+    """The tensor-core tile of `spec`; W's rows are K-contiguous, so its tile is stored [n][k] (each
+    invocation writes 8 consecutive halves)."""
+    return SgmatTile(spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg, spec.pad, b_cols=True)
+
+
+def _sgmat_source(p: QuantMatmulProblem, e: Epilogue, spec: SgmatSpec, sg: int,
+                  vec_a: str) -> tuple[str, list[str]]:
+    """The dense tensor-core tile with B = dequant(W)^T: each invocation dequantizes 8 weights of one
+    row of W (one group) into the f16 B tile, stored by columns."""
+    head, roles = _header(p, e, "vec4<u32>" if vec_a else None)
+    g = _sgmat_tile(spec, sg)
+    stage_a = (staging_vec8 if vec_a else staging_scalar)(
+        g.bm, g.bk, "A", "a", "m0", "M", "t", "K", g.a_store, *((vec_a,) if vec_a else (p.activation_dtype,)),
+        g.threads)
+    chunks = g.bn * g.bk // CHUNK
+    per_col = g.bk // CHUNK
+    cells = [tile_at(g.b_store, f"kk + {j}u", "nn") for j in range(CHUNK)]
+    put = "\n".join(f"        {cell} = f16(w[{j}] * s);" for j, cell in enumerate(cells))
+    zero = "\n".join(f"        {cell} = f16(0.0);" for cell in cells)
+    stage_b = f"""  for (var u = 0u; u < {-(-chunks // g.threads)}u; u++) {{
+    let e = li + u * {g.threads}u;
+    if (e < {chunks}u) {{
+      let kk = (e % {per_col}u) * {CHUNK}u; let nn = e / {per_col}u;
+      let gn = n0 + nn; let gk = t + kk;
+      if (gn < N && gk < K) {{
+        let w = chunk(gn, gk / {CHUNK}u);
+        let s = scale_of(gn, gk / P.q.x);
+{put}
+      }} else {{
+{zero}
+      }}
+    }}
+  }}"""
+    head = head.replace("enable f16;", "enable f16;\nenable chromium_experimental_subgroup_matrix;", 1)
+    return SGMAT_DIAGNOSTICS + head + finish_fn(e) + sgmat_main(g, stage_a + "\n" + stage_b), roles
+
+
 def _params(p: QuantMatmulProblem) -> tuple[int, ...]:
     zero = [0, 0, 0, 0]
     return tuple([p.m, p.n, p.k, 1] + p.a.words() + p.out.words()
@@ -287,7 +349,13 @@ def plan_quant_matmul(p: QuantMatmulProblem, caps: DeviceCaps, variant: str | No
     if variant not in names:
         raise ValueError(f"quant matmul variant {variant!r} is not one of {names}")
     e = Epilogue(p.dtype, p.bias is not None, p.residual is not None, p.activation)
-    if variant in GEMV:
+    if variant in SGMAT:
+        spec = DENSE_VARIANTS[variant]
+        sg = tensor_core_subgroup_size(caps)
+        src, roles = _sgmat_source(p, e, spec, sg, vec8_axis(p.a, p.m, p.k))
+        bm, bn = spec.tile
+        grid, wg = (ceil_div(p.n, bn), ceil_div(p.m, bm), 1), (spec.sg_m * spec.sg_n * sg, 1, 1)
+    elif variant in GEMV:
         lk, ln = GEMV[variant]
         mr = 1 << max(0, (p.m - 1).bit_length())
         src, roles = _gemv_source(p, e, lk, ln, mr)

@@ -743,7 +743,7 @@ export async function load(source, options = {}) {
   return model;
 }
 
-const AUTOTUNE_MIN_FLOPS = 2 ** 30;   // smaller problems keep the default variant (kernels/autotune.py)
+const AUTOTUNE_MIN_FLOPS = 2 ** 20;   // smaller problems keep the default (PLAN_MIN_FLOPS, kernels/autotune.py)
 const AUTOTUNE_MAX_CANDIDATES = 6;
 const AUTOTUNE_STORAGE_KEY = "torch-webgpu-autotune";
 

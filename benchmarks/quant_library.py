@@ -1,0 +1,132 @@
+"""The kernel library's quantized-weight matmul variants on the raw runtime (no eager device, no
+torch_webgpu._C), each checked against a float64 reference before it is timed, beside torch CUDA's dense
+f16 matmul of the same shape in the same run.
+
+`python -m benchmarks.quant_library [--smoke] [--only SUBSTR,...] [--json FILE]`: the Llama-3.2-1B
+prefill GEMMs (1,024 tokens) with torchao's int4 (group 32, zero points) and int8 (per channel) weights
+and f16 activations, TFLOP/s from GPU timestamps per variant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+
+from .matmul_library import _import_library, _time_variant, cuda_event_seconds
+
+# (label, M, N, K): Llama-3.2-1B's q/o, k/v, gate/up and down projections over a 1,024-token prompt
+CASES = [("prefill 1024x2048x2048", 1024, 2048, 2048), ("prefill 1024x512x2048", 1024, 512, 2048),
+         ("prefill 1024x8192x2048", 1024, 8192, 2048), ("prefill 1024x2048x8192", 1024, 2048, 8192)]
+SMOKE_CASES = [("prefill 40x48x64", 40, 48, 64)]
+FORMATS = {"i4g32z": ("i4", 32, True), "i8": ("i8", None, False)}   # group None: per channel
+
+
+def _weights(rng, n: int, k: int, fmt: str, group: int, zero: bool):
+    """q [N, K] in the format's range, zero points [N, G] (or None), f16 scales [N, G]."""
+    lo, hi = (-8, 7) if fmt == "i4" else (-128, 127)
+    q = rng.integers(lo, hi + 1, (n, k), dtype=np.int8)
+    z = rng.integers(lo, hi + 1, (n, k // group), dtype=np.int8) if zero else None
+    s = (rng.random((n, k // group), dtype=np.float32) * 0.05 + 0.01).astype(np.float16)
+    return q, z, s
+
+
+def figures(smoke: bool = False, reps: int = 10, only: str | None = None, verbose: bool = True) -> list[dict]:
+    """One row per (case, format, variant) with TFLOP/s and the check's error, plus torch CUDA's rows."""
+    runtime, kernels, mm = _import_library()
+    import importlib
+
+    qm = importlib.import_module("torch_webgpu.kernels.quant_matmul")
+    rt = runtime.get_runtime()
+    caps = kernels.DeviceCaps.from_runtime(rt)
+    rows: list[dict] = []
+    rng = np.random.default_rng(0)
+    if not caps.shader_f16:
+        return [{"case": "-", "variant": "-", "error": "no shader-f16"}]
+    for label, m, n, k in SMOKE_CASES if smoke else CASES:
+        a = rng.standard_normal((m, k), dtype=np.float32).astype(np.float16)
+        for fname, (fmt, group, zero) in FORMATS.items():
+            group = group or k
+            q, z, s = _weights(rng, n, k, fmt, group, zero)
+            w = q.astype(np.float64) - (np.repeat(z, group, 1) if zero else 0)
+            w = w * np.repeat(s.astype(np.float64), group, 1)
+            ref = a.astype(np.float64) @ w.T
+            arrays = {"a": a, "q": qm.pack_weight(q, fmt), "scale": qm.pack_scales(s),
+                      "out": np.zeros((m, n), np.float16)}
+            if zero:
+                arrays["zero"] = qm.pack_bytes(z)
+            ids = {}
+            for role, arr in arrays.items():
+                ids[role] = rt.allocate(arr.nbytes)
+                rt.upload(ids[role], np.ascontiguousarray(arr))
+            p = qm.QuantMatmulProblem(m, n, k, mm.Layout(0, 0, k, 1), mm.Layout(0, 0, n, 1),
+                                      qm.QuantWeight(fmt, group, zero, "f16"), "f16")
+            names = qm.quant_variants(p, caps)
+            if only:
+                names = [v for v in names if any(o in v for o in only.split(","))]
+            for variant in names:
+                row = {"case": label, "format": fname, "variant": variant, "m": m, "n": n, "k": k}
+                try:
+                    launch = qm.plan_quant_matmul(p, caps, variant)
+                    rt.fill(ids["out"], 0x7E007E00)   # NaN: unwritten
+                    kernels.record(launch, ids, rt)
+                    got = rt.download_array(ids["out"], np.float16, m * n).reshape(m, n).astype(np.float64)
+                    err = float(np.nanmax(np.abs(got - ref)) / max(1e-30, float(np.abs(ref).max())))
+                    row["rel_error"] = err if np.isfinite(got).all() else float("inf")
+                    if row["rel_error"] > 1e-2:
+                        row["error"] = f"wrong result (max relative error {row['rel_error']:.3g})"
+                    else:
+                        seconds = _time_variant(rt, kernels, launch, ids, reps)
+                        row["us"] = seconds * 1e6
+                        row["tflops"] = 2.0 * m * n * k / max(seconds, 1e-9) / 1e12
+                except Exception as exc:  # one variant failing must not stop the others
+                    row["error"] = f"{type(exc).__name__}: {str(exc)[-3000:]}"
+                rows.append(row)
+                if verbose:
+                    print(json.dumps(row), flush=True)
+            for i in ids.values():
+                rt.free(i)
+        cuda = _torch_cuda_f16(a, n, reps)
+        if cuda is not None:
+            rows.append({"case": label, "format": "f16 dense", "variant": "torch-cuda",
+                         "tflops": 2.0 * m * n * k / cuda / 1e12})
+            if verbose:
+                print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def _torch_cuda_f16(a: np.ndarray, n: int, reps: int) -> float | None:
+    """Median seconds of torch CUDA's f16 linear (dense weight) of the same shape, or None without CUDA."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    ta = torch.from_numpy(a).cuda()
+    w = torch.randn(n, a.shape[1], dtype=torch.float16, device="cuda")
+    return cuda_event_seconds(lambda: torch.nn.functional.linear(ta, w), reps)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: run the figures, print the best variant per case and format, optionally write JSON."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--only", default=None, help="comma-separated substrings of the variants to run")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    rows = figures(args.smoke, args.reps, args.only)
+    for key in sorted({(r["case"], r.get("format")) for r in rows}, key=str):
+        ours = [r for r in rows if (r["case"], r.get("format")) == key and "tflops" in r]
+        if ours:
+            best = max(ours, key=lambda r: r["tflops"])
+            print(f"{key[0]} {key[1]}: {best['variant']} {best['tflops']:.2f} TFLOP/s")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
