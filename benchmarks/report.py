@@ -258,7 +258,15 @@ def has_figures(results: list[Measurement], targets: tuple[Target, ...]) -> bool
 
 
 def _target_row(group: list[Measurement], t: Target) -> tuple[bool, str]:
-    """(met, markdown row) of one target within one run's figures."""
+    """(met, markdown row) of one target within one run's figures (a smoke run's tiny model is marked)."""
+    ok, row = _target_verdict(group, t)
+    ours = _find(group, t.name, t.ours)
+    if ours is not None and ours.params.get("tiny"):
+        row = row.removesuffix(" |") + " (tiny model, not the goal's size) |"
+    return ok, row
+
+
+def _target_verdict(group: list[Measurement], t: Target) -> tuple[bool, str]:
     ours = _find(group, t.name, t.ours)
     fmt = "{0.median:.4g} {0.unit}".format
     if t.absolute is not None:

@@ -146,3 +146,23 @@ def test_generate_without_torch(llama, decoder_bundle, tmp_path):
     greedy, sampled = json.loads(proc.stdout.strip().splitlines()[-1])
     assert greedy == want.tolist()
     assert sampled[0][:6] == prompt[0].tolist() and len(sampled[0]) <= 13
+
+
+def test_int4_decoder_bundle_matches_torchao_cpu(tmp_path):
+    """torchao int4 (group 32) linears: the packed weights are stored and uploaded once for both phases,
+    and greedy decoding gives torchao's CPU tokens."""
+    from torchao.quantization import IntxWeightOnlyConfig, quantize_
+    from torchao.quantization.granularity import PerGroup
+
+    model = _tiny_llama()
+    quantize_(model, IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(32)),
+              filter_fn=lambda m, fqn: isinstance(m, torch.nn.Linear) and fqn != "lm_head")
+    prompt = _prompt(7)
+    want = model.generate(prompt, max_new_tokens=6, do_sample=False)
+    bundle = torch_webgpu.load(torch_webgpu.export_decoder(model, tmp_path / "int4", max_len=16,
+                                                           prompt_buckets=(8,)))
+    phases = bundle.manifest["decoder"]["phases"]
+    shared = [{key for _, key, is_weight in p["constants"] if is_weight} for p in phases.values()]
+    assert shared[0] == shared[1] and len(bundle.weight_buffers) == len(shared[0])
+    assert any("|" in key for key in shared[0])      # packed int4 weights, keyed by their packing
+    assert bundle.generate(prompt[0].numpy(), 6).tolist() == want.tolist()
