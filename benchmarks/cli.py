@@ -21,8 +21,8 @@ from .report import (
     write_json,
 )
 
-SUITES = {"micro": ["tiny_dispatch", "eager_per_op", "host_overhead", "matmul", "bandwidth", "nn_ops",
-                    "compile_time"],
+SUITES = {"micro": ["tiny_dispatch", "eager_per_op", "host_overhead", "graphs", "matmul", "bandwidth",
+                    "nn_ops", "compile_time"],
           "models": ["models"], "llm": ["llm"]}   # llm: not in `all` (1B-parameter models)
 
 
@@ -51,6 +51,9 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--late-margin", type=float, default=60.0, metavar="SECONDS",
                      help="with --budget, the late backends start no figure in the last SECONDS (a compile "
                           "in flight then would overrun the budget and lose its suite's figures)")
+    run.add_argument("--late-only", default=None, metavar="REGEX",
+                     help="the late backends measure only the figures whose benchmark name matches REGEX "
+                          "(e.g. one model of a suite: inductor's compiles of a 1B model cost minutes each)")
     run.add_argument("--no-check", action="store_true",
                      help="do not compare GPU figures with torch CPU before timing them")
     prep = sub.add_parser("prepare", help="compile the webgpu-compiled figures into bundles (GPU machines)")
@@ -116,8 +119,10 @@ def main(argv: list[str] | None = None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     meta = None
     for name, group in tqdm(steps, desc="benchmarks", unit="suite"):
-        if group is late and args.budget is not None:
-            settings.deadline = start + args.budget - args.late_margin
+        if group is late:
+            settings.only = args.late_only
+            if args.budget is not None:
+                settings.deadline = start + args.budget - args.late_margin
         module = importlib.import_module(f"benchmarks.suites.{name}")
         suite_start = time.monotonic()
         try:

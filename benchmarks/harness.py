@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import statistics
 import time
 from collections.abc import Callable
@@ -80,6 +81,11 @@ class Settings:
     bundle_dir: Path | None = None  # prepared bundles for webgpu-compiled where the compiler is absent
     check: bool = True              # compare each GPU figure's first output with torch CPU before timing
     deadline: float | None = None   # time.monotonic() past which figures are skipped (a device call's budget)
+    only: str | None = None         # a regular expression: figures of other benchmark names are not run
+
+    def wants(self, name: str) -> bool:
+        """Whether figure `name` is to be measured at all (`only`)."""
+        return self.only is None or re.search(self.only, name) is not None
 
     def past_deadline(self) -> bool:
         """True once the run's time budget is spent (figures after that are listed as skipped)."""
@@ -216,6 +222,8 @@ def time_figure(settings: Settings, backend, suite: str, name: str, module, key:
     None when the figure cannot be measured (or the run's time budget is spent); the failure is
     recorded in `settings` with its cause.
     """
+    if not settings.wants(name):
+        return None
     if settings.past_deadline():
         settings.failures.append(Failure(suite, name, backend.name, "skipped: time budget spent"))
         return None

@@ -223,6 +223,11 @@ ISSUE12_TARGETS: tuple[Target, ...] = (
            "torch-cuda", 0.5),
     Target("BERT-base 128 tokens eager vs torch CUDA eager", r"BERT-base encoder \(128 tokens\) latency",
            "webgpu-eager", "torch-cuda", 0.5),
+    # issue 13: an eager model captured with torch.webgpu.graph replays >= 3x faster than eager
+    Target("MLP captured with torch.webgpu.graph: replay vs eager (issue 13)",
+           r"graph: MLP .* per call \(synchronised\)", "webgpu-graph", "webgpu-eager", 3.0),
+    Target("transformer block captured with torch.webgpu.graph: replay vs eager (issue 13)",
+           r"graph: transformer block .* per call \(synchronised\)", "webgpu-graph", "webgpu-eager", 3.0),
 )
 
 

@@ -17,7 +17,8 @@ ALLOWED = {
     "kernels": {"runtime"},
     "device_state": {"runtime", "_C"},
     "ops": {"runtime", "kernels", "device_state", "_C"},
-    "device": {"runtime", "device_state", "ops", "_C"},
+    "graphs": {"runtime", "device_state", "ops", "_C"},
+    "device": {"runtime", "device_state", "ops", "graphs", "_C"},
     "compiler": {"runtime", "kernels", "mlir_passes"},
 }
 

@@ -15,8 +15,15 @@ from typing import Any
 
 import torch
 
-from . import _C
+from . import _C, graphs  # noqa: F401  (torch.webgpu.graphs)
 from .device_state import default_generators, runtime  # noqa: F401  (torch.webgpu.default_generators)
+from .graphs import (  # noqa: F401  (torch.webgpu.WebGPUGraph, graph, ...: the CUDA graphs API)
+    GraphCaptureError,
+    WebGPUGraph,
+    graph,
+    is_current_stream_capturing,
+    make_graphed_callables,
+)
 from .runtime import OutOfMemoryError, WebGPUError, runtime_initialized
 from .runtime.buffers import bucket_size
 
@@ -214,7 +221,7 @@ def set_rng_state_all(new_states: list[torch.Tensor]) -> None:
 
 def _stats() -> dict[str, int]:
     if not runtime_initialized():
-        return {"allocated": 0, "max_allocated": 0, "reserved": 0, "live_buffers": 0}
+        return {"allocated": 0, "max_allocated": 0, "reserved": 0, "live_buffers": 0, "graph_held": 0}
     return runtime().memory_stats()
 
 
@@ -237,7 +244,7 @@ def memory_reserved(device: Any = None) -> int:
 
 
 def memory_stats(device: Any = None) -> dict[str, int]:
-    """Allocated, peak, reserved bytes and live buffer count of the webgpu pool."""
+    """Allocated, peak, reserved bytes, live buffer count and bytes held for graphs of the webgpu pool."""
     _check_index(device)
     return dict(_stats())
 

@@ -9,7 +9,7 @@ import copy
 import torch
 
 from ..backends import available_torch_backends, webgpu_adapter_is_cpu
-from ..harness import Measurement, Settings, summarize, time_figure
+from ..harness import Failure, Measurement, Settings, cpu_reference, summarize, time_figure
 from ..model_zoo import llama_cases as model_cases
 from .models import model_bundle_cases
 
@@ -63,10 +63,19 @@ def run(settings: Settings, backends: list[str]) -> list[Measurement]:
     tiny = settings.smoke or webgpu_adapter_is_cpu(backends)
     results = []
     for case in model_cases(tiny):
+        if not settings.wants(case.name):
+            continue
+        runnable = available_torch_backends(backends, settings.bundle_dir, host_io=True)
+        if settings.past_deadline():
+            # building a 1B-parameter model on the host costs ~15 s: not for figures that would be skipped
+            settings.failures += [Failure("models", case.name, b.name, "skipped: time budget spent")
+                                  for b in runnable]
+            continue
         torch.manual_seed(0)
         model = case.build().eval()
         inputs = case.inputs()
-        for backend in available_torch_backends(backends, settings.bundle_dir, host_io=True):
+        reference = _shared_reference(model, inputs)
+        for backend in runnable:
             baseline = memory_baseline(backend.device)
             # A prepared bundle holds the weights itself (given from the module at load): the module stays
             # on the host, so its weights are not counted twice.
@@ -77,7 +86,8 @@ def run(settings: Settings, backends: list[str]) -> list[Measurement]:
             args = tuple(t.to(backend.device) for t in inputs)
             with torch.no_grad():
                 times = time_figure(settings, backend, "models", case.name, placed, f"model-{case.name}",
-                                    args, profile=backend.name == "webgpu-compiled")
+                                    args, profile=backend.name == "webgpu-compiled",
+                                    reference=reference)
             if times is None:
                 del placed, args
                 continue
@@ -93,3 +103,15 @@ def run(settings: Settings, backends: list[str]) -> list[Measurement]:
                                           " inputs (KV cache), outputs, activations, plan buffers"}))
             del placed, args
     return results
+
+
+def _shared_reference(model: torch.nn.Module, inputs: tuple):
+    """cpu_reference of `model`, computed on first use and shared by every backend (a 1B-parameter
+    model's CPU run costs seconds)."""
+    memo: list[tuple] = []
+
+    def reference() -> tuple:
+        if not memo:
+            memo.append(cpu_reference(model, inputs))
+        return memo[0]
+    return reference

@@ -56,6 +56,15 @@ def test_figures_past_the_budget_are_listed_as_skipped():
     assert [f.error for f in settings.failures] == ["skipped: time budget spent"]
 
 
+def test_only_measures_the_matching_figures():
+    settings = Settings(smoke=True, only="f16 decode")
+    assert settings.wants("Llama-3.2-1B f16 decode (KV cache 2048)") and not settings.wants("scale")
+    backend = _eager()
+    module, args = _inputs(backend)
+    assert time_figure(settings, backend, "micro", "scale", module, "scale", args) is None
+    assert settings.failures == []   # left out on purpose, not a failure
+
+
 def test_dispatch_kinds():
     assert dispatch_kind("matmul.f32.tile64x64.r4x4") == "library"
     assert dispatch_kind("reduce.sum.f32.pass2") == "library"

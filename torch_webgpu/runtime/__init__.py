@@ -5,6 +5,7 @@ from .backend import backend_name
 from .buffers import DeviceBuffer, align_up
 from .errors import (
     DeviceLostError,
+    GraphCaptureError,
     LimitExceededError,
     NoAdapterError,
     OutOfMemoryError,
@@ -17,7 +18,8 @@ from .profiling import DispatchTiming
 from .runtime import BufferSlice, Constant, Runtime, device_info, get_runtime, runtime_initialized
 
 __all__ = [
-    "BufferSlice", "Constant", "DeviceBuffer", "DeviceInfo", "DeviceLostError", "DispatchTiming", "Kernel",
+    "BufferSlice", "Constant", "DeviceBuffer", "DeviceInfo", "DeviceLostError", "DispatchTiming",
+    "GraphCaptureError", "Kernel",
     "LimitExceededError", "NoAdapterError", "OutOfMemoryError", "Runtime", "ShaderCompilationError",
     "ValidationError", "WebGPUError", "align_up", "backend_name", "device_info", "get_runtime",
     "runtime_initialized",

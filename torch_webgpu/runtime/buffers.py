@@ -71,6 +71,11 @@ class BufferPool:
         self._on_release = on_release or (lambda buffer_id: None)
         self._live: dict[int, DeviceBuffer] = {}
         self._free: dict[int, list[_Pooled]] = defaultdict(list)
+        # Captured graphs pin the GPU buffers their commands touch: one released while pinned is held
+        # here, out of the free lists, until the last graph holding it lets go (so replays never write
+        # memory that was handed to another tensor).
+        self._pins: dict[int, int] = {}   # serial -> number of graphs pinning it
+        self._held: dict[int, _Pooled] = {}
         self._ids = itertools.count(1)
         self._serials = itertools.count(1)
         self.freed_source: Callable[[], Iterable[int]] | None = None
@@ -130,7 +135,31 @@ class BufferPool:
             return
         self._on_release(buffer_id)
         self.allocated_bytes -= buf.capacity
-        self._free[buf.capacity].append(_Pooled(buf.gpu, buf.capacity, buf.serial))
+        pooled = _Pooled(buf.gpu, buf.capacity, buf.serial)
+        if buf.serial in self._pins:
+            self._held[buf.serial] = pooled
+        else:
+            self._free[buf.capacity].append(pooled)
+
+    def pin(self, serial: int) -> None:
+        """Keep the GPU buffer `serial` out of reuse after its id is released, until `unpin`."""
+        self._pins[serial] = self._pins.get(serial, 0) + 1
+
+    def unpin(self, serial: int) -> None:
+        """Undo one `pin`; the buffer returns to the free lists if its id was released meanwhile."""
+        count = self._pins.get(serial, 0) - 1
+        if count > 0:
+            self._pins[serial] = count
+            return
+        self._pins.pop(serial, None)
+        pooled = self._held.pop(serial, None)
+        if pooled is not None:
+            self._free[pooled.capacity].append(pooled)
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes of released buffers kept alive for captured graphs."""
+        return sum(p.capacity for p in self._held.values())
 
     def drain_freed(self) -> None:
         """Release ids queued by a foreign owner (the C++ allocator's deleter queue)."""
@@ -149,6 +178,10 @@ class BufferPool:
         self._free.clear()
         self.reserved_bytes -= released
         return released
+
+    def live(self) -> list[DeviceBuffer]:
+        """The live buffers."""
+        return list(self._live.values())
 
     def __len__(self) -> int:
         return len(self._live)

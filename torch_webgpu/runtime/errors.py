@@ -50,3 +50,7 @@ _LINE_RE = re.compile(r":(\d+):(\d+)\s+error")
 def _first_error_line(message: str) -> int | None:
     match = _LINE_RE.search(message)
     return int(match.group(1)) if match else None
+
+
+class GraphCaptureError(WebGPUError):
+    """Work that a captured graph (torch.webgpu.graph) cannot replay was requested during capture."""

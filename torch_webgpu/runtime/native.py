@@ -151,6 +151,28 @@ class ProgramBuilder:
         self.commands.append((_DISPATCH, handle(kernel.pipeline), handle(kernel.layout(0)), *counts,
                               tuple(entries)))
 
+    def dispatch_resolved(self, kernel: Any, resources: Sequence[tuple],
+                          counts: tuple[int, int, int]) -> None:
+        """A dispatch whose bindings are already resolved to (gpu buffer, serial, offset, size) — a
+        captured graph's, whose buffer ids may be gone while the GPU buffers stay pinned."""
+        entries = tuple((i, handle(gpu), -1, offset, size)
+                        for i, (gpu, _, offset, size) in enumerate(resources))
+        self.keep.append(kernel)
+        self.keep.extend(r[0] for r in resources)
+        self.commands.append((_DISPATCH, handle(kernel.pipeline), handle(kernel.layout(0)), *counts, entries))
+
+    def copy_resolved(self, src_gpu: Any, src_offset: int, dst_gpu: Any, dst_offset: int,
+                      nbytes: int) -> None:
+        """A copy between GPU buffers given directly (see dispatch_resolved)."""
+        self.keep.extend((src_gpu, dst_gpu))
+        self.commands.append((_COPY, handle(src_gpu), -1, src_offset, handle(dst_gpu), -1, dst_offset,
+                              int(nbytes)))
+
+    def clear_resolved(self, gpu: Any, offset: int, nbytes: int) -> None:
+        """A clear of a GPU buffer's range given directly (see dispatch_resolved)."""
+        self.keep.append(gpu)
+        self.commands.append((_CLEAR, handle(gpu), -1, offset, int(nbytes)))
+
     def copy(self, src: Operand, dst: Operand, nbytes: int) -> None:
         """A buffer-to-buffer copy of `nbytes` (4-byte aligned)."""
         if nbytes:
@@ -200,12 +222,18 @@ class NativeProgram:
         rt.check_alive()
         if self._queue is None:
             self._queue = handle(rt.device.queue)
+        capture = rt.capture
+        if capture is not None and submit:
+            submit = False   # the capture notes the program; submitting stays the recorder's
+        before = recorder.commands
         if submit and not recorder.has_pending:
             encoder = 0   # nothing recorded before: C++ makes, submits and releases its own encoder
         else:
             encoder = handle(recorder.encoder())   # ends the recorder's open pass: program order is kept
         self._run(self._capsule, encoder, slots, self._queue if submit else 0)
         recorder.commands += self.commands
+        if capture is not None:
+            capture.program(self, slots, recorder.commands - before)
         rt.dispatches += self.dispatches
         if submit:
             recorder.submitted_elsewhere()

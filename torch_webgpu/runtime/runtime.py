@@ -85,6 +85,9 @@ class Runtime:
         # Checks of device-side error flags, run once the queue has been waited on (synchronize, a
         # download): like CUDA's device-side asserts, an error found on the GPU surfaces at the next sync.
         self._after_wait: list[Any] = []
+        # The open graph capture (runtime/capture.py CommandCapture), or None: the recording entry points
+        # below note every command in it, and refuse uploads, readbacks and waits.
+        self.capture: Any = None
 
     # ---- introspection -------------------------------------------------------------------------
     def describe(self) -> str:
@@ -135,6 +138,8 @@ class Runtime:
         if n == 0:
             return
         with self.lock:
+            if self.capture is not None:
+                self.capture.refuse("upload", f"{n} bytes into buffer {buffer_id}")
             buf = self.pool.get(buffer_id)
             self._check_range(buf, offset, n, "upload")
             start, end = offset - offset % ALIGNMENT, align_up(offset + n)
@@ -170,6 +175,8 @@ class Runtime:
         return np.frombuffer(raw, dtype=dtype, count=count).copy()
 
     def _download_locked(self, buf: DeviceBuffer, offset: int, nbytes: int) -> bytes:
+        if self.capture is not None:
+            self.capture.refuse("download", f"{nbytes} bytes of buffer {buf.id}")
         start, end = offset - offset % ALIGNMENT, align_up(offset + nbytes)
         size = end - start
         staging = self._take_staging(size)
@@ -218,6 +225,8 @@ class Runtime:
                 return
             if pattern == 0:
                 self.recorder.encoder().clear_buffer(buf.gpu, offset, nbytes)
+                if self.capture is not None:
+                    self.capture.clear(buf, offset, nbytes)
                 self._maybe_submit()
                 return
             self.dispatch(*self.fill_launch(buffer_id, pattern, offset, nbytes))
@@ -261,6 +270,8 @@ class Runtime:
                 raise ValueError("copy offsets and size must be multiples of 4 bytes")
             if nbytes:
                 self.recorder.encoder().copy_buffer_to_buffer(s.gpu, src_offset, d.gpu, dst_offset, nbytes)
+                if self.capture is not None:
+                    self.capture.copy(s, src_offset, d, dst_offset, nbytes)
                 self._maybe_submit()
 
     def constant(self, data: bytes) -> Constant:
@@ -318,18 +329,25 @@ class Runtime:
             bind_group = self._bound.get(key)
             if bind_group is None:
                 bind_group = self._bind(kernel, key, label)
-            profiler = self._profiler
-            if profiler is not None and profiler.use_timestamps and profiler.full:
-                self._submit_locked()
-            writes = profiler.timestamp_writes(label) if profiler is not None else None
-            self.recorder.dispatch(kernel.pipeline, bind_group, counts, writes)
-            self.dispatches += 1
-            if profiler is not None and not profiler.use_timestamps:
-                start = now()
-                self._submit_locked(wait=True)
-                profiler.wall_clock(label, now() - start)
-            else:
-                self._maybe_submit()
+            if self.capture is not None:
+                self.capture.dispatch(kernel, bindings, counts, label)
+            self.record_bound(kernel.pipeline, bind_group, counts, label)
+
+    def record_bound(self, pipeline: Any, bind_group: Any, counts: tuple[int, int, int], label: str) -> None:
+        """Record a dispatch of a pipeline with a prepared bind group (timed inside `profile()`); the
+        caller holds the lock and has checked `counts`."""
+        profiler = self._profiler
+        if profiler is not None and profiler.use_timestamps and profiler.full:
+            self._submit_locked()
+        writes = profiler.timestamp_writes(label) if profiler is not None else None
+        self.recorder.dispatch(pipeline, bind_group, counts, writes)
+        self.dispatches += 1
+        if profiler is not None and not profiler.use_timestamps:
+            start = now()
+            self._submit_locked(wait=True)
+            profiler.wall_clock(label, now() - start)
+        else:
+            self._maybe_submit()
 
     def _bind(self, kernel: Kernel, key: tuple, label: str) -> Any:
         bindings = key[1]
@@ -386,6 +404,8 @@ class Runtime:
             self._submit_locked()
 
     def _submit_locked(self, wait: bool = False) -> None:
+        if wait and self.capture is not None:
+            self.capture.refuse("synchronize")
         self.check_alive()
         profiler = self._profiler
         self.recorder.before_finish = profiler.before_finish if profiler is not None else None
@@ -438,11 +458,13 @@ class Runtime:
 
     # ---- memory statistics ---------------------------------------------------------------------
     def memory_stats(self) -> dict[str, int]:
-        """Bytes allocated (live ids), peak allocated, and reserved by the pool."""
+        """Bytes allocated (live ids), peak allocated, reserved by the pool, and held for captured graphs
+        (buffers freed while a graph's commands still use them)."""
         with self.lock:
             self.pool.drain_freed()
             return {"allocated": self.pool.allocated_bytes, "max_allocated": self.pool.max_allocated_bytes,
-                    "reserved": self.pool.reserved_bytes, "live_buffers": len(self.pool)}
+                    "reserved": self.pool.reserved_bytes, "live_buffers": len(self.pool),
+                    "graph_held": self.pool.held_bytes}
 
     def empty_cache(self) -> None:
         """Return unused pooled buffers to the device."""
