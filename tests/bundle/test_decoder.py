@@ -166,3 +166,12 @@ def test_int4_decoder_bundle_matches_torchao_cpu(tmp_path):
     assert shared[0] == shared[1] and len(bundle.weight_buffers) == len(shared[0])
     assert any("|" in key for key in shared[0])      # packed int4 weights, keyed by their packing
     assert bundle.generate(prompt[0].numpy(), 6).tolist() == want.tolist()
+
+
+def test_web_commands_refuse_decode_bundles(decoder_bundle, tmp_path, capsys):
+    from torch_webgpu.cli.main import main
+
+    assert main(["export-web", str(decoder_bundle), str(tmp_path / "site")]) != 0
+    assert "torch-webgpu.js does not run yet" in capsys.readouterr().err
+    assert main(["inspect", str(decoder_bundle)]) == 0
+    assert "decode bundle: max_len 24, prompt buckets [4, 8]" in capsys.readouterr().out

@@ -490,6 +490,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 # -- web -----------------------------------------------------------------------------------------------
 
+def _refuse_decoder(manifest: dict, bundle: Any) -> None:
+    if manifest.get("kind") == "decoder":
+        raise ValueError(f"{bundle} is a decode bundle, which torch-webgpu.js does not run yet; use "
+                         "`torch-webgpu generate` (or torch_webgpu.load(path).generate) instead")
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """`torch-webgpu serve`."""
     from torch_webgpu.bundle.format import read_manifest
@@ -499,6 +505,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     bundle = Path(args.bundle)
     manifest = read_manifest(bundle)   # a corrupted bundle fails here, not only in the page
+    _refuse_decoder(manifest, bundle)
     weights = Path(args.weights) if args.weights else None
     server = make_server(bundle_mounts(bundle, weights), page_config(bundle, weights), args.host, args.port,
                          args.verbose)
@@ -517,8 +524,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_export_web(args: argparse.Namespace) -> int:
     """`torch-webgpu export-web`."""
+    from torch_webgpu.bundle.format import read_manifest
+
     from .web import export_web
 
+    _refuse_decoder(read_manifest(args.bundle), args.bundle)
     out = export_web(args.bundle, args.directory, args.weights)
     print(f"wrote {out}: index.html and torch-webgpu.js with the bundle; serve the directory over https "
           "(or localhost) and open index.html")
