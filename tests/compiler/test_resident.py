@@ -60,3 +60,22 @@ def test_plans_share_constant_buffers(step_plan):
     h = np.zeros((4, 8), np.float32)
     np.testing.assert_array_equal(first.run_resident([x.numpy(), h])[0],
                                   second.run_resident([x.numpy(), h])[0])
+
+
+def test_all_resident_calls_run_natively(step_plan):
+    """Every output kept on the device: the native executor records the call (checked bit for bit against
+    the Python executor by the session's TORCH_WEBGPU_EXECUTOR=check)."""
+    model, x, plan = step_plan
+    compiled = lowering(plan)
+    h = np.zeros((4, 8), np.float32)
+    want = torch.zeros(4, 8)
+    for _ in range(3):
+        out, total = compiled.run_resident([x.numpy(), h], resident=(0, 1))
+        with torch.no_grad():
+            want, want_total = model(x, want)
+        np.testing.assert_allclose(out.numpy(), want.numpy(), atol=1e-5)
+        np.testing.assert_allclose(total.numpy(), want_total.numpy(), atol=1e-4)
+        h = out
+    if compiled.executor == "native":
+        [layout] = compiled._layouts.values()
+        assert any(program is not None for program in layout.native.values()), compiled.native_unsupported

@@ -598,18 +598,61 @@ class CompiledPlan:
     def run_resident(self, args: Sequence[Any], resident: Sequence[int] = ()) -> list[Any]:
         """Run the graph once without torch: inputs are numpy arrays or DeviceArrays (bound zero-copy),
         the plan outputs numbered in `resident` stay on the device as DeviceArrays, the others come back
-        as numpy arrays (the only readback). Runs the Python executor."""
+        as numpy arrays (the only readback). When every output stays on the device the native executor
+        records the call (where it covers the plan), else the Python executor."""
         with self.rt.lock:
             layout = self._layout(self._check_shapes(args))
             buffers = self._bind_inputs(args, layout, [])
-            state = _State(self, buffers, layout.dispatches)
-            state.layout, state.results, state.to_device = layout, {}, None
-            state.resident = frozenset(resident)
-            for node in layout.main:
-                SHADER_TO_FUNC[node.op](state, node)
+            resident = frozenset(resident)
+            native = None
+            if self._native_allowed() and resident >= set(range(len(layout.outputs))) and all(
+                    o.dtype == o.device_dtype for o in layout.outputs):
+                native = self._native(layout, True, ())
+                if native is not None and native.writes_inputs:
+                    native = None   # aliasing between inputs is the Python executor's to handle
+            state = self._resident_state(layout, buffers, resident)
+            if native is not None:
+                self._record_native_resident(native, state, buffers)
+            else:
+                for node in layout.main:
+                    SHADER_TO_FUNC[node.op](state, node)
             outputs = self._finish(state, args, numpy_mode=True)
+            if native is not None and self.check_native and not native.checked:
+                # TORCH_WEBGPU_EXECUTOR=check: the Python executor's run must give the same bits
+                reference = self._resident_state(layout, buffers, resident)
+                for node in layout.main:
+                    SHADER_TO_FUNC[node.op](reference, node)
+                again = self._finish(reference, args, numpy_mode=True)
+                what = self.plan.meta.get("name", "plan")
+                assert_same_outputs([o.numpy() for o in outputs], [o.numpy() for o in again], what)
+                for o in again:
+                    o.release()
+                mark_checked(native)
         self.calls += 1
         return [_map_output(i, outputs, args) for i in self.plan.output_map]
+
+    def _resident_state(self, layout: _Layout, buffers: dict[str, tuple[int, int]],
+                        resident: frozenset[int]) -> _State:
+        state = _State(self, buffers, layout.dispatches)
+        state.layout, state.results, state.to_device, state.resident = layout, {}, None, resident
+        return state
+
+    def _record_native_resident(self, native: NativeLayout, state: _State,
+                                buffers: dict[str, tuple[int, int]]) -> None:
+        """One call through the native program with its device outputs in new runtime buffers."""
+        pool = self.rt.pool
+        slots: list[int] = []
+        for k in native.input_slots:
+            buf_id, base = buffers[f"in{k}"]
+            slots += (native_handle(pool.get(buf_id).gpu), base)
+        results = dict(native.results)
+        for i in native.output_slots:
+            spec = state.layout.outputs[i]
+            out = DeviceArray(self.rt, self.rt.allocate(max(_nbytes(spec), 4)), spec.shape, spec.device_dtype)
+            slots += (native_handle(pool.get(out.buffer).gpu), 0)
+            results[i] = ("device", out)
+        state.results = results
+        native.program.record(tuple(slots), submit=not native.reads_back)
 
     def _snapshot_inputs(self, native: NativeLayout, layout: _Layout,
                          buffers: dict[str, tuple[int, int]]) -> list[tuple[int, int]]:
