@@ -79,3 +79,32 @@ def test_all_resident_calls_run_natively(step_plan):
     if compiled.executor == "native":
         [layout] = compiled._layouts.values()
         assert any(program is not None for program in layout.native.values()), compiled.native_unsupported
+
+
+class _Tied(torch.nn.Module):
+    """Two linears sharing one 64 KiB weight, as an LM head tied to its embedding."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = torch.nn.Linear(256, 64, bias=False)
+        self.second = torch.nn.Linear(256, 64, bias=False)
+        self.second.weight = self.first.weight
+
+    def forward(self, x, y):
+        return self.first(x) + self.second(y)
+
+
+def test_tied_weights_share_one_buffer(tmp_path):
+    torch.manual_seed(0)
+    model = _Tied().eval()
+    x, y = torch.randn(2, 256), torch.randn(2, 256)
+    _, plan = load_plan(torch_webgpu.export(model, [x, y], tmp_path / "tied", target="webgpu-core"))
+    compiled = lowering(plan)
+    n_user = len(plan.inputs)
+    lifted = list(plan.constants.values())[:plan.num_constant_inputs]
+    big = [j for j, v in enumerate(lifted) if v.nbytes >= 1 << 16]
+    buffers = {compiled._static[f"in{n_user + j}"][0] for j in big}
+    assert len(big) == 2 and len(buffers) == 1     # the plan takes the weight twice, the device holds it once
+    with torch.no_grad():
+        np.testing.assert_allclose(compiled.run_resident([x.numpy(), y.numpy()])[0], model(x, y).numpy(),
+                                   atol=1e-4)

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from torch_webgpu.compiler.lowering import same_constant
+
 from .decoder_model import DecodeStep, PrefillStep, cache_shape, check_decoder
 from .exporter import _constant_weight_names, _versions, compile_traced, make_target, trace
 from .format import BUNDLE_FORMAT, BUNDLE_FORMAT_VERSION, write_bundle
@@ -76,6 +78,7 @@ def export_decoder(lm: torch.nn.Module, path: str | os.PathLike, *, max_len: int
     lm = lm.eval()
     tgt = make_target(target, f16)
     weights: dict[str, np.ndarray] = {}
+    stored: dict[tuple, list] = {}   # (shape, dtype) -> [(array, key)] of the model weights stored
     phases: dict[str, Any] = {}
     files: dict[str, bytes] = {}
     requires: dict[str, Any] = {"features": [], "limits": {}}
@@ -102,7 +105,12 @@ def export_decoder(lm: torch.nn.Module, path: str | os.PathLike, *, max_len: int
                 if held is not None and (held.dtype != value.dtype or held.shape != value.shape
                                          or not np.array_equal(held, value)):
                     key = f"{name}:{const}"   # the compiler prepared it differently for this phase
-            weights.setdefault(key, value)
+                if key not in weights:
+                    # tied weights (the embedding and the LM head) are stored once
+                    key = same_constant(stored, value) or key
+            if key not in weights:
+                weights[key] = value
+                stored.setdefault((tuple(value.shape), value.dtype.str), []).append((value, key))
             constants.append([const, key, model_name is not None])
         doc, wgsl = _plan_files(plan, name)
         files.update(wgsl)

@@ -279,15 +279,23 @@ class CompiledPlan:
         uploaded = {n.args["constant"] for n in plan.init if n.op is LowIROp.UPLOAD_CONSTANT}
         lifted = list(plan.constants.items())[:plan.num_constant_inputs]   # the rest: IREE's inlined ones
         self._constant_shapes = [tuple(v.shape) for _, v in lifted]
+        held: dict[tuple, list[tuple[np.ndarray, int]]] = {}
         for j, (name, value) in enumerate(lifted):
             if name in shared:
                 self._static[f"in{n_user + j}"] = (shared[name], 0)
+                continue
+            twin = same_constant(held, value)
+            if twin is not None:
+                # a tied weight (an embedding and the LM head): one buffer serves both
+                shared[name] = twin
+                self._static[f"in{n_user + j}"] = (twin, 0)
                 continue
             # Filled by the plan's UPLOAD_CONSTANT init nodes (plans saved before those existed: here).
             buf = self._allocate(max(value.nbytes, 4))
             if name not in uploaded:
                 self.rt.upload(buf, np.ascontiguousarray(value))
             self._static[f"in{n_user + j}"] = (buf, 0)
+            held.setdefault((tuple(value.shape), np.asarray(value).dtype.str), []).append((value, buf))
         self.dynamic = any(d is None for spec in plan.inputs for d in spec.shape)
         if host_expr.contains_expression([n.args for n in plan.init]):
             raise ValueError("a plan's init nodes cannot depend on the input shapes")
@@ -757,6 +765,23 @@ class CompiledPlan:
     def release(self) -> None:
         """Give the plan's buffers back to the runtime pool."""
         _free_all(self.rt, self._owned)
+
+
+TIED_MIN_BYTES = 1 << 16   # smaller constants are not worth comparing
+
+
+def same_constant(held: dict[tuple, list[tuple[Any, Any]]], value: Any) -> Any:
+    """What `held` ((shape, dtype) -> [(array, handle)]) keeps for an array bit-identical to `value`
+    (a tied weight), or None; compares a few bytes first, so distinct weights cost almost nothing."""
+    value = np.ascontiguousarray(value)
+    if value.nbytes < TIED_MIN_BYTES:
+        return None
+    raw = value.reshape(-1).view(np.uint8)
+    for other, handle in held.get((tuple(value.shape), value.dtype.str), ()):
+        other_raw = np.ascontiguousarray(other).reshape(-1).view(np.uint8)
+        if bytes(other_raw[:64]) == bytes(raw[:64]) and np.array_equal(other_raw, raw):
+            return handle
+    return None
 
 
 def _distinct_inputs(native: NativeLayout, buffers: dict[str, tuple[int, int]]) -> bool:
