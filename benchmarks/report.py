@@ -173,8 +173,10 @@ def autotune_table(choices: dict | None) -> str:
 
 @dataclass(frozen=True)
 class Target:
-    """A goal of issue 12: figure `name` (a regular expression, full match) on backend `ours` at least
-    `goal` times as fast as figure `ref_name` on `ref` in the same run; `goal` None: measured at all."""
+    """A goal: figure `name` (a regular expression, full match) on backend `ours` at least `goal` times as
+    fast as figure `ref_name` on `ref` in the same run; `goal` None: measured at all. With `absolute`
+    (a unit), `goal` is a value of our figure itself in that unit instead: at least it for a rate (a unit
+    ending in /s), at most it otherwise (ms, MB); `ref` is then unused."""
 
     label: str
     name: str
@@ -182,6 +184,7 @@ class Target:
     ref: str
     goal: float | None
     ref_name: str | None = None    # default: the same figure
+    absolute: str | None = None
 
 
 def _models(label: str, name: str) -> list[Target]:
@@ -228,41 +231,98 @@ ISSUE12_TARGETS: tuple[Target, ...] = (
 )
 
 
+# Issue 14's language-model figures (benchmarks/suites/llm.py; tiny smoke runs match too).
+_LLAMA = r"Llama-3\.2-1B(-tiny)? "
+_DECODE, _PREFILL = r"decode \(KV cache \d+\)", r"prefill \(\d+ tokens\)"
+
+ISSUE14_TARGETS: tuple[Target, ...] = (
+    Target("Llama-3.2-1B int4 decode ≥ 151 tokens/s (ExecuTorch WebGPU, M4 Pro)",
+           f"{_LLAMA}int4 {_DECODE} throughput", "webgpu-compiled", "", 151.0, absolute="tokens/s"),
+    Target("Llama-3.2-1B int4 prefill (1,024 tokens) ≥ 2,176 tokens/s (ExecuTorch WebGPU)",
+           f"{_LLAMA}int4 {_PREFILL} throughput", "webgpu-compiled", "", 2176.0, absolute="tokens/s"),
+    Target("int4 decode vs torch CUDA eager f16 decode", f"{_LLAMA}int4 {_DECODE} throughput",
+           "webgpu-compiled", "torch-cuda", 1.0, ref_name=f"{_LLAMA}f16 {_DECODE} throughput"),
+    Target("f16 decode vs inductor f16 decode", f"{_LLAMA}f16 {_DECODE} throughput", "webgpu-compiled",
+           "inductor-cuda", 0.8),
+    Target("int4 model device memory (decode, full KV cache) ≤ 1,200 MB",
+           f"{_LLAMA}int4 {_DECODE} device memory", "webgpu-compiled", "", 1200.0, absolute="MB"),
+)
+
+ISSUE_TARGETS: tuple[tuple[str, tuple[Target, ...]], ...] = (("Issue 12", ISSUE12_TARGETS),
+                                                             ("Issue 14", ISSUE14_TARGETS))
+
+
 def _find(results: list[Measurement], pattern: str, backend: str) -> Measurement | None:
     return next((r for r in results if r.backend == backend and re.fullmatch(pattern, r.name)), None)
 
 
-def targets_table(results: list[Measurement], targets: tuple[Target, ...] = ISSUE12_TARGETS) -> str:
-    """Markdown: each target as the ratio of our figure to its reference measured in the same run, with
-    pass/fail against its goal (a figure not measured fails); one table per run."""
+def has_figures(results: list[Measurement], targets: tuple[Target, ...]) -> bool:
+    """Whether any figure a target reads (ours or its reference) is among `results`."""
+    return any(_find(results, t.name, t.ours) or (t.ref and _find(results, t.ref_name or t.name, t.ref))
+               for t in targets)
+
+
+def _target_row(group: list[Measurement], t: Target) -> tuple[bool, str]:
+    """(met, markdown row) of one target within one run's figures (a smoke run's tiny model is marked)."""
+    ok, row = _target_verdict(group, t)
+    ours = _find(group, t.name, t.ours)
+    if ours is not None and ours.params.get("tiny"):
+        row = row.removesuffix(" |") + " (tiny model, not the goal's size) |"
+    return ok, row
+
+
+def _target_verdict(group: list[Measurement], t: Target) -> tuple[bool, str]:
+    ours = _find(group, t.name, t.ours)
+    fmt = "{0.median:.4g} {0.unit}".format
+    if t.absolute is not None:
+        value = ours.median if ours is not None and ours.unit == t.absolute else None
+        higher = t.absolute.endswith("/s")
+        ok = value is not None and (value >= t.goal if higher else value <= t.goal)
+        goal = f"{'≥' if higher else '≤'} {t.goal:g} {t.absolute}"
+        result = "PASS" if ok else ("not measured" if value is None else "fail")
+        ratio = f"{value / t.goal:.2f}× goal" if value is not None else "–"
+        return ok, (f"| {t.label} | {t.ours} | (absolute) | {fmt(ours) if ours else '–'} | – | {ratio} | "
+                    f"{goal} | {result} |")
+    ref = _find(group, t.ref_name or t.name, t.ref)
+    ratio = (relative_speed(ours.median, ref.median, ours.unit)
+             if ours and ref and ours.median and ref.median and ours.unit == ref.unit else None)
+    if t.goal is None:
+        ok, goal = ours is not None, "runs"
+    else:
+        ok, goal = ratio is not None and ratio >= t.goal, f"≥ {t.goal:g}×"
+    missing = ours is None or (ref is None and t.goal is not None)
+    result = "PASS" if ok else ("not measured" if missing else "fail")
+    return ok, (f"| {t.label} | {t.ours} | {t.ref} | {fmt(ours) if ours else '–'} | "
+                f"{fmt(ref) if ref else '–'} | {f'{ratio:.2f}×' if ratio is not None else '–'} | {goal} | "
+                f"{result} |")
+
+
+def targets_table(results: list[Measurement], targets: tuple[Target, ...] = ISSUE12_TARGETS,
+                  title: str = "Issue 12") -> str:
+    """Markdown: each target as the ratio of our figure to its reference measured in the same run (or to
+    its absolute goal), with pass/fail against its goal (a figure not measured fails); one table per run."""
     runs: dict = defaultdict(list)
     for r in results:
         runs[r.params.get("run")].append(r)
     out = []
     for run, group in runs.items():
-        out += ["", f"Issue 12 targets{f' ({run})' if run else ''}: ratio = how many times as fast as the "
-                "reference, same run.", "",
+        out += ["", f"{title} targets{f' ({run})' if run else ''}: ratio = how many times as fast as the "
+                "reference, same run (absolute goals: our figure against the goal).", "",
                 "| target | ours | reference | ours median | reference median | ratio | goal | result |",
                 "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         passed = 0
         for t in targets:
-            ours = _find(group, t.name, t.ours)
-            ref = _find(group, t.ref_name or t.name, t.ref)
-            fmt = "{0.median:.4g} {0.unit}".format
-            ratio = (relative_speed(ours.median, ref.median, ours.unit)
-                     if ours and ref and ours.median and ref.median and ours.unit == ref.unit else None)
-            if t.goal is None:
-                ok, goal = ours is not None, "runs"
-            else:
-                ok, goal = ratio is not None and ratio >= t.goal, f"≥ {t.goal:g}×"
-            missing = ours is None or (ref is None and t.goal is not None)
-            result = "PASS" if ok else ("not measured" if missing else "fail")
+            ok, row = _target_row(group, t)
             passed += ok
-            out.append(f"| {t.label} | {t.ours} | {t.ref} | "
-                       f"{fmt(ours) if ours else '–'} | {fmt(ref) if ref else '–'} | "
-                       f"{f'{ratio:.2f}×' if ratio is not None else '–'} | {goal} | {result} |")
+            out.append(row)
         out += ["", f"{passed} of {len(targets)} targets met."]
     return "\n".join(out) + "\n" if out else ""
+
+
+def issue_tables(results: list[Measurement]) -> str:
+    """The targets table of each issue whose figures the run has (issue 12's, issue 14's)."""
+    return "".join(targets_table(results, targets, title) for title, targets in ISSUE_TARGETS
+                   if has_figures(results, targets))
 
 
 HOST_GOAL_PER_CALL_US, HOST_GOAL_PER_DISPATCH_US = 50.0, 1.5   # issue 13: compiled host overhead
@@ -297,9 +357,10 @@ def host_overhead_table(results: list[Measurement]) -> str:
 
 def full_report(results: list[Measurement], profiles: list[DispatchProfile], failures: list[Failure],
                 autotune: dict | None) -> str:
-    """The markdown report of a run: issue-12 targets, issue-13 host overhead, every figure, library vs
-    IREE time, the autotuner's choices, where the time goes, and what was not measured."""
-    return (targets_table(results) + host_overhead_table(results) + "\n" + markdown_table(results)
+    """The markdown report of a run: the issue-12 and issue-14 targets (those whose figures it has),
+    issue-13 host overhead, every figure, library vs IREE time, the autotuner's choices, where the time
+    goes, and what was not measured."""
+    return (issue_tables(results) + host_overhead_table(results) + "\n" + markdown_table(results)
             + library_table(profiles)
             + autotune_table(autotune) + profile_table(profiles) + failure_table(failures))
 

@@ -16,7 +16,7 @@ __version__ = "0.1.0"
 from . import runtime  # noqa: E402, F401  (the HAL needs neither torch nor the compiler)
 
 
-def load(path: str | os.PathLike, weights: Any = None) -> bundle.Bundle:
+def load(path: str | os.PathLike, weights: Any = None) -> bundle.Bundle | Any:
     """Load a bundle written by `export` (or `torch-webgpu compile`); works without torch. `weights`
     (name -> array) supplies a bundle exported with `external_weights=True`."""
     from .bundle import load as _load
@@ -29,6 +29,15 @@ def export(model: Any, example_inputs: Any, path: str | os.PathLike, **options: 
     from .bundle import export as _export
 
     return _export(model, example_inputs, path, **options)
+
+
+def export_decoder(lm: Any, path: str | os.PathLike, **options: Any) -> Path:
+    """Compile a Llama-style causal LM into a decode bundle (prefill plans per prompt bucket + one decode
+    plan sharing weights and KV cache) whose `load(path).generate(...)` runs without torch (options:
+    max_len, prompt_buckets, target, f16; see torch_webgpu.bundle.decoder_export)."""
+    from .bundle.decoder_export import export_decoder as _export_decoder
+
+    return _export_decoder(lm, path, **options)
 
 
 try:

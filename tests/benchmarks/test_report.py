@@ -1,7 +1,20 @@
-"""The report's issue-12 targets, library-vs-IREE shares and autotuner section."""
+"""The report's issue-12 and issue-14 targets, library-vs-IREE shares and autotuner section."""
+
+import json
+from pathlib import Path
 
 from benchmarks.harness import DispatchProfile, Measurement
-from benchmarks.report import autotune_table, host_overhead_table, library_table, targets_table
+from benchmarks.report import (
+    ISSUE14_TARGETS,
+    autotune_table,
+    full_report,
+    host_overhead_table,
+    library_table,
+    load_results,
+    targets_table,
+)
+
+LLM_RUN = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "h200-2026-12-01-llm.json"
 
 
 def _m(name, backend, median, unit="ms"):
@@ -75,3 +88,48 @@ def test_host_overhead_is_fitted_per_call_and_per_dispatch():
     assert "| wall - GPU | plan-native | 32.5 | 1.50 | 5, 205 | PASS |" in table
     assert "| wall - GPU | plan-python | 400.0 | 20.00 | 5, 205 | fail |" in table
     assert host_overhead_table(results[:1]) == ""   # one case cannot split call from dispatch cost
+
+
+def _rows(table):
+    return {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines() if line.startswith("| ")}
+
+
+def test_issue14_absolute_goals_and_ratios():
+    decode, prefill = "Llama-3.2-1B int4 decode (KV cache 2048)", "Llama-3.2-1B int4 prefill (1024 tokens)"
+    figures = [_m(f"{decode} throughput", "webgpu-compiled", 160.0, "tokens/s"),
+               _m(f"{prefill} throughput", "webgpu-compiled", 2000.0, "tokens/s"),
+               _m("Llama-3.2-1B f16 decode (KV cache 2048) throughput", "torch-cuda", 80.0, "tokens/s"),
+               _m("Llama-3.2-1B f16 decode (KV cache 2048) throughput", "webgpu-compiled", 70.0, "tokens/s"),
+               _m("Llama-3.2-1B f16 decode (KV cache 2048) throughput", "inductor-cuda", 100.0, "tokens/s"),
+               _m(f"{decode} device memory", "webgpu-compiled", 1100.0, "MB")]
+    rows = _rows(targets_table(figures, ISSUE14_TARGETS, "Issue 14"))
+    labels = [t.label for t in ISSUE14_TARGETS]
+    assert rows[labels[0]].endswith("PASS |") and "1.06× goal" in rows[labels[0]]     # 160 >= 151 tok/s
+    assert rows[labels[1]].endswith("fail |")                                           # 2000 < 2176
+    assert "2.00×" in rows[labels[2]] and rows[labels[2]].endswith("PASS |")           # int4 vs CUDA f16
+    assert "0.70×" in rows[labels[3]] and rows[labels[3]].endswith("fail |")           # < 0.8x inductor
+    assert rows[labels[4]].endswith("PASS |") and "≤ 1200 MB" in rows[labels[4]]       # memory: at most
+    over = [*figures[:-1], _m(f"{decode} device memory", "webgpu-compiled", 1300.0, "MB")]
+    assert _rows(targets_table(over, ISSUE14_TARGETS, "Issue 14"))[labels[4]].endswith("fail |")
+
+
+def test_report_of_the_committed_llm_run_has_the_issue14_table_only():
+    results, failures, profiles = load_results([LLM_RUN])
+    report = full_report(results, profiles, failures, None)
+    assert report.lstrip().startswith("Issue 14 targets") and "Issue 12 targets" not in report
+    rows = _rows(report)
+    doc = json.loads(LLM_RUN.read_text())
+    figure = {(r["name"], r["backend"]): r["median"] for r in doc["results"]}
+    int4 = figure[("Llama-3.2-1B int4 decode (KV cache 2048) throughput", "webgpu-compiled")]
+    assert f"{int4:.4g} tokens/s" in rows[ISSUE14_TARGETS[0].label]
+    assert rows[ISSUE14_TARGETS[0].label].endswith("PASS |" if int4 >= 151 else "fail |")
+    cuda_f16 = figure[("Llama-3.2-1B f16 decode (KV cache 2048) throughput", "torch-cuda")]
+    assert f"{int4 / cuda_f16:.2f}×" in rows[ISSUE14_TARGETS[2].label]
+    memory = figure.get(("Llama-3.2-1B int4 decode (KV cache 2048) device memory", "webgpu-compiled"))
+    verdict = "not measured |" if memory is None else ("PASS |" if memory <= 1200 else "fail |")
+    assert rows[ISSUE14_TARGETS[4].label].endswith(verdict)
+
+
+def test_issue12_runs_have_no_issue14_table():
+    report = full_report([_m("ResNet-18 (batch 1) latency", "webgpu-compiled", 2.0)], [], [], None)
+    assert report.lstrip().startswith("Issue 12 targets") and "Issue 14" not in report

@@ -75,3 +75,13 @@ def test_external_quantized_weights_are_packed_at_load(tmp_path):
     y = torch_webgpu.load(path, weights=model_weights(model))(x.numpy())
     with torch.no_grad():
         torch.testing.assert_close(torch.from_numpy(y), model(x), atol=1e-3, rtol=0)
+
+
+def test_torchao_ops_decompose_whenever_torchao_was_imported():
+    """torch-mlir builds its decomposition table once: torchao imported after an earlier export must still
+    have dequantize_affine decomposed (else the compiler meets the unregistered op)."""
+    import torchao.quantization  # noqa: F401
+
+    from torch_webgpu.bundle.exporter import _decompositions
+
+    assert torch.ops.torchao.dequantize_affine.default in _decompositions()

@@ -40,3 +40,13 @@ class _Erfinv(torch.nn.Module):
 
 def unsupported_op():
     return _Erfinv()
+
+
+def tiny_llama():
+    import transformers
+
+    config = transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                      num_attention_heads=2, num_key_value_heads=1, vocab_size=128,
+                                      max_position_embeddings=64)
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config)

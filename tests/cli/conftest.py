@@ -14,8 +14,9 @@ MODELS = Path(__file__).resolve().parent / "cli_models.py"
 @pytest.fixture(scope="session")
 def cli(cli_cache):
     """Run `python -m torch_webgpu ARGS...` in a subprocess; returns the CompletedProcess (text)."""
+    # The repo first; a worktree run's own path entries after it (they keep its code importable).
     env = {**os.environ, "TORCH_WEBGPU_CACHE_DIR": str(cli_cache),
-           "PYTHONPATH": str(REPO)}
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 
     def run(*args, check=True, timeout=300):
         proc = subprocess.run([sys.executable, "-m", "torch_webgpu", *map(str, args)], cwd=REPO, env=env,

@@ -177,3 +177,22 @@ def test_compile_unsupported_op_is_named(main_cli, tmp_path):
     code, _, err = main_cli("compile", f"{MODELS}:unsupported_op", "--input", "8xf32", "-o", tmp_path / "b",
                             "-q")
     assert code == 2 and "aten.erfinv" in err, err
+
+
+@pytest.mark.slow
+def test_decoder_compile_inspect_generate(cli, tmp_path):
+    """compile --decoder writes a decode bundle, inspect lists its phases, generate prints greedy ids."""
+    bundle = tmp_path / "llama.bundle"
+    cli("compile", f"{MODELS}:tiny_llama", "--decoder", "--max-len", "16", "--prompt-buckets", "4",
+        "--target", "webgpu-core", "-o", bundle)
+    info = json.loads(cli("inspect", bundle, "--json").stdout)
+    assert info["decoder"]["max_len"] == 16 and sorted(info["decoder"]["phases"]) == ["decode", "prefill-4"]
+    prompt = [5, 17, 99]
+    model = cli_models.tiny_llama().eval()
+    model.generation_config.pad_token_id = 0
+    want = model.generate(torch.tensor([prompt]), max_new_tokens=6, do_sample=False)[0].tolist()
+    out = cli("generate", bundle, "--prompt", ",".join(map(str, prompt)), "--max-new-tokens", "6")
+    assert out.stdout.strip().splitlines()[-1] == ",".join(map(str, want))
+    sampled = cli("generate", bundle, "--prompt", "5,17,99", "--max-new-tokens", "4", "--sample",
+                  "--top-k", "5")
+    assert sampled.stdout.strip().splitlines()[-1].startswith("5,17,99,")

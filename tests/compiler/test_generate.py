@@ -42,3 +42,36 @@ def test_static_cache_greedy_generate_matches_cpu(name):
     again = model.generate(prompt.to("webgpu"), max_new_tokens=5, do_sample=False)
     assert again.cpu().tolist() == want.tolist() and STATS.graphs - graphs <= 2
     assert torch_webgpu.fallback_stats() == {}
+
+
+def _compiled_llama():
+    """The tiny Llama of CONFIGS on webgpu with a static cache and a compiled forward, and a prompt."""
+    model_cls, config_cls, kwargs = CONFIGS["llama"]
+    config = getattr(transformers, config_cls)(vocab_size=256, max_position_embeddings=128, **kwargs)
+    torch.manual_seed(0)
+    model = getattr(transformers, model_cls)(config).eval()
+    model.generation_config.pad_token_id = 0
+    prompt = torch.randint(1, 256, (1, 7), generator=torch.Generator().manual_seed(1))
+    cpu_greedy = model.generate(prompt, max_new_tokens=4, do_sample=False)
+    model = model.to("webgpu")
+    model.generation_config.cache_implementation = "static"
+    model.forward = torch.compile(model.forward, backend="webgpu")
+    return model, prompt.to("webgpu"), cpu_greedy
+
+
+@pytest.mark.slow
+def test_sampled_generate_runs_on_the_device(monkeypatch):
+    """do_sample with temperature/top-k/top-p: the draw (torch.multinomial) runs on the device, top_k=1
+    gives the greedy tokens, and a seed repeats the sample."""
+    monkeypatch.setenv("TORCH_WEBGPU_FALLBACK", "0")
+    torch_webgpu.reset_fallback_stats()
+    model, prompt, cpu_greedy = _compiled_llama()
+    top1 = model.generate(prompt, max_new_tokens=4, do_sample=True, top_k=1, temperature=0.7)
+    assert top1.cpu().tolist() == cpu_greedy.tolist()
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(3)
+        runs.append(model.generate(prompt, max_new_tokens=4, do_sample=True, top_k=50, top_p=0.9,
+                                   temperature=1.5).cpu().tolist())
+    assert runs[0] == runs[1] and runs[0][0][:7] == prompt.cpu().tolist()[0]
+    assert torch_webgpu.fallback_stats() == {}

@@ -27,7 +27,14 @@ def export(model: Any, example_inputs: Any, path: Any, **options: Any) -> Any:
     return _export(model, example_inputs, path, **options)
 
 
+def export_decoder(lm: Any, path: Any, **options: Any) -> Any:
+    """A decode bundle of a causal LM (see torch_webgpu.bundle.decoder_export.export_decoder)."""
+    from .decoder_export import export_decoder as _export_decoder
+
+    return _export_decoder(lm, path, **options)
+
+
 __all__ = [
     "BUNDLE_FORMAT_VERSION", "Bundle", "BundleError", "BundleFormatError", "BundleIntegrityError",
-    "BundleRequirementError", "BundleSignatureError", "export", "load", "read_manifest",
+    "BundleRequirementError", "BundleSignatureError", "export", "export_decoder", "load", "read_manifest",
 ]

@@ -66,9 +66,17 @@ def make_target(name: str = "auto", f16: bool = False) -> Target:
 
 
 def _decompositions() -> dict:
+    from torch.export.exported_program import default_decompositions
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
-    return get_decomposition_table()
+    table = dict(get_decomposition_table())
+    # torch-mlir's table holds the custom ops' (CompositeImplicit) decompositions registered when it was
+    # first built: ops of a library imported later (torchao's dequantize_affine after an earlier export)
+    # would stay undecomposed, so add them from torch's table as it is now.
+    for op, fn in default_decompositions().items():
+        if getattr(op, "namespace", "aten") != "aten":
+            table.setdefault(op, fn)
+    return table
 
 
 def trace(model: Any, example_inputs: Sequence[Any], f16: bool = False) -> TracedModel:

@@ -126,7 +126,14 @@ def _bind_external_weights(path: Path, plan: Plan, external: dict[str, Any], wei
 def load_plan(path: str | Path, weights: Mapping | None = None) -> tuple[dict[str, Any], Plan]:
     """The verified manifest and plan of a bundle, with its weights bound (no device needed)."""
     path = Path(path)
-    manifest, files = read_bundle(path)
+    return _plan_of(path, *read_bundle(path), weights)
+
+
+def _plan_of(path: Path, manifest: dict[str, Any], files: dict[str, bytes],
+             weights: Mapping | None) -> tuple[dict[str, Any], Plan]:
+    if manifest.get("kind") == "decoder":
+        raise BundleFormatError(f"{path}: a decode bundle holds several plans; load it with "
+                                "torch_webgpu.load(path) and call its generate()")
     for key in ("inputs", "outputs", "requires", "plan"):
         if key not in manifest:
             raise BundleFormatError(f"{path}: manifest has no '{key}'")
@@ -137,9 +144,16 @@ def load_plan(path: str | Path, weights: Mapping | None = None) -> tuple[dict[st
     return manifest, plan
 
 
-def load(path: str | Path, rt: Any = None, weights: Mapping | None = None) -> Bundle:
+def load(path: str | Path, rt: Any = None, weights: Mapping | None = None) -> Any:
     """Load a bundle (directory or .zip): verify format and hashes, check the adapter, bind the plan.
 
-    `weights` (name -> array or tensor) supplies the weights of a bundle exported with external weights."""
-    manifest, plan = load_plan(path, weights)
-    return Bundle(Path(path), manifest, plan, rt)
+    `weights` (name -> array or tensor) supplies the weights of a bundle exported with external weights.
+    A decode bundle (torch_webgpu.export_decoder) gives a DecoderBundle, with its own generate()."""
+    path = Path(path)
+    manifest, files = read_bundle(path)
+    if manifest.get("kind") == "decoder":
+        from .decoder import DecoderBundle
+
+        return DecoderBundle(path, manifest, files, rt)
+    manifest, plan = _plan_of(path, manifest, files, weights)
+    return Bundle(path, manifest, plan, rt)

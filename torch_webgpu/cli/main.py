@@ -73,8 +73,31 @@ def _parser() -> argparse.ArgumentParser:
                         "MLIR module given to IREE), wgsl (the shaders), bundle (default)")
     c.add_argument("--seed", type=int, default=0,
                    help="seed for the example inputs used to trace (default 0)")
+    c.add_argument("--decoder", action="store_true",
+                   help="FACTORY returns a Llama-style causal LM (transformers Llama, Qwen2/3, Mistral): "
+                        "write a decode bundle (prefill plans per --prompt-buckets, one decode plan, shared "
+                        "weights and KV cache) for `torch-webgpu generate`; --input is not used")
+    c.add_argument("--max-len", type=int, default=256, metavar="N",
+                   help="with --decoder: the KV cache's length, prompt + generated tokens (default 256)")
+    c.add_argument("--prompt-buckets", default="16,64", metavar="L1,L2,...",
+                   help="with --decoder: prompt lengths with a prefill plan of their own; a prompt runs in "
+                        "the smallest bucket that holds it (default 16,64)")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     c.set_defaults(func=cmd_compile)
+
+    g = sub.add_parser(
+        "generate", help="generate tokens with a decode bundle (compile --decoder)",
+        description="Greedy (default) or sampled decoding with a decode bundle; prints the token ids.")
+    g.add_argument("bundle", help="decode bundle directory or .zip")
+    g.add_argument("--prompt", required=True, metavar="ID,ID,...", help="the prompt's token ids")
+    g.add_argument("--max-new-tokens", type=int, default=16, metavar="N")
+    g.add_argument("--sample", action="store_true",
+                   help="sample (temperature, top-k, top-p) instead of greedy")
+    g.add_argument("--temperature", type=float, default=1.0)
+    g.add_argument("--top-k", type=int, default=0, help="0: no top-k filter")
+    g.add_argument("--top-p", type=float, default=1.0, help="1.0: no top-p filter")
+    g.add_argument("--seed", type=int, default=0)
+    g.set_defaults(func=cmd_generate)
 
     r = sub.add_parser(
         "run", help="run a bundle on this machine's WebGPU adapter",
@@ -240,6 +263,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from torch_webgpu.bundle import exporter as ex
 
     start = time.perf_counter()
+    if args.decoder:
+        return _compile_decoder(args, bar, start)
     phase("load model")
     target = ex.make_target(args.target, args.f16)
     model = _load_model(args.model)
@@ -281,6 +306,46 @@ def cmd_compile(args: argparse.Namespace) -> int:
     bar.close()
     print(f"wrote {path} ({plan.dispatch_count} dispatches, target {target.name}) "
           f"in {time.perf_counter() - start:.1f}s")
+    return 0
+
+
+def _compile_decoder(args: argparse.Namespace, bar: Any, start: float) -> int:
+    """`torch-webgpu compile --decoder`: a decode bundle of a causal LM."""
+    from torch_webgpu.bundle.decoder_export import export_decoder
+
+    if args.compile_to != "bundle" or args.external_weights or args.input:
+        raise ValueError("--decoder writes a whole decode bundle: drop --compile-to, --external-weights and "
+                         "--input")
+    if not args.output:
+        raise ValueError("--decoder needs -o PATH")
+    buckets = [int(b) for b in args.prompt_buckets.split(",") if b.strip()]
+    bar.set_postfix_str("load model")
+    model = _load_model(args.model)
+    bar.update()
+    bar.set_postfix_str("compile prefill and decode plans")
+    path = export_decoder(model, args.output, max_len=args.max_len, prompt_buckets=buckets,
+                          target=args.target, f16=args.f16, source=args.model)
+    bar.update(bar.total - bar.n)
+    bar.close()
+    print(f"wrote decode bundle {path} (prompt buckets {buckets}, max_len {args.max_len}) in "
+          f"{time.perf_counter() - start:.1f}s")
+    return 0
+
+
+# -- generate ------------------------------------------------------------------------------------------
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    """`torch-webgpu generate`."""
+    from torch_webgpu.bundle import load
+
+    bundle = load(args.bundle)
+    if not hasattr(bundle, "generate"):
+        raise ValueError(f"{args.bundle} is not a decode bundle; compile it with "
+                         "`torch-webgpu compile --decoder`")
+    prompt = [int(t) for t in args.prompt.split(",") if t.strip()]
+    ids = bundle.generate(prompt, args.max_new_tokens, do_sample=args.sample, temperature=args.temperature,
+                          top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+    print(",".join(str(int(t)) for t in ids[0]))
     return 0
 
 
@@ -344,12 +409,19 @@ def summarize(path: str | Path) -> dict[str, Any]:
     from torch_webgpu.bundle.loader import format_signature
 
     manifest, files = read_bundle(path)
-    plan = manifest["plan"]
+    decoder = manifest.get("decoder")
+    # a decode bundle: its decode plan stands for it; every phase is listed under "decoder"
+    plan = decoder["phases"]["decode"]["plan"] if decoder else manifest["plan"]
     wgsl = {spec["entry_point"]: len(files[spec["wgsl_file"]])
             for spec in plan["executables"].values()}
-    weights = _safetensors_summary(files["constants.safetensors"]) if "constants.safetensors" in files \
+    weights_file = "weights.safetensors" if decoder else "constants.safetensors"
+    weights = _safetensors_summary(files[weights_file]) if weights_file in files \
         else {"tensors": 0, "bytes": 0}
-    return {
+    extra = {}
+    if decoder:
+        extra["decoder"] = {"max_len": decoder["max_len"], "prompt_buckets": decoder["prompt_buckets"],
+                            "phases": {name: p["dispatches"] for name, p in decoder["phases"].items()}}
+    return {**extra,
         "path": str(path),
         "format_version": manifest["format_version"],
         "producer": manifest.get("producer", {}),
@@ -399,6 +471,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         print(f"  {name}: {size} bytes")
     print(f"weights: {info['weights']['bytes']} bytes in {info['weights']['tensors']} tensors; "
           f"device buffers: {info['buffer_bytes']} bytes")
+    if "decoder" in info:
+        dec = info["decoder"]
+        print(f"decode bundle: max_len {dec['max_len']}, prompt buckets {dec['prompt_buckets']}; dispatches "
+              f"per phase: {dec['phases']} (`torch-webgpu generate` runs it)")
     if info["external_weights"]:
         print(f"external weights: {info['external_weights']} tensors, supplied at load (run --weights)")
     req = info["requires"]
@@ -414,6 +490,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 # -- web -----------------------------------------------------------------------------------------------
 
+def _refuse_decoder(manifest: dict, bundle: Any) -> None:
+    if manifest.get("kind") == "decoder":
+        raise ValueError(f"{bundle} is a decode bundle, which torch-webgpu.js does not run yet; use "
+                         "`torch-webgpu generate` (or torch_webgpu.load(path).generate) instead")
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """`torch-webgpu serve`."""
     from torch_webgpu.bundle.format import read_manifest
@@ -423,6 +505,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     bundle = Path(args.bundle)
     manifest = read_manifest(bundle)   # a corrupted bundle fails here, not only in the page
+    _refuse_decoder(manifest, bundle)
     weights = Path(args.weights) if args.weights else None
     server = make_server(bundle_mounts(bundle, weights), page_config(bundle, weights), args.host, args.port,
                          args.verbose)
@@ -441,8 +524,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_export_web(args: argparse.Namespace) -> int:
     """`torch-webgpu export-web`."""
+    from torch_webgpu.bundle.format import read_manifest
+
     from .web import export_web
 
+    _refuse_decoder(read_manifest(args.bundle), args.bundle)
     out = export_web(args.bundle, args.directory, args.weights)
     print(f"wrote {out}: index.html and torch-webgpu.js with the bundle; serve the directory over https "
           "(or localhost) and open index.html")

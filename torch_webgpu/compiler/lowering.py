@@ -14,7 +14,7 @@ import math
 import struct
 import sys
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -102,6 +102,35 @@ def _numpy_mode(args: Sequence[Any]) -> bool:
     if sys.modules.get("torch") is None:
         return True
     return bool(args) and all(isinstance(a, np.ndarray) for a in args)
+
+
+class DeviceArray:
+    """A plan output kept on the device without torch (`CompiledPlan.run_resident`): its own runtime
+    buffer, which another call takes as an input zero-copy (a KV cache, logits for a device sampler)."""
+
+    def __init__(self, rt: Any, buffer: int, shape: Sequence[int], dtype: str, offset: int = 0):
+        self.rt, self.buffer, self.offset = rt, buffer, offset
+        self.shape, self.dtype = tuple(int(d) for d in shape), dtype   # dtype: the device dtype's name
+        self._finalizer = weakref.finalize(self, _free_all, rt, [buffer])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the array's elements."""
+        return _shape_nbytes(self.shape, self.dtype)
+
+    def numpy(self) -> np.ndarray:
+        """The array read back to the host."""
+        size = -(-self.nbytes // 4) * 4
+        raw = self.rt.download(self.buffer, self.offset, size) if size else b""
+        count = math.prod(self.shape)
+        return np.frombuffer(raw, dtype=_NP[self.dtype], count=count).copy().reshape(self.shape)
+
+    def release(self) -> None:
+        """Give the buffer back to the runtime pool now."""
+        self._finalizer()
+
+    def __repr__(self) -> str:
+        return f"<DeviceArray {self.dtype}{list(self.shape)} in buffer {self.buffer}>"
 
 
 class _State:
@@ -225,9 +254,12 @@ class CompiledPlan:
 
     MAX_LAYOUTS = 8   # input-shape signatures a dynamic plan keeps buffers for
 
-    def __init__(self, plan: Plan, rt: Any = None, shader_source: str = "wgsl"):
+    def __init__(self, plan: Plan, rt: Any = None, shader_source: str = "wgsl",
+                 constant_buffers: Mapping[str, int] | None = None):
         self.rt = rt or get_runtime()
         self.plan = plan = tune_plan(plan, self.rt)
+        # Lifted constants already on the device (weights shared with another plan): bound, not uploaded.
+        shared = dict(constant_buffers or {})
         self.shader_source = shader_source
         self.calls = 0
         self.executor = "native" if native_available(self.rt) else "python"
@@ -247,12 +279,23 @@ class CompiledPlan:
         uploaded = {n.args["constant"] for n in plan.init if n.op is LowIROp.UPLOAD_CONSTANT}
         lifted = list(plan.constants.items())[:plan.num_constant_inputs]   # the rest: IREE's inlined ones
         self._constant_shapes = [tuple(v.shape) for _, v in lifted]
+        held: dict[tuple, list[tuple[np.ndarray, int]]] = {}
         for j, (name, value) in enumerate(lifted):
+            if name in shared:
+                self._static[f"in{n_user + j}"] = (shared[name], 0)
+                continue
+            twin = same_constant(held, value)
+            if twin is not None:
+                # a tied weight (an embedding and the LM head): one buffer serves both
+                shared[name] = twin
+                self._static[f"in{n_user + j}"] = (twin, 0)
+                continue
             # Filled by the plan's UPLOAD_CONSTANT init nodes (plans saved before those existed: here).
             buf = self._allocate(max(value.nbytes, 4))
             if name not in uploaded:
                 self.rt.upload(buf, np.ascontiguousarray(value))
             self._static[f"in{n_user + j}"] = (buf, 0)
+            held.setdefault((tuple(value.shape), np.asarray(value).dtype.str), []).append((value, buf))
         self.dynamic = any(d is None for spec in plan.inputs for d in spec.shape)
         if host_expr.contains_expression([n.args for n in plan.init]):
             raise ValueError("a plan's init nodes cannot depend on the input shapes")
@@ -261,7 +304,9 @@ class CompiledPlan:
         self._layouts: dict[tuple, _Layout] = {}
         if not self.dynamic:
             self._layout([tuple(spec.shape) for spec in plan.inputs])
-        self._run(plan.init, dict(self._static), self._init_dispatches)
+        init = [n for n in plan.init
+                if not (n.op is LowIROp.UPLOAD_CONSTANT and n.args["constant"] in shared)]
+        self._run(init, dict(self._static), self._init_dispatches)
         # Buffers go back to the pool when the compiled graph is dropped (torch._dynamo.reset, GC).
         weakref.finalize(self, _free_all, self.rt, self._owned)
 
@@ -388,6 +433,12 @@ class CompiledPlan:
                 continue
             name = f"in{k}"
             nbytes = _shape_nbytes(layout.shapes[k], spec.device_dtype)
+            if isinstance(t, DeviceArray):
+                if t.dtype != spec.device_dtype:
+                    raise TypeError(f"input {k}: a device array of {t.dtype}, the plan takes "
+                                    f"{spec.device_dtype}")
+                buffers[name] = (t.buffer, t.offset)   # zero-copy: the array stays where it is
+                continue
             if _is_webgpu(t) and not t.is_contiguous():
                 if id(t) not in materialised:
                     materialised[id(t)] = t.contiguous()   # on the device; bound zero-copy below
@@ -445,6 +496,12 @@ class CompiledPlan:
                              f"for {spec.device_dtype}{spec.shape}")
         src, base = state.buffers[a["buffer"]]
         size = -(-a["size"] // 4) * 4
+        if a["index"] in getattr(state, "resident", ()):
+            buf = self.rt.allocate(max(size, 4))
+            if size:
+                self.rt.copy(src, buf, size, base + a["offset"], 0)
+            state.results[a["index"]] = ("device", DeviceArray(self.rt, buf, spec.shape, spec.device_dtype))
+            return
         widen = spec.dtype == "int64" and spec.device_dtype == "int32"
         if state.to_device is not None and (spec.device_dtype == spec.dtype or widen):
             import torch
@@ -545,6 +602,65 @@ class CompiledPlan:
             del keep_alive   # every use is recorded: freeing now is ordered after them
         self.calls += 1
         return [_map_output(i, outputs, args) for i in self.plan.output_map]
+
+    def run_resident(self, args: Sequence[Any], resident: Sequence[int] = ()) -> list[Any]:
+        """Run the graph once without torch: inputs are numpy arrays or DeviceArrays (bound zero-copy),
+        the plan outputs numbered in `resident` stay on the device as DeviceArrays, the others come back
+        as numpy arrays (the only readback). When every output stays on the device the native executor
+        records the call (where it covers the plan), else the Python executor."""
+        with self.rt.lock:
+            layout = self._layout(self._check_shapes(args))
+            buffers = self._bind_inputs(args, layout, [])
+            resident = frozenset(resident)
+            native = None
+            if self._native_allowed() and resident >= set(range(len(layout.outputs))) and all(
+                    o.dtype == o.device_dtype for o in layout.outputs):
+                native = self._native(layout, True, ())
+                if native is not None and native.writes_inputs:
+                    native = None   # aliasing between inputs is the Python executor's to handle
+            state = self._resident_state(layout, buffers, resident)
+            if native is not None:
+                self._record_native_resident(native, state, buffers)
+            else:
+                for node in layout.main:
+                    SHADER_TO_FUNC[node.op](state, node)
+            outputs = self._finish(state, args, numpy_mode=True)
+            if native is not None and self.check_native and not native.checked:
+                # TORCH_WEBGPU_EXECUTOR=check: the Python executor's run must give the same bits
+                reference = self._resident_state(layout, buffers, resident)
+                for node in layout.main:
+                    SHADER_TO_FUNC[node.op](reference, node)
+                again = self._finish(reference, args, numpy_mode=True)
+                what = self.plan.meta.get("name", "plan")
+                assert_same_outputs([o.numpy() for o in outputs], [o.numpy() for o in again], what)
+                for o in again:
+                    o.release()
+                mark_checked(native)
+        self.calls += 1
+        return [_map_output(i, outputs, args) for i in self.plan.output_map]
+
+    def _resident_state(self, layout: _Layout, buffers: dict[str, tuple[int, int]],
+                        resident: frozenset[int]) -> _State:
+        state = _State(self, buffers, layout.dispatches)
+        state.layout, state.results, state.to_device, state.resident = layout, {}, None, resident
+        return state
+
+    def _record_native_resident(self, native: NativeLayout, state: _State,
+                                buffers: dict[str, tuple[int, int]]) -> None:
+        """One call through the native program with its device outputs in new runtime buffers."""
+        pool = self.rt.pool
+        slots: list[int] = []
+        for k in native.input_slots:
+            buf_id, base = buffers[f"in{k}"]
+            slots += (native_handle(pool.get(buf_id).gpu), base)
+        results = dict(native.results)
+        for i in native.output_slots:
+            spec = state.layout.outputs[i]
+            out = DeviceArray(self.rt, self.rt.allocate(max(_nbytes(spec), 4)), spec.shape, spec.device_dtype)
+            slots += (native_handle(pool.get(out.buffer).gpu), 0)
+            results[i] = ("device", out)
+        state.results = results
+        native.program.record(tuple(slots), submit=not native.reads_back)
 
     def _snapshot_inputs(self, native: NativeLayout, layout: _Layout,
                          buffers: dict[str, tuple[int, int]]) -> list[tuple[int, int]]:
@@ -651,6 +767,23 @@ class CompiledPlan:
         _free_all(self.rt, self._owned)
 
 
+TIED_MIN_BYTES = 1 << 16   # smaller constants are not worth comparing
+
+
+def same_constant(held: dict[tuple, list[tuple[Any, Any]]], value: Any) -> Any:
+    """What `held` ((shape, dtype) -> [(array, handle)]) keeps for an array bit-identical to `value`
+    (a tied weight), or None; compares a few bytes first, so distinct weights cost almost nothing."""
+    value = np.ascontiguousarray(value)
+    if value.nbytes < TIED_MIN_BYTES:
+        return None
+    raw = value.reshape(-1).view(np.uint8)
+    for other, handle in held.get((tuple(value.shape), value.dtype.str), ()):
+        other_raw = np.ascontiguousarray(other).reshape(-1).view(np.uint8)
+        if bytes(other_raw[:64]) == bytes(raw[:64]) and np.array_equal(other_raw, raw):
+            return handle
+    return None
+
+
 def _distinct_inputs(native: NativeLayout, buffers: dict[str, tuple[int, int]]) -> bool:
     """True when the program's input slots are bound to different buffers this call."""
     ids = [buffers[f"in{k}"][0] for k in native.input_slots]
@@ -687,6 +820,8 @@ def _free_all(rt: Any, owned: list[int]) -> None:
     owned.clear()
 
 
-def lowering(plan: Plan, rt: Any = None, shader_source: str = "wgsl") -> CompiledPlan:
-    """The callable that runs `plan` on the runtime (one command buffer per call)."""
-    return CompiledPlan(plan, rt, shader_source)
+def lowering(plan: Plan, rt: Any = None, shader_source: str = "wgsl",
+             constant_buffers: Mapping[str, int] | None = None) -> CompiledPlan:
+    """The callable that runs `plan` on the runtime (one command buffer per call); `constant_buffers`:
+    buffer ids of lifted constants already uploaded (shared with another plan), by constant name."""
+    return CompiledPlan(plan, rt, shader_source, constant_buffers)

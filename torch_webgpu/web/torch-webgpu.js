@@ -708,6 +708,10 @@ class Recorder {
  */
 export async function load(source, options = {}) {
   const { manifest, files, where, name } = await readBundle(source);
+  if (manifest.kind === "decoder") {
+    throw new BundleFormatError(`${where}: a decode bundle (prefill and decode plans) does not run in ` +
+      "torch-webgpu.js yet; run it from Python (torch_webgpu.load(path).generate) or `torch-webgpu generate`");
+  }
   for (const key of ["inputs", "outputs", "requires", "plan"]) {
     if (!(key in manifest)) throw new BundleFormatError(`${where}: manifest has no '${key}'`);
   }
