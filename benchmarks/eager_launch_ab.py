@@ -65,7 +65,9 @@ def measure(rounds: int) -> dict:
 def _child(path: str, rounds: int) -> dict:
     env = dict(os.environ, TORCH_WEBGPU_EAGER_LAUNCH=path)
     done = subprocess.run([sys.executable, "-m", "benchmarks.eager_launch_ab", "--child", str(rounds)],
-                          env=env, capture_output=True, text=True, check=True)
+                          env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"the {path} path's process failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
