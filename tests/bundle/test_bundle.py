@@ -285,3 +285,24 @@ def test_zip_member_hashes_are_checked(mlp, mlp_bundle, tmp_path):
     wgsl = next(Path(mlp_bundle).glob("*.wgsl")).name
     with pytest.raises(BundleIntegrityError, match=f"{wgsl} hash mismatch"):
         torch_webgpu.load(_zip_dir(Path(mlp_bundle), tmp_path / "bad.zip", edit=wgsl))
+
+
+def test_export_drops_dtype_assertions_so_attention_is_one_library_op(tmp_path):
+    """torch.export's `_assert_tensor_metadata` after `.to()` would be a second user of the scores and
+    hide softmax(scores.float()).to(q.dtype) from the attention matcher (Llama decode's pattern)."""
+    from torch_webgpu.bundle.exporter import trace
+
+    class Attention(torch.nn.Module):
+        def forward(self, q, k, v):
+            scores = q @ k.transpose(-1, -2) * 0.25
+            return torch.softmax(scores.float(), dim=-1).to(q.dtype) @ v
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, n, 16) for n in (1, 24, 24))
+    traced = trace(Attention(), (q, k, v))
+    assert not [n for n in traced.graph_module.graph.nodes
+                if n.target is torch.ops.aten._assert_tensor_metadata.default]
+    torch_webgpu.export(Attention(), (q, k, v), tmp_path / "b")
+    assert any(f.name.startswith("lib_attention") for f in (tmp_path / "b").iterdir())
+    got = torch_webgpu.load(tmp_path / "b")(q, k, v)
+    torch.testing.assert_close(torch.as_tensor(got), Attention()(q, k, v), atol=1e-4, rtol=1e-4)

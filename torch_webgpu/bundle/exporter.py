@@ -110,6 +110,10 @@ def trace(model: Any, example_inputs: Sequence[Any], f16: bool = False) -> Trace
         # torch.export's input guards (a call_module) check shapes in Python; a bundle checks them itself.
         if node.op == "call_module" and node.target == "_guards_fn":
             gm.graph.erase_node(node)
+        elif node.op == "call_function" and node.target is torch.ops.aten._assert_tensor_metadata.default:
+            # torch.export's dtype checks of `.to()` (no output): as extra users of a value they would
+            # hide fusable chains from the compiler's matchers (softmax(scores.float()).to(f16))
+            gm.graph.erase_node(node)
         elif node.op == "get_attr" and "." in node.target:
             # Weights and buffers of submodules become top-level attributes (constants of the plan).
             value = operator.attrgetter(node.target)(gm)
