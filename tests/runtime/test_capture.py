@@ -7,26 +7,7 @@ from torch_webgpu.runtime import BufferSlice, GraphCaptureError
 from torch_webgpu.runtime import native as nat
 from torch_webgpu.runtime.capture import CommandCapture
 
-ADD_ONE = """
-@group(0) @binding(0) var<storage, read> src: array<f32>;
-@group(0) @binding(1) var<storage, read_write> dst: array<f32>;
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  if (g.x < 64u) { dst[g.x] = src[g.x] + 1.0; }
-}
-"""
-N = 64
-
-
-def _buffer(rt, values):
-    values = np.asarray(values, dtype=np.float32)
-    buf = rt.allocate(values.nbytes)
-    rt.upload(buf, values)
-    return buf
-
-
-def _read(rt, buf):
-    return rt.download_array(buf, np.float32, N)
+from .add_one import ADD_ONE, N, f32_buffer, read_f32
 
 
 def _capture_add_copy_fill(rt, src, out, copied):
@@ -46,7 +27,7 @@ def test_replay_reruns_dispatches_copies_and_fills_on_new_data(rt, monkeypatch, 
     monkeypatch.setenv("TORCH_WEBGPU_EXECUTOR", executor)
     if executor == "native" and not nat.native_available(rt):
         pytest.fail(f"native executor unavailable: {nat.unavailable_reason()}")
-    src = _buffer(rt, np.arange(N))
+    src = f32_buffer(rt, np.arange(N))
     out, copied = rt.allocate(4 * N), rt.allocate(4 * N)
     captured = _capture_add_copy_fill(rt, src, out, copied)
     assert captured.native == (executor == "native") and captured.dispatches == 2
@@ -56,15 +37,15 @@ def test_replay_reruns_dispatches_copies_and_fills_on_new_data(rt, monkeypatch, 
     captured.replay()
     assert rt.dispatches == dispatches + 2
     want = 1 - np.arange(N, dtype=np.float32)
-    np.testing.assert_array_equal(_read(rt, out), want)
-    np.testing.assert_array_equal(_read(rt, copied), np.r_[1.0, want[1:-1], 0.0])
+    np.testing.assert_array_equal(read_f32(rt, out), want)
+    np.testing.assert_array_equal(read_f32(rt, copied), np.r_[1.0, want[1:-1], 0.0])
     captured.release()
     for b in (src, out, copied):
         rt.free(b)
 
 
 def test_captured_buffers_stay_out_of_reuse_until_released(rt):
-    src = _buffer(rt, np.arange(N))
+    src = f32_buffer(rt, np.arange(N))
     out, copied = rt.allocate(4 * N), rt.allocate(4 * N)
     serials = {rt.buffer(b).serial for b in (src, out, copied)}
     held_before = rt.memory_stats()["graph_held"]   # other tests' graphs may still be alive
@@ -85,7 +66,7 @@ def test_captured_buffers_stay_out_of_reuse_until_released(rt):
 
 @pytest.mark.parametrize("request_", ["upload", "download", "synchronize"])
 def test_capture_refuses_host_transfers_and_waits(rt, request_):
-    buf = _buffer(rt, np.zeros(N))
+    buf = f32_buffer(rt, np.zeros(N))
     capture = CommandCapture(rt)
     capture.start()
     with pytest.raises(GraphCaptureError, match="a replay would not repeat it"):
@@ -113,7 +94,7 @@ def test_commands_recorded_past_the_hooks_fail_the_capture(rt):
 def test_native_programs_recorded_during_capture_replay_with_their_slots(rt):
     if not nat.native_available(rt):
         pytest.fail(f"native executor unavailable: {nat.unavailable_reason()}")
-    src, out = _buffer(rt, np.arange(N)), rt.allocate(4 * N)
+    src, out = f32_buffer(rt, np.arange(N)), rt.allocate(4 * N)
     after = rt.allocate(4 * N)
     b = nat.ProgramBuilder(rt)
     b.dispatch(rt.kernel(ADD_ONE, label="add-one"), [nat.Slot(0, 0, 4 * N), BufferSlice(out, 0, 4 * N)], (1,))
@@ -127,7 +108,7 @@ def test_native_programs_recorded_during_capture_replay_with_their_slots(rt):
     assert captured.dispatches == 2
     rt.upload(src, np.full(N, 10, np.float32))
     captured.replay()
-    np.testing.assert_array_equal(_read(rt, after), np.full(N, 12, np.float32))
+    np.testing.assert_array_equal(read_f32(rt, after), np.full(N, 12, np.float32))
     captured.release()
     for buf in (src, out, after):
         rt.free(buf)

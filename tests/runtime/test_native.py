@@ -7,15 +7,7 @@ import pytest
 from torch_webgpu.runtime import BufferSlice, ValidationError
 from torch_webgpu.runtime import native as nat
 
-ADD_ONE = """
-@group(0) @binding(0) var<storage, read> src: array<f32>;
-@group(0) @binding(1) var<storage, read_write> dst: array<f32>;
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  if (g.x < 64u) { dst[g.x] = src[g.x] + 1.0; }
-}
-"""
-N = 64
+from .add_one import ADD_ONE, N, f32_buffer
 
 
 @pytest.fixture(scope="module")
@@ -24,12 +16,6 @@ def native_rt(rt):
         pytest.fail(f"native executor unavailable: {nat.unavailable_reason()}")
     return rt
 
-
-def _buffer(rt, values):
-    values = np.asarray(values, dtype=np.float32)
-    buf = rt.allocate(values.nbytes)
-    rt.upload(buf, values)
-    return buf
 
 
 def _program(rt, out, copy_to):
@@ -43,7 +29,7 @@ def _program(rt, out, copy_to):
 
 def test_program_records_dispatch_copy_and_clear_with_per_call_slots(native_rt):
     rt = native_rt
-    a, b = _buffer(rt, np.arange(N)), _buffer(rt, -np.arange(N))
+    a, b = f32_buffer(rt, np.arange(N)), f32_buffer(rt, -np.arange(N))
     out, copied = rt.allocate(4 * N), rt.allocate(4 * N)
     program = _program(rt, out, copied)
     assert program.dispatches == 1 and program.commands == 3
@@ -63,7 +49,7 @@ def test_program_records_dispatch_copy_and_clear_with_per_call_slots(native_rt):
 def test_slot_base_offset_is_added(native_rt):
     rt = native_rt
     align = int(rt.info.limits.get("min-storage-buffer-offset-alignment", 256))
-    big = _buffer(rt, np.arange(align // 4 + N))
+    big = f32_buffer(rt, np.arange(align // 4 + N))
     out, copied = rt.allocate(4 * N), rt.allocate(4 * N)
     program = _program(rt, out, copied)
     with rt.lock:

@@ -8,15 +8,7 @@ import pytest
 from torch_webgpu.runtime import BufferSlice, native_eager
 from torch_webgpu.runtime import native as nat
 
-ADD_ONE = """
-@group(0) @binding(0) var<storage, read> src: array<f32>;
-@group(0) @binding(1) var<storage, read_write> dst: array<f32>;
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  if (g.x < 64u) { dst[g.x] = src[g.x] + 1.0; }
-}
-"""
-N = 64
+from .add_one import ADD_ONE, N, f32_buffer, read_f32
 
 
 @pytest.fixture(scope="module")
@@ -26,15 +18,6 @@ def eager_rt(rt):
     return rt
 
 
-def _buffer(rt, values):
-    values = np.asarray(values, dtype=np.float32)
-    buf = rt.allocate(values.nbytes)
-    rt.upload(buf, values)
-    return buf
-
-
-def _read(rt, buf):
-    return rt.download_array(buf, np.float32, N)
 
 
 def _program(rt):
@@ -46,15 +29,15 @@ def test_replays_chain_in_one_open_pass_and_keep_order_with_copies(eager_rt):
     rt = eager_rt
     prog = _program(rt)
     x = np.arange(N, dtype=np.float32)
-    a, b, c, d = _buffer(rt, x), rt.allocate(4 * N), rt.allocate(4 * N), rt.allocate(4 * N)
+    a, b, c, d = f32_buffer(rt, x), rt.allocate(4 * N), rt.allocate(4 * N), rt.allocate(4 * N)
     records = native_eager.STATS["records"]
     prog.record([a, b])        # b = a + 1
     prog.record([b, c])        # c = a + 2, same open pass
     assert rt.recorder.native_pass_open
     rt.copy(c, d)              # ends the eager pass first: the copy sees c written
     prog.record([d, a])        # a = a + 3, a new pass after the copy
-    np.testing.assert_array_equal(_read(rt, a), x + 3)
-    np.testing.assert_array_equal(_read(rt, c), x + 2)
+    np.testing.assert_array_equal(read_f32(rt, a), x + 3)
+    np.testing.assert_array_equal(read_f32(rt, c), x + 2)
     assert not rt.recorder.native_pass_open
     assert native_eager.STATS["records"] == records + 3
     for buf in (a, b, c, d):
@@ -66,11 +49,11 @@ def test_python_dispatch_after_a_native_replay_sees_its_result(eager_rt):
     prog = _program(rt)
     kernel = rt.kernel(ADD_ONE, label="test-add-one")
     x = np.full(N, 5.0, dtype=np.float32)
-    a, b, c = _buffer(rt, x), rt.allocate(4 * N), rt.allocate(4 * N)
+    a, b, c = f32_buffer(rt, x), rt.allocate(4 * N), rt.allocate(4 * N)
     prog.record([a, b])
     rt.dispatch(kernel, [b, c], (1, 1, 1))   # the recorder's own pass, after the native one ends
     prog.record([c, a])
-    np.testing.assert_array_equal(_read(rt, a), x + 3)
+    np.testing.assert_array_equal(read_f32(rt, a), x + 3)
     for buf in (a, b, c):
         rt.free(buf)
 
@@ -80,7 +63,7 @@ def test_a_compiled_program_after_a_replay_ends_the_eager_pass_first(eager_rt, s
     rt = eager_rt
     prog = _program(rt)
     x = np.arange(N, dtype=np.float32)
-    a, b, c = _buffer(rt, x), rt.allocate(4 * N), rt.allocate(4 * N)
+    a, b, c = f32_buffer(rt, x), rt.allocate(4 * N), rt.allocate(4 * N)
     builder = nat.ProgramBuilder(rt)    # what a compiled plan records: c = b + 1, on fixed buffers
     builder.dispatch(rt.kernel(ADD_ONE, label="test-add-one"), [BufferSlice(b, 0, 4 * N),
                                                                 BufferSlice(c, 0, 4 * N)], (1,))
@@ -90,7 +73,7 @@ def test_a_compiled_program_after_a_replay_ends_the_eager_pass_first(eager_rt, s
         compiled.record((), submit=submit)
     assert not rt.recorder.native_pass_open
     prog.record([c, a])                 # a = a + 3
-    np.testing.assert_array_equal(_read(rt, a), x + 3)
+    np.testing.assert_array_equal(read_f32(rt, a), x + 3)
     for buf in (a, b, c):
         rt.free(buf)
 
@@ -99,12 +82,12 @@ def test_a_buffer_freed_while_its_dispatch_is_queued_keeps_its_contents_for_it(e
     rt = eager_rt
     prog = _program(rt)
     x = np.arange(N, dtype=np.float32)
-    a, b = _buffer(rt, x), rt.allocate(4 * N)
+    a, b = f32_buffer(rt, x), rt.allocate(4 * N)
     prog.record([a, b])        # queued, not submitted
     rt.free(a)
-    reused = _buffer(rt, np.zeros(N, dtype=np.float32))   # the pool may hand a's GPU buffer back
-    np.testing.assert_array_equal(_read(rt, b), x + 1)
-    np.testing.assert_array_equal(_read(rt, reused), np.zeros(N, dtype=np.float32))
+    reused = f32_buffer(rt, np.zeros(N, dtype=np.float32))   # the pool may hand a's GPU buffer back
+    np.testing.assert_array_equal(read_f32(rt, b), x + 1)
+    np.testing.assert_array_equal(read_f32(rt, reused), np.zeros(N, dtype=np.float32))
     rt.free(b)
     rt.free(reused)
 
@@ -113,13 +96,13 @@ def test_empty_cache_between_replays_rebinds_new_buffers(eager_rt):
     rt = eager_rt
     prog = _program(rt)
     x = np.arange(N, dtype=np.float32)
-    a, b = _buffer(rt, x), rt.allocate(4 * N)
+    a, b = f32_buffer(rt, x), rt.allocate(4 * N)
     prog.record([a, b])
     rt.free(b)
     rt.empty_cache()           # waits, then destroys the pooled GPU buffer b used
     b = rt.allocate(4 * N)
     prog.record([a, b])
-    np.testing.assert_array_equal(_read(rt, b), x + 1)
+    np.testing.assert_array_equal(read_f32(rt, b), x + 1)
     rt.free(a)
     rt.free(b)
 
