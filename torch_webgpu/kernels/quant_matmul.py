@@ -425,7 +425,8 @@ def _sgmat_source(p: QuantMatmulProblem, e: Epilogue, spec: SgmatSpec, sg: int,
                   vec_a: str) -> tuple[str, list[str]]:
     """The dense tensor-core tile with B = dequant(W)^T: each invocation dequantizes 8 weights of one
     row of W (one group) into the f16 B tile, stored by columns."""
-    head, roles = _header(p, e, "vec4<u32>" if vec_a else None)
+    head, roles = _header(p, e, "vec4<u32>" if vec_a else None,
+                          enables=("chromium_experimental_subgroup_matrix",))
     g = _sgmat_tile(spec, sg)
     stage_a = (staging_vec8 if vec_a else staging_scalar)(
         g.bm, g.bk, "A", "a", "m0", "M", "t", "K", g.a_store, *((vec_a,) if vec_a else (p.activation_dtype,)),
@@ -449,7 +450,6 @@ def _sgmat_source(p: QuantMatmulProblem, e: Epilogue, spec: SgmatSpec, sg: int,
       }}
     }}
   }}"""
-    head = head.replace("enable f16;", "enable f16;\nenable chromium_experimental_subgroup_matrix;", 1)
     return SGMAT_DIAGNOSTICS + head + finish_fn(e) + sgmat_main(g, stage_a + "\n" + stage_b), roles
 
 
