@@ -168,6 +168,26 @@ def test_int4_decoder_bundle_matches_torchao_cpu(tmp_path):
     assert bundle.generate(prompt[0].numpy(), 6).tolist() == want.tolist()
 
 
+def test_quantized_table_and_head_decoder_bundle_matches_torchao_cpu(tmp_path):
+    """The ExecuTorch recipe (int4 group 32 token table, linears and LM head): the table is stored
+    packed, gathered by quant_embedding in both phases, and greedy decoding gives torchao's CPU tokens."""
+    from torchao.quantization import IntxWeightOnlyConfig, quantize_
+    from torchao.quantization.granularity import PerGroup
+
+    model = _tiny_llama()
+    quantize_(model, IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(32)),
+              filter_fn=lambda m, fqn: isinstance(m, (torch.nn.Linear, torch.nn.Embedding)))
+    prompt = _prompt(7)
+    want = model.generate(prompt, max_new_tokens=6, do_sample=False)
+    path = torch_webgpu.export_decoder(model, tmp_path / "int4", max_len=16, prompt_buckets=(8,))
+    bundle = torch_webgpu.load(path)
+    for phase in bundle.manifest["decoder"]["phases"].values():
+        keys = [key for _, key, is_weight in phase["constants"] if is_weight]
+        assert any(k.startswith("lm.model.embed_tokens.") and '"pack": "i4"' in k for k in keys), keys
+    assert len({p.name.split(".")[0] for p in Path(path).rglob("*qembedding*.wgsl")}) == 2   # both phases
+    assert bundle.generate(prompt[0].numpy(), 6).tolist() == want.tolist()
+
+
 def test_web_commands_refuse_decode_bundles(decoder_bundle, tmp_path, capsys):
     from torch_webgpu.cli.main import main
 
