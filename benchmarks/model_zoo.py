@@ -140,17 +140,30 @@ LLAMA_WEIGHTS = ("f16", "int8", "int4")
 
 
 def _quantize_llama(lm: nn.Module, weights: str) -> nn.Module:
-    """The model in f16 with torchao weight-only int8 / int4 (group 32) linears (the LM head stays f16:
-    its 128256 x 2048 weight is the embedding's, tied)."""
+    """The model in f16, or with torchao weight-only weights the way ExecuTorch's Llama 3 export quantizes
+    it (examples/models/llama README: `-qmode 8da4w --group_size G --embedding-quantize 4,32`, the table
+    quantized "due to the larger vocabulary size of Llama3", the output layer being one of the linears
+    -qmode quantizes; int8: `-qmode int8`, per-channel linears, with `--embedding-quantize 8,0`, per-row),
+    weight-only and with the issue's group 32:
+    - int4: every linear, the LM head included, and the token embedding: IntxWeightOnlyConfig(int4,
+      PerGroup(32));
+    - int8: every linear and the LM head Int8WeightOnlyConfig (per-channel), the token embedding
+      IntxWeightOnlyConfig(int8, PerAxis(0)) (per-row).
+    The tied embedding / LM head become two quantized tensors (quant_embedding gathers rows of one,
+    quant_matmul streams the other)."""
     lm = lm.half()
     if weights == "f16":
         return lm
     from torchao.quantization import Int8WeightOnlyConfig, IntxWeightOnlyConfig, quantize_
-    from torchao.quantization.granularity import PerGroup
+    from torchao.quantization.granularity import PerAxis, PerGroup
 
-    config = (Int8WeightOnlyConfig() if weights == "int8"
-              else IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(32)))
-    quantize_(lm, config, filter_fn=lambda m, fqn: isinstance(m, nn.Linear) and fqn != "lm_head")
+    if weights == "int8":
+        linears, table = Int8WeightOnlyConfig(), IntxWeightOnlyConfig(weight_dtype=torch.int8,
+                                                                      granularity=PerAxis(0))
+    else:
+        linears = table = IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(32))
+    quantize_(lm, linears, filter_fn=lambda m, fqn: isinstance(m, nn.Linear))
+    quantize_(lm, table, filter_fn=lambda m, fqn: isinstance(m, nn.Embedding))
     return lm
 
 
