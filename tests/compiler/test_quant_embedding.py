@@ -91,3 +91,13 @@ def test_tiny_llama_with_quantized_table_and_head_matches_torchao(weights):
     # q, k, v, o, gate, up, down per layer and the LM head
     assert sum(k.startswith("qmatmul") for k in kinds) == 15, kinds
     assert largest_buffer() < 256 * 64 * 4   # neither the table nor the head is dequantized
+
+
+def test_dynamic_shapes_refuse_quantized_tables_clearly():
+    """dynamic=True plans are IREE's alone, which cannot read int8 tables: a named error, not a wrong
+    result."""
+    torch.manual_seed(0)
+    model = torch.nn.Embedding(64, 32).eval()
+    quantize_(model, TABLES["int4g32"](), filter_fn=_is_table)
+    with pytest.raises(Exception, match="embedding, static shapes"):
+        torch.compile(model, backend=webgpu_backend, dynamic=True)(torch.tensor([[1, 2, 3]]))
