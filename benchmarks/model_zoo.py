@@ -144,26 +144,20 @@ def _quantize_llama(lm: nn.Module, weights: str) -> nn.Module:
     it (examples/models/llama README: `-qmode 8da4w --group_size G --embedding-quantize 4,32`, the table
     quantized "due to the larger vocabulary size of Llama3", the output layer being one of the linears
     -qmode quantizes; int8: `-qmode int8`, per-channel linears, with `--embedding-quantize 8,0`, per-row),
-    weight-only and with the issue's group 32:
-    - int4: every linear, the LM head included, and the token embedding: IntxWeightOnlyConfig(int4,
-      PerGroup(32));
-    - int8: every linear and the LM head Int8WeightOnlyConfig (per-channel), the token embedding
-      IntxWeightOnlyConfig(int8, PerAxis(0)) (per-row).
-    The tied embedding / LM head become two quantized tensors (quant_embedding gathers rows of one,
-    quant_matmul streams the other)."""
+    weight-only and with the issue's group 32: every linear, the LM head included, and the token
+    embedding, int4: IntxWeightOnlyConfig(int4, PerGroup(32)); int8: Int8WeightOnlyConfig (per-channel,
+    i.e. per row of the table). One config for the tied embedding / LM head makes their two quantized
+    tensors bit-identical, so a plan's executor keeps one device copy for both (quant_embedding gathers
+    rows of it, quant_matmul streams it as the head)."""
     lm = lm.half()
     if weights == "f16":
         return lm
     from torchao.quantization import Int8WeightOnlyConfig, IntxWeightOnlyConfig, quantize_
-    from torchao.quantization.granularity import PerAxis, PerGroup
+    from torchao.quantization.granularity import PerGroup
 
-    if weights == "int8":
-        linears, table = Int8WeightOnlyConfig(), IntxWeightOnlyConfig(weight_dtype=torch.int8,
-                                                                      granularity=PerAxis(0))
-    else:
-        linears = table = IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(32))
-    quantize_(lm, linears, filter_fn=lambda m, fqn: isinstance(m, nn.Linear))
-    quantize_(lm, table, filter_fn=lambda m, fqn: isinstance(m, nn.Embedding))
+    config = (Int8WeightOnlyConfig() if weights == "int8"
+              else IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(32)))
+    quantize_(lm, config, filter_fn=lambda m, fqn: isinstance(m, (nn.Linear, nn.Embedding)))
     return lm
 
 
