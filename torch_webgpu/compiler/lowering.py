@@ -33,6 +33,8 @@ from .native_plan import (
     build_native_layout,
     mark_checked,
 )
+from .plan_memory import assign_memory
+from .plan_memory import enabled as plan_memory_enabled
 from .plan_tuning import tune_plan
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
@@ -257,7 +259,10 @@ class CompiledPlan:
     def __init__(self, plan: Plan, rt: Any = None, shader_source: str = "wgsl",
                  constant_buffers: Mapping[str, int] | None = None):
         self.rt = rt or get_runtime()
-        self.plan = plan = tune_plan(plan, self.rt)
+        self.memory = None   # plan_memory.MemoryReport: per-call buffers sharing storage by liveness
+        if plan_memory_enabled():
+            plan, self.memory = assign_memory(plan)
+        self.plan = plan
         # Lifted constants already on the device (weights shared with another plan): bound, not uploaded.
         shared = dict(constant_buffers or {})
         self.shader_source = shader_source
@@ -265,11 +270,9 @@ class CompiledPlan:
         self.executor = "native" if native_available(self.rt) else "python"
         self.check_native = executor_choice() == "check"
         self.native_unsupported: str | None = None   # why a layout fell back to the Python executor
-        # Pipelines of the dispatched entry points only (not the variants tuning passed over).
-        used = {n.args["entry_point"] for n in (*plan.init, *plan.main) if n.op is LowIROp.DISPATCH}
-        self._kernels = {name: self._kernel(name) for name in plan.executables if name in used}
         self._owned: list[int] = []
         self._scratch: dict[tuple[int, int], int] = {}
+        self._scratch_pool: dict[int, list[tuple[int, int]]] = {}   # binding slot -> (bytes, buffer)
         self._overflow_flag: int | None = None   # set by the int64 narrowing kernel (see _narrow_int64)
         self._static: dict[str, tuple[int, int]] = {}
         for name, size in plan.buffers.items():
@@ -296,6 +299,11 @@ class CompiledPlan:
                 self.rt.upload(buf, np.ascontiguousarray(value))
             self._static[f"in{n_user + j}"] = (buf, 0)
             held.setdefault((tuple(value.shape), np.asarray(value).dtype.str), []).append((value, buf))
+        # Tuned once the plan's buffers and weights exist: variants read the weights in place.
+        self.plan = plan = tune_plan(plan, self.rt, resident=self._static)
+        # Pipelines of the dispatched entry points only (not the variants tuning passed over).
+        used = {n.args["entry_point"] for n in (*plan.init, *plan.main) if n.op is LowIROp.DISPATCH}
+        self._kernels = {name: self._kernel(name) for name in plan.executables if name in used}
         self.dynamic = any(d is None for spec in plan.inputs for d in spec.shape)
         if host_expr.contains_expression([n.args for n in plan.init]):
             raise ValueError("a plan's init nodes cannot depend on the input shapes")
@@ -382,10 +390,19 @@ class CompiledPlan:
         return kernel, slots, uniform, frozenset(spec.read_only), grid
 
     def scratch(self, node_key: int, slot: int, nbytes: int) -> int:
-        """A plan-owned buffer for a read-only copy of an aliased binding (created once)."""
+        """A plan-owned buffer for a read-only copy of an aliased binding (chosen once per node). Nodes
+        share them: one node's copy is used up before the next node's is written (commands run in order),
+        so each binding slot needs only buffers as large as its largest copy, not one per node."""
         key = (node_key, slot)
         if key not in self._scratch:
-            self._scratch[key] = self._allocate(-(-nbytes // 4) * 4)
+            size = -(-nbytes // 4) * 4
+            pool = self._scratch_pool.setdefault(slot, [])
+            fits = [(n, buf) for n, buf in pool if n >= size]
+            if fits:
+                self._scratch[key] = min(fits)[1]
+            else:
+                pool.append((size, self._allocate(size)))
+                self._scratch[key] = pool[-1][1]
         return self._scratch[key]
 
     # -- calls --
