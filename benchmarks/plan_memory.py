@@ -5,8 +5,8 @@ per-call buffers with one storage each and after plan_memory.assign_memory (the 
 executor's read-only copies of aliased bindings and bounced in-buffer copies, the weights (as stored;
 external weights as the manifest names them, with bit-identical ties only knowable from the module), the
 inputs and outputs of a call, and the largest scratch the load-time tuning of one variant allocates
-(before: every bound buffer's whole extent; now: windows of the buffers a variant writes or that are
-graph inputs). Nothing touches a device.
+(before: every bound buffer's whole extent; now: windows of the graph inputs only, plan buffers and
+weights are bound in place). Nothing touches a device.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 
 from torch_webgpu.compiler.low_ir import LowIROp, Plan
 from torch_webgpu.compiler.plan_memory import assign_memory, check_assignment
-from torch_webgpu.runtime.buffers import bucket_size
+from torch_webgpu.runtime.buffers import align_up, bucket_size
 
 MB = 1e6
 _ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2, "int8": 1,
@@ -42,9 +42,12 @@ def _nbytes(shape: list, dtype: str) -> int:
     return math.prod(int(d) for d in shape) * _ITEMSIZE.get(dtype, 4)
 
 
-def capacity(sizes: Any) -> int:
-    """Bytes the runtime pool counts for allocations of `sizes` (each rounded up to its bucket): what
-    torch_webgpu.device.max_memory_allocated, the benchmarks' device-memory figure, adds up."""
+def capacity(sizes: Any, exact: bool = False) -> int:
+    """Bytes the runtime pool counts for allocations of `sizes` (each rounded up to its bucket, or to 256
+    for exact ones, as compiled plans now allocate): what torch_webgpu.device.max_memory_allocated, the
+    benchmarks' device-memory figure, adds up."""
+    if exact:
+        return sum(align_up(max(int(n), 4), 256) for n in sizes)
     return sum(bucket_size(max(int(n), 4)) for n in sizes)
 
 
@@ -67,7 +70,7 @@ def executor_scratch(plan: Plan) -> tuple[int, int]:
         for slot, size in needs:
             per_node.append(size)
             pooled[slot] = max(pooled.get(slot, 0), size)
-    return capacity(per_node), capacity(pooled.values())
+    return capacity(per_node), capacity(pooled.values(), exact=True)
 
 
 def _packed_nbytes(spec: dict) -> int:
@@ -87,14 +90,11 @@ def tuning_scratch(plan: Plan) -> tuple[int, int]:
     before = now = 0
     for node in plan.main:
         for variant in node.args.get("tune", {}).get("variants", ()):
-            spec = plan.executables[variant["entry_point"]]
-            read_only = {h for w, h in spec.binding_map.items() if w in spec.read_only}
-            written = {variant["bindings"][h][0] for h in spec.binding_map.values() if h not in read_only}
             whole: dict[str, int] = {}
             window: dict[str, int] = {}
             for name, offset, size in variant["bindings"]:
                 whole[name] = max(whole.get(name, 0), int(offset) + int(size))
-                if name in written or name in graph_inputs:
+                if name in graph_inputs:   # plan buffers and weights are bound in place now
                     window[name] = max(window.get(name, 0), int(size))
             before = max(before, sum(whole.values()))
             now = max(now, sum(window.values()))
@@ -120,19 +120,20 @@ def report(directory: Path) -> dict[str, Any]:
     io = capacity(_nbytes(t.shape, t.device_dtype) for t in (*plan.inputs, *plan.outputs)
                   if None not in t.shape)
     buffers_before = capacity(s for s in plan.buffers.values() if isinstance(s, int))
-    buffers_after = capacity(s for s in assigned.buffers.values() if isinstance(s, int))
-    tied_weights = capacity(weights) - capacity(duplicates)
+    buffers_after = capacity((s for s in assigned.buffers.values() if isinstance(s, int)), exact=True)
+    tied_before = capacity(weights) - capacity(duplicates)
+    tied_now = capacity(weights, exact=True) - capacity(duplicates, exact=True)
     tune_before, tune_now = tuning_scratch(plan)
     scratch_before, scratch_now = executor_scratch(assigned)
     return {"name": directory.name, "buffers_before": buffers_before, "buffers_after": buffers_after,
             "buffers": len(plan.buffers), "shared": memory.shared, "slots": len(memory.slots),
             "kept": len(memory.kept), "executor_scratch_before": scratch_before,
             "executor_scratch_now": scratch_now, "weights": capacity(weights),
-            "weights_if_tied": tied_weights, "inputs_outputs": io,
+            "weights_if_tied_before": tied_before, "weights_if_tied_now": tied_now, "inputs_outputs": io,
             "tuning_scratch_before": tune_before, "tuning_scratch_now": tune_now,
             # the benchmark's figure (tied weights; tuning no longer adds: it ran before the weights)
-            "total_before": tied_weights + buffers_before + scratch_before + io,
-            "total_now": tied_weights + buffers_after + scratch_now + io + tune_now}
+            "total_before": tied_before + buffers_before + scratch_before + io,
+            "total_now": tied_now + buffers_after + scratch_now + io + tune_now}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -152,8 +153,9 @@ def main(argv: list[str] | None = None) -> None:
               f"{r['buffers']} buffers in {r['slots']} slots, {r['kept']} kept)\n"
               f"  executor scratch {mb['executor_scratch_before']:.3f} -> {mb['executor_scratch_now']:.3f}; "
               f"tuning scratch {mb['tuning_scratch_before']:.3f} -> {mb['tuning_scratch_now']:.3f}\n"
-              f"  weights {mb['weights']:.3f} as stored, {mb['weights_if_tied']:.3f} with the large weights "
-              f"of one shape tied; inputs+outputs {mb['inputs_outputs']:.3f}\n"
+              f"  weights {mb['weights']:.3f} as stored; with the large weights of one shape tied "
+              f"{mb['weights_if_tied_before']:.3f} -> {mb['weights_if_tied_now']:.3f} (exact-size buffers); "
+              f"inputs+outputs {mb['inputs_outputs']:.3f}\n"
               f"  total (tied) {mb['total_before']:.3f} -> {mb['total_now']:.3f}")
 
 if __name__ == "__main__":

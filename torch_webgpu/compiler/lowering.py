@@ -320,7 +320,8 @@ class CompiledPlan:
 
     # -- setup --
     def _allocate(self, size: int) -> int:
-        buf = self.rt.allocate(max(int(size), 4))
+        # Plan buffers, weights and scratch live as long as the plan: exact sizes, no bucket slack.
+        buf = self.rt.allocate(max(int(size), 4), exact=True)
         self._owned.append(buf)
         return buf
 

@@ -22,8 +22,10 @@ from .low_ir import LowIRNode, LowIROp, Plan
 
 def tune_plan(plan: Plan, rt: Any, resident: dict[str, tuple[int, int]] | None = None) -> Plan:
     """`plan` with every tunable DISPATCH set to this device's variant (the same object when none is).
-    `resident`: plan buffers already on the device (name -> (buffer id, base offset)), e.g. the lifted
-    weights; variants read those in place instead of a scratch copy of their size (a 525 MB LM head)."""
+    `resident`: buffers already on the device (name -> (buffer id, base offset)): the lifted weights,
+    which variants read in place instead of a scratch copy of their size (a 525 MB LM head), and the
+    plan's own buffers, which they also write in place (the executor fills them every call, and the
+    init nodes run after tuning)."""
     if not any(n.op is LowIROp.DISPATCH and "tune" in n.args for n in plan.main):
         return plan
     caps = DeviceCaps.from_runtime(rt)
@@ -49,15 +51,15 @@ def tune_plan(plan: Plan, rt: Any, resident: dict[str, tuple[int, int]] | None =
 
 
 def _time_variant(plan: Plan, rt: Any, args: dict[str, Any], resident: dict[str, tuple[int, int]]) -> float:
-    """Seconds of one run of a variant's dispatch. Buffers it only reads that are in `resident` are bound
-    in place; every other buffer gets a scratch buffer as large as its largest binding, bound at offset 0
-    (so tuning holds a dispatch's windows, not whole plan buffers)."""
+    """Seconds of one run of a variant's dispatch. Buffers in `resident` are bound in place (written only
+    if they are plan buffers); every other one gets a scratch buffer as large as its largest binding,
+    bound at offset 0 (so tuning holds at most a dispatch's windows of the graph inputs)."""
     spec = plan.executables[args["entry_point"]]
     read_only = {host for wgsl, host in spec.binding_map.items() if wgsl in spec.read_only}
     written = {args["bindings"][host][0] for host in spec.binding_map.values() if host not in read_only}
     extent: dict[str, int] = {}
     for name, _, size in args["bindings"]:
-        if name not in resident or name in written:
+        if name not in resident or (name in written and name not in plan.buffers):
             extent[name] = max(extent.get(name, 0), int(size))
     scratch = {name: rt.allocate(max(4, -(-n // 4) * 4)) for name, n in extent.items()}
     try:
