@@ -13,6 +13,7 @@ import torch.nn as nn
 import torch_webgpu
 from torch_webgpu.bundle.loader import load_plan
 from torch_webgpu.compiler.low_ir import ExecutableSpec, LowIRNode, LowIROp, Plan, TensorSpec
+from torch_webgpu.compiler.lowering import lowering
 from torch_webgpu.compiler.plan_memory import ENV, assign_memory, check_assignment, live_ranges
 from torch_webgpu.compiler.plan_tuning import tune_plan
 from torch_webgpu.compiler.webgpu_compiler import STATS
@@ -156,3 +157,21 @@ def test_tuning_reads_weights_in_place(monkeypatch, tmp_path, rt):
             rt.free(buf)
         autotune.forget()
     assert sizes and max(sizes) < weight   # scratch for the activations only, never a weight-sized one
+
+
+def test_in_buffer_copies_share_one_scratch_buffer():
+    # two copies within one buffer each bounce through scratch (WebGPU refuses them): one pooled buffer
+    def copy_node(src, src_offset, dst, offset):
+        return LowIRNode(LowIROp.COPY, {"source": src, "source_offset": src_offset, "buffer": dst,
+                                        "offset": offset, "size": 256})
+
+    io = [TensorSpec([64], "float32", "float32")]
+    plan = Plan(inputs=io, outputs=list(io), output_map=[0], buffers={"t0": 1024}, init=[],
+                main=[copy_node("in0", 0, "t0", 0), copy_node("t0", 0, "t0", 256),
+                      copy_node("t0", 256, "t0", 512),
+                      LowIRNode(LowIROp.OUTPUT, {"index": 0, "buffer": "t0", "offset": 512, "size": 256})],
+                executables={})
+    compiled = lowering(plan)
+    x = np.arange(64, dtype=np.float32)
+    np.testing.assert_array_equal(compiled(x)[0], x)
+    assert len(compiled._scratch) == 2 and len(set(compiled._scratch.values())) == 1
