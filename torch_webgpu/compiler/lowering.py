@@ -257,7 +257,8 @@ class CompiledPlan:
     MAX_LAYOUTS = 8   # input-shape signatures a dynamic plan keeps buffers for
 
     def __init__(self, plan: Plan, rt: Any = None, shader_source: str = "wgsl",
-                 constant_buffers: Mapping[str, int] | None = None):
+                 constant_buffers: Mapping[str, int] | None = None,
+                 slot_buffers: Mapping[str, int] | None = None):
         self.rt = rt or get_runtime()
         self.memory = None   # plan_memory.MemoryReport: per-call buffers sharing storage by liveness
         if plan_memory_enabled():
@@ -275,8 +276,14 @@ class CompiledPlan:
         self._scratch_pool: dict[int, list[tuple[int, int]]] = {}   # binding slot -> (bytes, buffer)
         self._overflow_flag: int | None = None   # set by the int64 narrowing kernel (see _narrow_int64)
         self._static: dict[str, tuple[int, int]] = {}
+        slots = self.memory.slots if self.memory is not None else {}
         for name, size in plan.buffers.items():
-            if host_expr.is_static(size):
+            if not host_expr.is_static(size):
+                continue
+            given = (slot_buffers or {}).get(name) if name in slots else None
+            if given is not None and self.rt.buffer(given).nbytes >= size:
+                self._static[name] = (given, 0)   # a slot shared with plans that never run meanwhile
+            else:
                 self._static[name] = (self._allocate(size), 0)
         n_user = len(plan.inputs)
         uploaded = {n.args["constant"] for n in plan.init if n.op is LowIROp.UPLOAD_CONSTANT}
@@ -839,7 +846,10 @@ def _free_all(rt: Any, owned: list[int]) -> None:
 
 
 def lowering(plan: Plan, rt: Any = None, shader_source: str = "wgsl",
-             constant_buffers: Mapping[str, int] | None = None) -> CompiledPlan:
+             constant_buffers: Mapping[str, int] | None = None,
+             slot_buffers: Mapping[str, int] | None = None) -> CompiledPlan:
     """The callable that runs `plan` on the runtime (one command buffer per call); `constant_buffers`:
-    buffer ids of lifted constants already uploaded (shared with another plan), by constant name."""
-    return CompiledPlan(plan, rt, shader_source, constant_buffers)
+    buffer ids of lifted constants already uploaded (shared with another plan), by constant name;
+    `slot_buffers`: buffers for the plan's memory slots (plan_memory.shared_slot_sizes), shared by plans
+    whose calls never overlap (the phases of one decode bundle); the caller owns them."""
+    return CompiledPlan(plan, rt, shader_source, constant_buffers, slot_buffers)

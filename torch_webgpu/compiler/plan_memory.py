@@ -176,6 +176,18 @@ def assign_memory(plan: Plan) -> tuple[Plan, MemoryReport]:
     return out, report
 
 
+def shared_slot_sizes(plans: list[Plan]) -> dict[str, int]:
+    """Slot name -> bytes that serve slot of that name in each of `plans` (as `assign_memory` names them
+    at load): plans whose calls never overlap can share those storages too. Slots are numbered largest
+    first, so equal names pair the largest with the largest."""
+    sizes: dict[str, int] = {}
+    for plan in plans:
+        assigned, report = assign_memory(plan)
+        for name in report.slots:
+            sizes[name] = max(sizes.get(name, 0), int(assigned.buffers[name]))
+    return sizes
+
+
 def _renamed(node: LowIRNode, rename: dict[str, str]) -> LowIRNode:
     """The node with its buffer names mapped through `rename` (tune variants included)."""
     a = node.args
