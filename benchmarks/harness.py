@@ -125,8 +125,9 @@ def summarize(suite: str, name: str, backend: str, unit: str, values: list[float
                        len(values), params or {})
 
 
-def profile_dispatches(call: Callable[[], object], name: str, backend: str, top: int = 5) -> DispatchProfile:
-    """Run `call` once under the runtime's per-dispatch GPU timer and summarise it by kernel."""
+def profile_dispatches(call: Callable[[], object], name: str, backend: str, top: int = 30) -> DispatchProfile:
+    """Run `call` once under the runtime's per-dispatch GPU timer and summarise it by kernel (the `top`
+    costliest kept in the JSON; the report shows the first five)."""
     from collections import Counter
 
     from torch_webgpu.runtime import get_runtime

@@ -92,8 +92,9 @@ def measure_row(row: dict, rt, kernels, build, read, ref: np.ndarray, tol: float
         row["error"] = f"{type(exc).__name__}: {str(exc)[-3000:]}"
 
 
-def _launch_pairs(mm, p, caps, variant: str, ids: dict) -> list:
-    return [(mm.plan_matmul(p, caps, variant), ids)]
+def one_launch(plan, problem, caps, variant: str, ids: dict) -> list:
+    """The (launch, operands) list of one launch: `plan(problem, caps, variant)` over `ids`."""
+    return [(plan(problem, caps, variant), ids)]
 
 
 def _torch_cuda(a: np.ndarray, b: np.ndarray, reps: int) -> float | None:
@@ -174,7 +175,7 @@ def figures(smoke: bool = False, reps: int = 10, dtypes=("f32", "f16"),
             for variant in names:
                 row = {"case": label, "dtype": dtype, "variant": variant, "m": m, "n": n, "k": k}
                 rt.fill(ids["out"], 0x7FC00000 if dtype == "f32" else 0x7E007E00)  # NaN: unwritten
-                build = functools.partial(_launch_pairs, mm, p, caps, variant, ids)
+                build = functools.partial(one_launch, mm.plan_matmul, p, caps, variant, ids)
                 measure_row(row, rt, kernels, build, read, ref, 1e-4 if dtype == "f32" else 1e-2, reps, flops,
                             "tflops", 1e12)
                 rows.append(row)

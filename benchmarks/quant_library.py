@@ -15,7 +15,7 @@ import json
 
 import numpy as np
 
-from .matmul_library import _import_library, cuda_event_seconds, measure_row
+from .matmul_library import _import_library, cuda_event_seconds, measure_row, one_launch
 
 # (label, M, N, K): Llama-3.2-1B's q/o, k/v, gate/up and down projections over a 1,024-token prompt
 CASES = [("prefill 1024x2048x2048", 1024, 2048, 2048), ("prefill 1024x512x2048", 1024, 512, 2048),
@@ -72,7 +72,7 @@ def figures(smoke: bool = False, reps: int = 10, only: str | None = None, verbos
             for variant in names:
                 row = {"case": label, "format": fname, "variant": variant, "m": m, "n": n, "k": k}
                 rt.fill(ids["out"], 0x7E007E00)   # NaN: unwritten
-                build = functools.partial(_launch_pairs, qm, p, caps, variant, ids)
+                build = functools.partial(one_launch, qm.plan_quant_matmul, p, caps, variant, ids)
                 measure_row(row, rt, kernels, build, read, ref, 1e-2, reps, 2.0 * m * n * k, "tflops", 1e12)
                 rows.append(row)
                 if verbose:
@@ -86,10 +86,6 @@ def figures(smoke: bool = False, reps: int = 10, only: str | None = None, verbos
             if verbose:
                 print(json.dumps(rows[-1]), flush=True)
     return rows
-
-
-def _launch_pairs(qm, p, caps, variant: str, ids: dict) -> list:
-    return [(qm.plan_quant_matmul(p, caps, variant), ids)]
 
 
 def _torch_cuda_f16(a: np.ndarray, n: int, reps: int) -> float | None:

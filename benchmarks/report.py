@@ -32,7 +32,7 @@ def profile_table(profiles: list[DispatchProfile]) -> str:
             "| costliest kernels (count, ms) |",
             "| --- | --- | --- | --- | --- | --- | --- |"]
     for p in profiles:
-        top = "; ".join(f"{label} ({n}, {ms:.3f})" for label, n, ms in p.top)
+        top = "; ".join(f"{label} ({n}, {ms:.3f})" for label, n, ms in p.top[:5])
         rows.append(f"| {p.name} | {p.backend} | {p.dispatches} | {p.gpu_ms:.3f} | {p.wall_ms:.3f} | "
                     f"{p.source} | {top} |")
     return "\n".join(rows) + "\n"

@@ -166,7 +166,7 @@ class SgmatSpec:
     fm: int
     fn: int
     bk: int = 32
-    pad: int = 8   # f16 elements of padding per workgroup-tile row (bank conflicts)
+    pad: int = wgsl.SGMAT_ROW_PAD   # f16 elements of padding per workgroup-tile row (bank conflicts)
 
     @property
     def tile(self) -> tuple[int, int]:

@@ -249,6 +249,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
 """
 
 
+# f16 elements of padding per workgroup-tile row, so the 16 rows one matrix load reads do not start in
+# the same banks (H200: benchmarks/results/h200-2026-12-01-sgmat-pad.md)
+SGMAT_ROW_PAD = 8
+
+
 @dataclass(frozen=True)
 class SgmatTile:
     """The geometry of a tensor-core tile: `sg_m × sg_n` subgroups per workgroup, each owning fm × fn
@@ -260,7 +265,7 @@ class SgmatTile:
     fn: int
     bk: int
     sg_size: int
-    pad: int = 8
+    pad: int = SGMAT_ROW_PAD
     b_cols: bool = False   # the B tile stored column by column ([n][k]), read as column-major matrices
 
     @property
@@ -302,7 +307,7 @@ class SgmatTile:
 
 
 def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, sg_size: int,
-                 vec_a: str = "", vec_b: str = "", pad: int = 8) -> str:
+                 vec_a: str = "", vec_b: str = "", pad: int = SGMAT_ROW_PAD) -> str:
     """Tensor-core matmul (f16 operands, f32 results, 16×16×16 subgroup matrices) of two dense operands:
     see sgmat_main for the tile.
 
