@@ -175,3 +175,27 @@ def test_in_buffer_copies_share_one_scratch_buffer():
     x = np.arange(64, dtype=np.float32)
     np.testing.assert_array_equal(compiled(x)[0], x)
     assert len(compiled._scratch) == 2 and len(set(compiled._scratch.values())) == 1
+
+
+def test_loading_a_tuned_plan_holds_its_weight_once(monkeypatch, tmp_path, rt):
+    monkeypatch.setenv("TORCH_WEBGPU_AUTOTUNE", "1")
+    monkeypatch.setenv("TORCH_WEBGPU_AUTOTUNE_MIN_FLOPS", "0")
+    monkeypatch.setenv("TORCH_WEBGPU_AUTOTUNE_DIR", str(tmp_path))
+    from torch_webgpu.kernels import autotune
+
+    autotune.forget()
+    torch.manual_seed(0)
+    model = nn.Linear(256, 128, bias=False).eval()
+    x = torch.randn(4, 256)
+    _, plan = load_plan(torch_webgpu.export(model, [x], tmp_path / "linear", target="webgpu-core"))
+    sizes = []
+    allocate = rt.allocate
+    monkeypatch.setattr(rt, "allocate", lambda n, *a, **k: sizes.append(n) or allocate(n, *a, **k))
+    try:
+        compiled = lowering(plan)
+    finally:
+        monkeypatch.setattr(rt, "allocate", allocate)
+        autotune.forget()
+    assert [n for n in sizes if n >= 256 * 128 * 4] == [256 * 128 * 4]   # the weight, no scratch copy
+    with torch.no_grad():
+        np.testing.assert_allclose(compiled(x.numpy())[0], model(x).numpy(), atol=1e-4)
