@@ -80,6 +80,16 @@ def test_one_device_buffer_per_weight(decoder_bundle):
     bundle.release()
 
 
+def test_phases_share_their_per_call_buffers(decoder_bundle):
+    bundle = torch_webgpu.load(decoder_bundle)
+    assert bundle.slot_buffers
+    for compiled in bundle.plans.values():   # each phase binds the bundle's slots, none of its own
+        slots = {name: compiled._static[name][0] for name in compiled.memory.slots}
+        assert slots and all(bundle.slot_buffers[name] == buf for name, buf in slots.items())
+        assert not set(slots.values()) & set(compiled._owned)
+    bundle.release()
+
+
 @pytest.mark.parametrize("length", [3, 7])
 def test_greedy_matches_cpu_generate(llama, decoder_bundle, length):
     prompt = _prompt(length)
