@@ -15,6 +15,16 @@ from torch_webgpu.kernels.matmul import (
     grouped_variants,
     plan_grouped_matmul,
 )
+from torch_webgpu.kernels.quant_matmul import (
+    GroupedQuantProblem,
+    QuantMatmulProblem,
+    QuantWeight,
+    grouped_quant_variants,
+    pack_bytes,
+    pack_scales,
+    pack_weight,
+    plan_grouped_quant_matmul,
+)
 
 from .conftest import with_limits
 from .helpers import TORCH, run_launch
@@ -89,3 +99,60 @@ def test_grouping_refused_beyond_limits(caps):
     assert grouped_variants(GroupedGemvProblem((gp.problems[0], biased)), caps) == []
     with pytest.raises(ValueError, match="same A"):
         plan_grouped_matmul(GroupedGemvProblem((gp.problems[0], other)), caps)
+
+
+def run_quant(rt, caps, m, ns, k, fmt, group, zero, dtype, variant=None, activations=None, seed=0):
+    """Grouped quantized linears against dequantized weights on the CPU."""
+    from .test_quant_matmul import as_words, dequantized, quantized
+
+    gen = torch.Generator().manual_seed(seed)
+    activations = activations or [None] * len(ns)
+    a = torch.randn(m, k, generator=gen).to(TORCH[dtype])
+    problems, ops, refs, offset = [], {"a": a}, [], 0
+    for i, (n, act) in enumerate(zip(ns, activations, strict=True)):
+        q, z, s = quantized(n, k, fmt, group, zero, dtype, gen)
+        ops[f"q{i}"] = as_words(pack_weight(q.numpy(), fmt))
+        ops[f"scale{i}"] = as_words(pack_scales(s.numpy()))
+        if zero:
+            ops[f"zero{i}"] = as_words(pack_bytes(z.numpy()))
+        problems.append(QuantMatmulProblem(m, n, k, Layout(0, 0, k, 1), Layout(offset, 0, n, 1),
+                                           QuantWeight(fmt, group, zero, dtype), dtype, activation=act))
+        ref = a.float() @ dequantized(q, z, s, group).T
+        refs.append((offset, n, torch.nn.functional.silu(ref) if act == "silu" else ref))
+        offset += -(-m * n // 8) * 8
+    out = torch.full((offset,), float("nan"), dtype=TORCH[dtype])
+    gp = GroupedQuantProblem(tuple(problems))
+    got = run_launch(rt, plan_grouped_quant_matmul(gp, caps, variant), ops, out)
+    tol = dict(atol=1e-4, rtol=1e-4) if dtype == "f32" else dict(atol=2e-2, rtol=1e-2)
+    for offset, n, ref in refs:
+        torch.testing.assert_close(got[offset:offset + m * n].view(m, n).float(), ref, **tol)
+    return gp
+
+
+@pytest.mark.parametrize("fmt,zero", [("i4", True), ("i8", False), ("i8", True)])
+@pytest.mark.parametrize("m", [1, 2])
+def test_quant_pairs(rt, caps, fmt, zero, m):
+    """gate/up-shaped pairs: int4 group-wise with zero points, int8 per-channel (group = K)."""
+    group = 32 if zero else 128
+    run_quant(rt, caps, m, [40, 24], 128, fmt, group, zero, "f32", activations=["silu", None])
+
+
+def test_quant_every_variant_and_f16(rt, caps):
+    gp = run_quant(rt, caps, 1, [33, 16], 64, "i4", 32, True, "f32")
+    for name in grouped_quant_variants(gp, caps):
+        run_quant(rt, caps, 1, [33, 16], 64, "i4", 32, True, "f32", variant=name)
+    if caps.shader_f16:
+        run_quant(rt, caps, 1, [32, 16], 64, "i8", 32, True, "f16")
+
+
+def test_quant_triple_needs_eleven_bindings(rt, caps):
+    """q/k/v with zero points bind 11 storage buffers: only where the device allows that many."""
+    wide = with_limits(caps, max_storage_buffers_per_shader_stage=11)
+    if caps.limit("max-storage-buffers-per-shader-stage", 8) >= 11:
+        run_quant(rt, wide, 1, [32, 16, 16], 64, "i4", 32, True, "f32")
+    narrow = with_limits(caps, max_storage_buffers_per_shader_stage=8)
+    gp = run_quant(rt, narrow, 1, [32, 16], 64, "i4", 32, True, "f32")   # a pair fits 8
+    triple = GroupedQuantProblem(gp.problems + gp.problems[1:])
+    assert triple.bindings() == 11 and grouped_quant_variants(triple, narrow) == []
+    with pytest.raises(TypeError, match="storage"):
+        plan_grouped_quant_matmul(triple, narrow)

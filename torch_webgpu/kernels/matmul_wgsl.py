@@ -529,7 +529,7 @@ fn finish{i}(row: u32, col: u32, acc: f32) {{
   v = {ACTIVATIONS[act]};
   O[P.o{i}.x + row * P.o{i}.z + col * P.o{i}.w] = {dtype}(v);
 }}""")
-    return "\n".join(out) + "\n"
+    return (ERF_WGSL if "gelu" in activations else "") + "\n".join(out) + "\n"
 
 
 def grouped_branches(groups: int, body) -> str:
