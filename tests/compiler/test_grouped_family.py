@@ -1,0 +1,111 @@
+"""Sibling linears of one input as one grouped gemv dispatch: a tiny Llama decode step (f32, f16, torchao
+int4) matches the CPU and runs fewer dispatches than with TORCH_WEBGPU_GROUPED_GEMV=0; linears that are
+not siblings (a bias, dependent, many rows) stay one dispatch each."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from benchmarks.llama_decode import LlamaStaticDecode, llama_1b_config
+from torch_webgpu.compiler.low_ir import LowIROp
+from torch_webgpu.compiler.webgpu_compiler import STATS, webgpu_backend
+
+
+def library_kinds() -> list[str]:
+    """The library variant of each library dispatch of the last compiled plan."""
+    plan = STATS.plans[-1]
+    library = plan.meta.get("library", {})
+    return [library[n.args["entry_point"]] for n in plan.main
+            if n.op is LowIROp.DISPATCH and n.args["entry_point"] in library]
+
+
+def compiled(model, *args, grouped: bool, monkeypatch):
+    """(result, dispatches, library kinds) of `model` compiled with grouping on or off."""
+    monkeypatch.setenv("TORCH_WEBGPU_GROUPED_GEMV", "1" if grouped else "0")
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(model, backend=webgpu_backend)(*args)
+    return got, STATS.plans[-1].dispatch_count, library_kinds()
+
+
+def _decode_step(dtype, quant=False):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    lm = transformers.LlamaForCausalLM(llama_1b_config(tiny=True)).eval()
+    if quant:
+        pytest.importorskip("torchao")
+        from torchao.quantization import IntxWeightOnlyConfig, quantize_
+        from torchao.quantization.granularity import PerGroup
+
+        quantize_(lm, IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(32)))
+    step = LlamaStaticDecode(lm.to(dtype), max_len=16).eval()
+    cache = torch.randn(step.empty_cache().shape, generator=torch.Generator().manual_seed(2)).to(dtype)
+    return step, (torch.tensor([[5]]), torch.tensor([3]), cache)
+
+
+def check_decode(monkeypatch, dtype, atol, quant=False):
+    step, args = _decode_step(dtype, quant)
+    with torch.no_grad():
+        want = step(*args)
+    got, grouped, kinds = compiled(step, *args, grouped=True, monkeypatch=monkeypatch)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g.float(), w.float(), atol=atol, rtol=atol)
+    _, ungrouped, plain = compiled(step, *args, grouped=False, monkeypatch=monkeypatch)
+    prefix = "gqmatmul" if quant else "gmatmul"
+    # per layer: q/k/v as one dispatch, gate/up (SiLU on gate) as another
+    assert sum(k.startswith(prefix + "3") for k in kinds) == 2, kinds
+    assert sum(k.startswith(prefix + "2") for k in kinds) == 2, kinds
+    assert not any(k.startswith(prefix) for k in plain), plain
+    assert grouped <= ungrouped - 6, (grouped, ungrouped)
+    return grouped, ungrouped
+
+
+@pytest.mark.slow
+def test_llama_decode_f32_grouped(monkeypatch):
+    check_decode(monkeypatch, torch.float32, 1e-4)
+
+
+@pytest.mark.slow
+def test_llama_decode_f16_grouped(monkeypatch, rt):
+    if "shader-f16" not in rt.info.features:
+        pytest.skip("the adapter lacks shader-f16")
+    check_decode(monkeypatch, torch.float16, 2e-2)
+
+
+@pytest.mark.slow
+def test_llama_decode_torchao_int4_grouped(monkeypatch):
+    check_decode(monkeypatch, torch.float32, 1e-3, quant=True)
+
+
+class Siblings(torch.nn.Module):
+    """Three linears of one input, a linear with a bias, and a linear of a linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = (torch.nn.Linear(64, n, bias=False) for n in (32, 48, 16))
+        self.biased = torch.nn.Linear(64, 16)
+        self.after = torch.nn.Linear(32, 8, bias=False)
+
+    def forward(self, x):
+        a = self.a(x)
+        return a, self.b(x), self.c(x), self.biased(x), self.after(a)
+
+
+def test_only_siblings_group(monkeypatch):
+    torch.manual_seed(0)
+    model = Siblings().eval()
+    x = torch.randn(1, 64)
+    got, _, kinds = compiled(model, x, grouped=True, monkeypatch=monkeypatch)
+    with torch.no_grad():
+        for g, w in zip(got, model(x), strict=True):
+            torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
+    assert sorted(k.split(".")[0] for k in kinds) == ["gmatmul3", "matmul", "matmul"], kinds
+
+
+def test_many_rows_do_not_group(monkeypatch):
+    torch.manual_seed(0)
+    model = Siblings().eval()
+    x = torch.randn(9, 64)
+    _, _, kinds = compiled(model, x, grouped=True, monkeypatch=monkeypatch)
+    assert not any(k.startswith("gmatmul") for k in kinds), kinds
