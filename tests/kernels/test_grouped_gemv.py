@@ -45,14 +45,22 @@ def _dense(m, ns, k, dtype, activations, alphas, gen):
     return GroupedGemvProblem(tuple(problems)), a, ws, refs, offset
 
 
-def run_dense(rt, caps, m, ns, k, dtype, variant=None, activations=None, alphas=None, seed=0):
+def _glu(refs):
+    """The GLU form's one result (at the first output): the first product times the second."""
+    (offset, gate), (_, up) = refs
+    return [(offset, gate * up)]
+
+
+def run_dense(rt, caps, m, ns, k, dtype, variant=None, activations=None, alphas=None, seed=0, glu=False):
     gen = torch.Generator().manual_seed(seed)
     activations = activations or [None] * len(ns)
     alphas = alphas or [1.0] * len(ns)
     gp, a, ws, refs, total = _dense(m, ns, k, dtype, activations, alphas, gen)
+    if glu:
+        gp, refs, ns = dataclasses.replace(gp, glu=True), _glu(refs), ns[:1]
     out = torch.full((total,), float("nan"), dtype=TORCH[dtype])
     launch = plan_grouped_matmul(gp, caps, variant)
-    assert launch.bindings.count("out") == 1 and len(launch.bindings) == len(ns) + 3
+    assert launch.bindings.count("out") == 1 and len(launch.bindings) == len(ws) + 3
     got = run_launch(rt, launch, {"a": a, **{f"b{i}": w for i, w in enumerate(ws)}}, out)
     tol = dict(atol=1e-4, rtol=1e-4) if dtype == "f32" else dict(atol=2e-2, rtol=1e-2)
     for (offset, ref), n in zip(refs, ns, strict=True):
@@ -101,7 +109,8 @@ def test_grouping_refused_beyond_limits(caps):
         plan_grouped_matmul(GroupedGemvProblem((gp.problems[0], other)), caps)
 
 
-def run_quant(rt, caps, m, ns, k, fmt, group, zero, dtype, variant=None, activations=None, seed=0):
+def run_quant(rt, caps, m, ns, k, fmt, group, zero, dtype, variant=None, activations=None, seed=0,
+              glu=False):
     """Grouped quantized linears against dequantized weights on the CPU."""
     from .test_quant_matmul import as_words, dequantized, quantized
 
@@ -121,7 +130,9 @@ def run_quant(rt, caps, m, ns, k, fmt, group, zero, dtype, variant=None, activat
         refs.append((offset, n, torch.nn.functional.silu(ref) if act == "silu" else ref))
         offset += -(-m * n // 8) * 8
     out = torch.full((offset,), float("nan"), dtype=TORCH[dtype])
-    gp = GroupedQuantProblem(tuple(problems))
+    gp = GroupedQuantProblem(tuple(problems), glu=glu)
+    if glu:
+        refs = [(refs[0][0], refs[0][1], refs[0][2] * refs[1][2])]
     got = run_launch(rt, plan_grouped_quant_matmul(gp, caps, variant), ops, out)
     tol = dict(atol=1e-4, rtol=1e-4) if dtype == "f32" else dict(atol=2e-2, rtol=1e-2)
     for offset, n, ref in refs:
@@ -156,3 +167,25 @@ def test_quant_triple_needs_eleven_bindings(rt, caps):
     assert triple.bindings() == 11 and grouped_quant_variants(triple, narrow) == []
     with pytest.raises(TypeError, match="storage"):
         plan_grouped_quant_matmul(triple, narrow)
+
+
+@pytest.mark.parametrize("m", [1, 3])
+def test_dense_glu(rt, caps, m):
+    """The MLP's silu(x Wg^T) * (x Wu^T) as one output, every variant (f16 with the default)."""
+    gp, *_ = _dense(1, [40, 40], 64, "f32", ["silu", None], [1.0, 1.0], torch.Generator())
+    gp = dataclasses.replace(gp, glu=True)
+    for name in grouped_variants(gp, caps):
+        run_dense(rt, caps, m, [40, 40], 64, "f32", name, activations=["silu", None], alphas=[0.5, 2.0],
+                  glu=True)
+    if caps.shader_f16:
+        run_dense(rt, caps, m, [40, 40], 64, "f16", activations=["silu", None], glu=True)
+    with pytest.raises(ValueError, match="GLU"):
+        plan_grouped_matmul(dataclasses.replace(gp, problems=(gp.problems[0], gp.problems[0])), caps)
+
+
+@pytest.mark.parametrize("fmt,zero", [("i4", True), ("i8", False)])
+def test_quant_glu(rt, caps, fmt, zero):
+    group = 32 if zero else 64
+    gp = run_quant(rt, caps, 1, [40, 40], 64, fmt, group, zero, "f32", activations=["silu", None], glu=True)
+    for name in grouped_quant_variants(gp, caps):
+        run_quant(rt, caps, 2, [40, 40], 64, fmt, group, zero, "f32", name, ["silu", None], glu=True)

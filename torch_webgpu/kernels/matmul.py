@@ -594,6 +594,7 @@ class GroupedGemvProblem:
     has A's m, k, layout and dtype; no bias or residual (alpha and the activation are per problem)."""
 
     problems: tuple[MatmulProblem, ...]
+    glu: bool = False   # one output act0(x W0^T) * (x W1^T) (an MLP's gate/up), at problem 0's layout
 
     @property
     def dtype(self) -> str:
@@ -607,7 +608,8 @@ class GroupedGemvProblem:
 
     def shape_class(self) -> str:
         """A coarse key for autotuning: the group size and each problem's class."""
-        return f"g{len(self.problems)}:" + ",".join(p.shape_class() for p in self.problems)
+        return f"g{len(self.problems)}{'glu' if self.glu else ''}:" + ",".join(
+            p.shape_class() for p in self.problems)
 
     def layout_class(self) -> str:
         """The first problem's layout class (all read the same A)."""
@@ -627,6 +629,9 @@ class GroupedGemvProblem:
                 raise ValueError("grouped gemv: every problem reads the same A (m, k, layout, dtype)")
             if p.b.row_stride != 1 or p.activation not in ACTIVATIONS:
                 raise ValueError("grouped gemv: weights contiguous along K ([N, K] linear weights)")
+        if self.glu and (len(ps) != 2 or ps[1].n != first.n or ps[1].activation is not None):
+            raise ValueError("grouped gemv: the GLU form takes two problems of one N (no activation on the "
+                             "second)")
 
 
 def grouped_variants(gp: GroupedGemvProblem, caps: DeviceCaps) -> list[str]:
@@ -643,9 +648,10 @@ def grouped_variants(gp: GroupedGemvProblem, caps: DeviceCaps) -> list[str]:
     per = [_stream_variants(p.normalized(), caps, True) for p in gp.problems]
     limit = caps.limit("max-compute-workgroups-per-dimension", 65535)
     names = []
+    problems = gp.problems[:1] if gp.glu else gp.problems   # the GLU form's grid is one problem's
     for name in per[0]:
         ln = VARIANTS[name.removesuffix(VEC_SUFFIX)].ln
-        if all(name in other for other in per[1:]) and sum(ceil_div(p.n, ln) for p in gp.problems) <= limit:
+        if all(name in other for other in per[1:]) and sum(ceil_div(p.n, ln) for p in problems) <= limit:
             names.append(name)
     return names
 
@@ -669,14 +675,17 @@ def plan_grouped_matmul(gp: GroupedGemvProblem, caps: DeviceCaps, variant: str |
     sg = _sg_size(caps) if spec.subgroup else None
     epi = wgsl.Epilogue(first.dtype, False, False, None)
     src = wgsl.gemv_stream_k_source(epi, spec.lk, spec.ln, spec.unroll, mr, vw, sg,
-                                    grouped=tuple(p.activation for p in ps))
+                                    grouped=tuple(p.activation for p in ps), glu=gp.glu)
     params = [first.m, 0, first.k, 1] + first.a.words()
     start = 0
     for p in ps:
         params += p.b.words() + p.out.words() + [start, p.n, f32_word(p.alpha), 0]
         start += ceil_div(p.n, spec.ln)
+    if gp.glu:
+        start = ceil_div(first.n, spec.ln)
     grid = (start, ceil_div(first.m, mr), 1)
     bindings = (PARAMS, "a", *(f"b{i}" for i in range(len(ps))), "out")
-    return KernelLaunch(name=f"gmatmul{len(ps)}.{first.dtype}.{variant}", wgsl=src, grid=grid,
+    kind = f"gmatmul{len(ps)}{'glu' if gp.glu else ''}"
+    return KernelLaunch(name=f"{kind}.{first.dtype}.{variant}", wgsl=src, grid=grid,
                         workgroup_size=(spec.threads, 1, 1), bindings=bindings, params=tuple(params),
                         read_only=frozenset(range(1, len(bindings) - 1)))

@@ -532,6 +532,28 @@ fn finish{i}(row: u32, col: u32, acc: f32) {{
     return (ERF_WGSL if "gelu" in activations else "") + "\n".join(out) + "\n"
 
 
+def glu_finish(dtype: str, activation: str | None) -> str:
+    """`finish_glu(row, col, acc, up)`: act(alpha0 * acc) * (alpha1 * up) stored at problem 0's output
+    layout (the gated linear unit of an MLP: silu(x W_gate^T) * (x W_up^T))."""
+    return f"""{ERF_WGSL if activation == "gelu" else ""}
+fn finish_glu(row: u32, col: u32, acc: f32, up: f32) {{
+  if (row >= P.mnkb.x || col >= P.g0.y) {{ return; }}
+  var v = bitcast<f32>(P.g0.z) * acc;
+  v = {ACTIVATIONS[activation]};
+  O[P.o0.x + row * P.o0.z + col * P.o0.w] = {dtype}(v * (bitcast<f32>(P.g1.z) * up));
+}}
+"""
+
+
+def glu_parts(walk, mr: int, cols: int) -> tuple[str, str, str, list[str]]:
+    """(column WGSL, body, stores, accumulators) of a grouped matrix-vector in GLU form: every workgroup
+    walks both weights for its columns (`walk(i, acc)`: the K loop of problem i into `acc{r}`)."""
+    find = f"  let N = P.g0.y;\n  let col = wid.x * {cols}u + slot;"
+    body = "\n".join(["  {", *walk(0, "acc"), "  }", "  {", *walk(1, "up"), "  }"])
+    done = "\n".join(f"    finish_glu(m0 + {r}u, col, acc{r}, up{r});" for r in range(mr))
+    return find, body, done, [f"{x}{r}" for x in ("acc", "up") for r in range(mr)]
+
+
 def grouped_branches(groups: int, body) -> str:
     """`body(i)` (WGSL lines of problem i) behind a workgroup-uniform branch on g."""
     out = []
@@ -543,7 +565,8 @@ def grouped_branches(groups: int, body) -> str:
 
 
 def gemv_stream_k_source(e: Epilogue, lanes: int, cols: int, unroll: int, mr: int, vw: int,
-                         subgroup: int | None, grouped: tuple[str | None, ...] = ()) -> str:
+                         subgroup: int | None, grouped: tuple[str | None, ...] = (),
+                         glu: bool = False) -> str:
     """Bandwidth-bound matrix-vector for B contiguous along K (linear weights): `lanes` consecutive
     invocations own one output column (a weight row) and walk K with `unroll` independent loads of
     `vw` elements each (16 bytes: 8 halves or 4 floats; vw = 1: scalar loads, any strides), `cols`
@@ -554,7 +577,8 @@ def gemv_stream_k_source(e: Epilogue, lanes: int, cols: int, unroll: int, mr: in
     `grouped` (one activation per problem, 2 or more): several products of the same A with their own
     weights B0, B1, ... in ONE dispatch (sibling linears: q/k/v, gate/up); the grid is the sum of the
     problems' workgroups and each workgroup finds its problem from its index (`grouped_select`); outputs
-    go to one buffer O at each problem's layout. No bias or residual."""
+    go to one buffer O at each problem's layout. No bias or residual. `glu` (two problems of one N):
+    one output, act0(x W0^T) * (x W1^T), each workgroup computing both products of its columns."""
     t = e.dtype
     elem = _stream_elem(t, vw)
     step = lanes * vw
@@ -570,31 +594,42 @@ def gemv_stream_k_source(e: Epilogue, lanes: int, cols: int, unroll: int, mr: in
                           f"j{u} < K);"]
         return out + [f"    let b{u} = {b}[(bcol + k{u}) / {vw}u];"]
 
-    def math(u: int) -> list[str]:
+    def math(u: int, acc: str) -> list[str]:
         if vw == 1:
-            return [f"    acc{r} = fma(f32(A[arow{r} + k{u} * P.a.w]), b{u}, acc{r});" for r in range(mr)]
+            return [f"    {acc}{r} = fma(f32(A[arow{r} + k{u} * P.a.w]), b{u}, {acc}{r});" for r in range(mr)]
         dot = "dot8" if t == "f16" else "dot"
-        return [f"    acc{r} += select(0.0, {dot}(A[(arow{r} + k{u}) / {vw}u], b{u}), j{u} < K);"
+        return [f"    {acc}{r} += select(0.0, {dot}(A[(arow{r} + k{u}) / {vw}u], b{u}), j{u} < K);"
                 for r in range(mr)]
 
-    def k_loop(b: str, lay: str, indent: str = "") -> list[str]:
+    def k_loop(b: str, lay: str, indent: str = "", acc: str = "acc") -> list[str]:
         # all loads of one unrolled step first, then the math: `unroll` loads in flight per invocation
         main = [x for u in range(unroll) for x in loads(u, b, lay)]
-        main += [x for u in range(unroll) for x in math(u)]
+        main += [x for u in range(unroll) for x in math(u, acc)]
         return [indent + x for x in [f"  for (var kb = 0u; kb < K; kb += {step * unroll}u) {{", *main, "  }"]]
 
-    decl, reduce = lane_reduce([f"acc{r}" for r in range(mr)], lanes, cols, subgroup)
     enables = ("subgroups",) if subgroup else ()
     diag = "diagnostic(off, subgroup_uniformity);\n" if subgroup else ""
     dot8 = DOT8_F16 if t == "f16" and vw > 1 else ""
     if grouped:
         n = len(grouped)
-        head = grouped_header(t, elem, [elem] * n, enables) + grouped_finish(t, grouped)
-        select = grouped_select(n, cols)
-        walk = grouped_branches(n, lambda i: [
-            "    let cc = min(col, N - 1u);", f"    let bbase = P.b{i}.x;",
-            f"    let bcol = bbase + cc * P.b{i}.w;", *k_loop(f"B{i}", f"P.b{i}", "  ")])
-        done = grouped_branches(n, lambda i: [f"    finish{i}(m0 + {r}u, col, acc{r});" for r in range(mr)])
+        head = grouped_header(t, elem, [elem] * n, enables)
+
+        def problem(i: int, acc: str = "acc") -> list[str]:
+            return ["    let cc = min(col, N - 1u);", f"    let bbase = P.b{i}.x;",
+                    f"    let bcol = bbase + cc * P.b{i}.w;", *k_loop(f"B{i}", f"P.b{i}", "  ", acc)]
+
+        if glu:
+            head += glu_finish(t, grouped[0])
+            select, walk, done, names = glu_parts(problem, mr, cols)
+        else:
+            head += grouped_finish(t, grouped)
+            select = grouped_select(n, cols)
+            walk = grouped_branches(n, problem)
+            done = grouped_branches(n, lambda i: [f"    finish{i}(m0 + {r}u, col, acc{r});"
+                                                  for r in range(mr)])
+            names = [f"acc{r}" for r in range(mr)]
+        decl, reduce = lane_reduce(names, lanes, cols, subgroup)
+        accs += "\n" + "\n".join(f"  var up{r} = 0.0;" for r in range(mr)) if glu else ""
         return f"""{diag}{head}{dot8}
 {decl}
 @compute @workgroup_size({lanes * cols})
@@ -613,6 +648,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }}
 }}
 """
+    decl, reduce = lane_reduce([f"acc{r}" for r in range(mr)], lanes, cols, subgroup)
     done = "\n".join(f"    finish(batch, m0 + {r}u, col, acc{r});" for r in range(mr))
     return f"""{diag}{header(e, elem, elem, enables)}{finish_fn(e)}{dot8}
 {decl}

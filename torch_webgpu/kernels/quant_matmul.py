@@ -36,6 +36,8 @@ from .matmul_wgsl import (
     Epilogue,
     SgmatTile,
     finish_fn,
+    glu_finish,
+    glu_parts,
     grouped_branches,
     grouped_finish,
     grouped_header,
@@ -301,7 +303,8 @@ fn scale_of{sfx}(n: u32, g: u32) -> f32 {{ return f32(S{sfx}[n * P.q.y + g]); }}
 
 
 def _stream_source(p: QuantMatmulProblem, e: Epilogue, lanes: int, cols: int, unroll: int, mr: int,
-                   subgroup: int | None, grouped: tuple[str | None, ...] = ()) -> tuple[str, list[str]]:
+                   subgroup: int | None, grouped: tuple[str | None, ...] = (),
+                   glu: bool = False) -> tuple[str, list[str]]:
     """Decode at memory bandwidth: `lanes` consecutive invocations own one weight row and walk it in
     16-byte loads (`unroll` in flight each), dequantized in registers with vector shifts, each load's
     dot product scaled once (a load never straddles a group); `cols` rows per workgroup, lanes combined
@@ -309,11 +312,12 @@ def _stream_source(p: QuantMatmulProblem, e: Epilogue, lanes: int, cols: int, un
 
     `grouped` (one activation per problem): sibling linears of the same A and weight format with their
     own q/scale/zero bindings (Q0, S0, Z0, Q1, ...) in ONE dispatch, as the dense family's grouped
-    gemv (matmul_wgsl.grouped_select): outputs in one buffer at each problem's layout."""
+    gemv (matmul_wgsl.grouped_select): outputs in one buffer at each problem's layout; `glu`: one
+    output act0(x W0^T) * (x W1^T) (matmul_wgsl.glu_parts)."""
     enables = ("subgroups",) if subgroup else ()
     if grouped:
         head, roles = _grouped_header(p, len(grouped), enables)
-        head += grouped_finish(p.dtype, grouped)
+        head += glu_finish(p.dtype, grouped[0]) if glu else grouped_finish(p.dtype, grouped)
     else:
         head, roles = _header(p, e, stream=True, enables=enables)
         head += finish_fn(e)
@@ -335,7 +339,7 @@ def _stream_source(p: QuantMatmulProblem, e: Epilogue, lanes: int, cols: int, un
         return [f"    let c{u} = min(cb + lane + {u * lanes}u, loads - 1u);",
                 f"    let q{u} = Q{sfx}[qrow + c{u}];"]
 
-    def math(u: int, sfx: str) -> list[str]:
+    def math(u: int, sfx: str, acc: str) -> list[str]:
         # a load past the row's end re-reads its last one (no branch) and counts zero
         out = [f"    {{ let k0 = c{u} * {ch}u; let g = k0 / P.q.x;",
                f"      let s = select(0.0, scale_of{sfx}(cc, g), cb + lane + {u * lanes}u < loads);",
@@ -346,20 +350,23 @@ def _stream_source(p: QuantMatmulProblem, e: Epilogue, lanes: int, cols: int, un
         for r in range(mr):
             terms = " + ".join(f"dot(vec4<f32>(A[(arow{r} + k0) / 4u + {off // 4}u]), w{i})"
                                for i, (_, _, off) in enumerate(words))
-            out.append(f"      acc{r} = fma({terms}, s, acc{r});")
+            out.append(f"      {acc}{r} = fma({terms}, s, {acc}{r});")
         out.append("    }")
         return out
 
-    def walk(sfx: str, indent: str = "") -> list[str]:
+    def walk(sfx: str, indent: str = "", acc: str = "acc") -> list[str]:
         main = [x for u in range(unroll) for x in load(u, sfx)]
-        main += [x for u in range(unroll) for x in math(u, sfx)]
+        main += [x for u in range(unroll) for x in math(u, sfx, acc)]
         lines = ["  let cc = min(col, N - 1u);", "  let qrow = cc * (P.q.z / 4u);",
                  f"  for (var cb = 0u; cb < loads; cb += {lanes * unroll}u) {{", *main, "  }"]
         return [indent + x for x in lines]
 
-    decl, reduce = lane_reduce([f"acc{r}" for r in range(mr)], lanes, cols, subgroup)
+    names = [f"acc{r}" for r in range(mr)]
     diag = "diagnostic(off, subgroup_uniformity);\n" if subgroup else ""
-    if grouped:
+    if glu:
+        find, body, done, names = glu_parts(lambda i, acc: walk(str(i), "  ", acc), mr, cols)
+        accs += "\n" + "\n".join(f"  var up{r} = 0.0;" for r in range(mr))
+    elif grouped:
         n = len(grouped)
         find = grouped_select(n, cols)
         body = grouped_branches(n, lambda i: walk(str(i), "  "))
@@ -368,6 +375,7 @@ def _stream_source(p: QuantMatmulProblem, e: Epilogue, lanes: int, cols: int, un
         find = f"  let N = P.mnkb.y;\n  let col = wid.x * {cols}u + slot;"
         body = "\n".join(walk(""))
         done = "\n".join(f"    finish(0u, m0 + {r}u, col, acc{r});" for r in range(mr))
+    decl, reduce = lane_reduce(names, lanes, cols, subgroup)
     src = f"""{diag}{head}
 {decl}
 @compute @workgroup_size({lanes * cols})
@@ -601,6 +609,7 @@ class GroupedQuantProblem:
     q / scale / zero, written to one output buffer at each problem's `out` layout; no bias or residual."""
 
     problems: tuple[QuantMatmulProblem, ...]
+    glu: bool = False   # one output act0(x W0^T) * (x W1^T) (an MLP's gate/up), at problem 0's layout
 
     @property
     def dtype(self) -> str:
@@ -614,7 +623,8 @@ class GroupedQuantProblem:
 
     def shape_class(self) -> str:
         """A coarse key for autotuning: the group size and each problem's class."""
-        return f"g{len(self.problems)}:" + ",".join(p.shape_class() for p in self.problems)
+        return f"g{len(self.problems)}{'glu' if self.glu else ''}:" + ",".join(
+            p.shape_class() for p in self.problems)
 
     def bindings(self) -> int:
         """Storage buffers the grouped kernel binds: A, q/scale(/zero) per problem, the output."""
@@ -633,6 +643,10 @@ class GroupedQuantProblem:
                     first.m, first.k, first.a, first.weight, first.dtype, first.activation_dtype):
                 raise ValueError("grouped quant gemv: every problem reads the same A with the same weight "
                                  "format")
+        if self.glu and (len(self.problems) != 2 or self.problems[1].n != first.n
+                         or self.problems[1].activation is not None):
+            raise ValueError("grouped quant gemv: the GLU form takes two problems of one N (no activation on "
+                             "the second)")
 
 
 def grouped_quant_variants(gp: GroupedQuantProblem, caps: DeviceCaps) -> list[str]:
@@ -646,8 +660,9 @@ def grouped_quant_variants(gp: GroupedQuantProblem, caps: DeviceCaps) -> list[st
         return []
     per = [_stream_variants(p, caps) if quant_variants(p, caps) else [] for p in gp.problems]
     limit = caps.limit("max-compute-workgroups-per-dimension", 65535)
+    problems = gp.problems[:1] if gp.glu else gp.problems   # the GLU form's grid is one problem's
     return [name for name in per[0] if all(name in other for other in per[1:])
-            and sum(ceil_div(p.n, STREAM[name.removesuffix(STREAM_SUFFIX)][1]) for p in gp.problems) <= limit]
+            and sum(ceil_div(p.n, STREAM[name.removesuffix(STREAM_SUFFIX)][1]) for p in problems) <= limit]
 
 
 def plan_grouped_quant_matmul(gp: GroupedQuantProblem, caps: DeviceCaps,
@@ -667,7 +682,7 @@ def plan_grouped_quant_matmul(gp: GroupedQuantProblem, caps: DeviceCaps,
     sg = caps.subgroup_size if variant.endswith(STREAM_SUFFIX) else None
     e = Epilogue(first.dtype, False, False, None)
     src, roles = _stream_source(first, e, lk, ln, unroll, mr, sg,
-                                grouped=tuple(p.activation for p in gp.problems))
+                                grouped=tuple(p.activation for p in gp.problems), glu=gp.glu)
     w = first.weight
     params = [first.m, 0, first.k, 1] + first.a.words() + [w.group, first.k // w.group,
                                                            w.words_per_row(first.k), 0]
@@ -675,10 +690,13 @@ def plan_grouped_quant_matmul(gp: GroupedQuantProblem, caps: DeviceCaps,
     for p in gp.problems:
         params += [0, 0, 0, 0] + p.out.words() + [start, p.n, f32_word(p.alpha), 0]
         start += ceil_div(p.n, ln)
+    if gp.glu:
+        start = ceil_div(first.n, ln)
     read_only = frozenset(i for i, r in enumerate(roles) if r not in ("out", PARAMS))
     ta = first.activation_dtype
     dtypes = first.dtype if ta == first.dtype else f"{ta}to{first.dtype}"
-    name = f"gqmatmul{len(gp.problems)}.{w.fmt}g{w.group}{'z' if w.zero else ''}.{dtypes}.{variant}"
+    kind = f"gqmatmul{len(gp.problems)}{'glu' if gp.glu else ''}"
+    name = f"{kind}.{w.fmt}g{w.group}{'z' if w.zero else ''}.{dtypes}.{variant}"
     return KernelLaunch(name=name, wgsl=src, grid=(start, ceil_div(first.m, mr), 1),
                         workgroup_size=(lk * ln, 1, 1), bindings=tuple(roles),
                         params=tuple(params), read_only=read_only)
