@@ -1,6 +1,7 @@
 """Sibling linears of one input as one grouped gemv dispatch: a tiny Llama decode step (f32, f16, torchao
-int4) matches the CPU and runs fewer dispatches than with TORCH_WEBGPU_GROUPED_GEMV=0; linears that are
-not siblings (a bias, dependent, many rows) stay one dispatch each."""
+int4) matches the CPU and runs fewer dispatches than with TORCH_WEBGPU_GROUPED_GEMV=0 (q/k/v as one,
+gate/up with SiLU * up as one in GLU form); linears that are not siblings (a bias, dependent, many rows)
+stay one dispatch each, and a gate/up pair whose results are used elsewhere is grouped without GLU."""
 
 from __future__ import annotations
 
@@ -53,11 +54,12 @@ def check_decode(monkeypatch, dtype, atol, quant=False):
         torch.testing.assert_close(g.float(), w.float(), atol=atol, rtol=atol)
     _, ungrouped, plain = compiled(step, *args, grouped=False, monkeypatch=monkeypatch)
     prefix = "gqmatmul" if quant else "gmatmul"
-    # per layer: q/k/v as one dispatch, gate/up (SiLU on gate) as another
-    assert sum(k.startswith(prefix + "3") for k in kinds) == 2, kinds
-    assert sum(k.startswith(prefix + "2") for k in kinds) == 2, kinds
+    # per layer: q/k/v as one dispatch, silu(gate) * up as another
+    assert sum(k.startswith(prefix + "3.") for k in kinds) == 2, kinds
+    assert sum(k.startswith(prefix + "2glu.") for k in kinds) == 2, kinds
     assert not any(k.startswith(prefix) for k in plain), plain
-    assert grouped <= ungrouped - 6, (grouped, ungrouped)
+    # 2 layers: 2 q/k/v and 1 gate/up dispatches fewer, and the SiLU * up elementwise one
+    assert grouped <= ungrouped - 8, (grouped, ungrouped)
     return grouped, ungrouped
 
 
@@ -109,3 +111,30 @@ def test_many_rows_do_not_group(monkeypatch):
     x = torch.randn(9, 64)
     _, _, kinds = compiled(model, x, grouped=True, monkeypatch=monkeypatch)
     assert not any(k.startswith("gmatmul") for k in kinds), kinds
+
+
+class GatedMLP(torch.nn.Module):
+    """Llama's MLP, optionally also returning the up projection (then the GLU form cannot apply)."""
+
+    def __init__(self, expose_up: bool):
+        super().__init__()
+        self.gate, self.up = (torch.nn.Linear(64, 96, bias=False) for _ in range(2))
+        self.down = torch.nn.Linear(96, 64, bias=False)
+        self.expose_up = expose_up
+
+    def forward(self, x):
+        up = self.up(x)
+        out = self.down(torch.nn.functional.silu(self.gate(x)) * up)
+        return (out, up) if self.expose_up else out
+
+
+@pytest.mark.parametrize("expose_up", [False, True])
+def test_gated_mlp(monkeypatch, expose_up):
+    torch.manual_seed(0)
+    model = GatedMLP(expose_up).eval()
+    x = torch.randn(2, 64)
+    got, _, kinds = compiled(model, x, grouped=True, monkeypatch=monkeypatch)
+    with torch.no_grad():
+        torch.testing.assert_close(got, model(x), atol=1e-4, rtol=1e-4)
+    want = "gmatmul2." if expose_up else "gmatmul2glu."
+    assert sum(k.startswith(want) for k in kinds) == 1, kinds

@@ -5,7 +5,9 @@ grouped gemv (kernels/matmul.py `plan_grouped_matmul`, kernels/quant_matmul.py
 concatenated copy, so bundles still take them from the model by name).
 
 The members' results share one plan buffer (each at a 256-byte aligned offset), so the grouped op has
-several `finals`. Members qualify when they have no bias or residual, read the same operand (base, view,
+several `finals`. A gate/up pair whose only use is the MLP's `act(gate) * up` runs in GLU form instead:
+one result, the product (the multiplication's node is the op's final, the members' results are never
+written). Members qualify when they have no bias or residual, read the same operand (base, view,
 scale) in the same dtype, and their weights are graph inputs (always ready before the group runs, so the
 members cannot depend on each other). `TORCH_WEBGPU_GROUPED_GEMV=0` turns grouping off.
 """
@@ -13,7 +15,7 @@ members cannot depend on each other). `TORCH_WEBGPU_GROUPED_GEMV=0` turns groupi
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -33,7 +35,7 @@ from torch_webgpu.kernels.quant_matmul import (
     plan_grouped_quant_matmul,
 )
 
-from .operands import Operand, Tunable
+from .operands import Operand, Tunable, value_of
 from .partition import LibraryOp
 from .quant_partition import QuantLinearOp
 
@@ -53,6 +55,9 @@ class GroupedLinearOp:
     """Sibling linears (LibraryOp or QuantLinearOp, all one kind) of the same input as one dispatch."""
 
     members: list[Any]
+    glu: torch.fx.Node | None = None   # GLU form: the act(gate) * up multiplication the op computes
+    glu_activation: str | None = None   # the gate's activation when the graph spells it out (SiLU)
+    glu_nodes: list[torch.fx.Node] = field(default_factory=list)   # ... and those nodes
 
     @property
     def quant(self) -> bool:
@@ -66,19 +71,19 @@ class GroupedLinearOp:
 
     @property
     def final(self) -> torch.fx.Node:
-        """The first member's result (`finals` has every member's)."""
-        return self.members[0].final
+        """The first member's result (`finals` has every member's), or the GLU form's product."""
+        return self.glu if self.glu is not None else self.members[0].final
 
     @property
     def finals(self) -> list[torch.fx.Node]:
-        """Each member's result, in member order (written at `out_offsets`)."""
-        return [m.final for m in self.members]
+        """Each member's result, in member order (written at `out_offsets`), or the GLU product."""
+        return [self.glu] if self.glu is not None else [m.final for m in self.members]
 
     @property
     def absorbed(self) -> list[torch.fx.Node]:
-        """Every node the members compute except their results."""
+        """Every node the members compute except the op's results."""
         finals = set(self.finals)
-        nodes = [n for m in self.members for n in (m.root, *m.absorbed)]
+        nodes = [n for m in self.members for n in (m.root, *m.absorbed, m.final)] + self.glu_nodes
         return [n for n in dict.fromkeys(nodes) if n not in finals]
 
     def roles(self) -> dict[str, Operand]:
@@ -105,7 +110,7 @@ class GroupedLinearOp:
     def out_offsets(self) -> tuple[list[int], int]:
         """The byte offset of each member's result in the shared output buffer, and its size."""
         offsets, at = [], 0
-        for m in self.members:
+        for m in self.members[:1] if self.glu is not None else self.members:
             offsets.append(at)
             at += -(-m.m * m.n * _ITEMSIZE[m.dtype] // ALIGN) * ALIGN
         return offsets, at
@@ -114,10 +119,16 @@ class GroupedLinearOp:
         """The kernel library's grouped problem (each member's output at its offset)."""
         offsets, _ = self.out_offsets()
         problems = []
+        if self.glu is not None:
+            offsets = offsets * len(self.members)   # the second product is never stored
         for m, off in zip(self.members, offsets, strict=True):
             p = m.problem()
-            problems.append(replace(p, out=replace(p.out, offset=off // _ITEMSIZE[m.dtype])))
-        return (GroupedQuantProblem if self.quant else GroupedGemvProblem)(tuple(problems))
+            p = replace(p, out=replace(p.out, offset=off // _ITEMSIZE[m.dtype]))
+            if self.glu_activation and m is self.members[0]:
+                p = replace(p, activation=self.glu_activation)
+            problems.append(p)
+        kind = GroupedQuantProblem if self.quant else GroupedGemvProblem
+        return kind(tuple(problems), glu=self.glu is not None)
 
     def variants(self, caps: DeviceCaps) -> list[str]:
         """The grouped variants that run this op on `caps` (none: it cannot be grouped there)."""
@@ -159,9 +170,67 @@ def _same_input_key(op: Any) -> tuple | None:
     return key
 
 
-def group_siblings(ops: list, caps: DeviceCaps) -> list:
+def _decomposed_silu(node: torch.fx.Node) -> list[torch.fx.Node] | None:
+    """The nodes of the `mul(x, sigmoid(x))` that SiLU decomposes to (x: `node`, or its widening to f32
+    and then the narrowing back, as f16 graphs compute it), when they are all `node` feeds; the last one
+    is the activated value. Else None."""
+    aten, convert = torch.ops.aten, torch.ops.prims.convert_element_type.default
+    x, nodes = node, []
+    if len(x.users) == 1 and next(iter(x.users)).target is convert:
+        x = next(iter(x.users))
+        nodes.append(x)
+    users = list(x.users)
+    sig = [u for u in users if u.target is aten.sigmoid.default]
+    if len(users) != 2 or len(sig) != 1 or len(sig[0].users) != 1:
+        return None
+    (mul,) = sig[0].users
+    if mul.target is not aten.mul.Tensor or mul.kwargs or set(mul.args) != {x, sig[0]} or mul not in users:
+        return None
+    nodes += [sig[0], mul]
+    if nodes[0] is not sig[0]:   # widened: the product narrows back to the gate's dtype
+        if len(mul.users) != 1 or next(iter(mul.users)).target is not convert:
+            return None
+        nodes.append(next(iter(mul.users)))
+        if value_of(nodes[-1]).dtype != value_of(node).dtype:
+            return None
+    return nodes
+
+
+def _as_glu(group: GroupedLinearOp, graph_outputs: set, taken: set) -> GroupedLinearOp | None:
+    """`group` in GLU form when it is a gate (SiLU or another activation in its epilogue, or followed by
+    SiLU's `x * sigmoid(x)`) and an up projection whose results only feed one `gate * up` of their
+    shape and dtype; else None."""
+    if len(group.members) != 2:
+        return None
+    silu = {id(m): _decomposed_silu(m.final) if m.activation is None else None for m in group.members}
+    gate, up = sorted(group.members, key=lambda m: m.activation is None and silu[id(m)] is None)
+    gated = silu[id(gate)][-1] if silu[id(gate)] else gate.final   # the activated gate
+    if up.activation is not None or silu[id(up)] is not None or gate.n != up.n:
+        return None
+    if gate.activation is None and silu[id(gate)] is None:
+        return None
+    ends = (gated, up.final)
+    if any(f in graph_outputs or len(f.users) != 1 for f in ends) or gate.final in graph_outputs:
+        return None
+    extra = silu[id(gate)] or []   # the decomposed SiLU's nodes
+    if set(extra) & taken:
+        return None   # another library op computes part of the SiLU
+    (mul,) = gated.users
+    if (mul not in up.final.users or mul.target is not torch.ops.aten.mul.Tensor or mul.kwargs
+            or set(mul.args) != set(ends) or mul in taken):
+        return None
+    vals = [value_of(x) for x in (mul, gate.final, up.final)]
+    if not all(isinstance(v, torch.Tensor) and v.shape == vals[0].shape and v.dtype == vals[0].dtype
+               and v.is_contiguous() for v in vals):
+        return None
+    return GroupedLinearOp([gate, up], mul, "silu" if extra else None, extra)
+
+
+def group_siblings(ops: list, caps: DeviceCaps, graph_outputs: set | None = None,
+                   taken: set | None = None) -> list:
     """`ops` with siblings of the same input (up to GROUPED_MAX, fewer where the device's bindings do
-    not allow it) replaced by one GroupedLinearOp at the first member's place."""
+    not allow it) replaced by one GroupedLinearOp at the first member's place (in GLU form where
+    `_as_glu` finds the MLP's product; `graph_outputs`, `taken`: the partition's)."""
     by_key: dict[tuple, list[int]] = {}
     for i, op in enumerate(ops):
         key = _same_input_key(op)
@@ -174,6 +243,9 @@ def group_siblings(ops: list, caps: DeviceCaps) -> list:
         while len(rest) >= 2:
             for size in range(min(GROUPED_MAX, len(rest)), 1, -1):
                 group = GroupedLinearOp([ops[i] for i in rest[:size]])
+                glu = _as_glu(group, graph_outputs or set(), taken or set())
+                if glu is not None and glu.variants(caps):
+                    group = glu
                 if group.variants(caps):
                     replaced[rest[0]] = group
                     dropped.update(rest[1:size])

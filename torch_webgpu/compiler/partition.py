@@ -341,7 +341,7 @@ def partition(gm: torch.fx.GraphModule, caps: DeviceCaps) -> Partition | None:
     from .grouped_family import group_siblings, grouping_enabled  # built on this module (import cycle)
 
     if grouping_enabled():
-        ops = group_siblings(ops, caps)   # sibling linears of one input: one dispatch
+        ops = group_siblings(ops, caps, matcher.graph_outputs, taken)   # sibling linears: one dispatch
     output = next(n for n in graph.nodes if n.op == "output")
     results = output.args[0]
     results = list(results) if isinstance(results, (tuple, list)) else [results]
