@@ -138,3 +138,39 @@ def test_gated_mlp(monkeypatch, expose_up):
         torch.testing.assert_close(got, model(x), atol=1e-4, rtol=1e-4)
     want = "gmatmul2." if expose_up else "gmatmul2glu."
     assert sum(k.startswith(want) for k in kinds) == 1, kinds
+
+
+@pytest.mark.parametrize("buffers", [8, 16])
+def test_quantized_siblings_follow_the_binding_limit(monkeypatch, tmp_path, buffers):
+    """torchao int4 q/k/v-like siblings: three in one dispatch where the target binds enough storage
+    buffers (11 with zero points), else a pair and a single."""
+    pytest.importorskip("torchao")
+    import dataclasses
+
+    from torchao.quantization import IntxWeightOnlyConfig, quantize_
+    from torchao.quantization.granularity import PerGroup
+
+    from torch_webgpu.compiler import library_plan
+
+    real = library_plan.caps_for_target
+
+    def limited(target):
+        caps = real(target)
+        limits = {**caps.limits, "max-storage-buffers-per-shader-stage": buffers}
+        return dataclasses.replace(caps, limits=limits)
+
+    monkeypatch.setattr(library_plan, "caps_for_target", limited)
+    monkeypatch.setenv("TORCH_WEBGPU_CACHE_DIR", str(tmp_path))   # the limit is not in the cache key
+    torch.manual_seed(0)
+    model = Siblings().eval()
+    quantize_(model, IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(32)))
+    x = torch.randn(1, 64)
+    got, _, kinds = compiled(model, x, grouped=True, monkeypatch=monkeypatch)
+    with torch.no_grad():
+        for g, w in zip(got, model(x), strict=True):
+            torch.testing.assert_close(g, w, atol=1e-3, rtol=1e-3)
+    grouped = [k for k in kinds if k.startswith("gqmatmul")]
+    assert len(grouped) == 1, kinds
+    per_weight = 3 if "z." in grouped[0] else 2   # q, scale (and zero points)
+    members = 3 if 2 + 3 * per_weight <= buffers else 2
+    assert grouped[0].startswith(f"gqmatmul{members}."), kinds
