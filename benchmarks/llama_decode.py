@@ -63,7 +63,7 @@ class LlamaStaticDecode(nn.Module):
         write = (slots == position).view(1, 1, self.max_len, 1)
         mask = torch.where(slots <= position, 0.0, float("-inf")).to(x.dtype)
         repeat = self.heads // self.kv_heads
-        caches = []
+        fresh = []
         for i, layer in enumerate(m.layers):
             attn = layer.self_attn
             h = layer.input_layernorm(x)
@@ -77,8 +77,10 @@ class LlamaStaticDecode(nn.Module):
             y = torch.softmax(scores.float(), dim=-1).to(q.dtype) @ values.repeat_interleave(repeat, 1)
             x = x + attn.o_proj(y.transpose(1, 2).reshape(b, 1, self.heads * self.head_dim))
             x = x + layer.mlp(layer.post_attention_layernorm(x))
-            caches.append(torch.stack([keys, values]))
-        return self.lm.lm_head(m.norm(x)), torch.stack(caches)
+            fresh.append(torch.stack([k, v]))
+        # The new cache in one `where` from the input cache and the step's own keys/values: the layers'
+        # updated caches die after their attention instead of living on until a final stack.
+        return self.lm.lm_head(m.norm(x)), torch.where(write, torch.stack(fresh), cache)
 
 
 def decode_inputs(config, max_len: int, position: int, seed: int = 0, dtype: torch.dtype = torch.float32):

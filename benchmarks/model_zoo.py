@@ -140,8 +140,15 @@ LLAMA_WEIGHTS = ("f16", "int8", "int4")
 
 
 def _quantize_llama(lm: nn.Module, weights: str) -> nn.Module:
-    """The model in f16 with torchao weight-only int8 / int4 (group 32) linears (the LM head stays f16:
-    its 128256 x 2048 weight is the embedding's, tied)."""
+    """The model in f16, or with torchao weight-only weights the way ExecuTorch's Llama 3 export quantizes
+    it (examples/models/llama README: `-qmode 8da4w --group_size G --embedding-quantize 4,32`, the table
+    quantized "due to the larger vocabulary size of Llama3", the output layer being one of the linears
+    -qmode quantizes; int8: `-qmode int8`, per-channel linears, with `--embedding-quantize 8,0`, per-row),
+    weight-only and with the issue's group 32: every linear, the LM head included, and the token
+    embedding, int4: IntxWeightOnlyConfig(int4, PerGroup(32)); int8: Int8WeightOnlyConfig (per-channel,
+    i.e. per row of the table). One config for the tied embedding / LM head makes their two quantized
+    tensors bit-identical, so a plan's executor keeps one device copy for both (quant_embedding gathers
+    rows of it, quant_matmul streams it as the head)."""
     lm = lm.half()
     if weights == "f16":
         return lm
@@ -150,7 +157,7 @@ def _quantize_llama(lm: nn.Module, weights: str) -> nn.Module:
 
     config = (Int8WeightOnlyConfig() if weights == "int8"
               else IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(32)))
-    quantize_(lm, config, filter_fn=lambda m, fqn: isinstance(m, nn.Linear) and fqn != "lm_head")
+    quantize_(lm, config, filter_fn=lambda m, fqn: isinstance(m, (nn.Linear, nn.Embedding)))
     return lm
 
 

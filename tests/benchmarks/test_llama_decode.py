@@ -47,3 +47,28 @@ def test_decode_inputs_shapes():
     full = llama_1b_config()
     assert (full.hidden_size, full.num_hidden_layers, full.num_attention_heads, full.num_key_value_heads,
             full.intermediate_size, full.vocab_size) == (2048, 16, 32, 8, 8192, 128256)
+
+
+@pytest.mark.parametrize("weights", ["f16", "int8", "int4"])
+def test_llama_weights_follow_the_executorch_recipe(weights):
+    """int4 / int8: every linear, the LM head and the token table quantized (int4 group 32; int8
+    per-channel), the tied table and head bit-identical (one device copy); f16: plain f16 weights."""
+    pytest.importorskip("torchao")
+    from transformers import LlamaForCausalLM
+
+    from benchmarks.model_zoo import _quantize_llama
+
+    config = llama_1b_config(tiny=True)
+    config.tie_word_embeddings = True   # as Llama-3.2-1B's
+    torch.manual_seed(0)
+    lm = _quantize_llama(LlamaForCausalLM(config).eval(), weights)
+    table, head = lm.model.embed_tokens.weight, lm.lm_head.weight
+    if weights == "f16":
+        assert type(table) is torch.nn.Parameter and table.dtype == head.dtype == torch.float16
+        return
+    assert type(table) is type(head) and type(table).__name__ == (
+        "IntxUnpackedToInt8Tensor" if weights == "int4" else "Int8Tensor")
+    assert tuple(table.block_size) == ((1, 32) if weights == "int4" else (1, table.shape[1]))
+    assert type(lm.model.layers[0].mlp.down_proj.weight) is type(table)
+    assert table.dtype == head.dtype == torch.float16
+    assert torch.equal(table.qdata, head.qdata) and torch.equal(table.scale, head.scale)

@@ -80,6 +80,16 @@ def test_one_device_buffer_per_weight(decoder_bundle):
     bundle.release()
 
 
+def test_phases_share_their_per_call_buffers(decoder_bundle):
+    bundle = torch_webgpu.load(decoder_bundle)
+    assert bundle.slot_buffers
+    for compiled in bundle.plans.values():   # each phase binds the bundle's slots, none of its own
+        slots = {name: compiled._static[name][0] for name in compiled.memory.slots}
+        assert slots and all(bundle.slot_buffers[name] == buf for name, buf in slots.items())
+        assert not set(slots.values()) & set(compiled._owned)
+    bundle.release()
+
+
 @pytest.mark.parametrize("length", [3, 7])
 def test_greedy_matches_cpu_generate(llama, decoder_bundle, length):
     prompt = _prompt(length)
@@ -165,6 +175,33 @@ def test_int4_decoder_bundle_matches_torchao_cpu(tmp_path):
     shared = [{key for _, key, is_weight in p["constants"] if is_weight} for p in phases.values()]
     assert shared[0] == shared[1] and len(bundle.weight_buffers) == len(shared[0])
     assert any("|" in key for key in shared[0])      # packed int4 weights, keyed by their packing
+    assert bundle.generate(prompt[0].numpy(), 6).tolist() == want.tolist()
+
+
+def test_quantized_table_and_head_decoder_bundle_matches_torchao_cpu(tmp_path):
+    """The ExecuTorch recipe (int4 group 32 token table, linears and LM head) on a tied model: the table
+    is stored packed, once for the table and the (bit-identical) head, gathered by quant_embedding in
+    both phases, and greedy decoding gives torchao's CPU tokens."""
+    from torchao.quantization import IntxWeightOnlyConfig, quantize_
+    from torchao.quantization.granularity import PerGroup
+
+    config = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=2048,
+                                      max_position_embeddings=128, tie_word_embeddings=True)
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config).eval()
+    model.generation_config.pad_token_id = 0
+    quantize_(model, IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(32)),
+              filter_fn=lambda m, fqn: isinstance(m, (torch.nn.Linear, torch.nn.Embedding)))
+    prompt = torch.randint(1, 2048, (1, 7), generator=torch.Generator().manual_seed(1))
+    want = model.generate(prompt, max_new_tokens=6, do_sample=False)
+    path = torch_webgpu.export_decoder(model, tmp_path / "int4", max_len=16, prompt_buckets=(8,))
+    bundle = torch_webgpu.load(path)
+    table = 'lm.model.embed_tokens.parametrizations.weight.original0|{"pack": "i4", "shape": [2048, 64]}'
+    for phase in bundle.manifest["decoder"]["phases"].values():
+        keys = [key for _, key, is_weight in phase["constants"] if is_weight]
+        assert keys.count(table) == 2, keys   # the table's packed words serve the head too
+    assert len({p.name.split(".")[0] for p in Path(path).rglob("*qembedding*.wgsl")}) == 2   # both phases
     assert bundle.generate(prompt[0].numpy(), 6).tolist() == want.tolist()
 
 

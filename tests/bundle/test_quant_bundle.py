@@ -85,3 +85,40 @@ def test_torchao_ops_decompose_whenever_torchao_was_imported():
     from torch_webgpu.bundle.exporter import _decompositions
 
     assert torch.ops.torchao.dequantize_affine.default in _decompositions()
+
+
+class _TokensToFeatures(torch.nn.Module):
+    """A token table and a linear over its rows."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Embedding(256, 64)
+        self.proj = torch.nn.Linear(64, 32)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.proj(self.table(ids))
+
+
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+def test_quantized_embedding_bundle_round_trip(config, tmp_path):
+    """The quantized table is stored packed like a linear weight ([rows, dim] as u32 words) and the
+    bundle gathers from it (quant_embedding), matching torchao on CPU."""
+    from safetensors.numpy import load_file
+
+    torch.manual_seed(0)
+    model = _TokensToFeatures().eval()
+    quantize_(model, CONFIGS[config](),
+              filter_fn=lambda m, fqn: isinstance(m, (torch.nn.Linear, torch.nn.Embedding)))
+    ids = torch.randint(0, 256, (1, 9), generator=torch.Generator().manual_seed(1))
+    path = torch_webgpu.export(model, [ids], tmp_path / "bundle")
+    names = sorted(p.name for p in Path(path).iterdir())
+    kernel = "lib_qembedding_" + ("i4g32z" if config == "int4g32" else "i8g64")
+    assert any(n.startswith(kernel) for n in names), names
+    constants = load_file(Path(path) / "constants.safetensors")
+    words = sorted(v.shape for v in constants.values() if v.dtype == np.uint32 and v.ndim == 2)
+    assert (256, 8 if config == "int4g32" else 16) in words, words
+    assert all(v.nbytes <= 256 * 64 for v in constants.values())   # int8 at most, no float table
+    with torch.no_grad():
+        want = model(ids)
+    got = torch_webgpu.load(path)(ids.numpy())
+    torch.testing.assert_close(torch.from_numpy(got), want, atol=1e-3, rtol=0)

@@ -7,6 +7,7 @@ picks each token there, and only the token id (4 bytes) is read back per step.
 from __future__ import annotations
 
 import copy
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ import numpy as np
 
 from torch_webgpu.compiler.low_ir import Plan
 from torch_webgpu.compiler.lowering import DeviceArray, lowering
+from torch_webgpu.compiler.plan_memory import enabled as plan_memory_enabled
+from torch_webgpu.compiler.plan_memory import shared_slot_sizes
 from torch_webgpu.kernels.launch import record
 from torch_webgpu.kernels.sampling import SampleProblem, sample_launch
 
@@ -23,6 +26,14 @@ from .requirements import check_requirements
 
 WEIGHTS_FILE = "weights.safetensors"
 _SCORES = {"float32": "f32", "float16": "f16"}
+
+
+def _free_buffers(rt: Any, buffers: list[int]) -> None:
+    for buf in buffers:
+        try:
+            rt.free(buf)
+        except Exception:  # device lost or interpreter shutting down: nothing left to free
+            pass
 
 
 class DecoderBundle:
@@ -45,14 +56,22 @@ class DecoderBundle:
         self.plans: dict[str, Any] = {}
         wgsl = {name: data for name, data in files.items() if name.endswith(".wgsl")}
         with materialize(wgsl) as directory:
-            for name, phase in info["phases"].items():
-                plan = Plan.from_doc(copy.deepcopy(phase["plan"]), directory)
-                plan.constants = {const: arrays[key] for const, key, _ in phase["constants"]}
-                shared = {}
-                for const, key, is_weight in phase["constants"][:plan.num_constant_inputs]:
-                    if is_weight:
-                        shared[const] = self._weight_buffer(key, arrays[key])
-                self.plans[name] = lowering(plan, rt, constant_buffers=shared)
+            plans = {name: Plan.from_doc(copy.deepcopy(phase["plan"]), directory)
+                     for name, phase in info["phases"].items()}
+        # The phases run one at a time (outputs are copied out): their per-call buffers share storage.
+        self.slot_buffers: dict[str, int] = {}
+        if plan_memory_enabled():
+            self.slot_buffers = {slot: rt.allocate(size, exact=True)
+                                 for slot, size in shared_slot_sizes(list(plans.values())).items()}
+            self._slot_finalizer = weakref.finalize(self, _free_buffers, rt, list(self.slot_buffers.values()))
+        for name, phase in info["phases"].items():
+            plan = plans[name]
+            plan.constants = {const: arrays[key] for const, key, _ in phase["constants"]}
+            shared = {}
+            for const, key, is_weight in phase["constants"][:plan.num_constant_inputs]:
+                if is_weight:
+                    shared[const] = self._weight_buffer(key, arrays[key])
+            self.plans[name] = lowering(plan, rt, constant_buffers=shared, slot_buffers=self.slot_buffers)
         self._logits_dtype = _SCORES[info["phases"]["decode"]["outputs"][0]["dtype"]]
         self._token = DeviceArray(rt, rt.allocate(4), (1, 1), "int32")
 
@@ -69,7 +88,7 @@ class DecoderBundle:
         buffers (transients, its constants, a KV cache's in/out slots); a running generate adds one cache
         and one logits row."""
         owned = {b for compiled in self.plans.values() for b in compiled._owned}
-        owned |= set(self.weight_buffers.values())
+        owned |= set(self.weight_buffers.values()) | set(self.slot_buffers.values())
         return sum(self.rt.buffer(b).nbytes for b in owned)
 
     def _bucket(self, length: int) -> int:
@@ -138,6 +157,9 @@ class DecoderBundle:
         for buf in self.weight_buffers.values():
             self.rt.free(buf)
         self.weight_buffers.clear()
+        if self.slot_buffers:
+            self._slot_finalizer()
+            self.slot_buffers = {}
         self._token.release()
 
     def __repr__(self) -> str:

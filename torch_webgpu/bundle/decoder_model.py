@@ -121,7 +121,7 @@ class DecodeStep(_Phase):
         slots = torch.arange(self.max_len, device=token.device)
         write = (slots == position).view(1, 1, self.max_len, 1)
         mask = torch.where(slots <= position, 0.0, float("-inf")).to(x.dtype)
-        caches = []
+        fresh = []
         for i, layer in enumerate(m.layers):
             h = layer.input_layernorm(x)
             q, k, v = self._qkv(layer.self_attn, h, cos, sin)
@@ -129,5 +129,7 @@ class DecodeStep(_Phase):
             values = torch.where(write, v, cache[i, 1])
             x = x + self._attend(layer.self_attn, q, keys, values, mask)
             x = x + layer.mlp(layer.post_attention_layernorm(x))
-            caches.append(torch.stack([keys, values]))
-        return self._logits(x), torch.stack(caches)
+            fresh.append(torch.stack([k, v]))
+        # The new cache in one `where` from the input cache and the step's own keys/values: the layers'
+        # updated caches die after their attention instead of living on until a final stack.
+        return self._logits(x), torch.where(write, torch.stack(fresh), cache)

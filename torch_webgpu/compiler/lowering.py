@@ -33,6 +33,8 @@ from .native_plan import (
     build_native_layout,
     mark_checked,
 )
+from .plan_memory import assign_memory
+from .plan_memory import enabled as plan_memory_enabled
 from .plan_tuning import tune_plan
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
@@ -255,9 +257,13 @@ class CompiledPlan:
     MAX_LAYOUTS = 8   # input-shape signatures a dynamic plan keeps buffers for
 
     def __init__(self, plan: Plan, rt: Any = None, shader_source: str = "wgsl",
-                 constant_buffers: Mapping[str, int] | None = None):
+                 constant_buffers: Mapping[str, int] | None = None,
+                 slot_buffers: Mapping[str, int] | None = None):
         self.rt = rt or get_runtime()
-        self.plan = plan = tune_plan(plan, self.rt)
+        self.memory = None   # plan_memory.MemoryReport: per-call buffers sharing storage by liveness
+        if plan_memory_enabled():
+            plan, self.memory = assign_memory(plan)
+        self.plan = plan
         # Lifted constants already on the device (weights shared with another plan): bound, not uploaded.
         shared = dict(constant_buffers or {})
         self.shader_source = shader_source
@@ -265,15 +271,19 @@ class CompiledPlan:
         self.executor = "native" if native_available(self.rt) else "python"
         self.check_native = executor_choice() == "check"
         self.native_unsupported: str | None = None   # why a layout fell back to the Python executor
-        # Pipelines of the dispatched entry points only (not the variants tuning passed over).
-        used = {n.args["entry_point"] for n in (*plan.init, *plan.main) if n.op is LowIROp.DISPATCH}
-        self._kernels = {name: self._kernel(name) for name in plan.executables if name in used}
         self._owned: list[int] = []
         self._scratch: dict[tuple[int, int], int] = {}
+        self._scratch_pool: dict[int, list[tuple[int, int]]] = {}   # binding slot -> (bytes, buffer)
         self._overflow_flag: int | None = None   # set by the int64 narrowing kernel (see _narrow_int64)
         self._static: dict[str, tuple[int, int]] = {}
+        slots = self.memory.slots if self.memory is not None else {}
         for name, size in plan.buffers.items():
-            if host_expr.is_static(size):
+            if not host_expr.is_static(size):
+                continue
+            given = (slot_buffers or {}).get(name) if name in slots else None
+            if given is not None and self.rt.buffer(given).nbytes >= size:
+                self._static[name] = (given, 0)   # a slot shared with plans that never run meanwhile
+            else:
                 self._static[name] = (self._allocate(size), 0)
         n_user = len(plan.inputs)
         uploaded = {n.args["constant"] for n in plan.init if n.op is LowIROp.UPLOAD_CONSTANT}
@@ -296,6 +306,11 @@ class CompiledPlan:
                 self.rt.upload(buf, np.ascontiguousarray(value))
             self._static[f"in{n_user + j}"] = (buf, 0)
             held.setdefault((tuple(value.shape), np.asarray(value).dtype.str), []).append((value, buf))
+        # Tuned once the plan's buffers and weights exist: variants read the weights in place.
+        self.plan = plan = tune_plan(plan, self.rt, resident=self._static)
+        # Pipelines of the dispatched entry points only (not the variants tuning passed over).
+        used = {n.args["entry_point"] for n in (*plan.init, *plan.main) if n.op is LowIROp.DISPATCH}
+        self._kernels = {name: self._kernel(name) for name in plan.executables if name in used}
         self.dynamic = any(d is None for spec in plan.inputs for d in spec.shape)
         if host_expr.contains_expression([n.args for n in plan.init]):
             raise ValueError("a plan's init nodes cannot depend on the input shapes")
@@ -312,7 +327,8 @@ class CompiledPlan:
 
     # -- setup --
     def _allocate(self, size: int) -> int:
-        buf = self.rt.allocate(max(int(size), 4))
+        # Plan buffers, weights and scratch live as long as the plan: exact sizes, no bucket slack.
+        buf = self.rt.allocate(max(int(size), 4), exact=True)
         self._owned.append(buf)
         return buf
 
@@ -382,10 +398,19 @@ class CompiledPlan:
         return kernel, slots, uniform, frozenset(spec.read_only), grid
 
     def scratch(self, node_key: int, slot: int, nbytes: int) -> int:
-        """A plan-owned buffer for a read-only copy of an aliased binding (created once)."""
+        """A plan-owned buffer for a read-only copy of an aliased binding (chosen once per node). Nodes
+        share them: one node's copy is used up before the next node's is written (commands run in order),
+        so each binding slot needs only buffers as large as its largest copy, not one per node."""
         key = (node_key, slot)
         if key not in self._scratch:
-            self._scratch[key] = self._allocate(-(-nbytes // 4) * 4)
+            size = -(-nbytes // 4) * 4
+            pool = self._scratch_pool.setdefault(slot, [])
+            fits = [(n, buf) for n, buf in pool if n >= size]
+            if fits:
+                self._scratch[key] = min(fits)[1]
+            else:
+                pool.append((size, self._allocate(size)))
+                self._scratch[key] = pool[-1][1]
         return self._scratch[key]
 
     # -- calls --
@@ -821,7 +846,10 @@ def _free_all(rt: Any, owned: list[int]) -> None:
 
 
 def lowering(plan: Plan, rt: Any = None, shader_source: str = "wgsl",
-             constant_buffers: Mapping[str, int] | None = None) -> CompiledPlan:
+             constant_buffers: Mapping[str, int] | None = None,
+             slot_buffers: Mapping[str, int] | None = None) -> CompiledPlan:
     """The callable that runs `plan` on the runtime (one command buffer per call); `constant_buffers`:
-    buffer ids of lifted constants already uploaded (shared with another plan), by constant name."""
-    return CompiledPlan(plan, rt, shader_source, constant_buffers)
+    buffer ids of lifted constants already uploaded (shared with another plan), by constant name;
+    `slot_buffers`: buffers for the plan's memory slots (plan_memory.shared_slot_sizes), shared by plans
+    whose calls never overlap (the phases of one decode bundle); the caller owns them."""
+    return CompiledPlan(plan, rt, shader_source, constant_buffers, slot_buffers)

@@ -301,7 +301,8 @@ class _Matcher:
 def partition(gm: torch.fx.GraphModule, caps: DeviceCaps) -> Partition | None:
     """The schedule of segments and library ops of a prepared static graph for a device with `caps`, or
     None if no op in it goes to the library."""
-    from .quant_partition import match_quant_linear  # a family built on this module (import cycle)
+    # families built on this module (import cycle)
+    from .quant_partition import match_quant_embedding, match_quant_linear
 
     graph = gm.graph
     if any(n.op == "call_function" and n.target in CONVOLUTIONS for n in graph.nodes):
@@ -327,6 +328,8 @@ def partition(gm: torch.fx.GraphModule, caps: DeviceCaps) -> Partition | None:
             op = attention_matcher.match(node) or match_quant_linear(node, matcher) or matcher.match(node)
         elif node.target in CONVOLUTIONS:
             op = conv_matcher.match(node)
+        elif node.target is aten.embedding.default:
+            op = match_quant_embedding(node, matcher)   # a torchao-quantized table (float ones go to IREE)
         else:
             for roots, match in bandwidth:
                 op = match(node) if node.target in roots else None

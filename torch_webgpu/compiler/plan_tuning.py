@@ -20,8 +20,12 @@ from torch_webgpu.runtime import BufferSlice
 from .low_ir import LowIRNode, LowIROp, Plan
 
 
-def tune_plan(plan: Plan, rt: Any) -> Plan:
-    """`plan` with every tunable DISPATCH set to this device's variant (the same object when none is)."""
+def tune_plan(plan: Plan, rt: Any, resident: dict[str, tuple[int, int]] | None = None) -> Plan:
+    """`plan` with every tunable DISPATCH set to this device's variant (the same object when none is).
+    `resident`: buffers already on the device (name -> (buffer id, base offset)): the lifted weights,
+    which variants read in place instead of a scratch copy of their size (a 525 MB LM head), and the
+    plan's own buffers, which they also write in place (the executor fills them every call, and the
+    init nodes run after tuning)."""
     if not any(n.op is LowIROp.DISPATCH and "tune" in n.args for n in plan.main):
         return plan
     caps = DeviceCaps.from_runtime(rt)
@@ -37,7 +41,8 @@ def tune_plan(plan: Plan, rt: Any) -> Plan:
         winner = names[0]
         if here:
             winner = autotune.pick(autotune.device_key(tune["key"], caps), names, int(tune["flops"]),
-                                   lambda name, by_name=by_name: _time_variant(plan, rt, by_name[name]),
+                                   lambda name, by_name=by_name: _time_variant(plan, rt, by_name[name],
+                                                                               resident or {}),
                                    floor=autotune.PLAN_MIN_FLOPS)
         main.append(LowIRNode(LowIROp.DISPATCH, {k: v for k, v in by_name[winner].items() if k != "variant"}))
     tuned = copy.copy(plan)
@@ -45,13 +50,18 @@ def tune_plan(plan: Plan, rt: Any) -> Plan:
     return tuned
 
 
-def _time_variant(plan: Plan, rt: Any, args: dict[str, Any]) -> float:
-    """Seconds of one run of a variant's dispatch, on scratch buffers shaped like the plan's."""
+def _time_variant(plan: Plan, rt: Any, args: dict[str, Any], resident: dict[str, tuple[int, int]]) -> float:
+    """Seconds of one run of a variant's dispatch. Buffers in `resident` are bound in place (written only
+    if they are plan buffers); every other one gets a scratch buffer as large as its largest binding,
+    bound at offset 0 (so tuning holds at most a dispatch's windows of the graph inputs)."""
     spec = plan.executables[args["entry_point"]]
+    read_only = {host for wgsl, host in spec.binding_map.items() if wgsl in spec.read_only}
+    written = {args["bindings"][host][0] for host in spec.binding_map.values() if host not in read_only}
     extent: dict[str, int] = {}
-    for name, offset, size in args["bindings"]:
-        extent[name] = max(extent.get(name, 0), int(offset) + int(size))
-    scratch = {name: rt.allocate(-(-n // 4) * 4) for name, n in extent.items()}
+    for name, _, size in args["bindings"]:
+        if name not in resident or (name in written and name not in plan.buffers):
+            extent[name] = max(extent.get(name, 0), int(size))
+    scratch = {name: rt.allocate(max(4, -(-n // 4) * 4)) for name, n in extent.items()}
     try:
         count = max([*spec.binding_map, -1 if spec.push_constant_binding is None
                      else spec.push_constant_binding]) + 1
@@ -59,7 +69,11 @@ def _time_variant(plan: Plan, rt: Any, args: dict[str, Any]) -> float:
         for slot, host_index in spec.binding_map.items():
             name, offset, size = args["bindings"][host_index]
             roles[slot] = f"b{host_index}"
-            operands[roles[slot]] = BufferSlice(scratch[name], int(offset), int(size))
+            if name in scratch:
+                operands[roles[slot]] = BufferSlice(scratch[name], 0, int(size))
+            else:
+                buf_id, base = resident[name]
+                operands[roles[slot]] = BufferSlice(buf_id, base + int(offset), int(size))
         launch = KernelLaunch(name=args["entry_point"], wgsl=plan.wgsl[spec.wgsl_file],
                               grid=tuple(args["workgroups"]), workgroup_size=tuple(spec.workgroup_size),
                               bindings=tuple(roles), params=tuple(args["constants"]),

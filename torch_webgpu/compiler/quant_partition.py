@@ -10,6 +10,9 @@ of q, dequantizes in registers and applies the matmul epilogue (bias, activation
 When q, scale and zero are plan constants (bundles: `torch.export` makes weights constants), `repack`
 packs int4-ranged weights two per byte at plan-build time; graph inputs (torch.compile passes weights
 per call) are read as the int8 bytes torchao stores.
+The same configs quantize `nn.Embedding` (ExecuTorch's Llama recipes quantize the token table):
+`embedding(dequant(q, scale, zero), ids)` becomes a `QuantEmbeddingOp`, the library's quant_embedding
+gathering the rows from the packed table, so a plan never materialises the float table.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import torch.fx
 from torch_webgpu.kernels import autotune
 from torch_webgpu.kernels.launch import DeviceCaps, KernelLaunch
 from torch_webgpu.kernels.matmul import Layout
+from torch_webgpu.kernels.quant_embedding import QuantEmbeddingProblem, plan_quant_embedding
 from torch_webgpu.kernels.quant_matmul import (
     QuantMatmulProblem,
     QuantWeight,
@@ -92,6 +96,105 @@ class QuantLinearOp(LibraryOp):
         names = quant_variants(p, caps)[:autotune.MAX_CANDIDATES]
         return Tunable(autotune.problem_key("quant_matmul", p), p.flops,
                        [plan_quant_matmul(p, caps, v) for v in names])
+
+
+@dataclass
+class QuantEmbeddingOp:
+    """out[..., :] = dequant(q, scale, zero)[ids, :]: one quant_embedding dispatch over the table [n, k]."""
+
+    root: torch.fx.Node
+    final: torch.fx.Node
+    absorbed: list[torch.fx.Node]
+    n: int                      # table rows (vocabulary)
+    k: int                      # row length (embedding dim)
+    count: int                  # ids gathered
+    dtype: str
+    ids: Operand
+    q: Operand
+    scale: Operand
+    zero: Operand | None
+    group: int
+    fmt: str = "i8"
+    packed_bytes: dict[str, int] = field(default_factory=dict)
+
+    def roles(self) -> dict[str, Any]:
+        """Every operand the op reads, by its binding role in the library's launch."""
+        roles = {"ids": self.ids, "q": self.q, "scale": self.scale, "zero": self.zero}
+        return {role: o for role, o in roles.items() if o is not None}
+
+    def operands(self) -> list[Any]:
+        """Every operand the op reads."""
+        return list(self.roles().values())
+
+    def binding_bytes(self, role: str) -> int | None:
+        """The bytes bound for `role` when it is not the operand's tensor as stored (a repacked constant)."""
+        return self.packed_bytes.get(role)
+
+    def problem(self) -> QuantEmbeddingProblem:
+        """The kernel library's problem of this op (plans hold int64 ids as int32)."""
+        scale_dtype = _DTYPES[_val(self.scale.base).dtype]
+        weight = QuantWeight(self.fmt, self.group, self.zero is not None, scale_dtype)
+        return QuantEmbeddingProblem(self.n, self.k, self.count, weight, self.dtype,
+                                     ids_offset=int(self.ids.view.storage_offset()), ids_words=1)
+
+    def launch(self, caps: DeviceCaps) -> KernelLaunch:
+        """The library's launch of this op on `caps`."""
+        return plan_quant_embedding(self.problem(), caps)
+
+
+_IDS = frozenset({torch.int64, torch.int32})
+
+
+def match_quant_embedding(root: torch.fx.Node, matcher: Any) -> QuantEmbeddingOp | None:
+    """The quantized-table embedding rooted at `root` (an aten.embedding), or None."""
+    if root.target is not aten.embedding.default:
+        return None
+    resolver = matcher.resolver
+    w_node, ids_node = root.args[:2]
+    val, ids_val = _val(root), _val(ids_node)
+    if not (isinstance(val, torch.Tensor) and isinstance(ids_val, torch.Tensor)) or ids_val.dtype not in _IDS:
+        return None
+    dtype = _DTYPES.get(val.dtype)
+    if dtype is None or dtype == "f16" and not matcher.shader_f16 or ids_val.numel() == 0:
+        return None
+    base: list[torch.fx.Node] = []
+    w = w_node
+    # torchao's Int8Tensor of an f16 table: (q - zero) in f16 times its f32 scale, cast to f16 (the
+    # kernel's f32 product rounded once is the same value)
+    while _call(w, _CONVERTS) and _single_use(w) and _val(w.args[0]) is not None and (
+            _val(w.args[0]).dtype in _DTYPES):
+        base.append(w)
+        w = w.args[0]
+    if not isinstance(_val(w), torch.Tensor) or _val(w).dim() != 2:
+        return None
+    found = None
+    for inner in dict.fromkeys((_val(w).dtype, val.dtype)):   # the dtype (q - zero) is computed in
+        chain = list(base)
+        found = _dequant_per_group(w, resolver, inner, chain)
+        if found is not None:
+            break
+    if found is None:
+        return None
+    q, scale, zero, group = found
+    ids = resolver.resolve(ids_node)
+    if ids is None or not ids.view.is_contiguous():
+        return None
+    if any(_depends_on(o.base, root) for o in (q, scale, zero) if o is not None):
+        return None
+    n, k = (int(d) for d in _val(w).shape)
+    op = QuantEmbeddingOp(root, root, [], n, k, int(ids_val.numel()), dtype, ids, q, scale, zero, group)
+    if op.zero is not None and (n * (k // group)) % 4:
+        return None   # zero points bind as whole u32 words
+    if _val(scale.base).dtype == torch.float16 and (n * (k // group)) % 2:
+        return None
+    try:
+        op.launch(matcher.caps)
+    except (ValueError, TypeError):
+        return None
+    op.absorbed += [c for c in chain if c.target not in _VIEWS and c.target not in _TRANSPOSES]
+    weight_nodes = [x for o in (q, scale, zero) if o is not None for x in _view_closure(o.base)]
+    op.absorbed += [c for x in chain + weight_nodes for c in _checks(x) if c not in op.absorbed]
+    return op
 
 
 def _2d(lay: Layout) -> Layout:
@@ -313,7 +416,7 @@ def repack(ops: list, constant_placeholders: list[torch.fx.Node],
     ({"pack": "i4" | "i8" | "bytes" | "scales", "shape": [N, K] of a weight}: a loader given the original
     weights applies `pack_constant`); updates each op's format and bound sizes."""
     names = {ph: name for ph, name in zip(constant_placeholders, constants, strict=True)}
-    quant = [op for op in ops if isinstance(op, QuantLinearOp)]
+    quant = [op for op in ops if isinstance(op, (QuantLinearOp, QuantEmbeddingOp))]
     readers: dict[torch.fx.Node, set[str]] = {}
     for op in quant:
         for role, operand in op.roles().items():

@@ -221,14 +221,15 @@ _NARROW_INT = re.compile(r"vtensor<\[[^\]]*\],(si8|ui8|si16|ui16)>")
 def refuse_narrow_ints(torch_text: str) -> None:
     """NotImplementedError when IREE would compile 8/16-bit integer tensors: on a target without 8/16-bit
     storage (WebGPU) it keeps one i32 per element while its host program sizes those buffers one byte
-    per element, which gives wrong results (torchao int8/int4 weights run in the quant_matmul library
-    kernels instead; a pattern those do not match ends here)."""
+    per element, which gives wrong results (torchao int8/int4 weights run in the quant_matmul and
+    quant_embedding library kernels instead; a pattern those do not match ends here)."""
     found = _NARROW_INT.search(torch_text)
     if found:
         raise NotImplementedError(
             f"an {found.group(1)} tensor reaches IREE, which computes wrong results for 8/16-bit integer "
             "tensors on WebGPU; convert it to int32 in the model, or (torchao weights) use a pattern the "
-            "quant_matmul library matches (dequantize_affine + linear, TORCH_WEBGPU_LIBRARY=1)")
+            "quantized library kernels match (dequantize_affine + linear or + embedding, static shapes, "
+            "TORCH_WEBGPU_LIBRARY=1)")
 
 
 def _iree_plans(torch_text: str, func_names: list[str], target: Any,

@@ -96,20 +96,27 @@ def _wrap(original: Any) -> Any:
 
 
 def install() -> bool:
-    """Route torchao's weight-only linears on webgpu tensors to quant_matmul (idempotent); False when
-    torchao is not imported."""
+    """Route torchao's weight-only linears on webgpu tensors to quant_matmul and their embeddings to
+    quant_embedding (idempotent); False when torchao is not imported."""
     if "torchao.quantization" not in sys.modules:
         return False
     try:
         from torchao.quantization import Int8Tensor, IntxUnpackedToInt8Tensor
     except ImportError:
         return False
+    from .quant_embedding import wrap_embedding
+
     for cls in (IntxUnpackedToInt8Tensor, Int8Tensor):
         for table, key in ((getattr(cls, "_TORCH_FN_TABLE", {}), F.linear),
                            (getattr(cls, "_ATEN_OP_TABLE", {}), torch.ops.aten.linear.default)):
             impls = table.get(cls, {})
             if key in impls and not getattr(impls[key], _WRAPPED, False):
                 impls[key] = _wrap(impls[key])
+        for table, key in ((getattr(cls, "_TORCH_FN_TABLE", {}), F.embedding),
+                           (getattr(cls, "_ATEN_OP_TABLE", {}), torch.ops.aten.embedding.default)):
+            impls = table.get(cls, {})
+            if key in impls:
+                impls[key] = wrap_embedding(impls[key])   # idempotent
     return True
 
 

@@ -85,8 +85,11 @@ class BufferPool:
         self.reserved_bytes = 0
         self.created = 0
 
-    def allocate(self, nbytes: int) -> DeviceBuffer:
-        """A new buffer id with at least `nbytes` (rounded up to 4) of device memory."""
+    def allocate(self, nbytes: int, exact: bool = False) -> DeviceBuffer:
+        """A new buffer id with at least `nbytes` (rounded up to 4) of device memory. `exact`: backed by
+        a buffer of just that size, not its size bucket (long-lived buffers such as a compiled plan's,
+        where a bucket's slack up to 2x would be held for good); freed, it is reused by requests of that
+        capacity only, until empty_cache."""
         self.drain_freed()
         if nbytes < 0:
             raise ValueError(f"buffer size must be non-negative, got {nbytes}")
@@ -96,7 +99,8 @@ class BufferPool:
                 f"buffer of {nbytes} bytes exceeds this device's max-buffer-size "
                 f"({self.max_buffer_size} bytes); split the tensor or use a smaller batch"
             )
-        capacity = min(bucket_size(size), self.max_buffer_size)
+        capacity = min(align_up(size, _MIN_BUCKET), self.max_buffer_size) if exact else min(
+            bucket_size(size), self.max_buffer_size)
         free = self._free.get(capacity)
         pooled = free.pop() if free else self._create(capacity)
         buf = DeviceBuffer(next(self._ids), pooled.gpu, nbytes, capacity, pooled.serial)

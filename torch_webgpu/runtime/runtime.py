@@ -116,10 +116,11 @@ class Runtime:
             raise DeviceLostError(f"WebGPU device lost ({reason}): {message}; restart the process")
 
     # ---- buffers -------------------------------------------------------------------------------
-    def allocate(self, nbytes: int) -> int:
-        """A new device buffer id of at least `nbytes` bytes (contents undefined)."""
+    def allocate(self, nbytes: int, exact: bool = False) -> int:
+        """A new device buffer id of at least `nbytes` bytes (contents undefined); `exact`: no size-bucket
+        slack (BufferPool.allocate), for long-lived buffers."""
         with self.lock:
-            return self.pool.allocate(nbytes).id
+            return self.pool.allocate(nbytes, exact).id
 
     def free(self, buffer_id: int) -> None:
         """Give `buffer_id` back to the pool."""
