@@ -100,7 +100,8 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
 
     caps = caps_for_target(target)
     n_user = len(inputs)
-    constants, packed = repack(part.library_ops, placeholders_of(prepared)[n_user:], constants)
+    members = [m for op in part.library_ops for m in getattr(op, "members", [op])]   # grouped linears' too
+    constants, packed = repack(members, placeholders_of(prepared)[n_user:], constants)
     composer = PlanComposer(inputs, constants)
     graph = prepared.graph_module.graph
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
@@ -120,9 +121,16 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
                 nbytes = getattr(step, "binding_bytes", lambda _: None)(role)   # a repacked constant
                 operands[role] = (buf, offset, nbytes or _nbytes(value_of(operand.base)))
             name = f"lib{index}"
-            out_bytes = _nbytes(value_of(step.final))
-            where[step.final] = composer.new_buffer(name, out_bytes)
-            placed.append((name, 0, out_bytes, step.final))
+            if hasattr(step, "finals"):   # grouped linears: every member's result in one buffer
+                offsets, out_bytes = step.out_offsets()
+                composer.new_buffer(name, out_bytes)
+                for final, offset in zip(step.finals, offsets, strict=True):
+                    where[final] = (name, offset)
+                    placed.append((name, offset, offset + _nbytes(value_of(final)), final))
+            else:
+                out_bytes = _nbytes(value_of(step.final))
+                where[step.final] = composer.new_buffer(name, out_bytes)
+                placed.append((name, 0, out_bytes, step.final))
             operands["out"] = (name, 0, out_bytes)
             if hasattr(step, "dispatches"):
                 _add_dispatches(composer, step, caps, operands, name)

@@ -341,6 +341,10 @@ def partition(gm: torch.fx.GraphModule, caps: DeviceCaps) -> Partition | None:
             forced.add(op.final)   # a view absorbed last is the library op's own result
     if not ops:
         return None
+    from .grouped_family import group_siblings, grouping_enabled  # built on this module (import cycle)
+
+    if grouping_enabled():
+        ops = group_siblings(ops, caps, matcher.graph_outputs, taken)   # sibling linears: one dispatch
     output = next(n for n in graph.nodes if n.op == "output")
     results = output.args[0]
     results = list(results) if isinstance(results, (tuple, list)) else [results]
@@ -361,7 +365,7 @@ def partition(gm: torch.fx.GraphModule, caps: DeviceCaps) -> Partition | None:
 
 def _schedule(graph: torch.fx.Graph, ops: list, resolver: Resolver) -> list:
     """Segments placed as early as their inputs allow (segment i before library op i)."""
-    lib_of_final = {op.final: i for i, op in enumerate(ops)}
+    lib_of_final = {f: i for i, op in enumerate(ops) for f in getattr(op, "finals", [op.final])}
     in_library = {n for op in ops for n in (op.root, *op.absorbed)}
     level: dict[torch.fx.Node, int] = {}   # segment index of each IREE node
     materialized_level: dict[torch.fx.Node, int] = {}   # earliest segment that may read a value

@@ -161,11 +161,13 @@ def compile_plan(prepared: PreparedGraph, example_inputs: list[Any], target: Any
     digest = hashlib.sha256()
     for name, value in constants.items():
         digest.update(name.encode() + str(value.dtype).encode() + value.tobytes())
+    from .grouped_family import grouping_enabled
     from .library_plan import library_enabled
 
-    # Plans with library dispatches and all-IREE plans (TORCH_WEBGPU_LIBRARY=0) are cached apart.
-    key = cache.cache_key(torch_text, target.key() + ("|library" if library_enabled() else ""),
-                          digest.digest())
+    # Plans with library dispatches and all-IREE plans (TORCH_WEBGPU_LIBRARY=0) are cached apart, and
+    # so are plans without grouped sibling linears (TORCH_WEBGPU_GROUPED_GEMV=0).
+    mode = ("|library" if library_enabled() else "") + ("" if grouping_enabled() else "|ungrouped")
+    key = cache.cache_key(torch_text, target.key() + mode, digest.digest())
     STATS.graphs += 1
     plan = cache.load(key)
     if plan is not None:

@@ -21,7 +21,8 @@ from .matmul_wgsl import ACTIVATIONS, ERF_WGSL
 
 __all__ = ["ACTIVATIONS", "ERF_WGSL", "Layout", "MatmulProblem", "plan_matmul", "variants",
            "VARIANTS", "TiledSpec", "GemvSpec", "SgmatSpec", "Piece", "split_for_binding",
-           "tensor_core_subgroup_size", "vec8_axis"]
+           "tensor_core_subgroup_size", "vec8_axis", "GroupedGemvProblem", "grouped_variants",
+           "plan_grouped_matmul", "GROUPED_MAX"]
 
 
 @dataclass(frozen=True)
@@ -580,3 +581,111 @@ def split_for_binding(p: MatmulProblem, itemsize: int, max_binding: int, align: 
     raise ValueError(f"matmul: operand(s) {sorted(too_big)} of a {p.m}x{p.n}x{p.k} piece exceed the device's "
                      f"storage binding limit ({max_binding} bytes) and splitting along batch/M/N cannot "
                      "shrink them (one K-row of A, or B stored [K, N] for one batch, must fit one binding)")
+
+
+# Sibling linears that read the same input (q/k/v, gate/up) as ONE dispatch: at most this many products
+GROUPED_MAX = 3
+
+
+@dataclass(frozen=True)
+class GroupedGemvProblem:
+    """Several matrix-vector products of the same A (M <= GEMV_MAX_ROWS rows, batch 1) with their own
+    K-contiguous weights, written to one output buffer at each problem's `out` layout. Every problem
+    has A's m, k, layout and dtype; no bias or residual (alpha and the activation are per problem)."""
+
+    problems: tuple[MatmulProblem, ...]
+    glu: bool = False   # one output act0(x W0^T) * (x W1^T) (an MLP's gate/up), at problem 0's layout
+
+    @property
+    def dtype(self) -> str:
+        """The storage type of A, the weights and the outputs."""
+        return self.problems[0].dtype
+
+    @property
+    def flops(self) -> int:
+        """The problems' FLOPs together."""
+        return sum(p.flops for p in self.problems)
+
+    def shape_class(self) -> str:
+        """A coarse key for autotuning: the group size and each problem's class."""
+        return f"g{len(self.problems)}{'glu' if self.glu else ''}:" + ",".join(
+            p.shape_class() for p in self.problems)
+
+    def layout_class(self) -> str:
+        """The first problem's layout class (all read the same A)."""
+        return self.problems[0].layout_class()
+
+    def check(self) -> None:
+        """ValueError naming what the grouped kernel cannot run."""
+        ps = [p.normalized() for p in self.problems]
+        first = ps[0]
+        if not 2 <= len(ps) <= GROUPED_MAX:
+            raise ValueError(f"grouped gemv: 2 to {GROUPED_MAX} problems, got {len(ps)}")
+        for p in ps:
+            if p.batch != 1 or p.m > GEMV_MAX_ROWS or p.bias or p.residual:
+                raise ValueError("grouped gemv: batch 1, at most "
+                                 f"{GEMV_MAX_ROWS} rows, no bias or residual (got {p})")
+            if (p.m, p.k, p.a, p.dtype) != (first.m, first.k, first.a, first.dtype):
+                raise ValueError("grouped gemv: every problem reads the same A (m, k, layout, dtype)")
+            if p.b.row_stride != 1 or p.activation not in ACTIVATIONS:
+                raise ValueError("grouped gemv: weights contiguous along K ([N, K] linear weights)")
+        if self.glu and (len(ps) != 2 or ps[1].n != first.n or ps[1].activation is not None):
+            raise ValueError("grouped gemv: the GLU form takes two problems of one N (no activation on the "
+                             "second)")
+
+
+def grouped_variants(gp: GroupedGemvProblem, caps: DeviceCaps) -> list[str]:
+    """The streaming gemv variants that can run every problem of `gp` as one dispatch on `caps`, best
+    default first ([] when none can: the bindings exceed the device's storage buffers per stage)."""
+    try:
+        gp.check()
+    except ValueError:
+        return []
+    if len(gp.problems) + 2 > caps.limit("max-storage-buffers-per-shader-stage", 8):
+        return []
+    if gp.dtype not in ("f32", "f16") or (gp.dtype == "f16" and not caps.shader_f16):
+        return []
+    per = [_stream_variants(p.normalized(), caps, True) for p in gp.problems]
+    limit = caps.limit("max-compute-workgroups-per-dimension", 65535)
+    names = []
+    problems = gp.problems[:1] if gp.glu else gp.problems   # the GLU form's grid is one problem's
+    for name in per[0]:
+        ln = VARIANTS[name.removesuffix(VEC_SUFFIX)].ln
+        if all(name in other for other in per[1:]) and sum(ceil_div(p.n, ln) for p in problems) <= limit:
+            names.append(name)
+    return names
+
+
+def plan_grouped_matmul(gp: GroupedGemvProblem, caps: DeviceCaps, variant: str | None = None) -> KernelLaunch:
+    """The one launch of every product of `gp` (bindings: a, b0, b1, ..., out)."""
+    gp.check()
+    names = grouped_variants(gp, caps)
+    if not names:
+        raise TypeError(f"grouped gemv of {len(gp.problems)} {gp.dtype} products: no variant on this device "
+                        "(storage buffers per stage, shader-f16 or the layouts); run them one by one")
+    variant = variant or names[0]
+    if variant not in names:
+        raise ValueError(f"grouped gemv variant {variant!r} is not one of {names}")
+    spec = VARIANTS[variant.removesuffix(VEC_SUFFIX)]
+    assert isinstance(spec, GemvSpec) and spec.unroll and spec.k_fast
+    ps = [p.normalized() for p in gp.problems]
+    first = ps[0]
+    mr = 1 << max(0, (first.m - 1).bit_length())
+    vw = stream_width(first, True) if variant.endswith(VEC_SUFFIX) else 1
+    sg = _sg_size(caps) if spec.subgroup else None
+    epi = wgsl.Epilogue(first.dtype, False, False, None)
+    src = wgsl.gemv_stream_k_source(epi, spec.lk, spec.ln, spec.unroll, mr, vw, sg,
+                                    grouped=tuple(p.activation for p in ps), glu=gp.glu)
+    params = [first.m, 0, first.k, 1] + first.a.words()
+    start = 0
+    for p in ps:
+        params += p.b.words() + p.out.words() + [start, p.n, f32_word(p.alpha), 0]
+        start += ceil_div(p.n, spec.ln)
+    if gp.glu:
+        start = ceil_div(first.n, spec.ln)
+    grid = (start, ceil_div(first.m, mr), 1)
+    bindings = (PARAMS, "a", *(f"b{i}" for i in range(len(ps))), "out")
+    kind = f"gmatmul{len(ps)}{'glu' if gp.glu else ''}"
+    return KernelLaunch(name=f"{kind}.{first.dtype}.{variant}", wgsl=src, grid=grid,
+                        workgroup_size=(spec.threads, 1, 1), bindings=bindings, params=tuple(params),
+                        read_only=frozenset(range(1, len(bindings) - 1)))

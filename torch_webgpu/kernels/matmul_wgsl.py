@@ -507,14 +507,78 @@ def _stream_elem(t: str, vw: int) -> str:
     return "vec4<u32>" if t == "f16" else "vec4<f32>"
 
 
+def grouped_select(groups: int, cols: int) -> str:
+    """WGSL that finds the problem `g` of this workgroup of a grouped matrix-vector (problem i's
+    workgroups start at P.g{i}.x, its N is P.g{i}.y) and its output column `col`; workgroup-uniform."""
+    lines = ["  var g = 0u; var wx = wid.x; var N = P.g0.y;"]
+    for i in range(1, groups):
+        lines.append(f"  if (wid.x >= P.g{i}.x) {{ g = {i}u; wx = wid.x - P.g{i}.x; N = P.g{i}.y; }}")
+    lines.append(f"  let col = wx * {cols}u + slot;")
+    return "\n".join(lines)
+
+
+def grouped_finish(dtype: str, activations: tuple[str | None, ...]) -> str:
+    """`finish{i}(row, col, acc)` per problem i of a grouped matrix-vector: bounds, alpha (P.g{i}.z
+    as f32 bits), the problem's activation, the store at its output layout P.o{i} into the shared O."""
+    out = []
+    for i, act in enumerate(activations):
+        out.append(f"""
+fn finish{i}(row: u32, col: u32, acc: f32) {{
+  if (row >= P.mnkb.x || col >= P.g{i}.y) {{ return; }}
+  var v = bitcast<f32>(P.g{i}.z) * acc;
+  v = {ACTIVATIONS[act]};
+  O[P.o{i}.x + row * P.o{i}.z + col * P.o{i}.w] = {dtype}(v);
+}}""")
+    return (ERF_WGSL if "gelu" in activations else "") + "\n".join(out) + "\n"
+
+
+def glu_finish(dtype: str, activation: str | None) -> str:
+    """`finish_glu(row, col, acc, up)`: act(alpha0 * acc) * (alpha1 * up) stored at problem 0's output
+    layout (the gated linear unit of an MLP: silu(x W_gate^T) * (x W_up^T))."""
+    return f"""{ERF_WGSL if activation == "gelu" else ""}
+fn finish_glu(row: u32, col: u32, acc: f32, up: f32) {{
+  if (row >= P.mnkb.x || col >= P.g0.y) {{ return; }}
+  var v = bitcast<f32>(P.g0.z) * acc;
+  v = {ACTIVATIONS[activation]};
+  O[P.o0.x + row * P.o0.z + col * P.o0.w] = {dtype}(v * (bitcast<f32>(P.g1.z) * up));
+}}
+"""
+
+
+def glu_parts(walk, mr: int, cols: int) -> tuple[str, str, str, list[str]]:
+    """(column WGSL, body, stores, accumulators) of a grouped matrix-vector in GLU form: every workgroup
+    walks both weights for its columns (`walk(i, acc)`: the K loop of problem i into `acc{r}`)."""
+    find = f"  let N = P.g0.y;\n  let col = wid.x * {cols}u + slot;"
+    body = "\n".join(["  {", *walk(0, "acc"), "  }", "  {", *walk(1, "up"), "  }"])
+    done = "\n".join(f"    finish_glu(m0 + {r}u, col, acc{r}, up{r});" for r in range(mr))
+    return find, body, done, [f"{x}{r}" for x in ("acc", "up") for r in range(mr)]
+
+
+def grouped_branches(groups: int, body) -> str:
+    """`body(i)` (WGSL lines of problem i) behind a workgroup-uniform branch on g."""
+    out = []
+    for i in range(groups):
+        out.append(("  if" if i == 0 else "  } else if") + f" (g == {i}u) {{")
+        out += body(i)
+    out.append("  }")
+    return "\n".join(out)
+
+
 def gemv_stream_k_source(e: Epilogue, lanes: int, cols: int, unroll: int, mr: int, vw: int,
-                         subgroup: int | None) -> str:
+                         subgroup: int | None, grouped: tuple[str | None, ...] = (),
+                         glu: bool = False) -> str:
     """Bandwidth-bound matrix-vector for B contiguous along K (linear weights): `lanes` consecutive
     invocations own one output column (a weight row) and walk K with `unroll` independent loads of
     `vw` elements each (16 bytes: 8 halves or 4 floats; vw = 1: scalar loads, any strides), `cols`
     columns per workgroup, `mr` rows of A per workgroup; lanes combine through `lane_reduce`.
     Out-of-range columns and rows are clamped for the loads (no divergent branch around them) and
-    dropped by `finish`."""
+    dropped by `finish`.
+
+    `grouped` (one activation per problem, 2 or more): several products of the same A with their own
+    weights B0, B1, ... in ONE dispatch (sibling linears: q/k/v, gate/up); the grid is the sum of the
+    problems' workgroups and each workgroup finds its problem from its index (`grouped_select`); outputs
+    go to one buffer O at each problem's layout. No bias or residual. `glu` (two problems of one N):
+    one output, act0(x W0^T) * (x W1^T), each workgroup computing both products of its columns."""
     t = e.dtype
     elem = _stream_elem(t, vw)
     step = lanes * vw
@@ -522,27 +586,71 @@ def gemv_stream_k_source(e: Epilogue, lanes: int, cols: int, unroll: int, mr: in
     rows = "\n".join(f"  let arow{r} = abase + min(m0 + {r}u, M - 1u) * P.a.z;" for r in range(mr))
     accs = "\n".join(f"  var acc{r} = 0.0;" for r in range(mr))
 
-    def loads(u: int) -> list[str]:
+    def loads(u: int, b: str, lay: str) -> list[str]:
         # a load past K re-reads the last vector (no branch around it) and counts zero
         out = [f"    let j{u} = kb + lane * {vw}u + {u * step}u; let k{u} = min(j{u}, K - {vw}u);"]
         if vw == 1:
-            return out + [f"    let b{u} = select(0.0, f32(B[bbase + k{u} * P.b.z + cc * P.b.w]), j{u} < K);"]
-        return out + [f"    let b{u} = B[(bcol + k{u}) / {vw}u];"]
+            return out + [f"    let b{u} = select(0.0, f32({b}[bbase + k{u} * {lay}.z + cc * {lay}.w]), "
+                          f"j{u} < K);"]
+        return out + [f"    let b{u} = {b}[(bcol + k{u}) / {vw}u];"]
 
-    def math(u: int) -> list[str]:
+    def math(u: int, acc: str) -> list[str]:
         if vw == 1:
-            return [f"    acc{r} = fma(f32(A[arow{r} + k{u} * P.a.w]), b{u}, acc{r});" for r in range(mr)]
+            return [f"    {acc}{r} = fma(f32(A[arow{r} + k{u} * P.a.w]), b{u}, {acc}{r});" for r in range(mr)]
         dot = "dot8" if t == "f16" else "dot"
-        return [f"    acc{r} += select(0.0, {dot}(A[(arow{r} + k{u}) / {vw}u], b{u}), j{u} < K);"
+        return [f"    {acc}{r} += select(0.0, {dot}(A[(arow{r} + k{u}) / {vw}u], b{u}), j{u} < K);"
                 for r in range(mr)]
 
-    # all loads of one unrolled step first, then the math: `unroll` loads in flight per invocation
-    main = [x for u in range(unroll) for x in loads(u)] + [x for u in range(unroll) for x in math(u)]
-    decl, reduce = lane_reduce([f"acc{r}" for r in range(mr)], lanes, cols, subgroup)
-    done = "\n".join(f"    finish(batch, m0 + {r}u, col, acc{r});" for r in range(mr))
+    def k_loop(b: str, lay: str, indent: str = "", acc: str = "acc") -> list[str]:
+        # all loads of one unrolled step first, then the math: `unroll` loads in flight per invocation
+        main = [x for u in range(unroll) for x in loads(u, b, lay)]
+        main += [x for u in range(unroll) for x in math(u, acc)]
+        return [indent + x for x in [f"  for (var kb = 0u; kb < K; kb += {step * unroll}u) {{", *main, "  }"]]
+
     enables = ("subgroups",) if subgroup else ()
     diag = "diagnostic(off, subgroup_uniformity);\n" if subgroup else ""
-    return f"""{diag}{header(e, elem, elem, enables)}{finish_fn(e)}{DOT8_F16 if t == "f16" and vw > 1 else ""}
+    dot8 = DOT8_F16 if t == "f16" and vw > 1 else ""
+    if grouped:
+        n = len(grouped)
+        head = grouped_header(t, elem, [elem] * n, enables)
+
+        def problem(i: int, acc: str = "acc") -> list[str]:
+            return ["    let cc = min(col, N - 1u);", f"    let bbase = P.b{i}.x;",
+                    f"    let bcol = bbase + cc * P.b{i}.w;", *k_loop(f"B{i}", f"P.b{i}", "  ", acc)]
+
+        if glu:
+            head += glu_finish(t, grouped[0])
+            select, walk, done, names = glu_parts(problem, mr, cols)
+        else:
+            head += grouped_finish(t, grouped)
+            select = grouped_select(n, cols)
+            walk = grouped_branches(n, problem)
+            done = grouped_branches(n, lambda i: [f"    finish{i}(m0 + {r}u, col, acc{r});"
+                                                  for r in range(mr)])
+            names = [f"acc{r}" for r in range(mr)]
+        decl, reduce = lane_reduce(names, lanes, cols, subgroup)
+        accs += "\n" + "\n".join(f"  var up{r} = 0.0;" for r in range(mr)) if glu else ""
+        return f"""{diag}{head}{dot8}
+{decl}
+@compute @workgroup_size({lanes * cols})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {{
+  let M = P.mnkb.x; let K = P.mnkb.z;
+  let m0 = wid.y * {mr}u;
+  let lane = li % {lanes}u; let slot = li / {lanes}u;
+{select}
+  let abase = P.a.x;
+{rows}
+{accs}
+{walk}
+{reduce}
+  if (lane == 0u) {{
+{done}
+  }}
+}}
+"""
+    decl, reduce = lane_reduce([f"acc{r}" for r in range(mr)], lanes, cols, subgroup)
+    done = "\n".join(f"    finish(batch, m0 + {r}u, col, acc{r});" for r in range(mr))
+    return f"""{diag}{header(e, elem, elem, enables)}{finish_fn(e)}{dot8}
 {decl}
 @compute @workgroup_size({lanes * cols})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {{
@@ -557,15 +665,34 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let bcol = bbase + cc * P.b.w;
 {rows}
 {accs}
-  for (var kb = 0u; kb < K; kb += {step * unroll}u) {{
-{chr(10).join(main)}
-  }}
+{chr(10).join(k_loop("B", "P.b"))}
 {reduce}
   if (lane == 0u) {{
 {done}
   }}
 }}
 """
+
+
+def grouped_header(dtype: str, a_elem: str, weights: list[str], enables: tuple[str, ...] = (),
+                   per_problem: int = 1, extra: str = "") -> str:
+    """Enables, params and bindings of a grouped matrix-vector: A, then `per_problem` weight bindings
+    per problem (`weights[j]` is the declaration's element type, or "Name: array<...>" in full), then
+    the shared output O. Params: mnkb, a (A's layout), `extra` fields, then per problem i its weight
+    layout b{i}, output layout o{i} and g{i} = (first workgroup, N, alpha bits, 0)."""
+    n = len(weights) // per_problem
+    enable = "".join(f"enable {x};\n" for x in (("f16",) if "f16" in dtype + a_elem + "".join(weights)
+                                                 else ()) + enables)
+    fields = ["mnkb: vec4<u32>", "a: vec4<u32>", *([extra] if extra else [])]
+    fields += [f"{f}{i}: vec4<u32>" for i in range(n) for f in ("b", "o", "g")]
+    lines = [enable, "struct Params { " + ", ".join(fields) + " }",
+             "@group(0) @binding(0) var<uniform> P: Params;",
+             f"@group(0) @binding(1) var<storage, read> A: array<{a_elem}>;"]
+    for j, w in enumerate(weights):
+        decl = w if ":" in w else f"B{j}: array<{w}>"
+        lines.append(f"@group(0) @binding({2 + j}) var<storage, read> {decl};")
+    lines.append(f"@group(0) @binding({2 + len(weights)}) var<storage, read_write> O: array<{dtype}>;")
+    return "\n".join(lines) + "\n"
 
 
 def gemv_stream_n_source(e: Epilogue, cols: int, slices: int, unroll: int, mr: int, vw: int) -> str:

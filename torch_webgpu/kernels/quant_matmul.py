@@ -36,6 +36,12 @@ from .matmul_wgsl import (
     Epilogue,
     SgmatTile,
     finish_fn,
+    glu_finish,
+    glu_parts,
+    grouped_branches,
+    grouped_finish,
+    grouped_header,
+    grouped_select,
     lane_reduce,
     sgmat_main,
     staging_scalar,
@@ -44,7 +50,8 @@ from .matmul_wgsl import (
 )
 
 __all__ = ["QuantWeight", "QuantMatmulProblem", "plan_quant_matmul", "quant_variants", "pack_weight",
-           "pack_bytes", "pack_scales", "pack_constant", "WEIGHT_FORMATS", "GEMV_MAX_ROWS", "CHUNK"]
+           "pack_bytes", "pack_scales", "pack_constant", "WEIGHT_FORMATS", "GEMV_MAX_ROWS", "CHUNK",
+           "GroupedQuantProblem", "grouped_quant_variants", "plan_grouped_quant_matmul"]
 
 WEIGHT_FORMATS = {"i8": 4, "i4": 8}   # weights per u32 word
 CHUNK = 8                             # weights one invocation dequantizes at a time (one group only)
@@ -214,8 +221,6 @@ def _header(p: QuantMatmulProblem, e: Epilogue, a_elem: str | None = None, strea
     for i, role in enumerate(roles[1:], 1):
         access = "read_write" if role == "out" else "read"
         lines.append(f"@group(0) @binding({i}) var<storage, {access}> {arrays[role]};")
-    zero = ("  let e = n * P.q.y + g;\n  return f32(i32(Z[e / 4u] << (24u - 8u * (e % 4u))) >> 24u);"
-            if p.weight.zero else "  return 0.0;")
     per_word = WEIGHT_FORMATS[p.weight.fmt]
     if p.weight.fmt == "i8":
         unpack = ("  let w0 = Q[n * P.q.z + c * 2u]; let w1 = Q[n * P.q.z + c * 2u + 1u];\n"
@@ -224,12 +229,7 @@ def _header(p: QuantMatmulProblem, e: Epilogue, a_elem: str | None = None, strea
     else:
         unpack = ("  let w0 = Q[n * P.q.z + c];\n"
                   + "\n".join(f"  v[{j}] = f32(i32(w0 << {28 - 4 * j}u) >> 28u) - z;" for j in range(CHUNK)))
-    helpers = f"""
-fn zero_of(n: u32, g: u32) -> f32 {{
-{zero}
-}}
-fn scale_of(n: u32, g: u32) -> f32 {{ return f32(S[n * P.q.y + g]); }}
-"""
+    helpers = _dequant_helpers(p.weight.zero)
     if stream:
         return "\n".join(lines) + "\n" + (ERF_WGSL if e.activation == "gelu" else "") + helpers, roles
     helpers += f"""// weights k = {CHUNK}c .. {CHUNK}c+{CHUNK - 1} of row n minus their zero point
@@ -290,13 +290,37 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     return src, roles
 
 
+def _dequant_helpers(zero: bool, sfx: str = "") -> str:
+    """`zero_of{sfx}(n, g)` and `scale_of{sfx}(n, g)` reading Z{sfx} / S{sfx} (P.q.y groups per row)."""
+    z = (f"  let e = n * P.q.y + g;\n  return f32(i32(Z{sfx}[e / 4u] << (24u - 8u * (e % 4u))) >> 24u);"
+         if zero else "  return 0.0;")
+    return f"""
+fn zero_of{sfx}(n: u32, g: u32) -> f32 {{
+{z}
+}}
+fn scale_of{sfx}(n: u32, g: u32) -> f32 {{ return f32(S{sfx}[n * P.q.y + g]); }}
+"""
+
+
 def _stream_source(p: QuantMatmulProblem, e: Epilogue, lanes: int, cols: int, unroll: int, mr: int,
-                   subgroup: int | None) -> tuple[str, list[str]]:
+                   subgroup: int | None, grouped: tuple[str | None, ...] = (),
+                   glu: bool = False) -> tuple[str, list[str]]:
     """Decode at memory bandwidth: `lanes` consecutive invocations own one weight row and walk it in
     16-byte loads (`unroll` in flight each), dequantized in registers with vector shifts, each load's
     dot product scaled once (a load never straddles a group); `cols` rows per workgroup, lanes combined
-    by `lane_reduce`. Out-of-range columns/rows are clamped for the loads and dropped by `finish`."""
-    head, roles = _header(p, e, stream=True, enables=("subgroups",) if subgroup else ())
+    by `lane_reduce`. Out-of-range columns/rows are clamped for the loads and dropped by `finish`.
+
+    `grouped` (one activation per problem): sibling linears of the same A and weight format with their
+    own q/scale/zero bindings (Q0, S0, Z0, Q1, ...) in ONE dispatch, as the dense family's grouped
+    gemv (matmul_wgsl.grouped_select): outputs in one buffer at each problem's layout; `glu`: one
+    output act0(x W0^T) * (x W1^T) (matmul_wgsl.glu_parts)."""
+    enables = ("subgroups",) if subgroup else ()
+    if grouped:
+        head, roles = _grouped_header(p, len(grouped), enables)
+        head += glu_finish(p.dtype, grouped[0]) if glu else grouped_finish(p.dtype, grouped)
+    else:
+        head, roles = _header(p, e, stream=True, enables=enables)
+        head += finish_fn(e)
     unroll = max(1, unroll // mr)   # several rows reuse each load already; keeps the code (and compile) small
     fmt = p.weight.fmt
     ch = stream_chunk(p)
@@ -311,45 +335,59 @@ def _stream_source(p: QuantMatmulProblem, e: Epilogue, lanes: int, cols: int, un
     rows = "\n".join(f"  let arow{r} = P.a.x + min(m0 + {r}u, M - 1u) * P.a.z;" for r in range(mr))
     accs = "\n".join(f"  var acc{r} = 0.0;" for r in range(mr))
 
-    def load(u: int) -> list[str]:
+    def load(u: int, sfx: str) -> list[str]:
         return [f"    let c{u} = min(cb + lane + {u * lanes}u, loads - 1u);",
-                f"    let q{u} = Q[qrow + c{u}];"]
+                f"    let q{u} = Q{sfx}[qrow + c{u}];"]
 
-    def math(u: int) -> list[str]:
+    def math(u: int, sfx: str, acc: str) -> list[str]:
         # a load past the row's end re-reads its last one (no branch) and counts zero
         out = [f"    {{ let k0 = c{u} * {ch}u; let g = k0 / P.q.x;",
-               f"      let s = select(0.0, scale_of(cc, g), cb + lane + {u * lanes}u < loads);",
-               "      let z = vec4<f32>(zero_of(cc, g));"]
+               f"      let s = select(0.0, scale_of{sfx}(cc, g), cb + lane + {u * lanes}u < loads);",
+               f"      let z = vec4<f32>(zero_of{sfx}(cc, g));"]
         for i, (q, shifts, _) in enumerate(words):
             out.append(f"      let w{i} = vec4<f32>((vec4<i32>(bitcast<i32>(q{u}[{q}])) "
                        f"<< vec4<u32>({shifts})) >> vec4<u32>({down})) - z;")
         for r in range(mr):
             terms = " + ".join(f"dot(vec4<f32>(A[(arow{r} + k0) / 4u + {off // 4}u]), w{i})"
                                for i, (_, _, off) in enumerate(words))
-            out.append(f"      acc{r} = fma({terms}, s, acc{r});")
+            out.append(f"      {acc}{r} = fma({terms}, s, {acc}{r});")
         out.append("    }")
         return out
 
-    main = [x for u in range(unroll) for x in load(u)] + [x for u in range(unroll) for x in math(u)]
-    decl, reduce = lane_reduce([f"acc{r}" for r in range(mr)], lanes, cols, subgroup)
-    done = "\n".join(f"    finish(0u, m0 + {r}u, col, acc{r});" for r in range(mr))
+    def walk(sfx: str, indent: str = "", acc: str = "acc") -> list[str]:
+        main = [x for u in range(unroll) for x in load(u, sfx)]
+        main += [x for u in range(unroll) for x in math(u, sfx, acc)]
+        lines = ["  let cc = min(col, N - 1u);", "  let qrow = cc * (P.q.z / 4u);",
+                 f"  for (var cb = 0u; cb < loads; cb += {lanes * unroll}u) {{", *main, "  }"]
+        return [indent + x for x in lines]
+
+    names = [f"acc{r}" for r in range(mr)]
     diag = "diagnostic(off, subgroup_uniformity);\n" if subgroup else ""
-    src = f"""{diag}{head}{finish_fn(e)}
+    if glu:
+        find, body, done, names = glu_parts(lambda i, acc: walk(str(i), "  ", acc), mr, cols)
+        accs += "\n" + "\n".join(f"  var up{r} = 0.0;" for r in range(mr))
+    elif grouped:
+        n = len(grouped)
+        find = grouped_select(n, cols)
+        body = grouped_branches(n, lambda i: walk(str(i), "  "))
+        done = grouped_branches(n, lambda i: [f"    finish{i}(m0 + {r}u, col, acc{r});" for r in range(mr)])
+    else:
+        find = f"  let N = P.mnkb.y;\n  let col = wid.x * {cols}u + slot;"
+        body = "\n".join(walk(""))
+        done = "\n".join(f"    finish(0u, m0 + {r}u, col, acc{r});" for r in range(mr))
+    decl, reduce = lane_reduce(names, lanes, cols, subgroup)
+    src = f"""{diag}{head}
 {decl}
 @compute @workgroup_size({lanes * cols})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {{
-  let M = P.mnkb.x; let N = P.mnkb.y; let K = P.mnkb.z;
+  let M = P.mnkb.x; let K = P.mnkb.z;
   let m0 = wid.y * {mr}u;
   let lane = li % {lanes}u; let slot = li / {lanes}u;
-  let col = wid.x * {cols}u + slot;
-  let cc = min(col, N - 1u);
-  let qrow = cc * (P.q.z / 4u);
+{find}
 {rows}
 {accs}
   let loads = K / {ch}u;
-  for (var cb = 0u; cb < loads; cb += {lanes * unroll}u) {{
-{chr(10).join(main)}
-  }}
+{body}
 {reduce}
   if (lane == 0u) {{
 {done}
@@ -357,6 +395,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 }}
 """
     return src, roles
+
+
+def _grouped_header(p: QuantMatmulProblem, groups: int, enables: tuple[str, ...]) -> tuple[str, list[str]]:
+    """The grouped form's params, bindings (a; q, scale[, zero] per problem; out) and helpers."""
+    s, zero = p.weight.scale_dtype, p.weight.zero
+    decls, roles = [], [PARAMS, "a"]
+    for i in range(groups):
+        decls += [f"Q{i}: array<vec4<u32>>", f"S{i}: array<{s}>"] + ([f"Z{i}: array<u32>"] if zero else [])
+        roles += [f"q{i}", f"scale{i}"] + ([f"zero{i}"] if zero else [])
+    roles.append("out")
+    head = grouped_header(p.dtype, f"vec4<{p.activation_dtype}>", decls, enables,
+                          per_problem=3 if zero else 2, extra="q: vec4<u32>")
+    return head + "".join(_dequant_helpers(zero, str(i)) for i in range(groups)), roles
 
 
 def _tiled_source(p: QuantMatmulProblem, e: Epilogue, bm: int, bn: int, bk: int, tm: int,
@@ -550,3 +601,102 @@ def pack_constant(value: np.ndarray, how: dict) -> np.ndarray:
     if kind == "scales":
         return pack_scales(value)
     raise ValueError(f"unknown packing {kind!r} (i4, i8, bytes, scales)")
+
+
+@dataclass(frozen=True)
+class GroupedQuantProblem:
+    """Sibling quantized linears of the same A (M <= GEMV_MAX_ROWS) and weight format, each with its own
+    q / scale / zero, written to one output buffer at each problem's `out` layout; no bias or residual."""
+
+    problems: tuple[QuantMatmulProblem, ...]
+    glu: bool = False   # one output act0(x W0^T) * (x W1^T) (an MLP's gate/up), at problem 0's layout
+
+    @property
+    def dtype(self) -> str:
+        """The storage type of the outputs."""
+        return self.problems[0].dtype
+
+    @property
+    def flops(self) -> int:
+        """The problems' FLOPs together."""
+        return sum(p.flops for p in self.problems)
+
+    def shape_class(self) -> str:
+        """A coarse key for autotuning: the group size and each problem's class."""
+        return f"g{len(self.problems)}{'glu' if self.glu else ''}:" + ",".join(
+            p.shape_class() for p in self.problems)
+
+    def bindings(self) -> int:
+        """Storage buffers the grouped kernel binds: A, q/scale(/zero) per problem, the output."""
+        return 2 + len(self.problems) * (3 if self.problems[0].weight.zero else 2)
+
+    def check(self) -> None:
+        """ValueError naming what the grouped kernel cannot run."""
+        first = self.problems[0]
+        if not 2 <= len(self.problems) <= 3:
+            raise ValueError(f"grouped quant gemv: 2 or 3 problems, got {len(self.problems)}")
+        for p in self.problems:
+            p.check()
+            if p.m > GEMV_MAX_ROWS or p.bias or p.residual:
+                raise ValueError(f"grouped quant gemv: at most {GEMV_MAX_ROWS} rows, no bias or residual")
+            if (p.m, p.k, p.a, p.weight, p.dtype, p.activation_dtype) != (
+                    first.m, first.k, first.a, first.weight, first.dtype, first.activation_dtype):
+                raise ValueError("grouped quant gemv: every problem reads the same A with the same weight "
+                                 "format")
+        if self.glu and (len(self.problems) != 2 or self.problems[1].n != first.n
+                         or self.problems[1].activation is not None):
+            raise ValueError("grouped quant gemv: the GLU form takes two problems of one N (no activation on "
+                             "the second)")
+
+
+def grouped_quant_variants(gp: GroupedQuantProblem, caps: DeviceCaps) -> list[str]:
+    """The streaming variants that run every problem of `gp` in one dispatch on `caps` ([] when none
+    can: more bindings than the device's storage buffers per stage — q/k/v with zero points need 11)."""
+    try:
+        gp.check()
+    except (ValueError, TypeError):
+        return []
+    if gp.bindings() > caps.limit("max-storage-buffers-per-shader-stage", 8):
+        return []
+    per = [_stream_variants(p, caps) if quant_variants(p, caps) else [] for p in gp.problems]
+    limit = caps.limit("max-compute-workgroups-per-dimension", 65535)
+    problems = gp.problems[:1] if gp.glu else gp.problems   # the GLU form's grid is one problem's
+    return [name for name in per[0] if all(name in other for other in per[1:])
+            and sum(ceil_div(p.n, STREAM[name.removesuffix(STREAM_SUFFIX)][1]) for p in problems) <= limit]
+
+
+def plan_grouped_quant_matmul(gp: GroupedQuantProblem, caps: DeviceCaps,
+                              variant: str | None = None) -> KernelLaunch:
+    """The one launch of every product of `gp` (bindings: a, q0, scale0[, zero0], q1, ..., out)."""
+    gp.check()
+    names = grouped_quant_variants(gp, caps)
+    if not names:
+        raise TypeError(f"grouped quant gemv of {len(gp.problems)} products needs {gp.bindings()} storage "
+                        "buffers per stage and whole 16-byte loads; run them one by one")
+    variant = variant or names[0]
+    if variant not in names:
+        raise ValueError(f"grouped quant gemv variant {variant!r} is not one of {names}")
+    first = gp.problems[0]
+    lk, ln, unroll = STREAM[variant.removesuffix(STREAM_SUFFIX)]
+    mr = 1 << max(0, (first.m - 1).bit_length())
+    sg = caps.subgroup_size if variant.endswith(STREAM_SUFFIX) else None
+    e = Epilogue(first.dtype, False, False, None)
+    src, roles = _stream_source(first, e, lk, ln, unroll, mr, sg,
+                                grouped=tuple(p.activation for p in gp.problems), glu=gp.glu)
+    w = first.weight
+    params = [first.m, 0, first.k, 1] + first.a.words() + [w.group, first.k // w.group,
+                                                           w.words_per_row(first.k), 0]
+    start = 0
+    for p in gp.problems:
+        params += [0, 0, 0, 0] + p.out.words() + [start, p.n, f32_word(p.alpha), 0]
+        start += ceil_div(p.n, ln)
+    if gp.glu:
+        start = ceil_div(first.n, ln)
+    read_only = frozenset(i for i, r in enumerate(roles) if r not in ("out", PARAMS))
+    ta = first.activation_dtype
+    dtypes = first.dtype if ta == first.dtype else f"{ta}to{first.dtype}"
+    kind = f"gqmatmul{len(gp.problems)}{'glu' if gp.glu else ''}"
+    name = f"{kind}.{w.fmt}g{w.group}{'z' if w.zero else ''}.{dtypes}.{variant}"
+    return KernelLaunch(name=name, wgsl=src, grid=(start, ceil_div(first.m, mr), 1),
+                        workgroup_size=(lk * ln, 1, 1), bindings=tuple(roles),
+                        params=tuple(params), read_only=read_only)
