@@ -118,6 +118,21 @@ def _ort_wrapper(fn: Callable, key: str = "") -> Callable:
     return ORTWebGPUFunction(fn, bundle_key(key) or "model")
 
 
+CUDA_BACKENDS = ("torch-cuda", "inductor-cuda")
+
+
+def start_cuda() -> None:
+    """Create this process's CUDA context before any figure runs, where CUDA is available. On the H200
+    every webgpu figure measured before the process had a CUDA context ran ~3x slower than the same
+    plan after one (the same kernels: benchmarks/results/h200-2026-12-01-llm-run4.md), so a run with
+    CUDA backends starts it first and every backend's figures see the GPU in the same state."""
+    import torch
+
+    if torch.cuda.is_available():
+        torch.zeros(1, device="cuda")
+        torch.cuda.synchronize()
+
+
 def available_torch_backends(requested: list[str], bundle_dir: Path | None = None,
                              host_io: bool = False) -> list[TorchBackend]:
     """The requested torch-level backends that this machine can run (CUDA ones only with a GPU).

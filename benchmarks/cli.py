@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from .backends import ALL_BACKENDS
+from .backends import ALL_BACKENDS, CUDA_BACKENDS, start_cuda
 from .harness import Settings
 from .report import (
     autotune_choices,
@@ -112,6 +112,8 @@ def main(argv: list[str] | None = None) -> None:
     settings = Settings(smoke=args.smoke, repeats=args.repeats, bundle_dir=args.bundles,
                         check=not args.no_check,
                         deadline=None if args.budget is None else start + args.budget)
+    if any(b in CUDA_BACKENDS for b in backends):
+        start_cuda()
     results = []
     failures: list[str] = []
     passes = [[b for b in backends if b not in late], late]
