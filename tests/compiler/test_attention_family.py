@@ -44,6 +44,24 @@ def test_attention_is_one_library_dispatch(kind):
     assert len(kinds) <= 2
 
 
+@pytest.mark.parametrize("window", [None, 3])
+def test_constant_causal_mask_becomes_the_kernels_causal_flag(window):
+    # An additive mask built in the graph from constants only (lowest value above the diagonal, as older
+    # transformers do) is the kernel's causal flag; a sliding-window one is not causal and is read.
+    def fn(q, k, v):
+        lowest = torch.finfo(torch.float32).min
+        mask = torch.zeros(8, 8).masked_fill(torch.ones(8, 8, dtype=torch.bool).triu(1), lowest)
+        if window is not None:
+            mask = mask.masked_fill(torch.ones(8, 8, dtype=torch.bool).tril(-window), lowest)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    torch.manual_seed(0)
+    kinds = _compiled_kinds(fn, *(torch.randn(1, 2, 8, 16) for _ in range(3)))
+    (attention,) = [x for x in kinds if x.startswith("attention.f32.")]
+    assert attention.endswith(".causal") == (window is None)
+    assert not any(x.startswith("matmul.") for x in kinds)
+
+
 def test_heads_read_through_strides_of_a_fused_projection():
     # q, k, v split out of one projection and transposed to heads: the library reads them in place.
     def fn(x, w):

@@ -6,13 +6,17 @@ score matrix is never written.
 Q, K and V are read through their strides (K^T's view gives K), scalar factors on Q, K or the scores
 fold into the scale, and an additive mask (a causal mask built by `where(tril, 0, -inf)`, a padding
 mask) or a boolean one (`masked_fill(~mask, -inf)`, read as the plan's one-word-per-element bools) is read
-broadcast through its strides. Rows whose keys are all masked give 0, as `_safe_softmax`.
+broadcast through its strides. Rows whose keys are all masked give 0, as `_safe_softmax`. A mask that no
+graph input decides (transformers' causal mask of a prefill without a cache: aranges, comparisons and a
+`where` of scalars) is evaluated at compile time; if it is the causal one the kernel's causal flag replaces
+it (no mask read, the keys past each query block skipped).
 
 Grouped-query attention: K and V repeated to the query heads (transformers' `repeat_kv`, or
 `repeat_interleave`: `expand` of an `unsqueeze`, `clone`, `view`) are read per KV head (head // groups),
 so the repeated copy is never materialized. `softmax(scores.float()).to(f16)` and a float32 attention of
-widened float16 Q, K, V narrowed back to float16 (torch's math SDPA of f16 inputs) run as the f16 kernel,
-whose arithmetic is f32. Decode-shaped ops run the split-K variant: two dispatches over a scratch buffer
+widened float16 Q, K, V narrowed back to float16 (torch's math SDPA of f16 inputs, also when the widening
+follows `repeat_kv` and the f16 mask is promoted by the add) run as the f16 kernel, whose arithmetic is
+f32. Decode-shaped ops run the split-K variant: two dispatches over a scratch buffer
 (`launches`, `scratch`).
 """
 
@@ -513,7 +517,7 @@ def _position(graph: torch.fx.Graph) -> Callable[[torch.fx.Node], int]:
 
 
 def _is_causal_mask(node: torch.fx.Node, kind: str, shape: tuple[int, int, int, int]) -> bool:
-    """The mask (bool: True = attend; additive: 0 or -inf) is a compile-time constant equal to the
+    """The mask (bool: True = attend; additive: 0 or -inf/lowest) is a compile-time constant equal to the
     top-left causal mask (key j attends for query i when j <= i, torch's `is_causal`) on every batch and
     head: the kernel applies it itself (no mask read, the keys after the block skipped)."""
     value = _constant_value(node)
@@ -526,8 +530,10 @@ def _is_causal_mask(node: torch.fx.Node, kind: str, shape: tuple[int, int, int, 
     if kind == "bool32":
         attend = value
     elif value.dtype.is_floating_point:
+        # -inf, or the dtype's lowest value as older masks use: exp() of either is 0 in a row that has
+        # a key to attend (every causal row has its diagonal).
         attend = value == 0
-        if not bool((attend | (value == float("-inf"))).all()):
+        if not bool((attend | (value <= torch.finfo(value.dtype).min)).all()):
             return False
     else:
         return False
