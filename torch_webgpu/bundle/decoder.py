@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from torch_webgpu.compiler.low_ir import Plan
-from torch_webgpu.compiler.lowering import DeviceArray, lowering
+from torch_webgpu.compiler.lowering import DeviceArray, free_all, lowering
 from torch_webgpu.compiler.plan_memory import enabled as plan_memory_enabled
 from torch_webgpu.compiler.plan_memory import shared_slot_sizes
 from torch_webgpu.kernels.launch import record
@@ -26,14 +26,6 @@ from .requirements import check_requirements
 
 WEIGHTS_FILE = "weights.safetensors"
 _SCORES = {"float32": "f32", "float16": "f16"}
-
-
-def _free_buffers(rt: Any, buffers: list[int]) -> None:
-    for buf in buffers:
-        try:
-            rt.free(buf)
-        except Exception:  # device lost or interpreter shutting down: nothing left to free
-            pass
 
 
 class DecoderBundle:
@@ -63,7 +55,7 @@ class DecoderBundle:
         if plan_memory_enabled():
             self.slot_buffers = {slot: rt.allocate(size, exact=True)
                                  for slot, size in shared_slot_sizes(list(plans.values())).items()}
-            self._slot_finalizer = weakref.finalize(self, _free_buffers, rt, list(self.slot_buffers.values()))
+            self._slot_finalizer = weakref.finalize(self, free_all, rt, list(self.slot_buffers.values()))
         for name, phase in info["phases"].items():
             plan = plans[name]
             plan.constants = {const: arrays[key] for const, key, _ in phase["constants"]}

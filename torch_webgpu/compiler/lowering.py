@@ -113,7 +113,7 @@ class DeviceArray:
     def __init__(self, rt: Any, buffer: int, shape: Sequence[int], dtype: str, offset: int = 0):
         self.rt, self.buffer, self.offset = rt, buffer, offset
         self.shape, self.dtype = tuple(int(d) for d in shape), dtype   # dtype: the device dtype's name
-        self._finalizer = weakref.finalize(self, _free_all, rt, [buffer])
+        self._finalizer = weakref.finalize(self, free_all, rt, [buffer])
 
     @property
     def nbytes(self) -> int:
@@ -323,7 +323,7 @@ class CompiledPlan:
                 if not (n.op is LowIROp.UPLOAD_CONSTANT and n.args["constant"] in shared)]
         self._run(init, dict(self._static), self._init_dispatches)
         # Buffers go back to the pool when the compiled graph is dropped (torch._dynamo.reset, GC).
-        weakref.finalize(self, _free_all, self.rt, self._owned)
+        weakref.finalize(self, free_all, self.rt, self._owned)
 
     # -- setup --
     def _allocate(self, size: int) -> int:
@@ -340,7 +340,7 @@ class CompiledPlan:
             if len(self._layouts) >= self.MAX_LAYOUTS:
                 old = self._layouts.pop(next(iter(self._layouts)))
                 self.rt.synchronize()   # its buffers may still be read by submitted work
-                _free_all(self.rt, old.owned)
+                free_all(self.rt, old.owned)
                 for buf in old.owned:
                     self._owned.remove(buf)
             layout = _Layout(self, [*user_shapes, *self._constant_shapes])
@@ -789,7 +789,7 @@ class CompiledPlan:
 
     def release(self) -> None:
         """Give the plan's buffers back to the runtime pool."""
-        _free_all(self.rt, self._owned)
+        free_all(self.rt, self._owned)
 
 
 TIED_MIN_BYTES = 1 << 16   # smaller constants are not worth comparing
@@ -836,7 +836,8 @@ def _map_output(entry: Any, outputs: list[Any], args: Sequence[Any]) -> Any:
     return int(args[entry[1]].shape[entry[2]])
 
 
-def _free_all(rt: Any, owned: list[int]) -> None:
+def free_all(rt: Any, owned: list[int]) -> None:
+    """Free every buffer id in `owned` (ignoring a lost device) and empty the list."""
     for buf in owned:
         try:
             rt.free(buf)

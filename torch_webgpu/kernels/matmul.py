@@ -588,17 +588,15 @@ GROUPED_MAX = 3
 
 
 @dataclass(frozen=True)
-class GroupedGemvProblem:
-    """Several matrix-vector products of the same A (M <= GEMV_MAX_ROWS rows, batch 1) with their own
-    K-contiguous weights, written to one output buffer at each problem's `out` layout. Every problem
-    has A's m, k, layout and dtype; no bias or residual (alpha and the activation are per problem)."""
+class GroupedProblems:
+    """Sibling products of one A in one dispatch: what the dense and the quantized grouped gemv share."""
 
-    problems: tuple[MatmulProblem, ...]
+    problems: tuple
     glu: bool = False   # one output act0(x W0^T) * (x W1^T) (an MLP's gate/up), at problem 0's layout
 
     @property
     def dtype(self) -> str:
-        """The storage type of A, the weights and the outputs."""
+        """The storage type of the outputs (and of A)."""
         return self.problems[0].dtype
 
     @property
@@ -610,6 +608,15 @@ class GroupedGemvProblem:
         """A coarse key for autotuning: the group size and each problem's class."""
         return f"g{len(self.problems)}{'glu' if self.glu else ''}:" + ",".join(
             p.shape_class() for p in self.problems)
+
+
+@dataclass(frozen=True)
+class GroupedGemvProblem(GroupedProblems):
+    """Several matrix-vector products of the same A (M <= GEMV_MAX_ROWS rows, batch 1) with their own
+    K-contiguous weights, written to one output buffer at each problem's `out` layout. Every problem
+    has A's m, k, layout and dtype; no bias or residual (alpha and the activation are per problem)."""
+
+    problems: tuple[MatmulProblem, ...]
 
     def layout_class(self) -> str:
         """The first problem's layout class (all read the same A)."""

@@ -28,7 +28,7 @@ import numpy as np
 
 from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, f32_word
 from .matmul import VARIANTS as DENSE_VARIANTS
-from .matmul import Layout, SgmatSpec, tensor_core_subgroup_size, vec8_axis
+from .matmul import GroupedProblems, Layout, SgmatSpec, tensor_core_subgroup_size, vec8_axis
 from .matmul_wgsl import (
     ACTIVATIONS,
     ERF_WGSL,
@@ -604,27 +604,11 @@ def pack_constant(value: np.ndarray, how: dict) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class GroupedQuantProblem:
+class GroupedQuantProblem(GroupedProblems):
     """Sibling quantized linears of the same A (M <= GEMV_MAX_ROWS) and weight format, each with its own
     q / scale / zero, written to one output buffer at each problem's `out` layout; no bias or residual."""
 
     problems: tuple[QuantMatmulProblem, ...]
-    glu: bool = False   # one output act0(x W0^T) * (x W1^T) (an MLP's gate/up), at problem 0's layout
-
-    @property
-    def dtype(self) -> str:
-        """The storage type of the outputs."""
-        return self.problems[0].dtype
-
-    @property
-    def flops(self) -> int:
-        """The problems' FLOPs together."""
-        return sum(p.flops for p in self.problems)
-
-    def shape_class(self) -> str:
-        """A coarse key for autotuning: the group size and each problem's class."""
-        return f"g{len(self.problems)}{'glu' if self.glu else ''}:" + ",".join(
-            p.shape_class() for p in self.problems)
 
     def bindings(self) -> int:
         """Storage buffers the grouped kernel binds: A, q/scale(/zero) per problem, the output."""
