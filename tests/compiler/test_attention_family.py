@@ -44,6 +44,24 @@ def test_attention_is_one_library_dispatch(kind):
     assert len(kinds) <= 2
 
 
+@pytest.mark.parametrize("window", [None, 3])
+def test_constant_causal_mask_becomes_the_kernels_causal_flag(window):
+    # An additive mask built in the graph from constants only (lowest value above the diagonal, as older
+    # transformers do) is the kernel's causal flag; a sliding-window one is not causal and is read.
+    def fn(q, k, v):
+        lowest = torch.finfo(torch.float32).min
+        mask = torch.zeros(8, 8).masked_fill(torch.ones(8, 8, dtype=torch.bool).triu(1), lowest)
+        if window is not None:
+            mask = mask.masked_fill(torch.ones(8, 8, dtype=torch.bool).tril(-window), lowest)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    torch.manual_seed(0)
+    kinds = _compiled_kinds(fn, *(torch.randn(1, 2, 8, 16) for _ in range(3)))
+    (attention,) = [x for x in kinds if x.startswith("attention.f32.")]
+    assert attention.endswith(".causal") == (window is None)
+    assert not any(x.startswith("matmul.") for x in kinds)
+
+
 def test_heads_read_through_strides_of_a_fused_projection():
     # q, k, v split out of one projection and transposed to heads: the library reads them in place.
     def fn(x, w):
@@ -186,3 +204,94 @@ def test_static_cache_language_model_attention_is_library(name, dtype, partition
     assert any(x.startswith(f"attention.{t}.q") for x in prefill.meta["library"].values())
     assert any(x.startswith(f"attention.{t}.split") for x in decode.meta["library"].values())
     assert len(partitions) == 2 and not any(_repeat_copies(p) for p in partitions)
+
+
+class _Logits(torch.nn.Module):
+    """A causal LM's logits for every position, with an optional attention mask (1 = token, 0 = pad)."""
+
+    def __init__(self, lm):
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, ids, mask=None):
+        return self.lm(input_ids=ids, attention_mask=mask).logits
+
+
+def _tiny_llama(dtype):
+    """benchmarks/model_zoo.py's Llama prefill model (tiny config: 2 layers, 4 query heads over 2 KV heads),
+    transformers' default (sdpa) attention, no KV cache."""
+    from transformers import LlamaForCausalLM
+
+    from benchmarks.llama_decode import llama_1b_config
+
+    config = llama_1b_config(tiny=True)
+    config.use_cache = False
+    torch.manual_seed(0)
+    return LlamaForCausalLM(config).eval().to(dtype)
+
+
+def _check_prefill_plan(plan, dtype, layers, causal):
+    """One library attention dispatch per layer (causal when no mask is given), every matmul of the plan a
+    projection (no Q K^T or P V in float32), and no IREE pass over the scores (the all-masked guard)."""
+    library = plan.meta.get("library", {})
+    kinds = [library.get(n.args["entry_point"], n.args["entry_point"]) for n in plan.main
+             if n.op is LowIROp.DISPATCH]
+    t = "f32" if dtype == torch.float32 else "f16"
+    attention = [k for k in kinds if k.startswith("attention.")]
+    assert len(attention) == layers and all(k.startswith(f"attention.{t}.q") for k in attention), kinds
+    assert all(k.endswith(".causal") == causal for k in attention), kinds
+    matmuls = [k for k in kinds if k.startswith("matmul.")]
+    assert len(matmuls) == 7 * layers + 1 and all(k.startswith(f"matmul.{t}.") for k in matmuls), kinds
+    assert not any("reduction" in k or "softmax" in k for k in kinds), kinds
+
+
+def _skip_without_f16(dtype, rt):
+    if dtype == torch.float16 and "shader-f16" not in rt.info.features:
+        pytest.skip("the adapter lacks shader-f16")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_llama_prefill_bundle_attention_is_library(dtype, rt, tmp_path):
+    # The H200 prefill figure's route (benchmarks.bundled): torch.export, the exporter's decompositions,
+    # math SDPA's f32 upcast of f16 Q/K/V after repeat_kv, the causal mask built from aranges and
+    # `_safe_softmax`'s guard: one causal library attention per layer reading the KV heads in place.
+    import torch_webgpu
+    from benchmarks.model_zoo import _LastLogits
+    from torch_webgpu.bundle import exporter as ex
+
+    _skip_without_f16(dtype, rt)
+    model = _LastLogits(_tiny_llama(dtype))
+    ids = torch.randint(0, 256, (1, 8), generator=torch.Generator().manual_seed(1))
+    target = ex.make_target("auto", f16=dtype == torch.float16)
+    traced = ex.trace(model, [ids])
+    plan = ex.compile_traced(traced, target)
+    _check_prefill_plan(plan, dtype, layers=2, causal=True)
+    bundle = torch_webgpu.load(ex.write_plan_bundle(plan, traced, target, tmp_path / "llama"))
+    with torch.no_grad():
+        want = model(ids)
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
+    got = torch.from_numpy(bundle(ids.numpy())).float()
+    torch.testing.assert_close(got, want.float(), atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("mask", ["none", "ones", "padding"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_llama_prefill_compiled_attention_is_library(dtype, mask, rt, partitions):
+    # torch.compile of the same model; with an attention mask input (all ones, or left padding whose
+    # padded queries attend to nothing: 0 as `_safe_softmax`) the kernel reads the mask sdpa is given.
+    _skip_without_f16(dtype, rt)
+    model = _Logits(_tiny_llama(dtype))
+    batch = 2 if mask == "padding" else 1
+    ids = torch.randint(0, 256, (batch, 8), generator=torch.Generator().manual_seed(1))
+    args = [ids]
+    if mask != "none":
+        attend = torch.ones(batch, 8, dtype=torch.long)
+        attend[1:, :3] = 0
+        args.append(attend)
+    with torch.no_grad():
+        got = torch.compile(model, backend="webgpu")(*args)
+        want = model(*args)
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(got.float(), want.float(), atol=tol, rtol=tol)
+    _check_prefill_plan(STATS.plans[-1], dtype, layers=2, causal=mask == "none")
+    assert not any(_repeat_copies(p) for p in partitions)

@@ -6,13 +6,17 @@ score matrix is never written.
 Q, K and V are read through their strides (K^T's view gives K), scalar factors on Q, K or the scores
 fold into the scale, and an additive mask (a causal mask built by `where(tril, 0, -inf)`, a padding
 mask) or a boolean one (`masked_fill(~mask, -inf)`, read as the plan's one-word-per-element bools) is read
-broadcast through its strides. Rows whose keys are all masked give 0, as `_safe_softmax`.
+broadcast through its strides. Rows whose keys are all masked give 0, as `_safe_softmax`. A mask that no
+graph input decides (transformers' causal mask of a prefill without a cache: aranges, comparisons and a
+`where` of scalars) is evaluated at compile time; if it is the causal one the kernel's causal flag replaces
+it (no mask read, the keys past each query block skipped).
 
 Grouped-query attention: K and V repeated to the query heads (transformers' `repeat_kv`, or
 `repeat_interleave`: `expand` of an `unsqueeze`, `clone`, `view`) are read per KV head (head // groups),
 so the repeated copy is never materialized. `softmax(scores.float()).to(f16)` and a float32 attention of
-widened float16 Q, K, V narrowed back to float16 (torch's math SDPA of f16 inputs) run as the f16 kernel,
-whose arithmetic is f32. Decode-shaped ops run the split-K variant: two dispatches over a scratch buffer
+widened float16 Q, K, V narrowed back to float16 (torch's math SDPA of f16 inputs, also when the widening
+follows `repeat_kv` and the f16 mask is promoted by the add) run as the f16 kernel, whose arithmetic is
+f32. Decode-shaped ops run the split-K variant: two dispatches over a scratch buffer
 (`launches`, `scratch`).
 """
 
@@ -152,14 +156,23 @@ def _widened_operand(resolver: Resolver, node: torch.fx.Node) -> Operand | None:
 
 
 def _grouped_operand(resolver: Resolver, resolve: Callable[[torch.fx.Node], Operand | None],
-                     node: torch.fx.Node, shape: tuple[int, int, int, int]) -> tuple[Operand, int] | None:
+                     node: torch.fx.Node, shape: tuple[int, int, int, int],
+                     widened: bool = False) -> tuple[Operand, int] | None:
     """A bmm operand whose heads repeat fewer KV heads (`repeat_kv`: `expand` of an `unsqueeze(2)` to
     [b, kv, groups, rows, cols], `clone`, `view` to [b, kv * groups, rows, cols]; `repeat_interleave`
     decomposes to the same) as (the [b, kv, rows, cols] operand read for shape `shape`, kv), else None.
-    The copy of the repeated heads is not materialized: the kernel reads KV head h // groups."""
-    chain, source, factor = [], node, 1.0
-    while (resolver.is_alias(source) and source.target in _HEAD_VIEWS) or _scaling(source):
+    The copy of the repeated heads is not materialized: the kernel reads KV head h // groups. `widened`:
+    a float32 operand may widen the repeated float16 heads on the way (torch's math SDPA casts after
+    transformers' repeat_kv); the cast commutes with the views and the f16 heads are read."""
+    chain, source, factor, crossed = [], node, 1.0, False
+    while (resolver.is_alias(source) and source.target in _HEAD_VIEWS) or _scaling(source) or (
+            widened and not crossed and isinstance(source, torch.fx.Node) and source.op == "call_function"
+            and _casts(source, source.args[0], torch.float16, torch.float32)):
         inner = source.args[0]
+        if source.target is _CONVERT:
+            crossed = True
+            source = inner
+            continue
         if not resolver.is_alias(source):   # sdpa scales K by sqrt(scale) after the repeat: fold it
             factor *= scalar(source.args[1])
             source = inner
@@ -190,7 +203,7 @@ def _grouped_operand(resolver: Resolver, resolve: Callable[[torch.fx.Node], Oper
     transposed = tuple(shape[2:]) == (cols, rows) and tuple(probe.stride()) == (*plain[:2], 1, cols)
     if tuple(probe.stride()) != plain and not transposed:
         return None
-    operand = resolve(repeated)
+    operand = resolver.resolve(repeated, scalable=True) if crossed else resolve(repeated)
     if operand is None or operand.view.dim() != 5 or operand.view.stride(2) != 0:
         return None
     view = operand.view.select(2, 0)
@@ -321,7 +334,6 @@ class AttentionMatcher:
             if narrowed is None or not _casts(narrowed, final, torch.float32, torch.float16):
                 return None
             final = narrowed
-            mask_kind = "additive_f32" if mask_kind == "additive" else mask_kind
         qv, ktv, vv = value_of(q_node), value_of(kt_node), value_of(v_node)
         if any(not isinstance(t, torch.Tensor) or t.dtype != val.dtype for t in (qv, ktv, vv)):
             return None
@@ -329,7 +341,7 @@ class AttentionMatcher:
         if int(ktv.shape[-2]) != d:
             return None
         kv_heads = heads
-        grouped = [_grouped_operand(self.resolver, self._resolve, n, s)
+        grouped = [_grouped_operand(self.resolver, self._resolve, n, s, self.widened)
                    for n, s in ((kt_node, (batch, heads, d, lk)), (v_node, (batch, heads, lk, dv)))]
         if all(g is not None for g in grouped) and grouped[0][1] == grouped[1][1]:
             # repeat_kv / repeat_interleave of the K and V heads: read each KV head for its query heads
@@ -343,16 +355,20 @@ class AttentionMatcher:
             return None
         k4 = Operand(kt4.base, kt4.view.transpose(-2, -1), kt4.scale)
         q, kt = q4, kt4
-        mask = None
-        if mask_node is not None:
-            mask = self._mask_operand(mask_node, value_of(masked), (batch, heads, lq, lk), mask_kind)
-            if mask is None:
+        mask, causal = None, False
+        if mask_node is not None and _is_causal_mask(mask_node, mask_kind, (batch, heads, lq, lk)):
+            causal = True   # a mask built from constants only (no input) that is the causal one
+        elif mask_node is not None:
+            found = self._mask_operand(mask_node, value_of(masked), (batch, heads, lq, lk), mask_kind)
+            if found is None:
                 return None
+            mask, mask_kind = found
         for operand in (q4, k4, v4, *([mask] if mask else [])):
             if self.order[operand.base] >= self.order[root]:
                 return None
         problem = AttentionProblem(batch=int(batch), heads=int(heads), lq=int(lq), lk=int(lk), d=d, dv=dv,
                                    kv_heads=int(kv_heads), mask=mask_kind if mask is not None else None,
+                                   causal=causal,
                                    scale=scale * q.scale * kt.scale, dtype=dtype)
         op = AttentionOp(root, final, absorbed, problem, q4, k4, v4, mask)
         try:
@@ -435,10 +451,19 @@ class AttentionMatcher:
         return cond
 
     def _mask_operand(self, node: torch.fx.Node, scores_val: torch.Tensor,
-                      shape: tuple[int, int, int, int], kind: str) -> Operand | None:
+                      shape: tuple[int, int, int, int], kind: str) -> tuple[Operand, str] | None:
+        """The mask operand as a [batch, heads, lq, lk] view and its kernel mask kind, else None. In
+        widened mode the float32 scores may get a float16 mask (`where(mask, 0, -inf)` of the model's
+        dtype, promoted by the add: read as the f16 kernel's own "additive") or a float32 one."""
         mv = value_of(node)
-        dtype = torch.bool if kind == "bool32" else scores_val.dtype
-        if not isinstance(mv, torch.Tensor) or mv.dtype != dtype:
+        if not isinstance(mv, torch.Tensor):
+            return None
+        if kind == "bool32":
+            if mv.dtype != torch.bool:
+                return None
+        elif self.widened and mv.dtype in (torch.float16, torch.float32):
+            kind = "additive" if mv.dtype == torch.float16 else "additive_f32"
+        elif mv.dtype != scores_val.dtype:
             return None
         try:
             if torch.broadcast_shapes(tuple(mv.shape), tuple(scores_val.shape)) != tuple(scores_val.shape):
@@ -448,4 +473,70 @@ class AttentionMatcher:
         operand = self.resolver.resolve(node)
         if operand is None:
             return None
-        return _as4(Operand(operand.base, operand.view.expand(tuple(scores_val.shape))), shape)
+        try:
+            view = operand.view.expand(tuple(scores_val.shape))
+        except RuntimeError:
+            return None
+        mask = _as4(Operand(operand.base, view), shape)
+        return None if mask is None else (mask, kind)
+
+
+_CONSTANT_MASK_NODES = 400   # a mask computed from more nodes than this is not evaluated at compile time
+
+
+def _constant_value(node: torch.fx.Node) -> torch.Tensor | None:
+    """The value of `node` when it depends on no graph input (aranges, comparisons, `where` of scalars:
+    a mask that only the sequence length decides), computed on the CPU; else None."""
+    needed: dict[torch.fx.Node, None] = {}
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n in needed:
+            continue
+        if n.op != "call_function" or len(needed) >= _CONSTANT_MASK_NODES:
+            return None   # an input, a weight, or too large a computation
+        needed[n] = None
+        stack += n.all_input_nodes
+    values: dict[torch.fx.Node, object] = {}
+    try:
+        for n in sorted(needed, key=_position(node.graph)):
+            args = torch.fx.node.map_arg(n.args, values.__getitem__)
+            kwargs = torch.fx.node.map_arg(n.kwargs, values.__getitem__)
+            if "device" in kwargs:
+                kwargs = {**kwargs, "device": "cpu"}
+            values[n] = n.target(*args, **kwargs)
+    except Exception:   # noqa: BLE001 - an op that does not run on CPU tensors: not a constant mask
+        return None
+    value = values[node]
+    return value if isinstance(value, torch.Tensor) else None
+
+
+def _position(graph: torch.fx.Graph) -> Callable[[torch.fx.Node], int]:
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    return order.__getitem__
+
+
+def _is_causal_mask(node: torch.fx.Node, kind: str, shape: tuple[int, int, int, int]) -> bool:
+    """The mask (bool: True = attend; additive: 0 or -inf/lowest) is a compile-time constant equal to the
+    top-left causal mask (key j attends for query i when j <= i, torch's `is_causal`) on every batch and
+    head: the kernel applies it itself (no mask read, the keys after the block skipped)."""
+    value = _constant_value(node)
+    if value is None:
+        return False
+    try:
+        value = value.expand(shape)
+    except RuntimeError:
+        return False
+    if kind == "bool32":
+        attend = value
+    elif value.dtype.is_floating_point:
+        # -inf, or the dtype's lowest value as older masks use: exp() of either is 0 in a row that has
+        # a key to attend (every causal row has its diagonal).
+        attend = value == 0
+        if not bool((attend | (value <= torch.finfo(value.dtype).min)).all()):
+            return False
+    else:
+        return False
+    lq, lk = shape[-2:]
+    causal = torch.ones(lq, lk, dtype=torch.bool).tril()
+    return bool((attend == causal).all())
