@@ -670,14 +670,19 @@ class CompiledPlan:
         state.layout, state.results, state.to_device, state.resident = layout, {}, None, resident
         return state
 
+    def _native_input_slots(self, native: NativeLayout, buffers: dict[str, tuple[int, int]]) -> list[int]:
+        """(GPU buffer handle, byte offset) of each of the native program's input slots, flattened."""
+        slots: list[int] = []
+        for k in native.input_slots:
+            buf_id, base = buffers[f"in{k}"]
+            slots += (native_handle(self.rt.pool.get(buf_id).gpu), base)
+        return slots
+
     def _record_native_resident(self, native: NativeLayout, state: _State,
                                 buffers: dict[str, tuple[int, int]]) -> None:
         """One call through the native program with its device outputs in new runtime buffers."""
         pool = self.rt.pool
-        slots: list[int] = []
-        for k in native.input_slots:
-            buf_id, base = buffers[f"in{k}"]
-            slots += (native_handle(pool.get(buf_id).gpu), base)
+        slots = self._native_input_slots(native, buffers)
         results = dict(native.results)
         for i in native.output_slots:
             spec = state.layout.outputs[i]
@@ -733,10 +738,7 @@ class CompiledPlan:
                        narrowed: list[tuple]) -> None:
         """One call through the native program: per-call buffers into its slots, then record it."""
         pool = self.rt.pool
-        slots: list[int] = []
-        for k in native.input_slots:
-            buf_id, base = buffers[f"in{k}"]
-            slots += (native_handle(pool.get(buf_id).gpu), base)
+        slots = self._native_input_slots(native, buffers)
         results = dict(native.results)
         if native.output_slots:
             import torch
