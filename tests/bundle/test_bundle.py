@@ -195,6 +195,12 @@ class _Block:
             raise ImportError(f"{name} is blocked in this test")
 
 sys.meta_path.insert(0, _Block())
+try:
+    import torch
+except ImportError:
+    pass
+else:
+    raise SystemExit("torch imported despite the blocker")
 """
 
 
@@ -203,12 +209,6 @@ def test_load_without_torch_mlir_or_iree(mlp, mlp_bundle, tmp_path):
     np.save(tmp_path / "x.npy", x.numpy())
     script = BLOCKER + textwrap.dedent(f"""
         import numpy as np
-        try:
-            import torch
-        except ImportError:
-            pass
-        else:
-            raise SystemExit("torch imported despite the blocker")
         import torch_webgpu
         assert not hasattr(torch_webgpu, "fallback_stats")   # the device was not registered
         bundle = torch_webgpu.load({str(mlp_bundle)!r})
