@@ -23,3 +23,16 @@ def rt():
     from torch_webgpu.runtime import get_runtime
 
     return get_runtime()
+
+
+@pytest.fixture
+def tuning_here(tmp_path, monkeypatch):
+    """Autotuning on for lavapipe, for every problem size, with its own cache file."""
+    from torch_webgpu.kernels import autotune
+
+    monkeypatch.setenv("TORCH_WEBGPU_AUTOTUNE", "1")
+    monkeypatch.setenv("TORCH_WEBGPU_AUTOTUNE_MIN_FLOPS", "0")
+    monkeypatch.setenv("TORCH_WEBGPU_AUTOTUNE_DIR", str(tmp_path))
+    autotune.forget()
+    yield tmp_path / "autotune.json"
+    autotune.forget()

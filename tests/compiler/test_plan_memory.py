@@ -130,13 +130,7 @@ def test_rules_keep_globals_init_buffers_state_and_dynamic_sizes():
     assert set(plan.buffers) == set(sizes) and plan.main[1].args["bindings"][1][0] == "t0"   # untouched
 
 
-def test_tuning_reads_weights_in_place(monkeypatch, tmp_path, rt):
-    monkeypatch.setenv("TORCH_WEBGPU_AUTOTUNE", "1")
-    monkeypatch.setenv("TORCH_WEBGPU_AUTOTUNE_MIN_FLOPS", "0")
-    monkeypatch.setenv("TORCH_WEBGPU_AUTOTUNE_DIR", str(tmp_path))
-    from torch_webgpu.kernels import autotune
-
-    autotune.forget()
+def test_tuning_reads_weights_in_place(monkeypatch, tmp_path, rt, tuning_here):
     torch.manual_seed(0)
     model = nn.Linear(256, 128, bias=False).eval()
     _, plan = load_plan(torch_webgpu.export(model, [torch.randn(4, 256)], tmp_path / "linear",
@@ -155,7 +149,6 @@ def test_tuning_reads_weights_in_place(monkeypatch, tmp_path, rt):
         monkeypatch.setattr(rt, "allocate", allocate)
         for buf, _ in resident.values():
             rt.free(buf)
-        autotune.forget()
     assert sizes and max(sizes) < weight   # scratch for the activations only, never a weight-sized one
 
 
@@ -177,13 +170,7 @@ def test_in_buffer_copies_share_one_scratch_buffer():
     assert len(compiled._scratch) == 2 and len(set(compiled._scratch.values())) == 1
 
 
-def test_loading_a_tuned_plan_holds_its_weight_once(monkeypatch, tmp_path, rt):
-    monkeypatch.setenv("TORCH_WEBGPU_AUTOTUNE", "1")
-    monkeypatch.setenv("TORCH_WEBGPU_AUTOTUNE_MIN_FLOPS", "0")
-    monkeypatch.setenv("TORCH_WEBGPU_AUTOTUNE_DIR", str(tmp_path))
-    from torch_webgpu.kernels import autotune
-
-    autotune.forget()
+def test_loading_a_tuned_plan_holds_its_weight_once(monkeypatch, tmp_path, rt, tuning_here):
     torch.manual_seed(0)
     model = nn.Linear(256, 128, bias=False).eval()
     x = torch.randn(4, 256)
@@ -195,7 +182,6 @@ def test_loading_a_tuned_plan_holds_its_weight_once(monkeypatch, tmp_path, rt):
         compiled = lowering(plan)
     finally:
         monkeypatch.setattr(rt, "allocate", allocate)
-        autotune.forget()
     assert [n for n in sizes if n >= 256 * 128 * 4] == [256 * 128 * 4]   # the weight, no scratch copy
     with torch.no_grad():
         np.testing.assert_allclose(compiled(x.numpy())[0], model(x).numpy(), atol=1e-4)

@@ -25,17 +25,6 @@ def _tunable(plan):
     return [n for n in plan.main if n.op is LowIROp.DISPATCH and "tune" in n.args]
 
 
-@pytest.fixture
-def tuning_here(tmp_path, monkeypatch):
-    """Autotuning on for lavapipe, for every problem size, with its own cache file."""
-    monkeypatch.setenv("TORCH_WEBGPU_AUTOTUNE", "1")
-    monkeypatch.setenv("TORCH_WEBGPU_AUTOTUNE_MIN_FLOPS", "0")
-    monkeypatch.setenv("TORCH_WEBGPU_AUTOTUNE_DIR", str(tmp_path))
-    autotune.forget()
-    yield tmp_path / "autotune.json"
-    autotune.forget()
-
-
 def test_plan_carries_every_variant_with_the_default_first():
     torch.manual_seed(0)
     plan = _compile(nn.Linear(64, 96), torch.randn(32, 64))
