@@ -20,43 +20,34 @@ CONFIGS = {
 }
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(CONFIGS))
-def test_static_cache_greedy_generate_matches_cpu(name):
+def _compiled(name: str = "llama", max_new_tokens: int = 4):
+    """The tiny model `name` of CONFIGS on webgpu with a static cache and a compiled forward, a prompt
+    on webgpu, and the CPU's greedy continuation of it (`max_new_tokens`)."""
     model_cls, config_cls, kwargs = CONFIGS[name]
     config = getattr(transformers, config_cls)(vocab_size=256, max_position_embeddings=128, **kwargs)
     torch.manual_seed(0)
     model = getattr(transformers, model_cls)(config).eval()
     model.generation_config.pad_token_id = 0
     prompt = torch.randint(1, 256, (1, 7), generator=torch.Generator().manual_seed(1))
-    want = model.generate(prompt, max_new_tokens=5, do_sample=False)
-
-    model = model.to("webgpu")
-    model.generation_config.cache_implementation = "static"
-    model.forward = torch.compile(model.forward, backend="webgpu")
-    graphs = STATS.graphs
-    got = model.generate(prompt.to("webgpu"), max_new_tokens=5, do_sample=False)
-    assert got.device.type == "webgpu"
-    assert got.cpu().tolist() == want.tolist()
-    assert STATS.graphs - graphs <= 2          # one prefill plan, one decode plan reused per token
-    again = model.generate(prompt.to("webgpu"), max_new_tokens=5, do_sample=False)
-    assert again.cpu().tolist() == want.tolist() and STATS.graphs - graphs <= 2
-    assert torch_webgpu.fallback_stats() == {}
-
-
-def _compiled_llama():
-    """The tiny Llama of CONFIGS on webgpu with a static cache and a compiled forward, and a prompt."""
-    model_cls, config_cls, kwargs = CONFIGS["llama"]
-    config = getattr(transformers, config_cls)(vocab_size=256, max_position_embeddings=128, **kwargs)
-    torch.manual_seed(0)
-    model = getattr(transformers, model_cls)(config).eval()
-    model.generation_config.pad_token_id = 0
-    prompt = torch.randint(1, 256, (1, 7), generator=torch.Generator().manual_seed(1))
-    cpu_greedy = model.generate(prompt, max_new_tokens=4, do_sample=False)
+    cpu_greedy = model.generate(prompt, max_new_tokens=max_new_tokens, do_sample=False)
     model = model.to("webgpu")
     model.generation_config.cache_implementation = "static"
     model.forward = torch.compile(model.forward, backend="webgpu")
     return model, prompt.to("webgpu"), cpu_greedy
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_static_cache_greedy_generate_matches_cpu(name):
+    model, prompt, want = _compiled(name, max_new_tokens=5)
+    graphs = STATS.graphs
+    got = model.generate(prompt, max_new_tokens=5, do_sample=False)
+    assert got.device.type == "webgpu"
+    assert got.cpu().tolist() == want.tolist()
+    assert STATS.graphs - graphs <= 2          # one prefill plan, one decode plan reused per token
+    again = model.generate(prompt, max_new_tokens=5, do_sample=False)
+    assert again.cpu().tolist() == want.tolist() and STATS.graphs - graphs <= 2
+    assert torch_webgpu.fallback_stats() == {}
 
 
 @pytest.mark.slow
@@ -65,7 +56,7 @@ def test_sampled_generate_runs_on_the_device(monkeypatch):
     gives the greedy tokens, and a seed repeats the sample."""
     monkeypatch.setenv("TORCH_WEBGPU_FALLBACK", "0")
     torch_webgpu.reset_fallback_stats()
-    model, prompt, cpu_greedy = _compiled_llama()
+    model, prompt, cpu_greedy = _compiled()
     top1 = model.generate(prompt, max_new_tokens=4, do_sample=True, top_k=1, temperature=0.7)
     assert top1.cpu().tolist() == cpu_greedy.tolist()
     runs = []
