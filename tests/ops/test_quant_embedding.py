@@ -15,6 +15,8 @@ from torchao.quantization.granularity import PerAxis, PerGroup  # noqa: E402
 
 from torch_webgpu.ops import quant_embedding  # noqa: E402
 
+from .launch_spy import spy_launches  # noqa: E402
+
 CONFIGS = {"int4g32": lambda: IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(32)),
            "int8axis": lambda: IntxWeightOnlyConfig(weight_dtype=torch.int8, granularity=PerAxis(0)),
            "int8": Int8WeightOnlyConfig}
@@ -23,15 +25,7 @@ CONFIGS = {"int4g32": lambda: IntxWeightOnlyConfig(weight_dtype=torch.int4, gran
 @pytest.fixture
 def launches(monkeypatch):
     """The names of the quant_embedding launches recorded by the eager lookups."""
-    names: list[str] = []
-    record = quant_embedding.record_launch
-
-    def spy(launch, tensors):
-        names.append(launch.name)
-        record(launch, tensors)
-
-    monkeypatch.setattr(quant_embedding, "record_launch", spy)
-    return names
+    return spy_launches(monkeypatch, quant_embedding)
 
 
 def _table(config, dtype, rows=100, dim=64):

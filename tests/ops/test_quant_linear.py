@@ -15,6 +15,8 @@ from torchao.quantization.granularity import PerGroup  # noqa: E402
 
 from torch_webgpu.ops import quant_linear  # noqa: E402
 
+from .launch_spy import spy_launches  # noqa: E402
+
 CONFIGS = {"int4g32": lambda: IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(32)),
            "int8": Int8WeightOnlyConfig}
 
@@ -22,15 +24,7 @@ CONFIGS = {"int4g32": lambda: IntxWeightOnlyConfig(weight_dtype=torch.int4, gran
 @pytest.fixture
 def launches(monkeypatch):
     """The names of the quant_matmul launches recorded by the eager linears."""
-    names: list[str] = []
-    record = quant_linear.record_launch
-
-    def spy(launch, tensors):
-        names.append(launch.name)
-        record(launch, tensors)
-
-    monkeypatch.setattr(quant_linear, "record_launch", spy)
-    return names
+    return spy_launches(monkeypatch, quant_linear)
 
 
 def _model(config, dtype):
