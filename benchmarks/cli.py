@@ -54,6 +54,9 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--late-only", default=None, metavar="REGEX",
                      help="the late backends measure only the figures whose benchmark name matches REGEX "
                           "(e.g. one model of a suite: inductor's compiles of a 1B model cost minutes each)")
+    run.add_argument("--only", default=None, metavar="REGEX",
+                     help="measure only the figures whose benchmark name matches REGEX (on every backend; "
+                          "--late-only replaces it for the late backends)")
     run.add_argument("--no-check", action="store_true",
                      help="do not compare GPU figures with torch CPU before timing them")
     prep = sub.add_parser("prepare", help="compile the webgpu-compiled figures into bundles (GPU machines)")
@@ -110,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"unknown suite {part!r}; choose micro, models, all or from {each}")
         names += SUITES["micro"] + SUITES["models"] if part == "all" else SUITES.get(part, [part])
     settings = Settings(smoke=args.smoke, repeats=args.repeats, bundle_dir=args.bundles,
-                        check=not args.no_check,
+                        check=not args.no_check, only=args.only,
                         deadline=None if args.budget is None else start + args.budget)
     if any(b in CUDA_BACKENDS for b in backends):
         start_cuda()
@@ -122,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
     meta = None
     for name, group in tqdm(steps, desc="benchmarks", unit="suite"):
         if group is late:
-            settings.only = args.late_only
+            settings.only = args.late_only or args.only
             if args.budget is not None:
                 settings.deadline = start + args.budget - args.late_margin
         module = importlib.import_module(f"benchmarks.suites.{name}")

@@ -37,3 +37,14 @@ def test_smoke_run_writes_json_markdown_and_plot(tmp_path):
     mlp = next(p for p in doc["profiles"] if p["name"] == "MLP")
     assert sum(n for n, _ in mlp["by_kind"].values()) == mlp["dispatches"]
     assert (out / "results.png").stat().st_size > 0
+
+
+def test_only_measures_just_the_matching_figures(tmp_path):
+    out = tmp_path / "bench"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "run", "--suite", "bandwidth", "--smoke", "--out", str(out),
+         "--backends", "torch-cpu", "--only", "^add "],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    names = {r["name"] for r in json.loads((out / "results.json").read_text())["results"]}
+    assert names and all(name.startswith("add ") for name in names)
