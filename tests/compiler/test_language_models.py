@@ -1,6 +1,7 @@
 """Decoder language-model architectures from transformers (tiny random configs) compile and match CPU
-(issue 14): the slice-to-the-end sentinels every `x[..., a:]` produces, graphs that return a lifted
-constant as it is (Mistral), and the ±FLT_MAX masks of sliding-window attention (Gemma2)."""
+(issue 14) in f32 and f16, with a left-padding attention mask, with dynamic=False and dynamic=True: the
+slice-to-the-end sentinels every `x[..., a:]` produces, graphs that return a lifted constant as it is
+(Mistral), and the ±FLT_MAX masks of sliding-window attention (Gemma2)."""
 
 import pytest
 import torch
@@ -15,14 +16,14 @@ ARCHITECTURES = {
     "qwen2": ("Qwen2ForCausalLM", "Qwen2Config", dict(num_key_value_heads=2)),
     "qwen3": ("Qwen3ForCausalLM", "Qwen3Config", dict(num_key_value_heads=2, head_dim=16)),
     "mistral": ("MistralForCausalLM", "MistralConfig", dict(num_key_value_heads=2)),
-    "phi3": ("Phi3ForCausalLM", "Phi3Config", dict(num_key_value_heads=2, pad_token_id=0)),
+    "phi3": ("Phi3ForCausalLM", "Phi3Config", dict(num_key_value_heads=2, pad_token_id=0, eos_token_id=0)),
     "gemma": ("GemmaForCausalLM", "GemmaConfig", dict(num_key_value_heads=2, head_dim=16)),
     "gemma2": ("Gemma2ForCausalLM", "Gemma2Config",
                dict(num_key_value_heads=2, head_dim=16, sliding_window=8)),
     "gpt_neox": ("GPTNeoXForCausalLM", "GPTNeoXConfig", {}),
     "opt": ("OPTForCausalLM", "OPTConfig", dict(ffn_dim=128, word_embed_proj_dim=64)),
     "falcon": ("FalconForCausalLM", "FalconConfig", {}),
-    "gpt2": ("GPT2LMHeadModel", "GPT2Config", dict(n_inner=128)),
+    "gpt2": ("GPT2LMHeadModel", "GPT2Config", dict(n_inner=128, bos_token_id=0, eos_token_id=0)),
 }
 PAD = 3   # left padding of the second row in the masked tests
 
@@ -87,6 +88,8 @@ def test_architecture_with_padding_mask_in_float16_matches_cpu(name, rt):
         want = model(ids, attention_mask=mask, use_cache=False).logits.float()
         got = torch.compile(model, backend=webgpu_backend)(ids, attention_mask=mask, use_cache=False)
     torch.testing.assert_close(_unpadded(got.logits.float()), _unpadded(want), atol=2e-2, rtol=2e-2)
+    # The projections ran as f16 library matmuls, not as f32 after an upcast.
+    assert any(v.startswith("matmul.f16.") for v in STATS.plans[-1].meta.get("library", {}).values())
 
 
 @pytest.mark.slow
