@@ -167,16 +167,41 @@ bool read_dispatch(PyObject* t, Py_ssize_t index, Program* p, Command* c) {
 PyObject* set_procs(PyObject*, PyObject* args) {
   PyObject* addresses;
   PyObject* sizes;
-  if (!PyArg_ParseTuple(args, "O!O!", &PyTuple_Type, &addresses, &PyTuple_Type, &sizes)) return nullptr;
+  PyObject* constants;
+  if (!PyArg_ParseTuple(args, "O!O!O!", &PyTuple_Type, &addresses, &PyTuple_Type, &sizes, &PyTuple_Type,
+                        &constants))
+    return nullptr;
   if (PyTuple_GET_SIZE(addresses) != kProcCount) {
     return PyErr_Format(PyExc_ValueError, "native plan: %d Dawn procs expected, got %zd", kProcCount,
                         PyTuple_GET_SIZE(addresses));
   }
   // Struct layouts as cffi sees them in wgpudawn's cdef: a different Dawn would not match.
-  const size_t expected[3] = {sizeof(WGPUBindGroupEntry), sizeof(WGPUBindGroupDescriptor),
-                              sizeof(WGPUComputePassDescriptor)};
-  if (PyTuple_GET_SIZE(sizes) != 3) return PyErr_Format(PyExc_ValueError, "native plan: 3 struct sizes expected");
-  for (int i = 0; i < 3; ++i) {
+  const size_t expected[] = {sizeof(WGPUBindGroupEntry), sizeof(WGPUBindGroupDescriptor),
+                             sizeof(WGPUComputePassDescriptor), sizeof(WGPUQueueWorkDoneCallbackInfo),
+                             sizeof(WGPUFutureWaitInfo), sizeof(WGPUFuture)};
+  constexpr int kSizes = sizeof(expected) / sizeof(expected[0]);
+  if (PyTuple_GET_SIZE(sizes) != kSizes) {
+    return PyErr_Format(PyExc_ValueError, "native plan: %d struct sizes expected", kSizes);
+  }
+  // Enum values as in wgpudawn's lib (WGPUCallbackMode_WaitAnyOnly, WGPUQueueWorkDoneStatus_Success,
+  // WGPUWaitStatus_Success, WGPUWaitStatus_TimedOut).
+  const uint64_t enums[] = {WGPUCallbackMode_WaitAnyOnly, WGPUQueueWorkDoneStatus_Success, WGPUWaitStatus_Success,
+                            WGPUWaitStatus_TimedOut};
+  constexpr int kEnums = sizeof(enums) / sizeof(enums[0]);
+  if (PyTuple_GET_SIZE(constants) != kEnums) {
+    return PyErr_Format(PyExc_ValueError, "native plan: %d enum values expected", kEnums);
+  }
+  for (int i = 0; i < kEnums; ++i) {
+    uint64_t v;
+    if (!as_u64(PyTuple_GET_ITEM(constants, i), &v)) return nullptr;
+    if (v != enums[i]) {
+      return PyErr_Format(PyExc_RuntimeError,
+                          "native plan: webgpu.h enum value %d is %llu in wgpudawn but %llu in this build; "
+                          "rebuild the extension against this wgpudawn (or set TORCH_WEBGPU_EXECUTOR=python)",
+                          i, static_cast<unsigned long long>(v), static_cast<unsigned long long>(enums[i]));
+    }
+  }
+  for (int i = 0; i < kSizes; ++i) {
     uint64_t s;
     if (!as_u64(PyTuple_GET_ITEM(sizes, i), &s)) return nullptr;
     if (s != expected[i]) {
@@ -421,6 +446,85 @@ PyObject* program_run(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
+// The status a queue work-done callback reports. Heap-held: with WGPUCallbackMode_WaitAnyOnly the callback
+// runs inside wgpuInstanceWaitAny (or, cancelled, when the instance goes away), so a wait given up (an
+// interrupt, a failed WaitAny) leaves the callback to free it.
+struct WorkDone {
+  uint32_t status = 0;
+  bool abandoned = false;
+};
+
+void on_work_done(WGPUQueueWorkDoneStatus status, WGPUStringView, void* userdata1, void*) {
+  auto* w = static_cast<WorkDone*>(userdata1);
+  if (w->abandoned) {
+    delete w;
+    return;
+  }
+  w->status = status;
+}
+
+// How long one wgpuInstanceWaitAny blocks before Python's signal handlers get a look (as wgpudawn's
+// GPUPromise: 0.1 s), so a KeyboardInterrupt still stops a wait for a long-running queue.
+constexpr uint64_t kWaitSliceNs = 100000000;
+
+// queue_submit(queue, encoder, instance, pending) -> int: finish `encoder` (0: none) and submit it to
+// `queue`; then, with a non-zero `instance`, wait until the queue has finished everything submitted so far
+// (GIL released). `pending` is wgpudawn's error list, which Dawn's uncaptured-error callback fills while
+// finish runs: an encoder that fails validation is not submitted and nothing is waited for (-1). Returns
+// the work-done status (WGPUQueueWorkDoneStatus; 0: not waited).
+PyObject* queue_submit(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 4 || !PyList_Check(args[3])) {
+    return PyErr_Format(PyExc_TypeError, "queue_submit(queue, encoder, instance, pending: list) takes 4 arguments");
+  }
+  if (!g_procs_set) return PyErr_Format(PyExc_RuntimeError, "native plan: set_procs was not called");
+  uint64_t queue, encoder, instance;
+  if (!as_u64(args[0], &queue) || !as_u64(args[1], &encoder) || !as_u64(args[2], &instance)) return nullptr;
+  if (queue == 0) return PyErr_Format(PyExc_ValueError, "queue_submit: no queue");
+  if (encoder != 0) {
+    auto* enc = reinterpret_cast<WGPUCommandEncoder>(static_cast<uintptr_t>(encoder));
+    if (g_eager.pass != nullptr && g_eager.encoder == enc) end_pass(&g_eager);
+    WGPUCommandBuffer commands = g_procs.commandEncoderFinish(enc, nullptr);
+    if (PyList_GET_SIZE(args[3]) > 0) {   // finish failed validation: report it, submit nothing
+      if (commands != nullptr) g_procs.commandBufferRelease(commands);
+      return PyLong_FromLong(-1);
+    }
+    g_procs.queueSubmit(reinterpret_cast<WGPUQueue>(static_cast<uintptr_t>(queue)), 1, &commands);
+    g_procs.commandBufferRelease(commands);
+  }
+  if (instance == 0) return PyLong_FromLong(0);
+  auto* done = new WorkDone();
+  WGPUQueueWorkDoneCallbackInfo info;
+  std::memset(&info, 0, sizeof(info));
+  info.mode = WGPUCallbackMode_WaitAnyOnly;
+  info.callback = on_work_done;
+  info.userdata1 = done;
+  WGPUFutureWaitInfo wait;
+  std::memset(&wait, 0, sizeof(wait));
+  wait.future = g_procs.queueOnSubmittedWorkDone(reinterpret_cast<WGPUQueue>(static_cast<uintptr_t>(queue)), info);
+  auto* inst = reinterpret_cast<WGPUInstance>(static_cast<uintptr_t>(instance));
+  for (;;) {
+    WGPUWaitStatus status;
+    Py_BEGIN_ALLOW_THREADS
+    status = g_procs.instanceWaitAny(inst, 1, &wait, kWaitSliceNs);
+    Py_END_ALLOW_THREADS
+    if (wait.completed) break;
+    if (status != WGPUWaitStatus_Success && status != WGPUWaitStatus_TimedOut) {
+      done->abandoned = true;
+      return PyErr_Format(PyExc_RuntimeError,
+                          "waiting for the WebGPU queue failed: wgpuInstanceWaitAny returned status %u (an "
+                          "instance without the TimedWaitAny feature?)",
+                          static_cast<unsigned>(status));
+    }
+    if (PyErr_CheckSignals() != 0) {
+      done->abandoned = true;
+      return nullptr;
+    }
+  }
+  const uint32_t status = done->status;
+  delete done;
+  return PyLong_FromUnsignedLong(status);
+}
+
 PyObject* program_info(PyObject*, PyObject* capsule) {
   auto* p = static_cast<Program*>(PyCapsule_GetPointer(capsule, kCapsule));
   if (p == nullptr) return nullptr;
@@ -432,8 +536,8 @@ PyObject* program_info(PyObject*, PyObject* capsule) {
 
 PyMethodDef kMethods[] = {
     {"set_procs", set_procs, METH_VARARGS,
-     "set_procs(addresses, struct_sizes): the Dawn entry points (wgpudawn lib addresses) and the cffi sizes "
-     "of WGPUBindGroupEntry, WGPUBindGroupDescriptor, WGPUComputePassDescriptor."},
+     "set_procs(addresses, struct_sizes, enum_values): the Dawn entry points (wgpudawn lib addresses), the "
+     "cffi sizes of the webgpu.h structs and the enum values this build uses (checked)."},
     {"program_new", program_new, METH_VARARGS,
      "program_new(device, commands) -> Program: fixed bind groups are created here, once."},
     {"program_run", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(program_run)), METH_FASTCALL,
@@ -444,6 +548,10 @@ PyMethodDef kMethods[] = {
      "eager_record(program, encoder, slots): record the program into the eager compute pass of `encoder`, "
      "which stays open for the next eager replay until eager_end_pass()."},
     {"eager_end_pass", eager_end_pass, METH_NOARGS, "eager_end_pass(): end the open eager compute pass, if any."},
+    {"queue_submit", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(queue_submit)), METH_FASTCALL,
+     "queue_submit(queue, encoder, instance, pending) -> status: finish the encoder (0: none) and submit it; "
+     "with an instance, also wait (GIL released) until the queue has done all submitted work. -1: finish "
+     "failed validation (errors in `pending`), nothing submitted; else the work-done status, 0 if not waited."},
     {"program_info", program_info, METH_O, "Counts of a program: commands, dispatches, slots, runs, bind groups."},
     {nullptr, nullptr, 0, nullptr}};
 

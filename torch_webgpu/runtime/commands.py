@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import ValidationError
+from .errors import ValidationError, WebGPUError
 
 # Submit early past these so a long eager program does not grow one unbounded command buffer.
 MAX_PENDING_COMMANDS = 2048
@@ -30,6 +30,8 @@ class CommandRecorder:
         # eager replays; `end_pass` ends it through this hook before anything else is recorded.
         self.native_pass_open = False
         self.end_native_pass: Any = None
+        # runtime/native.py NativeQueue where the extension is loaded: finish + submit (+ wait) from C++.
+        self.native_queue: Any = None
 
     @property
     def has_pending(self) -> bool:
@@ -113,22 +115,34 @@ class CommandRecorder:
         self.pending_staging_bytes = 0
         self.submits += 1
 
-    def submit(self) -> bool:
-        """Finish and submit the open encoder; returns False when there was nothing to submit."""
-        if self._encoder is None:
+    def submit(self, wait: bool = False) -> bool:
+        """Finish and submit the open encoder; returns False when there was nothing to submit. `wait`
+        (only with `native_queue`): the same C++ call then waits until the queue has done all submitted
+        work, also when nothing was open."""
+        encoder = self._encoder
+        if encoder is None and not wait:
             return False
-        self.end_pass()
-        encoder, self._encoder = self._encoder, None
-        if self.before_finish is not None:
-            self.before_finish(encoder)
+        if encoder is not None:
+            self.end_pass()
+            self._encoder = None
+            if self.before_finish is not None:
+                self.before_finish(encoder)
         try:
-            command_buffer = encoder.finish()
-            self._device.queue.submit([command_buffer])
+            if self.native_queue is not None:
+                self.native_queue.submit(encoder, wait)
+            else:
+                command_buffer = encoder.finish()
+                self._device.queue.submit([command_buffer])
+        except WebGPUError:
+            raise
         except Exception as exc:
             raise ValidationError(f"command submission failed: {exc}") from exc
         finally:
-            self._keepalive.clear()
-            self.pending_commands = 0
-            self.pending_staging_bytes = 0
+            if encoder is not None:
+                self._keepalive.clear()
+                self.pending_commands = 0
+                self.pending_staging_bytes = 0
+        if encoder is None:
+            return False
         self.submits += 1
         return True

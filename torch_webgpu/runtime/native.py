@@ -30,9 +30,14 @@ PROCS = (
     "wgpuBufferAddRef", "wgpuBufferRelease", "wgpuComputePipelineAddRef", "wgpuComputePipelineRelease",
     "wgpuBindGroupLayoutAddRef", "wgpuBindGroupLayoutRelease", "wgpuDeviceAddRef", "wgpuDeviceRelease",
     "wgpuCommandEncoderFinish", "wgpuQueueSubmit", "wgpuCommandBufferRelease",
-    "wgpuDeviceCreateCommandEncoder", "wgpuCommandEncoderRelease",
+    "wgpuDeviceCreateCommandEncoder", "wgpuCommandEncoderRelease", "wgpuQueueOnSubmittedWorkDone",
+    "wgpuInstanceWaitAny",
 )
-_STRUCTS = ("WGPUBindGroupEntry", "WGPUBindGroupDescriptor", "WGPUComputePassDescriptor")
+_STRUCTS = ("WGPUBindGroupEntry", "WGPUBindGroupDescriptor", "WGPUComputePassDescriptor",
+            "WGPUQueueWorkDoneCallbackInfo", "WGPUFutureWaitInfo", "WGPUFuture")
+# webgpu.h enum values the C++ side compiles in (checked against wgpudawn's lib at load).
+_ENUMS = ("WGPUCallbackMode_WaitAnyOnly", "WGPUQueueWorkDoneStatus_Success", "WGPUWaitStatus_Success",
+          "WGPUWaitStatus_TimedOut")
 _DISPATCH, _COPY, _CLEAR = 0, 1, 2
 
 _module: Any = None
@@ -66,8 +71,9 @@ def _load(rt: Runtime) -> Any:
         return None
     try:
         addresses = tuple(int(ffi.cast("uintptr_t", ffi.addressof(lib, name))) for name in PROCS)
-        _native_plan.set_procs(addresses, tuple(ffi.sizeof(s) for s in _STRUCTS))
-    except (AttributeError, RuntimeError, ValueError) as exc:   # another wgpudawn/Dawn than built for
+        _native_plan.set_procs(addresses, tuple(ffi.sizeof(s) for s in _STRUCTS),
+                               tuple(int(getattr(lib, name)) for name in _ENUMS))
+    except (AttributeError, RuntimeError, TypeError, ValueError) as exc:   # another wgpudawn/Dawn or build
         _unavailable = f"{exc}"
         logging.getLogger(__name__).warning("native plan executor unavailable, using Python's: %s", exc)
         return None
@@ -247,6 +253,57 @@ class NativeProgram:
     def info(self) -> dict:
         """Counts kept by the native side: commands, dispatches, slots, runs, bind groups created."""
         return self._info(self._capsule)
+
+
+def submit_choice() -> str:
+    """TORCH_WEBGPU_SUBMIT: `native` (default: finish, submit and wait for the queue in one C++ call) or
+    `python` (wgpudawn's Python objects: encoder.finish, queue.submit, on_submitted_work_done_sync)."""
+    name = os.environ.get("TORCH_WEBGPU_SUBMIT", "native").strip().lower() or "native"
+    if name not in ("native", "python"):
+        raise ValueError(f"TORCH_WEBGPU_SUBMIT={name!r} is not 'native' or 'python'")
+    return name
+
+
+class NativeQueue:
+    """The runtime queue's submissions and waits from C++: `submit(encoder, wait)` finishes the encoder,
+    submits it and (with `wait`) blocks in wgpuInstanceWaitAny with the GIL released, in one call."""
+
+    def __init__(self, rt: Runtime, module: Any):
+        from wgpudawn.backends.dawn._helpers import get_wgpu_instance
+
+        self.rt = rt
+        self._submit = module.queue_submit
+        self._queue = handle(rt.device.queue)
+        self._instance = int(_cast("uintptr_t", get_wgpu_instance()))
+        self._pending = _error_handler.pending   # filled by Dawn's uncaptured-error callback
+        self.waits = 0
+
+    def submit(self, encoder: Any, wait: bool) -> None:
+        """Finish and submit `encoder` (None: nothing to submit); with `wait`, then wait until the queue
+        has done all submitted work. Dawn's errors raise ValidationError, a lost device DeviceLostError."""
+        status = self._submit(self._queue, 0 if encoder is None else handle(encoder),
+                              self._instance if wait else 0, self._pending)
+        if wait:
+            self.waits += 1
+        if status < 0:
+            _raise_dawn_errors("command submission failed (the encoder was not submitted)")
+        if self._pending:
+            _raise_dawn_errors("command submission failed")
+        if status > 1:   # WGPUQueueWorkDoneStatus other than Success: the device is gone, or Dawn failed
+            self.rt.raise_if_lost()
+            from .errors import WebGPUError
+
+            raise WebGPUError(f"waiting for the WebGPU queue failed (work-done status {status}); the device "
+                              "may be lost: restart the process")
+
+
+def native_queue(rt: Runtime) -> NativeQueue | None:
+    """The C++ submit-and-wait for `rt`'s queue, or None where it is off (TORCH_WEBGPU_SUBMIT=python) or
+    unavailable (no extension, the wgpu-native backend): then wgpudawn's Python objects submit and wait."""
+    if submit_choice() == "python":
+        return None
+    module = _load(rt)
+    return None if module is None else NativeQueue(rt, module)
 
 
 def buffer_slot(rt: Runtime, buffer_id: int, offset: int = 0) -> tuple[int, int]:
