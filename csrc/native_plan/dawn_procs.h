@@ -62,6 +62,11 @@ struct WGPUComputePassDescriptor {
   const void* timestampWrites;
 };
 
+struct WGPUCommandEncoderDescriptor {
+  WGPUChainedStruct* nextInChain;
+  WGPUStringView label;
+};
+
 // Waiting for the queue (csrc/native_plan/native_plan.cpp queue_submit): the enum values are checked
 // against wgpudawn's `lib` at start-up, as the struct sizes are.
 enum WGPUCallbackMode : uint32_t { WGPUCallbackMode_WaitAnyOnly = 1 };

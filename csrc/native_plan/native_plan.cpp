@@ -178,7 +178,7 @@ PyObject* set_procs(PyObject*, PyObject* args) {
   // Struct layouts as cffi sees them in wgpudawn's cdef: a different Dawn would not match.
   const size_t expected[] = {sizeof(WGPUBindGroupEntry), sizeof(WGPUBindGroupDescriptor),
                              sizeof(WGPUComputePassDescriptor), sizeof(WGPUQueueWorkDoneCallbackInfo),
-                             sizeof(WGPUFutureWaitInfo), sizeof(WGPUFuture)};
+                             sizeof(WGPUFutureWaitInfo), sizeof(WGPUFuture), sizeof(WGPUCommandEncoderDescriptor)};
   constexpr int kSizes = sizeof(expected) / sizeof(expected[0]);
   if (PyTuple_GET_SIZE(sizes) != kSizes) {
     return PyErr_Format(PyExc_ValueError, "native plan: %d struct sizes expected", kSizes);
@@ -467,23 +467,58 @@ void on_work_done(WGPUQueueWorkDoneStatus status, WGPUStringView, void* userdata
 // GPUPromise: 0.1 s), so a KeyboardInterrupt still stops a wait for a long-running queue.
 constexpr uint64_t kWaitSliceNs = 100000000;
 
-// queue_submit(queue, encoder, instance, pending) -> int: finish `encoder` (0: none) and submit it to
-// `queue`; then, with a non-zero `instance`, wait until the queue has finished everything submitted so far
-// (GIL released). `pending` is wgpudawn's error list, which Dawn's uncaptured-error callback fills while
-// finish runs: an encoder that fails validation is not submitted and nothing is waited for (-1). Returns
-// the work-done status (WGPUQueueWorkDoneStatus; 0: not waited).
+// The label of the encoders made here, as Python's recorder names its own (Dawn's messages quote it).
+const char kEncoderLabel[] = "torch-webgpu";
+
+// encoder_new(device) -> handle: a command encoder the caller owns (encoder_release, or queue_submit with
+// release), made without wgpudawn's Python wrapper.
+PyObject* encoder_new(PyObject*, PyObject* arg) {
+  if (!g_procs_set) return PyErr_Format(PyExc_RuntimeError, "native plan: set_procs was not called");
+  uint64_t device;
+  if (!as_u64(arg, &device)) return nullptr;
+  if (device == 0) return PyErr_Format(PyExc_ValueError, "encoder_new: no device");
+  WGPUCommandEncoderDescriptor desc;
+  std::memset(&desc, 0, sizeof(desc));
+  desc.label = {kEncoderLabel, sizeof(kEncoderLabel) - 1};
+  WGPUCommandEncoder enc =
+      g_procs.deviceCreateCommandEncoder(reinterpret_cast<WGPUDevice>(static_cast<uintptr_t>(device)), &desc);
+  return PyLong_FromUnsignedLongLong(static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(enc)));
+}
+
+// encoder_release(handle): drop the reference encoder_new gave (an encoder given up unsubmitted).
+PyObject* encoder_release(PyObject*, PyObject* arg) {
+  uint64_t encoder;
+  if (!as_u64(arg, &encoder)) return nullptr;
+  if (encoder != 0) {
+    auto* enc = reinterpret_cast<WGPUCommandEncoder>(static_cast<uintptr_t>(encoder));
+    if (g_eager.pass != nullptr && g_eager.encoder == enc) end_pass(&g_eager);
+    g_procs.commandEncoderRelease(enc);
+  }
+  Py_RETURN_NONE;
+}
+
+// queue_submit(queue, encoder, instance, pending, release) -> int: finish `encoder` (0: none) and submit it
+// to `queue` (then release it, with `release`: one encoder_new made); then, with a non-zero `instance`,
+// wait until the queue has finished everything submitted so far (GIL released). `pending` is wgpudawn's
+// error list, which Dawn's uncaptured-error callback fills while finish runs: an encoder that fails
+// validation is not submitted and nothing is waited for (-1). Returns the work-done status
+// (WGPUQueueWorkDoneStatus; 0: not waited).
 PyObject* queue_submit(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 4 || !PyList_Check(args[3])) {
-    return PyErr_Format(PyExc_TypeError, "queue_submit(queue, encoder, instance, pending: list) takes 4 arguments");
+  if (nargs != 5 || !PyList_Check(args[3])) {
+    return PyErr_Format(PyExc_TypeError,
+                        "queue_submit(queue, encoder, instance, pending: list, release) takes 5 arguments");
   }
   if (!g_procs_set) return PyErr_Format(PyExc_RuntimeError, "native plan: set_procs was not called");
   uint64_t queue, encoder, instance;
   if (!as_u64(args[0], &queue) || !as_u64(args[1], &encoder) || !as_u64(args[2], &instance)) return nullptr;
+  const int release = PyObject_IsTrue(args[4]);
+  if (release < 0) return nullptr;
   if (queue == 0) return PyErr_Format(PyExc_ValueError, "queue_submit: no queue");
   if (encoder != 0) {
     auto* enc = reinterpret_cast<WGPUCommandEncoder>(static_cast<uintptr_t>(encoder));
     if (g_eager.pass != nullptr && g_eager.encoder == enc) end_pass(&g_eager);
     WGPUCommandBuffer commands = g_procs.commandEncoderFinish(enc, nullptr);
+    if (release) g_procs.commandEncoderRelease(enc);
     if (PyList_GET_SIZE(args[3]) > 0) {   // finish failed validation: report it, submit nothing
       if (commands != nullptr) g_procs.commandBufferRelease(commands);
       return PyLong_FromLong(-1);
@@ -549,9 +584,12 @@ PyMethodDef kMethods[] = {
      "which stays open for the next eager replay until eager_end_pass()."},
     {"eager_end_pass", eager_end_pass, METH_NOARGS, "eager_end_pass(): end the open eager compute pass, if any."},
     {"queue_submit", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(queue_submit)), METH_FASTCALL,
-     "queue_submit(queue, encoder, instance, pending) -> status: finish the encoder (0: none) and submit it; "
-     "with an instance, also wait (GIL released) until the queue has done all submitted work. -1: finish "
-     "failed validation (errors in `pending`), nothing submitted; else the work-done status, 0 if not waited."},
+     "queue_submit(queue, encoder, instance, pending, release) -> status: finish the encoder (0: none), "
+     "release it (with `release`) and submit it; with an instance, also wait (GIL released) until the queue "
+     "has done all submitted work. -1: finish failed validation (errors in `pending`), nothing submitted; "
+     "else the work-done status, 0 if not waited."},
+    {"encoder_new", encoder_new, METH_O, "encoder_new(device) -> handle: a new command encoder, owned by the caller."},
+    {"encoder_release", encoder_release, METH_O, "encoder_release(handle): release an encoder_new encoder."},
     {"program_info", program_info, METH_O, "Counts of a program: commands, dispatches, slots, runs, bind groups."},
     {nullptr, nullptr, 0, nullptr}};
 

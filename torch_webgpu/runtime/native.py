@@ -34,7 +34,8 @@ PROCS = (
     "wgpuInstanceWaitAny",
 )
 _STRUCTS = ("WGPUBindGroupEntry", "WGPUBindGroupDescriptor", "WGPUComputePassDescriptor",
-            "WGPUQueueWorkDoneCallbackInfo", "WGPUFutureWaitInfo", "WGPUFuture")
+            "WGPUQueueWorkDoneCallbackInfo", "WGPUFutureWaitInfo", "WGPUFuture",
+            "WGPUCommandEncoderDescriptor")
 # webgpu.h enum values the C++ side compiles in (checked against wgpudawn's lib at load).
 _ENUMS = ("WGPUCallbackMode_WaitAnyOnly", "WGPUQueueWorkDoneStatus_Success", "WGPUWaitStatus_Success",
           "WGPUWaitStatus_TimedOut")
@@ -235,7 +236,7 @@ class NativeProgram:
         if submit and not recorder.has_pending:
             encoder = 0   # nothing recorded before: C++ makes, submits and releases its own encoder
         else:
-            encoder = handle(recorder.encoder())   # ends the recorder's open pass: program order is kept
+            encoder = recorder.encoder_handle()   # ends the recorder's open pass: program order is kept
         self._run(self._capsule, encoder, slots, self._queue if submit else 0)
         recorder.commands += self.commands
         if capture is not None:
@@ -265,24 +266,43 @@ def submit_choice() -> str:
 
 
 class NativeQueue:
-    """The runtime queue's submissions and waits from C++: `submit(encoder, wait)` finishes the encoder,
-    submits it and (with `wait`) blocks in wgpuInstanceWaitAny with the GIL released, in one call."""
+    """The runtime queue's encoders, submissions and waits from C++: `submit(encoder, wait)` finishes the
+    encoder, submits it and (with `wait`) blocks in wgpuInstanceWaitAny with the GIL released, in one
+    call; `new_encoder()` makes an encoder with no wgpudawn object (wrapped only when Python records)."""
 
     def __init__(self, rt: Runtime, module: Any):
+        from wgpudawn.backends.dawn._api import GPUCommandEncoder
+        from wgpudawn.backends.dawn._ffi import ffi
         from wgpudawn.backends.dawn._helpers import get_wgpu_instance
 
         self.rt = rt
         self._submit = module.queue_submit
+        self._new = module.encoder_new
+        self.release_encoder = module.encoder_release
+        self._device = handle(rt.device)
         self._queue = handle(rt.device.queue)
         self._instance = int(_cast("uintptr_t", get_wgpu_instance()))
         self._pending = _error_handler.pending   # filled by Dawn's uncaptured-error callback
+        self._wrapper, self._ffi = GPUCommandEncoder, ffi
+        self.handle = handle
         self.waits = 0
+        self.encoders = 0   # made in C++
 
-    def submit(self, encoder: Any, wait: bool) -> None:
-        """Finish and submit `encoder` (None: nothing to submit); with `wait`, then wait until the queue
-        has done all submitted work. Dawn's errors raise ValidationError, a lost device DeviceLostError."""
-        status = self._submit(self._queue, 0 if encoder is None else handle(encoder),
-                              self._instance if wait else 0, self._pending)
+    def new_encoder(self) -> int:
+        """A new command encoder's handle, owned by the caller (`submit(..., release=True)` or
+        `release_encoder`)."""
+        self.encoders += 1
+        return self._new(self._device)
+
+    def wrap_encoder(self, encoder: int) -> Any:
+        """The wgpudawn object of a `new_encoder` encoder; it takes over the reference (releases it)."""
+        return self._wrapper("torch-webgpu", self._ffi.cast("WGPUCommandEncoder", encoder), self.rt.device)
+
+    def submit(self, encoder: int, wait: bool, release: bool = False) -> None:
+        """Finish and submit the encoder `encoder` (0: nothing to submit; `release`: drop the reference
+        `new_encoder` gave); with `wait`, then wait until the queue has done all submitted work. Dawn's
+        errors raise ValidationError, a lost device DeviceLostError."""
+        status = self._submit(self._queue, encoder, self._instance if wait else 0, self._pending, release)
         if wait:
             self.waits += 1
         if status < 0:
