@@ -176,3 +176,36 @@ def test_lost_device_raises_device_lost_error(native_rt, submit_path, pending):
     for _ in range(2):   # the second call finds the loss already known
         with pytest.raises(DeviceLostError, match="destroyed"):
             rt.synchronize()
+
+
+def test_encoder_made_in_cpp_is_wrapped_when_python_records_into_it(native_rt):
+    rt = native_rt
+    queue = rt.recorder.native_queue
+    a = f32_buffer(rt, np.arange(N))
+    out, copied, again = rt.allocate(4 * N), rt.allocate(4 * N), rt.allocate(4 * N)
+    program = _program(rt, out, copied)
+    rt.synchronize()
+    made = queue.encoders
+    with rt.lock:
+        program.record((*nat.buffer_slot(rt, a),))   # into a new encoder made in C++, no Python object
+    assert queue.encoders == made + 1 and rt.recorder._encoder is None
+    rt.copy(out, again)   # Python records into the same encoder, after the program: order is kept
+    assert rt.recorder._encoder is not None
+    rt.synchronize()
+    want = np.arange(N, dtype=np.float32) + 1
+    np.testing.assert_array_equal(rt.download_array(again, np.float32, N), want)
+
+
+def test_cpp_encoder_submitted_by_a_program_run(native_rt):
+    rt = native_rt
+    a, b = f32_buffer(rt, np.arange(N)), f32_buffer(rt, 2 * np.arange(N))
+    out, copied = rt.allocate(4 * N), rt.allocate(4 * N)
+    program = _program(rt, out, copied)
+    rt.synchronize()
+    submits = rt.submits
+    with rt.lock:
+        program.record((*nat.buffer_slot(rt, a),))
+        program.record((*nat.buffer_slot(rt, b),), submit=True)   # finishes the C++-made encoder
+    assert rt.submits == submits + 1 and not rt.recorder.has_pending
+    want = 2 * np.arange(N, dtype=np.float32) + 1
+    np.testing.assert_array_equal(rt.download_array(out, np.float32, N), want)

@@ -98,6 +98,21 @@ def handle(obj: Any) -> int:
     return int(_cast("uintptr_t", obj._internal))
 
 
+HANDLES: dict[int, int] = {}   # GPU buffer serial -> WGPUBuffer handle (serials are never reused)
+_MAX_HANDLES = 1 << 16
+
+
+def buffer_handle(buf: Any) -> int:
+    """The WGPUBuffer handle of a runtime DeviceBuffer, cached by its GPU buffer's serial (a cffi cast
+    per binding per call adds up on the hot paths)."""
+    h = HANDLES.get(buf.serial)
+    if h is None:
+        if len(HANDLES) >= _MAX_HANDLES:
+            HANDLES.clear()
+        h = HANDLES[buf.serial] = handle(buf.gpu)
+    return h
+
+
 def _cast(*args: Any) -> Any:
     global _cast
     from wgpudawn.backends.dawn._ffi import ffi
@@ -328,7 +343,7 @@ def native_queue(rt: Runtime) -> NativeQueue | None:
 
 def buffer_slot(rt: Runtime, buffer_id: int, offset: int = 0) -> tuple[int, int]:
     """The (handle, offset) pair of a slot bound to a runtime buffer id."""
-    return handle(rt.pool.get(buffer_id).gpu), offset
+    return buffer_handle(rt.pool.get(buffer_id)), offset
 
 
 class _NoErrors:

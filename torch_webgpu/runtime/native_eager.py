@@ -28,8 +28,7 @@ from . import native
 from .runtime import Constant, Kernel, Runtime
 
 _blockers_lock = threading.Lock()
-_handles: dict[int, int] = {}   # GPU buffer serial -> WGPUBuffer handle (serials are never reused)
-_MAX_HANDLES = 1 << 16
+_handles = native.HANDLES   # GPU buffer serial -> WGPUBuffer handle
 STATS = {"programs": 0, "records": 0}   # process-wide: EagerPrograms built, native replays recorded
 
 
@@ -106,9 +105,7 @@ class EagerProgram:
             buf = live[ids[s]]
             h = _handles.get(buf.serial)
             if h is None:
-                if len(_handles) >= _MAX_HANDLES:
-                    _handles.clear()
-                h = _handles[buf.serial] = native.handle(buf.gpu)
+                h = native.buffer_handle(buf)
             slots.append(h)
             slots.append(0)
         rt = self.rt
