@@ -109,8 +109,17 @@ def submit_path(request, native_rt, monkeypatch):
     return request.param
 
 
-def test_runtime_submits_and_waits_natively(native_rt):
-    assert isinstance(native_rt.recorder.native_queue, nat.NativeQueue)
+@pytest.fixture
+def native_queue(native_rt):
+    """The runtime's C++ submit-and-wait (the default; TORCH_WEBGPU_SUBMIT=python turns it off)."""
+    queue = native_rt.recorder.native_queue
+    if queue is None:
+        pytest.fail(f"the runtime submits from Python (TORCH_WEBGPU_SUBMIT={nat.submit_choice()})")
+    return queue
+
+
+def test_runtime_submits_and_waits_natively(native_queue):
+    assert isinstance(native_queue, nat.NativeQueue)
 
 
 def test_synchronize_waits_for_the_submitted_work(native_rt, submit_path):
@@ -134,10 +143,9 @@ def test_synchronize_waits_for_the_submitted_work(native_rt, submit_path):
     staging.unmap()
 
 
-def test_synchronize_with_nothing_queued_waits_and_submits_nothing(native_rt):
-    rt = native_rt
+def test_synchronize_with_nothing_queued_waits_and_submits_nothing(native_rt, native_queue):
+    rt, queue = native_rt, native_queue
     rt.synchronize()
-    queue = rt.recorder.native_queue
     submits, waits = rt.submits, queue.waits
     rt.synchronize()
     rt.synchronize()
@@ -178,9 +186,8 @@ def test_lost_device_raises_device_lost_error(native_rt, submit_path, pending):
             rt.synchronize()
 
 
-def test_encoder_made_in_cpp_is_wrapped_when_python_records_into_it(native_rt):
-    rt = native_rt
-    queue = rt.recorder.native_queue
+def test_encoder_made_in_cpp_is_wrapped_when_python_records_into_it(native_rt, native_queue):
+    rt, queue = native_rt, native_queue
     a = f32_buffer(rt, np.arange(N))
     out, copied, again = rt.allocate(4 * N), rt.allocate(4 * N), rt.allocate(4 * N)
     program = _program(rt, out, copied)
