@@ -1,5 +1,6 @@
 """Host cost of one synchronised call (issue 13): `synchronize()` with nothing queued, a tiny eager
-`a + b` (256 floats) + `synchronize()`, and a compiled one-dispatch plan call + `synchronize()`.
+`a + b` (256 floats) + `synchronize()`, a compiled one-dispatch plan call + `synchronize()`, and a
+readback (`a.cpu()`, which waits for the queue itself).
 
 `python -m benchmarks.sync_cost [--reps N] [--json FILE]` prints one JSON row per case: microseconds per
 call of this thread's CPU time (`time.thread_time`: the host cost proper), of the process's
@@ -30,7 +31,8 @@ def _cases() -> dict[str, Callable[[], object] | None]:
     plan = torch.compile(lambda x, y: x + y, backend="webgpu")
     plan(a, b)
     return {"synchronize() alone": None, "eager a + b (256 f32) + synchronize()": lambda: a + b,
-            "compiled 1-dispatch plan + synchronize()": lambda: plan(a, b)}
+            "compiled 1-dispatch plan + synchronize()": lambda: plan(a, b),
+            "readback a.cpu() (256 f32) + synchronize()": lambda: a.cpu()}
 
 
 def _per_call(call: Callable[[], object] | None, reps: int, split: bool) -> dict[str, float]:

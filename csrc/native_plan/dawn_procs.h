@@ -72,6 +72,20 @@ struct WGPUCommandEncoderDescriptor {
 enum WGPUCallbackMode : uint32_t { WGPUCallbackMode_WaitAnyOnly = 1 };
 enum WGPUQueueWorkDoneStatus : uint32_t { WGPUQueueWorkDoneStatus_Success = 1 };
 enum WGPUWaitStatus : uint32_t { WGPUWaitStatus_Success = 1, WGPUWaitStatus_TimedOut = 2 };
+enum WGPUMapAsyncStatus : uint32_t { WGPUMapAsyncStatus_Success = 1 };
+typedef uint64_t WGPUMapMode;
+constexpr WGPUMapMode WGPUMapMode_Read = 1;
+
+typedef void (*WGPUBufferMapCallback)(WGPUMapAsyncStatus status, WGPUStringView message, void* userdata1,
+                                      void* userdata2);
+
+struct WGPUBufferMapCallbackInfo {
+  WGPUChainedStruct* nextInChain;
+  WGPUCallbackMode mode;
+  WGPUBufferMapCallback callback;
+  void* userdata1;
+  void* userdata2;
+};
 
 typedef void (*WGPUQueueWorkDoneCallback)(WGPUQueueWorkDoneStatus status, WGPUStringView message, void* userdata1,
                                           void* userdata2);
@@ -126,6 +140,9 @@ struct DawnProcs {
   void (*commandEncoderRelease)(WGPUCommandEncoder);
   WGPUFuture (*queueOnSubmittedWorkDone)(WGPUQueue, WGPUQueueWorkDoneCallbackInfo);
   WGPUWaitStatus (*instanceWaitAny)(WGPUInstance, size_t, WGPUFutureWaitInfo*, uint64_t);
+  WGPUFuture (*bufferMapAsync)(WGPUBuffer, WGPUMapMode, size_t, size_t, WGPUBufferMapCallbackInfo);
+  const void* (*bufferGetConstMappedRange)(WGPUBuffer, size_t, size_t);
+  void (*bufferUnmap)(WGPUBuffer);
 };
 
 constexpr int kProcCount = sizeof(DawnProcs) / sizeof(void*);

@@ -143,6 +143,16 @@ def test_synchronize_waits_for_the_submitted_work(native_rt, submit_path):
     staging.unmap()
 
 
+def test_download_is_one_native_call_after_the_recorded_work(native_rt, native_queue):
+    rt, queue = native_rt, native_queue
+    a, out = f32_buffer(rt, np.arange(N)), rt.allocate(4 * N)
+    rt.dispatch(rt.kernel(ADD_ONE, label="add-one"), [a, out], (1,))
+    waits, submits = queue.waits, rt.submits
+    # unaligned ends: the read covers whole words, the bytes asked for come back
+    assert rt.download(out, 2, 4 * N - 3) == (np.arange(N, dtype=np.float32) + 1).tobytes()[2:-1]
+    assert queue.waits == waits + 1 and rt.submits == submits + 1 and not rt.recorder.has_pending
+
+
 def test_synchronize_with_nothing_queued_waits_and_submits_nothing(native_rt, native_queue):
     rt, queue = native_rt, native_queue
     rt.synchronize()
@@ -152,7 +162,16 @@ def test_synchronize_with_nothing_queued_waits_and_submits_nothing(native_rt, na
     assert rt.submits == submits and queue.waits == waits + 2
 
 
-def test_invalid_commands_raise_validation_error_and_are_not_submitted(native_rt, submit_path):
+def _sync_point(rt, kind, buf):
+    """Wait for the queue: `synchronize()`, or a download (a readback waits for everything before it)."""
+    if kind == "synchronize":
+        rt.synchronize()
+    else:
+        rt.download(buf)
+
+
+@pytest.mark.parametrize("sync", ["synchronize", "download"])
+def test_invalid_commands_raise_validation_error_and_are_not_submitted(native_rt, submit_path, sync):
     rt = native_rt
     small, other = rt.allocate(16), rt.allocate(16)
     rt.synchronize()
@@ -160,7 +179,7 @@ def test_invalid_commands_raise_validation_error_and_are_not_submitted(native_rt
     # Out of range: Dawn records the error in the encoder and reports it when the encoder is finished.
     rt.recorder.encoder().copy_buffer_to_buffer(rt.buffer(small).gpu, 0, rt.buffer(other).gpu, 0, 1 << 20)
     with pytest.raises(ValidationError, match="does not fit"):
-        rt.synchronize()
+        _sync_point(rt, sync, small)
     assert rt.submits == submits and not rt.recorder.has_pending
     a, out = f32_buffer(rt, np.arange(N)), rt.allocate(4 * N)   # the runtime goes on working
     rt.dispatch(rt.kernel(ADD_ONE, label="add-one"), [a, out], (1,))
@@ -168,8 +187,9 @@ def test_invalid_commands_raise_validation_error_and_are_not_submitted(native_rt
     np.testing.assert_array_equal(rt.download_array(out, np.float32, N), np.arange(N, dtype=np.float32) + 1)
 
 
+@pytest.mark.parametrize("sync", ["synchronize", "download"])
 @pytest.mark.parametrize("pending", [True, False], ids=["work-pending", "nothing-pending"])
-def test_lost_device_raises_device_lost_error(native_rt, submit_path, pending):
+def test_lost_device_raises_device_lost_error(native_rt, submit_path, pending, sync):
     from torch_webgpu.runtime import DeviceLostError
     from torch_webgpu.runtime.runtime import Runtime
 
@@ -183,7 +203,7 @@ def test_lost_device_raises_device_lost_error(native_rt, submit_path, pending):
     rt.device.destroy()
     for _ in range(2):   # the second call finds the loss already known
         with pytest.raises(DeviceLostError, match="destroyed"):
-            rt.synchronize()
+            _sync_point(rt, sync, out)
 
 
 def test_encoder_made_in_cpp_is_wrapped_when_python_records_into_it(native_rt, native_queue):

@@ -152,6 +152,24 @@ class CommandRecorder:
         self.pending_staging_bytes = 0
         self.submits += 1
 
+    def read_back(self, src: Any, offset: int, staging: Any, size: int) -> bytes:
+        """Copy `size` bytes of GPU buffer `src` at `offset` into the MAP_READ buffer `staging` after
+        everything recorded, submit it all and return the mapped bytes: one C++ call (native_queue only;
+        no before_finish hook)."""
+        encoder = self._encoder   # a wgpudawn object holds its encoder until finish has run
+        handle = self.encoder_handle()
+        owned = self._owned
+        self._encoder, self._handle, self._owned = None, 0, False
+        try:
+            data = self.native_queue.read(handle, owned, src, offset, staging, size)
+        finally:
+            del encoder
+            self._keepalive.clear()
+            self.pending_commands = 0
+            self.pending_staging_bytes = 0
+        self.submits += 1
+        return data
+
     def submit(self, wait: bool = False) -> bool:
         """Finish and submit the open encoder; returns False when there was nothing to submit. `wait`
         (only with `native_queue`): the same C++ call then waits until the queue has done all submitted

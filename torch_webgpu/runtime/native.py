@@ -31,14 +31,14 @@ PROCS = (
     "wgpuBindGroupLayoutAddRef", "wgpuBindGroupLayoutRelease", "wgpuDeviceAddRef", "wgpuDeviceRelease",
     "wgpuCommandEncoderFinish", "wgpuQueueSubmit", "wgpuCommandBufferRelease",
     "wgpuDeviceCreateCommandEncoder", "wgpuCommandEncoderRelease", "wgpuQueueOnSubmittedWorkDone",
-    "wgpuInstanceWaitAny",
+    "wgpuInstanceWaitAny", "wgpuBufferMapAsync", "wgpuBufferGetConstMappedRange", "wgpuBufferUnmap",
 )
 _STRUCTS = ("WGPUBindGroupEntry", "WGPUBindGroupDescriptor", "WGPUComputePassDescriptor",
             "WGPUQueueWorkDoneCallbackInfo", "WGPUFutureWaitInfo", "WGPUFuture",
-            "WGPUCommandEncoderDescriptor")
+            "WGPUCommandEncoderDescriptor", "WGPUBufferMapCallbackInfo")
 # webgpu.h enum values the C++ side compiles in (checked against wgpudawn's lib at load).
 _ENUMS = ("WGPUCallbackMode_WaitAnyOnly", "WGPUQueueWorkDoneStatus_Success", "WGPUWaitStatus_Success",
-          "WGPUWaitStatus_TimedOut")
+          "WGPUWaitStatus_TimedOut", "WGPUMapAsyncStatus_Success", "WGPUMapMode_Read")
 _DISPATCH, _COPY, _CLEAR = 0, 1, 2
 
 _module: Any = None
@@ -292,6 +292,7 @@ class NativeQueue:
 
         self.rt = rt
         self._submit = module.queue_submit
+        self._read = module.buffer_read
         self._new = module.encoder_new
         self.release_encoder = module.encoder_release
         self._device = handle(rt.device)
@@ -312,6 +313,22 @@ class NativeQueue:
     def wrap_encoder(self, encoder: int) -> Any:
         """The wgpudawn object of a `new_encoder` encoder; it takes over the reference (releases it)."""
         return self._wrapper("torch-webgpu", self._ffi.cast("WGPUCommandEncoder", encoder), self.rt.device)
+
+    def read(self, encoder: int, release: bool, src: Any, offset: int, staging: Any, size: int) -> bytes:
+        """Copy `size` bytes of GPU buffer `src` at `offset` into the MAP_READ buffer `staging` at the
+        end of `encoder`, finish and submit it, map `staging` and wait: its bytes, in one C++ call."""
+        data = self._read(self._queue, encoder, release, handle(src), offset, handle(staging), size,
+                          self._instance, self._pending)
+        self.waits += 1
+        if type(data) is bytes and not self._pending:
+            return data
+        if data == -1 or self._pending:
+            _raise_dawn_errors("command submission failed" + (" (the encoder was not submitted)"
+                                                              if data == -1 else ""))
+        self.rt.raise_if_lost()
+        from .errors import ValidationError
+
+        raise ValidationError(f"mapping the readback buffer failed (WGPUMapAsyncStatus {data})")
 
     def submit(self, encoder: int, wait: bool, release: bool = False) -> None:
         """Finish and submit the encoder `encoder` (0: nothing to submit; `release`: drop the reference

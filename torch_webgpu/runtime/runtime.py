@@ -198,6 +198,17 @@ class Runtime:
         start, end = offset - offset % ALIGNMENT, align_up(offset + nbytes)
         size = end - start
         staging = self._take_staging(size)
+        if self.recorder.native_queue is not None and self._profiler is None:
+            # copy, finish, submit, map and wait in one C++ call (runtime/native.py NativeQueue.read)
+            self.check_alive()
+            try:
+                data = self.recorder.read_back(buf.gpu, start, staging, size)
+            except ValidationError:
+                self.raise_if_lost()
+                raise
+            self._staging.setdefault(bucket_size(size), []).append(staging)
+            self._run_after_wait()
+            return data[offset - start:offset - start + nbytes] if (start, size) != (offset, nbytes) else data
         self.recorder.encoder().copy_buffer_to_buffer(buf.gpu, start, staging, 0, size)
         self._submit_locked()
         try:
@@ -227,7 +238,11 @@ class Runtime:
         if free:
             return free.pop()
         usage = self.wgpu.BufferUsage.MAP_READ | self.wgpu.BufferUsage.COPY_DST
-        return self.device.create_buffer(size=bucket, usage=usage, label="torch-webgpu-readback")
+        try:
+            return self.device.create_buffer(size=bucket, usage=usage, label="torch-webgpu-readback")
+        except Exception:   # the binding's own error: on a lost device, say so
+            self.raise_if_lost()
+            raise
 
     def fill(self, buffer_id: int, pattern: int = 0, offset: int = 0, nbytes: int | None = None) -> None:
         """Fill a byte range with a repeated 32-bit `pattern` whose first byte lands at `offset` (0 on
