@@ -236,3 +236,12 @@ def test_cpp_encoder_submitted_by_a_program_run(native_rt):
     assert rt.submits == submits + 1 and not rt.recorder.has_pending
     want = 2 * np.arange(N, dtype=np.float32) + 1
     np.testing.assert_array_equal(rt.download_array(out, np.float32, N), want)
+
+
+def test_submit_choice_reads_the_environment(monkeypatch):
+    for name in ("python", "native"):
+        monkeypatch.setenv("TORCH_WEBGPU_SUBMIT", name)
+        assert nat.submit_choice() == name
+    monkeypatch.setenv("TORCH_WEBGPU_SUBMIT", "fast")
+    with pytest.raises(ValueError, match="TORCH_WEBGPU_SUBMIT"):
+        nat.submit_choice()
