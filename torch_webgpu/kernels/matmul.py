@@ -238,9 +238,8 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
 # ViT-B/16's 197-token matmuls: 84 workgroups for 132 SMs): "<tile>.s<splits>"
 SPLIT_TILES = ("tile32x64.r2x4.k32", "tile64x64.r4x4.k16.l4")
 SPLIT_COUNTS = (2, 4, 8)
-for _tile in SPLIT_TILES:
-    for _count in SPLIT_COUNTS:
-        VARIANTS[f"{_tile}.s{_count}"] = replace(VARIANTS[_tile], splits=_count)   # type: ignore[type-var]
+VARIANTS.update({f"{tile}.s{count}": replace(VARIANTS[tile], splits=count)   # type: ignore[type-var]
+                 for tile in SPLIT_TILES for count in SPLIT_COUNTS})
 # split-K is offered while the tiles (times batch) are fewer than this, about two per SM of a large GPU
 SPLIT_BELOW_WORKGROUPS = 264
 SPLIT_MIN_K = 512
@@ -439,13 +438,14 @@ def split_count(p: MatmulProblem, spec: TiledSpec) -> int | None:
 def _split_variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
     """The split-K tiled variants offered for `p` (one slice count per tile, see `split_count`)."""
     names = []
+    limit = caps.limit("max-compute-workgroups-per-dimension", 65535)
     for tile in SPLIT_TILES:
         spec = VARIANTS[tile]
         assert isinstance(spec, TiledSpec)
         count = split_count(p, spec)
         if count is None or not _fits(caps, spec.threads, spec.workgroup_bytes(p.dtype)):
             continue
-        limit = caps.limit("max-compute-workgroups-per-dimension", 65535)
+        # the partial sums are one f32 binding; the slices of every batch share grid z
         if (4 * count * p.batch * p.m * p.n > caps.limit("max-storage-buffer-binding-size", 128 << 20)
                 or count * p.batch > limit):
             continue
