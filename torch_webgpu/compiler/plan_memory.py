@@ -198,10 +198,12 @@ def _renamed(node: LowIRNode, rename: dict[str, str]) -> LowIRNode:
     for key in ("buffer", "source"):
         if key in a:
             a[key] = rename.get(a[key], a[key])
-    if "bindings" in a:
-        a["bindings"] = [[rename.get(b[0], b[0]), *b[1:]] for b in a["bindings"]]
+
     def renamed(bindings: list) -> list:
         return [[rename.get(b[0], b[0]), *b[1:]] for b in bindings]
+
+    if "bindings" in a:
+        a["bindings"] = renamed(a["bindings"])
 
     def variant(v: dict) -> dict:
         v = {**v, "bindings": renamed(v["bindings"])}
