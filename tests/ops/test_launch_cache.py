@@ -142,6 +142,31 @@ def test_model_ops_replay(webgpu):
              lambda: F.max_pool2d(x, 3, 2, 1, return_indices=True), dispatches=1)
 
 
+def test_a_call_that_tuned_its_kernel_is_planned_by_the_next(webgpu, tmp_path, monkeypatch):
+    """The first call of a problem may time candidates (autotune: dispatches and waits of its own); that
+    call is not planned, and its signature is not written off: the next call plans the winner."""
+    from torch_webgpu.kernels import autotune
+
+    monkeypatch.setenv("TORCH_WEBGPU_AUTOTUNE", "1")
+    monkeypatch.setenv("TORCH_WEBGPU_AUTOTUNE_MIN_FLOPS", "0")
+    monkeypatch.setenv("TORCH_WEBGPU_AUTOTUNE_DIR", str(tmp_path))
+    autotune.forget()
+    try:
+        x_cpu, w_cpu = torch.randn(37, 45), torch.randn(45, 29)
+        x, w = x_cpu.to(webgpu), w_cpu.to(webgpu)
+        tuned, builds = autotune.tunings(), _builds()
+        torch.testing.assert_close((x @ w).cpu(), x_cpu @ w_cpu, rtol=1e-4, atol=1e-4)
+        assert autotune.tunings() > tuned
+        assert _builds() == builds
+        hits = _hits()
+        for _ in range(2):
+            torch.testing.assert_close((x @ w).cpu(), x_cpu @ w_cpu, rtol=1e-4, atol=1e-4)
+        assert _builds() == builds + 1
+        assert _hits() == hits + 1
+    finally:
+        autotune.forget()
+
+
 def test_calls_that_raise_are_not_planned(webgpu):
     a = torch.randn(3, device=webgpu)
     b = torch.randn(4, device=webgpu)

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import torch
 
 from .. import device_state
+from ..kernels import autotune
 from ..runtime import BufferSlice, get_runtime, native_eager
 from .codegen.recording import dispatch, recording
 
@@ -304,13 +305,15 @@ def planned(fn: F) -> F:
             _counts["hits"] += 1
             return plan.replay(tensors, ids)
         dispatches_before, commands_before = rt.dispatches, rt.recorder.commands
-        offset_before = _philox_offset()
+        offset_before, tuned_before = _philox_offset(), autotune.tunings()
         with recording() as capture:
             result = fn(*args, **kwargs)
         plan = None
         if _philox_offset() == offset_before:
             plan = _build(rt, key, args, kwargs, tensors, ids, result, capture, dispatches_before,
                           commands_before)
+        if plan is None and autotune.tunings() != tuned_before:
+            return result  # its timing runs are no part of the call: the next call (tuned) plans it
         if len(plans) >= MAX_PLANS:
             plans.clear()
         plans[key] = plan
