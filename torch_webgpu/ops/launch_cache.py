@@ -146,7 +146,7 @@ class Plan:
         slots = ids  # argument buffers, then the new outputs' buffers
         if self.new_specs is not None:
             _new_outputs(self.new_specs, results, slots)
-        bases: list = []  # the new buffers that returned views are of
+        bases: list = []  # the new buffers that returned views are of (Python path)
         for out in () if self.new_specs is not None else self.outputs:
             if type(out) is int:
                 results.append(tensors[out])
@@ -169,7 +169,8 @@ class Plan:
         if program is _UNSEEN:
             program = self.native = self._native_program()
         rt = self.rt
-        if program is not None and not native_eager.BLOCKERS[0] and rt.capture is None and not rt.profiling:
+        if (program is not None and not native_eager.BLOCKERS[0] and rt.capture is None
+                and rt._profiler is None):
             program.record(slots)
         else:
             self._replay_python(slots)

@@ -101,17 +101,16 @@ class EagerProgram:
 
     def record(self, ids: Sequence[int]) -> None:
         """Record the dispatches on the buffers `ids` (plan slot -> buffer id) into the open encoder."""
-        live = self._live
+        live, handles = self._live, _handles
         slots: list[int] = []
         for s in self.used:
             buf = live[ids[s]]
-            h = _handles.get(buf.serial)
+            h = handles.get(buf.serial)
             if h is None:
-                if len(_handles) >= _MAX_HANDLES:
-                    _handles.clear()
-                h = _handles[buf.serial] = native.handle(buf.gpu)
-            slots.append(h)
-            slots.append(0)
+                if len(handles) >= _MAX_HANDLES:
+                    handles.clear()
+                h = handles[buf.serial] = native.handle(buf.gpu)
+            slots += (h, 0)
         rt = self.rt
         recorder = rt.recorder
         n = self.commands
@@ -128,4 +127,4 @@ class EagerProgram:
             if native._error_handler.pending:
                 native._raise_dawn_errors("recording a native eager launch")
             if recorder.over_threshold:
-                rt._maybe_submit()
+                rt._submit_locked()
