@@ -35,7 +35,7 @@ from .codegen.recording import dispatch, recording
 F = TypeVar("F", bound=Callable)
 
 MAX_PLANS = 1024  # per kernel; the table starts over when full (plans hold their parameter buffers)
-_counts = {"builds": 0, "hits": 0}
+_counts = {"builds": 0, "hits": 0, "unplanned": 0}
 _PLAIN = (str, torch.dtype, torch.memory_format, torch.layout, torch.device)
 _WEBGPU = torch.device("webgpu", 0)
 _UNSEEN = object()
@@ -50,7 +50,8 @@ if native_eager.eager_launch_choice() == "python":  # the reference: keys, outpu
 
 
 def stats() -> dict[str, int]:
-    """How many launch plans were built and how many calls replayed one, since the process started."""
+    """How many launch plans were built, how many calls replayed one, and how many ran their kernel's
+    Python with no plan to build or replay (signatures that cannot be planned), since the process started."""
     return dict(_counts)
 
 
@@ -297,9 +298,11 @@ def planned(fn: F) -> F:
         if key is None:
             key = _signature(args, kwargs, tensors, ids)
         if key is None:
+            _counts["unplanned"] += 1
             return fn(*args, **kwargs)
         plan = plans.get(key, _UNSEEN)
         if plan is None:
+            _counts["unplanned"] += 1
             return fn(*args, **kwargs)
         rt = get_runtime()
         if plan is not _UNSEEN and plan.rt is rt:

@@ -79,6 +79,11 @@ class Runtime:
         self._work_done_works = True
         self._fence: DeviceBuffer | None = None
         self.dispatches = 0
+        # Host round trips, counted for benchmarks/eager_forward.py: uploads of host data, readbacks
+        # (downloads) and waits for the queue (a sync, or a readback's map).
+        self.uploads = 0
+        self.readbacks = 0
+        self.waits = 0
         self.max_storage_binding = self.info.limits.get("max-storage-buffer-binding-size", 128 << 20)
         self.max_workgroups = self.info.limits.get("max-compute-workgroups-per-dimension", 65535)
         # Both bindings keep the device-lost promise here; its state turns non-pending on loss.
@@ -144,6 +149,7 @@ class Runtime:
                 self.capture.refuse("upload", f"{n} bytes into buffer {buffer_id}")
             buf = self.pool.get(buffer_id)
             self._check_range(buf, offset, n, "upload")
+            self.uploads += 1
             start, end = offset - offset % ALIGNMENT, align_up(offset + n)
             if (start, end) != (offset, offset + n):
                 # Sub-word edges: merge with the bytes around them so neighbours are preserved.
@@ -182,6 +188,7 @@ class Runtime:
         start, end = offset - offset % ALIGNMENT, align_up(offset + nbytes)
         size = end - start
         staging = self._take_staging(size)
+        self.readbacks += 1
         self.recorder.encoder().copy_buffer_to_buffer(buf.gpu, start, staging, 0, size)
         self._submit_locked()
         try:
@@ -420,6 +427,7 @@ class Runtime:
             self._run_after_wait()
 
     def _wait_idle(self) -> None:
+        self.waits += 1
         if self._work_done_works:
             try:
                 self.device.queue.on_submitted_work_done_sync()
