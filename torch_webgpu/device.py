@@ -69,9 +69,10 @@ def set_memory_limit(nbytes: int | None) -> int | None:
 def _allocate(nbytes: int) -> int:
     """Allocator callback (GIL held): a runtime buffer id of `nbytes`, or torch.OutOfMemoryError."""
     rt = runtime()
-    limit = memory_limit()
-    # Pool reuse never grows the reserved bytes, so the budget needs checking only when it may be exceeded.
-    if limit is not None and rt.pool.reserved_bytes + bucket_size(nbytes) > limit:
+    limit = _memory_limit if _memory_limit_known else memory_limit()
+    # Pool reuse never grows the reserved bytes, so the budget needs checking only when it may be exceeded
+    # (2n + 8 MiB bounds bucket_size(n) from above without computing it on every allocation).
+    if limit is not None and rt.pool.reserved_bytes + 2 * nbytes + (8 << 20) > limit:
         need = bucket_size(nbytes)
         with rt.lock:
             rt.pool.drain_freed()
@@ -82,7 +83,8 @@ def _allocate(nbytes: int) -> int:
                     f"webgpu out of memory: allocating {nbytes} bytes with {rt.pool.allocated_bytes} bytes "
                     f"in use exceeds the memory limit of {limit} bytes (TORCH_WEBGPU_MEMORY_LIMIT); free "
                     f"tensors or reduce the batch")
-    return rt.allocate(nbytes)
+    with rt.lock:
+        return rt.pool.allocate(nbytes).id
 
 
 def _copy(src_id: int, dst_id: int, nbytes: int) -> None:

@@ -95,6 +95,78 @@ def test_reduction_and_matmul_replay(webgpu):
     assert _builds() == builds
 
 
+def _replays(call, cpu_call, dispatches: int | None = None) -> None:
+    """`call()` matches `cpu_call()` on its first and repeated calls; the repeats replay a plan (of
+    `dispatches` dispatches where given)."""
+    from torch_webgpu.runtime import get_runtime
+
+    def check(got, want):
+        got, want = (got, want) if isinstance(want, tuple) else ((got,), (want,))
+        for g, w in zip(got, want, strict=True):
+            torch.testing.assert_close(g.cpu(), w, rtol=1e-5, atol=1e-5)
+
+    check(call(), cpu_call())
+    rt = get_runtime()
+    builds, hits, before = _builds(), _hits(), rt.dispatches
+    for _ in range(2):
+        check(call(), cpu_call())
+    assert _builds() == builds
+    assert _hits() > hits
+    if dispatches is not None:
+        assert rt.dispatches - before == 2 * dispatches
+
+
+def test_model_ops_replay(webgpu):
+    """The ops of the benchmark CNN and transformer forwards replay plans: eval batch norm is one
+    dispatch, layer norm returns views of one statistics buffer, embedding / gather / max pooling."""
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    x, mean, var = torch.randn(2, 4, 5, 6), torch.randn(4), torch.rand(4) + 0.5
+    w, b = torch.randn(4), torch.randn(4)
+    dev = [t.to(webgpu) for t in (x, mean, var, w, b)]
+    _replays(lambda: F.batch_norm(*dev[:3], dev[3], dev[4], False, 0.1, 1e-5),
+             lambda: F.batch_norm(x, mean, var, w, b, False, 0.1, 1e-5), dispatches=1)
+    _replays(lambda: F.batch_norm(*dev[:3], None, dev[4], False, 0.1, 1e-3),
+             lambda: F.batch_norm(x, mean, var, None, b, False, 0.1, 1e-3), dispatches=1)
+    h = torch.randn(3, 7, 16)
+    lw, lb = torch.randn(16), torch.randn(16)
+    hd, lwd, lbd = h.to(webgpu), lw.to(webgpu), lb.to(webgpu)
+    _replays(lambda: torch.ops.aten.native_layer_norm(hd, [16], lwd, lbd, 1e-5),
+             lambda: torch.ops.aten.native_layer_norm(h, [16], lw, lb, 1e-5))
+    table, ids = torch.randn(10, 8), torch.randint(0, 10, (2, 5))
+    td, idd = table.to(webgpu), ids.to(webgpu)
+    _replays(lambda: F.embedding(idd, td), lambda: F.embedding(ids, table), dispatches=1)
+    _replays(lambda: torch.gather(td, 1, idd[:, :3] % 8), lambda: torch.gather(table, 1, ids[:, :3] % 8))
+    _replays(lambda: F.max_pool2d(dev[0], 3, 2, 1, return_indices=True),
+             lambda: F.max_pool2d(x, 3, 2, 1, return_indices=True), dispatches=1)
+
+
+def test_a_call_that_tuned_its_kernel_is_planned_by_the_next(webgpu, tmp_path, monkeypatch):
+    """The first call of a problem may time candidates (autotune: dispatches and waits of its own); that
+    call is not planned, and its signature is not written off: the next call plans the winner."""
+    from torch_webgpu.kernels import autotune
+
+    monkeypatch.setenv("TORCH_WEBGPU_AUTOTUNE", "1")
+    monkeypatch.setenv("TORCH_WEBGPU_AUTOTUNE_MIN_FLOPS", "0")
+    monkeypatch.setenv("TORCH_WEBGPU_AUTOTUNE_DIR", str(tmp_path))
+    autotune.forget()
+    try:
+        x_cpu, w_cpu = torch.randn(37, 45), torch.randn(45, 29)
+        x, w = x_cpu.to(webgpu), w_cpu.to(webgpu)
+        tuned, builds = autotune.tunings(), _builds()
+        torch.testing.assert_close((x @ w).cpu(), x_cpu @ w_cpu, rtol=1e-4, atol=1e-4)
+        assert autotune.tunings() > tuned
+        assert _builds() == builds
+        hits = _hits()
+        for _ in range(2):
+            torch.testing.assert_close((x @ w).cpu(), x_cpu @ w_cpu, rtol=1e-4, atol=1e-4)
+        assert _builds() == builds + 1
+        assert _hits() == hits + 1
+    finally:
+        autotune.forget()
+
+
 def test_calls_that_raise_are_not_planned(webgpu):
     a = torch.randn(3, device=webgpu)
     b = torch.randn(4, device=webgpu)

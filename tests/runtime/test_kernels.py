@@ -40,7 +40,8 @@ def test_wgsl_kernel_matches_numpy(rt):
     np.testing.assert_allclose(rt.download_array(dst, np.float32, n), x * 2.5, rtol=1e-6)
 
 
-def test_many_dispatches_are_one_submit(rt):
+def test_many_dispatches_are_one_submit(rt, monkeypatch):
+    monkeypatch.setattr(rt.recorder, "flush_after", None)  # no submit for age (a loaded machine)
     buf = rt.allocate(256 * 4)
     rt.fill(buf, 0)
     kernel = rt.kernel(ADD_ONE, label="add_one")
@@ -166,3 +167,44 @@ def test_spirv_kernel_runs(rt):
     # error path names the label when bytes are not SPIR-V.
     with pytest.raises(ShaderCompilationError, match="not_spirv"):
         rt.kernel_from_spirv(b"\x00" * 20, label="not_spirv")
+
+
+def test_commands_older_than_the_flush_age_are_submitted_while_recording(rt, monkeypatch):
+    """TORCH_WEBGPU_FLUSH_MS: a long program is submitted in parts as it is recorded (the GPU starts on
+    it), and the parts still run in order."""
+    buf = rt.allocate(256 * 4)
+    rt.fill(buf, 0)
+    kernel = rt.kernel(ADD_ONE, label="add_one")
+    rt.synchronize()
+    monkeypatch.setattr(rt.recorder, "flush_after", 0.0)  # every check past the first submits
+    before = rt.submits
+    for _ in range(20):
+        rt.dispatch(kernel, [buf], (4,))
+    assert rt.submits >= before + 9
+    assert (rt.download_array(buf, np.float32, 256) == 20).all()
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("0.5", 0.0005), ("2", 0.002), ("0", None), ("off", None)])
+def test_flush_age_from_the_environment(monkeypatch, value, seconds):
+    from torch_webgpu.runtime.commands import flush_after_seconds
+
+    monkeypatch.setenv("TORCH_WEBGPU_FLUSH_MS", value)
+    assert flush_after_seconds() == seconds
+    assert flush_after_seconds(software=True) == seconds
+
+
+def test_flush_age_default_is_off_on_software_adapters(monkeypatch):
+    from torch_webgpu.runtime.commands import flush_after_seconds
+
+    monkeypatch.delenv("TORCH_WEBGPU_FLUSH_MS", raising=False)
+    assert flush_after_seconds() == 0.0005
+    assert flush_after_seconds(software=True) is None
+
+
+@pytest.mark.parametrize("value", ["-1", "soon", "nan"])
+def test_bad_flush_age_names_the_variable(monkeypatch, value):
+    from torch_webgpu.runtime.commands import flush_after_seconds
+
+    monkeypatch.setenv("TORCH_WEBGPU_FLUSH_MS", value)
+    with pytest.raises(ValueError, match="TORCH_WEBGPU_FLUSH_MS"):
+        flush_after_seconds()

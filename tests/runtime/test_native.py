@@ -206,8 +206,9 @@ def test_lost_device_raises_device_lost_error(native_rt, submit_path, pending, s
             _sync_point(rt, sync, out)
 
 
-def test_encoder_made_in_cpp_is_wrapped_when_python_records_into_it(native_rt, native_queue):
+def test_encoder_made_in_cpp_is_wrapped_when_python_records_into_it(native_rt, native_queue, monkeypatch):
     rt, queue = native_rt, native_queue
+    monkeypatch.setattr(rt.recorder, "flush_after", None)  # the encoder stays open: no submit for age
     a = f32_buffer(rt, np.arange(N))
     out, copied, again = rt.allocate(4 * N), rt.allocate(4 * N), rt.allocate(4 * N)
     program = _program(rt, out, copied)

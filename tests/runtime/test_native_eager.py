@@ -25,8 +25,9 @@ def _program(rt):
     return native_eager.EagerProgram(rt, [(kernel, [(0, 0, 4 * N), (1, 0, 4 * N)], (1, 1, 1))])
 
 
-def test_replays_chain_in_one_open_pass_and_keep_order_with_copies(eager_rt):
+def test_replays_chain_in_one_open_pass_and_keep_order_with_copies(eager_rt, monkeypatch):
     rt = eager_rt
+    monkeypatch.setattr(rt.recorder, "flush_after", None)  # the pass stays open: no submit for age
     prog = _program(rt)
     x = np.arange(N, dtype=np.float32)
     a, b, c, d = f32_buffer(rt, x), rt.allocate(4 * N), rt.allocate(4 * N), rt.allocate(4 * N)

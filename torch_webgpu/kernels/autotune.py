@@ -29,6 +29,7 @@ MAX_CANDIDATES = 6
 
 _lock = threading.Lock()
 _memory: dict[str, dict[str, Any]] = {}
+_tunings = [0]  # problems whose candidates were timed, process-wide (see tunings())
 _loaded_from: Path | None = None
 
 
@@ -95,6 +96,12 @@ def _entries() -> dict[str, dict[str, Any]]:
     return _memory
 
 
+def tunings() -> int:
+    """How many problems had their candidates timed so far in this process (a call that tuned ran timing
+    dispatches and waits its later calls will not: eager launch plans tell the two apart by it)."""
+    return _tunings[0]
+
+
 def cached_choice(key: str) -> str | None:
     """The cached winner for `key`, if any."""
     with _lock:
@@ -135,6 +142,7 @@ def pick(key: str, candidates: Sequence[str], flops: int, measure: Callable[[str
     if len(candidates) == 1 or flops < min_flops(floor):
         return candidates[0]
     timings: dict[str, float] = {}
+    _tunings[0] += 1
     for name in candidates[:MAX_CANDIDATES]:
         try:
             timings[name] = measure(name)

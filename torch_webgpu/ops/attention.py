@@ -28,6 +28,7 @@ from .library_launch import device_caps, library_dtype, record_launch
 from .tensor_buffers import new_empty
 
 _OP = "scaled_dot_product_attention"
+_SDPA = torch.ops.aten.scaled_dot_product_attention.default  # the overload: no per-call overload lookup
 _LIB = torch.library.Library("aten", "IMPL")  # noqa: TOR901 (kept alive for the process)
 
 
@@ -104,8 +105,7 @@ def sdpa_autograd(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=Fa
     if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
         return _math(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
     with torch._C._AutoDispatchBelowAutograd():
-        return torch.ops.aten.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal,
-                                                           scale=scale, enable_gqa=enable_gqa)
+        return _SDPA(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
 
 
 _LIB.impl(_OP, launch_cache.planned(sdpa), "PrivateUse1")  # repeated calls replay the flash dispatch

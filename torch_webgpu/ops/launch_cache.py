@@ -28,13 +28,14 @@ from typing import Any, TypeVar
 import torch
 
 from .. import device_state
+from ..kernels import autotune
 from ..runtime import BufferSlice, get_runtime, native_eager
 from .codegen.recording import dispatch, recording
 
 F = TypeVar("F", bound=Callable)
 
 MAX_PLANS = 1024  # per kernel; the table starts over when full (plans hold their parameter buffers)
-_counts = {"builds": 0, "hits": 0}
+_counts = {"builds": 0, "hits": 0, "unplanned": 0}
 _PLAIN = (str, torch.dtype, torch.memory_format, torch.layout, torch.device)
 _WEBGPU = torch.device("webgpu", 0)
 _UNSEEN = object()
@@ -49,7 +50,8 @@ if native_eager.eager_launch_choice() == "python":  # the reference: keys, outpu
 
 
 def stats() -> dict[str, int]:
-    """How many launch plans were built and how many calls replayed one, since the process started."""
+    """How many launch plans were built, how many calls replayed one, and how many ran their kernel's
+    Python with no plan to build or replay (signatures that cannot be planned), since the process started."""
     return dict(_counts)
 
 
@@ -113,6 +115,18 @@ def _add_tensor_list(key: list, values: list | tuple, tensors: list, ids: list) 
     return True
 
 
+class _View:
+    """A returned view of a buffer the call allocated (layer_norm's mean and rstd share one): the replay
+    allocates the buffer (`nbytes` of `dtype`) at the first view of it and takes every view from it."""
+
+    __slots__ = ("shape", "strides", "offset", "dtype", "nbytes", "base")
+
+    def __init__(self, r: torch.Tensor, base: int):
+        self.shape, self.strides, self.offset = tuple(r.shape), tuple(r.stride()), r.storage_offset()
+        self.dtype, self.nbytes = r.dtype, r.untyped_storage().nbytes()
+        self.base = base  # index of the replay's new buffer this view is of
+
+
 class Plan:
     """The dispatches of one call, with buffers named by argument slot or by new output."""
 
@@ -133,12 +147,20 @@ class Plan:
         slots = ids  # argument buffers, then the new outputs' buffers
         if self.new_specs is not None:
             _new_outputs(self.new_specs, results, slots)
+        bases: list = []  # the new buffers that returned views are of (Python path)
         for out in () if self.new_specs is not None else self.outputs:
             if type(out) is int:
                 results.append(tensors[out])
                 continue
             if out is None:
                 results.append(None)
+                continue
+            if type(out) is _View:
+                if out.base == len(bases):
+                    count = out.nbytes // out.dtype.itemsize
+                    bases.append(torch.empty(count, dtype=out.dtype, device=_WEBGPU))
+                    slots.append(bases[-1].data_ptr() >> 32)
+                results.append(bases[out.base].as_strided(out.shape, out.strides, out.offset))
                 continue
             shape, strides, dtype = out
             t = torch.empty_strided(shape, strides, dtype=dtype, device=_WEBGPU)
@@ -148,7 +170,8 @@ class Plan:
         if program is _UNSEEN:
             program = self.native = self._native_program()
         rt = self.rt
-        if program is not None and not native_eager.BLOCKERS[0] and rt.capture is None and not rt.profiling:
+        if (program is not None and not native_eager.BLOCKERS[0] and rt.capture is None
+                and rt._profiler is None):
             program.record(slots)
         else:
             self._replay_python(slots)
@@ -198,6 +221,8 @@ def _build(rt: Any, key: tuple, args: tuple, kwargs: dict, tensors: list, ids: l
     slot_of = {}
     for i, bid in enumerate(ids):
         slot_of.setdefault(bid, i)
+    view_base: dict[int, int] = {}  # buffer id of a new buffer returned as views -> its index among them
+    fresh = 0  # new buffers the replay allocates, in the order it allocates them (after the arguments')
     outputs: list = []
     for r in ((result,) if result_type is None else () if result_type is _NONE else result):
         if r is None and result_type is not None:
@@ -209,15 +234,28 @@ def _build(rt: Any, key: tuple, args: tuple, kwargs: dict, tensors: list, ids: l
         if arg is not None:
             outputs.append(arg)
             continue
-        if r.is_cpu or r.is_meta or r.storage_offset() != 0:
+        if r.is_cpu or r.is_meta:
             return None
-        if r.untyped_storage().nbytes() != _exact_nbytes(r):
-            return None  # a view of a larger new buffer: a replay would allocate less
         bid = r.untyped_storage().data_ptr() >> 32
-        if bid in slot_of and bid != 0:
+        if bid in view_base:  # another view of a new buffer
+            if r.dtype != outputs[view_base[bid]].dtype:
+                return None
+            outputs.append(_View(r, outputs[view_base[bid]].base))
+            continue
+        if bid != 0 and bid in slot_of:
             return None  # a view of an argument or of another output
+        if r.storage_offset() != 0 or r.untyped_storage().nbytes() != _exact_nbytes(r):
+            # a view of a larger new buffer (the replay allocates that buffer, then the view)
+            if bid == 0 or r.untyped_storage().nbytes() % r.element_size():
+                return None
+            outputs.append(_View(r, len(view_base)))
+            view_base[bid] = len(outputs) - 1
+            slot_of[bid] = len(ids) + fresh
+            fresh += 1
+            continue
         if bid != 0:
-            slot_of[bid] = len(ids) + sum(1 for o in outputs if type(o) is tuple)
+            slot_of[bid] = len(ids) + fresh
+        fresh += 1
         outputs.append((tuple(r.shape), tuple(r.stride()), r.dtype))
     planned, bound = [], []
     for kernel, bindings, counts, label in capture:
@@ -260,22 +298,26 @@ def planned(fn: F) -> F:
         if key is None:
             key = _signature(args, kwargs, tensors, ids)
         if key is None:
+            _counts["unplanned"] += 1
             return fn(*args, **kwargs)
         plan = plans.get(key, _UNSEEN)
         if plan is None:
+            _counts["unplanned"] += 1
             return fn(*args, **kwargs)
         rt = get_runtime()
         if plan is not _UNSEEN and plan.rt is rt:
             _counts["hits"] += 1
             return plan.replay(tensors, ids)
         dispatches_before, commands_before = rt.dispatches, rt.recorder.commands
-        offset_before = _philox_offset()
+        offset_before, tuned_before = _philox_offset(), autotune.tunings()
         with recording() as capture:
             result = fn(*args, **kwargs)
         plan = None
         if _philox_offset() == offset_before:
             plan = _build(rt, key, args, kwargs, tensors, ids, result, capture, dispatches_before,
                           commands_before)
+        if plan is None and autotune.tunings() != tuned_before:
+            return result  # its timing runs are no part of the call: the next call (tuned) plans it
         if len(plans) >= MAX_PLANS:
             plans.clear()
         plans[key] = plan

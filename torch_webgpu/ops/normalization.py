@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import torch
 
+from .codegen.elementwise import Scalar
+from .elementwise import run_formula
 from .registry import register
+from .tensor_buffers import new_empty
 
 
 def _shape(x: torch.Tensor) -> list[int]:
@@ -21,32 +24,49 @@ def _dims(x: torch.Tensor) -> list[int]:
 def _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):  # noqa: A002
     if not input.dtype.is_floating_point:
         raise TypeError(f"webgpu: batch_norm needs a floating point input, got {input.dtype}")
+    if not training:
+        return _batch_norm_eval(input, weight, bias, running_mean, running_var, eps)
     x = input.float() if input.dtype != torch.float32 else input
     shape = _shape(x)
-    if training:
-        dims = _dims(x)
-        n = x.numel() // x.shape[1]
-        mean = x.mean(dims)
-        var = x.var(dims, correction=0)
-        invstd = torch.rsqrt(var + eps)
-        if running_mean is not None:
-            running_mean.mul_(1 - momentum).add_(mean.to(running_mean.dtype), alpha=momentum)
-        if running_var is not None:
-            unbiased = var * (n / (n - 1)) if n > 1 else var
-            running_var.mul_(1 - momentum).add_(unbiased.to(running_var.dtype), alpha=momentum)
-        y = (x - mean.reshape(shape)) * invstd.reshape(shape)
-        save_mean, save_invstd = mean, invstd
-    else:
-        invstd = torch.rsqrt(running_var.float() + eps)
-        y = (x - running_mean.float().reshape(shape)) * invstd.reshape(shape)
-        save_mean = torch.empty(0, device=input.device, dtype=torch.float32)
-        save_invstd = torch.empty(0, device=input.device, dtype=torch.float32)
+    dims = _dims(x)
+    n = x.numel() // x.shape[1]
+    mean = x.mean(dims)
+    var = x.var(dims, correction=0)
+    invstd = torch.rsqrt(var + eps)
+    if running_mean is not None:
+        running_mean.mul_(1 - momentum).add_(mean.to(running_mean.dtype), alpha=momentum)
+    if running_var is not None:
+        unbiased = var * (n / (n - 1)) if n > 1 else var
+        running_var.mul_(1 - momentum).add_(unbiased.to(running_var.dtype), alpha=momentum)
+    y = (x - mean.reshape(shape)) * invstd.reshape(shape)
     if weight is not None:
         y = y * weight.reshape(shape)
     if bias is not None:
         y = y + bias.reshape(shape)
     # the CPU returns the saved statistics in the input's dtype
-    return y.to(input.dtype), save_mean.to(input.dtype), save_invstd.to(input.dtype)
+    return y.to(input.dtype), mean.to(input.dtype), invstd.to(input.dtype)
+
+
+def _batch_norm_eval(input, weight, bias, running_mean, running_var, eps):  # noqa: A002
+    """Eval-mode batch norm as one elementwise kernel over the running statistics (no temporaries, so a
+    repeated call replays one dispatch; composed from rsqrt/sub/mul/add it took six)."""
+    if running_mean is None or running_var is None:
+        raise RuntimeError("webgpu: batch_norm in eval mode (training=False) needs running_mean and "
+                           "running_var; pass them or use training=True")
+    shape = _shape(input)
+    values, names = [input, running_mean.reshape(shape), running_var.reshape(shape)], ["a", "b", "c"]
+    expr = "(a - b) * inverseSqrt(c + eps)"
+    for t, name, op in ((weight, "d", "*"), (bias, "e", "+")):
+        if t is not None:
+            values.append(t.reshape(shape))
+            names.append(name)
+            expr = f"{expr} {op} {name}"
+    y = new_empty(tuple(input.shape), input.dtype, input)
+    run_formula("batch_norm", expr, "f32", input.shape, values, names, [Scalar("eps", "f32", float(eps))], y)
+    def no_stats():  # eval saves no statistics
+        return torch.empty(0, device=input.device, dtype=input.dtype)
+
+    return y, no_stats(), no_stats()
 
 
 @register("native_batch_norm")

@@ -30,7 +30,7 @@ def bucket_size(nbytes: int) -> int:
     return align_up(nbytes, _LARGE_STEP)
 
 
-@dataclass
+@dataclass(slots=True)  # slots: built and read on every eager allocation
 class DeviceBuffer:
     """One live allocation: `nbytes` requested, backed by a GPU buffer of `capacity` bytes."""
 
@@ -46,7 +46,7 @@ class DeviceBuffer:
         return align_up(max(self.nbytes, ALIGNMENT))
 
 
-@dataclass
+@dataclass(slots=True)
 class _Pooled:
     gpu: Any
     capacity: int
@@ -90,23 +90,28 @@ class BufferPool:
         a buffer of just that size, not its size bucket (long-lived buffers such as a compiled plan's,
         where a bucket's slack up to 2x would be held for good); freed, it is reused by requests of that
         capacity only, until empty_cache."""
-        self.drain_freed()
+        source = self.freed_source  # drain_freed, inline: this runs for every eager output
+        if source is not None:
+            for buffer_id in source():
+                self.release(buffer_id)
         if nbytes < 0:
             raise ValueError(f"buffer size must be non-negative, got {nbytes}")
-        size = align_up(max(nbytes, ALIGNMENT))
+        size = (nbytes + 3) & ~3 if nbytes > ALIGNMENT else ALIGNMENT
         if size > self.max_buffer_size:
             raise LimitExceededError(
                 f"buffer of {nbytes} bytes exceeds this device's max-buffer-size "
                 f"({self.max_buffer_size} bytes); split the tensor or use a smaller batch"
             )
-        capacity = min(align_up(size, _MIN_BUCKET), self.max_buffer_size) if exact else min(
-            bucket_size(size), self.max_buffer_size)
+        capacity = align_up(size, _MIN_BUCKET) if exact else bucket_size(size)
+        if capacity > self.max_buffer_size:
+            capacity = self.max_buffer_size
         free = self._free.get(capacity)
         pooled = free.pop() if free else self._create(capacity)
         buf = DeviceBuffer(next(self._ids), pooled.gpu, nbytes, capacity, pooled.serial)
         self._live[buf.id] = buf
-        self.allocated_bytes += capacity
-        self.max_allocated_bytes = max(self.max_allocated_bytes, self.allocated_bytes)
+        allocated = self.allocated_bytes = self.allocated_bytes + capacity
+        if allocated > self.max_allocated_bytes:
+            self.max_allocated_bytes = allocated
         return buf
 
     def _create(self, capacity: int) -> _Pooled:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from time import perf_counter
 from typing import Any
 
 from .errors import ValidationError, WebGPUError
@@ -11,10 +13,30 @@ MAX_PENDING_COMMANDS = 2048
 MAX_PENDING_STAGING_BYTES = 64 << 20
 
 
+def flush_after_seconds(software: bool = False) -> float | None:
+    """TORCH_WEBGPU_FLUSH_MS (default 0.5; off on `software` adapters): submit once the oldest unsubmitted
+    command is that old, so the GPU runs the start of a long eager program while the host records the
+    rest (a model's forward was otherwise one submit at its end: host time plus GPU time, never
+    overlapped). ONNX Runtime's WebGPU EP submits every 16 dispatches for the same reason; an age rather
+    than a count keeps a submit's cost (~20 us) small per op where ops record fast. A software adapter
+    (lavapipe) runs the commands on the host's own cores, so there is nothing to overlap with. `0` or
+    `off`: submit only at syncs and the size limits."""
+    text = os.environ.get("TORCH_WEBGPU_FLUSH_MS", "off" if software else "0.5").strip().lower()
+    if text in ("0", "off", "none", ""):
+        return None
+    try:
+        ms = float(text)
+    except ValueError:
+        ms = float("nan")
+    if not 0 <= ms < float("inf"):
+        raise ValueError(f"TORCH_WEBGPU_FLUSH_MS={text!r}: expected milliseconds like 0.5, or 0/off")
+    return ms / 1e3
+
+
 class CommandRecorder:
     """Keeps one encoder (and one compute pass) open until `submit`."""
 
-    def __init__(self, device: Any):
+    def __init__(self, device: Any, software: bool = False):
         self._device = device
         # The open encoder: its wgpudawn object (`_encoder`, made on first need) and/or its C handle
         # (`_handle`, 0 if not known). An encoder made in C++ (native_queue.new_encoder) lives as a bare
@@ -36,6 +58,8 @@ class CommandRecorder:
         # eager replays; `end_pass` ends it through this hook before anything else is recorded.
         self.native_pass_open = False
         self.end_native_pass: Any = None
+        self.flush_after = flush_after_seconds(software)  # seconds, or None: no submit for age
+        self._pending_since = 0.0  # when over_threshold first saw the open encoder's commands (0: not yet)
         # runtime/native.py NativeQueue where the extension is loaded: finish + submit (+ wait) from C++.
         self.native_queue: Any = None
 
@@ -46,9 +70,18 @@ class CommandRecorder:
 
     @property
     def over_threshold(self) -> bool:
-        """True when the open encoder should be submitted before recording more."""
-        return (self.pending_commands >= MAX_PENDING_COMMANDS
-                or self.pending_staging_bytes >= MAX_PENDING_STAGING_BYTES)
+        """True when the open encoder should be submitted before recording more: past the size limits, or
+        once its commands have waited `flush_after` seconds (timed from the first check that saw them)."""
+        if (self.pending_commands >= MAX_PENDING_COMMANDS
+                or self.pending_staging_bytes >= MAX_PENDING_STAGING_BYTES):
+            return True
+        if self.flush_after is None or not self.pending_commands:
+            return False
+        t = perf_counter()
+        if not self._pending_since:
+            self._pending_since = t
+            return False
+        return t - self._pending_since >= self.flush_after
 
     def encoder(self) -> Any:
         """The open encoder, outside any compute pass (for copies and clears)."""
@@ -150,6 +183,7 @@ class CommandRecorder:
         self._keepalive.clear()
         self.pending_commands = 0
         self.pending_staging_bytes = 0
+        self._pending_since = 0.0
         self.submits += 1
 
     def read_back(self, src: Any, offset: int, staging: Any, size: int) -> bytes:
@@ -167,6 +201,7 @@ class CommandRecorder:
             self._keepalive.clear()
             self.pending_commands = 0
             self.pending_staging_bytes = 0
+            self._pending_since = 0.0
         self.submits += 1
         return data
 
@@ -204,6 +239,7 @@ class CommandRecorder:
                 self._keepalive.clear()
                 self.pending_commands = 0
                 self.pending_staging_bytes = 0
+                self._pending_since = 0.0
         if not opened:
             return False
         self.submits += 1

@@ -99,15 +99,14 @@ class EagerProgram:
 
     def record(self, ids: Sequence[int]) -> None:
         """Record the dispatches on the buffers `ids` (plan slot -> buffer id) into the open encoder."""
-        live = self._live
+        live, handles = self._live, _handles
         slots: list[int] = []
         for s in self.used:
             buf = live[ids[s]]
-            h = _handles.get(buf.serial)
+            h = handles.get(buf.serial)
             if h is None:
                 h = native.buffer_handle(buf)
-            slots.append(h)
-            slots.append(0)
+            slots += (h, 0)
         rt = self.rt
         recorder = rt.recorder
         n = self.commands
@@ -122,4 +121,4 @@ class EagerProgram:
             if native._error_handler.pending:
                 native._raise_dawn_errors("recording a native eager launch")
             if recorder.over_threshold:
-                rt._maybe_submit()
+                rt._submit_locked()

@@ -70,7 +70,8 @@ class Runtime:
         # Fast path of dispatch: (kernel key, bindings as given) -> bind group, purged when an id is freed.
         self._bound: dict[tuple, Any] = {}
         self._bound_by_id: dict[int, list[tuple]] = {}
-        self.recorder = CommandRecorder(self.device)
+        software = self.info.adapter_type.lower() in ("cpu", "cpu_adapter")  # lavapipe, SwiftShader
+        self.recorder = CommandRecorder(self.device, software)
         self._staging: dict[int, list[Any]] = {}
         self._constants: OrderedDict[bytes, Constant] = OrderedDict()
         self._constant_serial = -1  # negative serials never collide with pool buffers
@@ -78,6 +79,11 @@ class Runtime:
         self._work_done_works = True
         self._fence: DeviceBuffer | None = None
         self.dispatches = 0
+        # Host round trips, counted for benchmarks/eager_forward.py: uploads of host data, readbacks
+        # (downloads) and waits for the queue (synchronize).
+        self.uploads = 0
+        self.readbacks = 0
+        self.waits = 0
         self.max_storage_binding = self.info.limits.get("max-storage-buffer-binding-size", 128 << 20)
         self.max_workgroups = self.info.limits.get("max-compute-workgroups-per-dimension", 65535)
         # Both bindings keep the device-lost promise here; its state turns non-pending on loss.
@@ -160,6 +166,7 @@ class Runtime:
                 self.capture.refuse("upload", f"{n} bytes into buffer {buffer_id}")
             buf = self.pool.get(buffer_id)
             self._check_range(buf, offset, n, "upload")
+            self.uploads += 1
             start, end = offset - offset % ALIGNMENT, align_up(offset + n)
             if (start, end) != (offset, offset + n):
                 # Sub-word edges: merge with the bytes around them so neighbours are preserved.
@@ -198,6 +205,7 @@ class Runtime:
         start, end = offset - offset % ALIGNMENT, align_up(offset + nbytes)
         size = end - start
         staging = self._take_staging(size)
+        self.readbacks += 1
         if self.recorder.native_queue is not None and self._profiler is None:
             # copy, finish, submit, map and wait in one C++ call (runtime/native.py NativeQueue.read)
             self.check_alive()
@@ -439,6 +447,7 @@ class Runtime:
     def _submit_locked(self, wait: bool = False) -> None:
         if wait and self.capture is not None:
             self.capture.refuse("synchronize")
+        self.waits += wait
         self.check_alive()
         profiler = self._profiler
         recorder = self.recorder

@@ -19,6 +19,7 @@ from ...runtime import get_runtime
 from .dtypes import INT64_INDEX_LOAD, convert, dtype_info
 from .elementwise import grid
 from .operand import MAX_DIMS, Operand, Split, narrow, pack_u32, window_bindings
+from .recording import dispatch
 from .wgsl_math import PRELUDE
 
 _H = 4 + MAX_DIMS
@@ -149,7 +150,7 @@ def launch_gather(x: Operand, index: Operand, out: Operand, dim: int, lo: int = 
     params += [lo, length, int(masked)]
     k = rt.kernel(_gather_source(x.dtype, index.dtype, out.dtype), label="gather")
     # one binding per operand (the kernel declares three), windows of any buffer larger than one binding
-    rt.dispatch(k, [rt.constant(pack_u32(params)), *(windows.bindings[i] for i in windows.slot)],
+    dispatch(k, [rt.constant(pack_u32(params)), *(windows.bindings[i] for i in windows.slot)],
                 grid(n, 64), label="gather")
 
 
@@ -245,5 +246,5 @@ def launch_scatter(mode: str, base: Operand, src: Operand | float | int | bool, 
     params += [conv(alpha), conv(src) if scalar else 0, int(include_self)]
     src_dtype = base.dtype if scalar else src.dtype
     k = rt.kernel(_scatter_source(mode, base.dtype, src_dtype, index.dtype, scalar), label=f"scatter_{mode}")
-    rt.dispatch(k, [rt.constant(pack_u32(params)), *(windows.bindings[i] for i in windows.slot)],
+    dispatch(k, [rt.constant(pack_u32(params)), *(windows.bindings[i] for i in windows.slot)],
                 grid(n, 64), label=f"scatter_{mode}")
