@@ -372,13 +372,14 @@ def _decompose_attention(gm: torch.fx.GraphModule, symbolic: bool = False) -> No
 def webgpu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs: Any) -> Any:
     """torch.compile backend: forward and backward graphs compiled for WebGPU through AOTAutograd."""
     from torch._dynamo.backends.common import aot_autograd
-    from torch_mlir.extras.fx_decomp_util import get_decomposition_table
+
+    from .decompositions import decomposition_table
 
     symbolic = any(isinstance(v, torch.SymInt) for x in example_inputs if isinstance(x, torch.Tensor)
                    for v in x.shape) or any(isinstance(x, torch.SymInt) for x in example_inputs)
     _decompose_attention(gm, symbolic)
     backend = aot_autograd(fw_compiler=_compile_graph, bw_compiler=_compile_graph,
-                           decompositions=get_decomposition_table())
+                           decompositions=decomposition_table())
     if not symbolic or not torch._dynamo.config.assume_static_by_default:
         # dynamic=True: one plan whose sizes, workgroup counts and push constants are expressions of the
         # inputs' dimensions, evaluated per input-shape signature; the dims reach shaders as uniforms.
