@@ -42,7 +42,11 @@ CASES = [("4096^3", 1, 4096, 4096, 4096, False),
          ("prefill 128x768x3072 B[K,N]", 1, 128, 3072, 768, False),
          ("prefill 128x768x3072 B[N,K]", 1, 128, 3072, 768, True),
          ("decode 1x768x3072 B[N,K]", 1, 1, 3072, 768, True),
-         ("decode 1x768x3072 B[K,N]", 1, 1, 3072, 768, False)]
+         ("decode 1x768x3072 B[K,N]", 1, 1, 3072, 768, False),
+         # ViT-B/16 batch 1 (197 tokens): few output tiles for a large GPU, where split-K variants run
+         ("vit 197x768x768 B[N,K]", 1, 197, 768, 768, True),
+         ("vit 197x768x3072 B[N,K]", 1, 197, 3072, 768, True),
+         ("vit 197x3072x768 B[N,K]", 1, 197, 768, 3072, True)]
 SMOKE_CASES = [("64^3", 1, 64, 64, 64, False), ("decode 1x64x96 B[N,K]", 1, 1, 96, 64, True)]
 
 
@@ -95,6 +99,17 @@ def measure_row(row: dict, rt, kernels, build, read, ref: np.ndarray, tol: float
 def one_launch(plan, problem, caps, variant: str, ids: dict) -> list:
     """The (launch, operands) list of one launch: `plan(problem, caps, variant)` over `ids`."""
     return [(plan(problem, caps, variant), ids)]
+
+
+def plan_launches(mm, rt, problem, caps, variant: str, ids: dict, held: list) -> list:
+    """The (launch, operands) list of a matmul variant's dispatches (a split-K variant: its slices and
+    the combine, with new scratch buffers that `held` keeps for the caller to free)."""
+    plan = mm.plan_matmul_steps(problem, caps, variant)
+    ops = dict(ids)
+    for role, nbytes in plan.scratch.items():
+        ops[role] = rt.allocate(max(4, -(-nbytes // 4) * 4))
+        held.append(ops[role])
+    return [(launch, ops) for launch in plan.steps]
 
 
 def _torch_cuda(a: np.ndarray, b: np.ndarray, reps: int) -> float | None:
@@ -168,6 +183,7 @@ def figures(smoke: bool = False, reps: int = 10, dtypes=("f32", "f16"),
             def read(out=ids["out"], npt=npt, m=m, n=n):
                 return rt.download_array(out, npt, m * n).reshape(m, n).astype(np.float64)
             names = mm.variants(p, caps)
+            held: list = []   # scratch buffers of split-K variants
             if only:
                 names = [v for v in names if any(o in v for o in only.split(","))]
             if smoke:  # CI-sized: the two default variants only
@@ -175,7 +191,7 @@ def figures(smoke: bool = False, reps: int = 10, dtypes=("f32", "f16"),
             for variant in names:
                 row = {"case": label, "dtype": dtype, "variant": variant, "m": m, "n": n, "k": k}
                 rt.fill(ids["out"], 0x7FC00000 if dtype == "f32" else 0x7E007E00)  # NaN: unwritten
-                build = functools.partial(one_launch, mm.plan_matmul, p, caps, variant, ids)
+                build = functools.partial(plan_launches, mm, rt, p, caps, variant, ids, held)
                 measure_row(row, rt, kernels, build, read, ref, 1e-4 if dtype == "f32" else 1e-2, reps, flops,
                             "tflops", 1e12)
                 rows.append(row)
@@ -187,7 +203,7 @@ def figures(smoke: bool = False, reps: int = 10, dtypes=("f32", "f16"),
                              "tflops": flops / cuda / 1e12})
                 if verbose:
                     print(json.dumps(rows[-1]), flush=True)
-            for i in ids.values():
+            for i in [*ids.values(), *held]:
                 rt.free(i)
     return rows
 

@@ -92,7 +92,8 @@ def tuning_scratch(plan: Plan) -> tuple[int, int]:
         for variant in node.args.get("tune", {}).get("variants", ()):
             whole: dict[str, int] = {}
             window: dict[str, int] = {}
-            for name, offset, size in variant["bindings"]:
+            bindings = [b for step in (variant, *variant.get("then", ())) for b in step["bindings"]]
+            for name, offset, size in bindings:
                 whole[name] = max(whole.get(name, 0), int(offset) + int(size))
                 if name in graph_inputs:   # plan buffers and weights are bound in place now
                     window[name] = max(window.get(name, 0), int(size))

@@ -17,6 +17,7 @@ struct WGPUComputePassEncoderImpl;
 struct WGPUComputePipelineImpl;
 struct WGPUDeviceImpl;
 struct WGPUCommandBufferImpl;
+struct WGPUInstanceImpl;
 struct WGPUQueueImpl;
 typedef WGPUBindGroupImpl* WGPUBindGroup;
 typedef WGPUBindGroupLayoutImpl* WGPUBindGroupLayout;
@@ -26,7 +27,9 @@ typedef WGPUComputePassEncoderImpl* WGPUComputePassEncoder;
 typedef WGPUComputePipelineImpl* WGPUComputePipeline;
 typedef WGPUDeviceImpl* WGPUDevice;
 typedef WGPUCommandBufferImpl* WGPUCommandBuffer;
+typedef WGPUInstanceImpl* WGPUInstance;
 typedef WGPUQueueImpl* WGPUQueue;
+typedef uint32_t WGPUBool;
 
 struct WGPUStringView {
   const char* data;
@@ -57,6 +60,51 @@ struct WGPUComputePassDescriptor {
   WGPUChainedStruct* nextInChain;
   WGPUStringView label;
   const void* timestampWrites;
+};
+
+struct WGPUCommandEncoderDescriptor {
+  WGPUChainedStruct* nextInChain;
+  WGPUStringView label;
+};
+
+// Waiting for the queue (csrc/native_plan/native_plan.cpp queue_submit): the enum values are checked
+// against wgpudawn's `lib` at start-up, as the struct sizes are.
+enum WGPUCallbackMode : uint32_t { WGPUCallbackMode_WaitAnyOnly = 1 };
+enum WGPUQueueWorkDoneStatus : uint32_t { WGPUQueueWorkDoneStatus_Success = 1 };
+enum WGPUWaitStatus : uint32_t { WGPUWaitStatus_Success = 1, WGPUWaitStatus_TimedOut = 2 };
+enum WGPUMapAsyncStatus : uint32_t { WGPUMapAsyncStatus_Success = 1 };
+typedef uint64_t WGPUMapMode;
+constexpr WGPUMapMode WGPUMapMode_Read = 1;
+
+typedef void (*WGPUBufferMapCallback)(WGPUMapAsyncStatus status, WGPUStringView message, void* userdata1,
+                                      void* userdata2);
+
+struct WGPUBufferMapCallbackInfo {
+  WGPUChainedStruct* nextInChain;
+  WGPUCallbackMode mode;
+  WGPUBufferMapCallback callback;
+  void* userdata1;
+  void* userdata2;
+};
+
+typedef void (*WGPUQueueWorkDoneCallback)(WGPUQueueWorkDoneStatus status, WGPUStringView message, void* userdata1,
+                                          void* userdata2);
+
+struct WGPUQueueWorkDoneCallbackInfo {
+  WGPUChainedStruct* nextInChain;
+  WGPUCallbackMode mode;
+  WGPUQueueWorkDoneCallback callback;
+  void* userdata1;
+  void* userdata2;
+};
+
+struct WGPUFuture {
+  uint64_t id;
+};
+
+struct WGPUFutureWaitInfo {
+  WGPUFuture future;
+  WGPUBool completed;
 };
 
 }  // extern "C"
@@ -90,6 +138,11 @@ struct DawnProcs {
   void (*commandBufferRelease)(WGPUCommandBuffer);
   WGPUCommandEncoder (*deviceCreateCommandEncoder)(WGPUDevice, const void*);
   void (*commandEncoderRelease)(WGPUCommandEncoder);
+  WGPUFuture (*queueOnSubmittedWorkDone)(WGPUQueue, WGPUQueueWorkDoneCallbackInfo);
+  WGPUWaitStatus (*instanceWaitAny)(WGPUInstance, size_t, WGPUFutureWaitInfo*, uint64_t);
+  WGPUFuture (*bufferMapAsync)(WGPUBuffer, WGPUMapMode, size_t, size_t, WGPUBufferMapCallbackInfo);
+  const void* (*bufferGetConstMappedRange)(WGPUBuffer, size_t, size_t);
+  void (*bufferUnmap)(WGPUBuffer);
 };
 
 constexpr int kProcCount = sizeof(DawnProcs) / sizeof(void*);

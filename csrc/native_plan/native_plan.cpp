@@ -167,16 +167,42 @@ bool read_dispatch(PyObject* t, Py_ssize_t index, Program* p, Command* c) {
 PyObject* set_procs(PyObject*, PyObject* args) {
   PyObject* addresses;
   PyObject* sizes;
-  if (!PyArg_ParseTuple(args, "O!O!", &PyTuple_Type, &addresses, &PyTuple_Type, &sizes)) return nullptr;
+  PyObject* constants;
+  if (!PyArg_ParseTuple(args, "O!O!O!", &PyTuple_Type, &addresses, &PyTuple_Type, &sizes, &PyTuple_Type,
+                        &constants))
+    return nullptr;
   if (PyTuple_GET_SIZE(addresses) != kProcCount) {
     return PyErr_Format(PyExc_ValueError, "native plan: %d Dawn procs expected, got %zd", kProcCount,
                         PyTuple_GET_SIZE(addresses));
   }
   // Struct layouts as cffi sees them in wgpudawn's cdef: a different Dawn would not match.
-  const size_t expected[3] = {sizeof(WGPUBindGroupEntry), sizeof(WGPUBindGroupDescriptor),
-                              sizeof(WGPUComputePassDescriptor)};
-  if (PyTuple_GET_SIZE(sizes) != 3) return PyErr_Format(PyExc_ValueError, "native plan: 3 struct sizes expected");
-  for (int i = 0; i < 3; ++i) {
+  const size_t expected[] = {sizeof(WGPUBindGroupEntry), sizeof(WGPUBindGroupDescriptor),
+                             sizeof(WGPUComputePassDescriptor), sizeof(WGPUQueueWorkDoneCallbackInfo),
+                             sizeof(WGPUFutureWaitInfo), sizeof(WGPUFuture), sizeof(WGPUCommandEncoderDescriptor),
+                             sizeof(WGPUBufferMapCallbackInfo)};
+  constexpr int kSizes = sizeof(expected) / sizeof(expected[0]);
+  if (PyTuple_GET_SIZE(sizes) != kSizes) {
+    return PyErr_Format(PyExc_ValueError, "native plan: %d struct sizes expected", kSizes);
+  }
+  // Enum values as in wgpudawn's lib (WGPUCallbackMode_WaitAnyOnly, WGPUQueueWorkDoneStatus_Success,
+  // WGPUWaitStatus_Success, WGPUWaitStatus_TimedOut).
+  const uint64_t enums[] = {WGPUCallbackMode_WaitAnyOnly, WGPUQueueWorkDoneStatus_Success, WGPUWaitStatus_Success,
+                            WGPUWaitStatus_TimedOut, WGPUMapAsyncStatus_Success, WGPUMapMode_Read};
+  constexpr int kEnums = sizeof(enums) / sizeof(enums[0]);
+  if (PyTuple_GET_SIZE(constants) != kEnums) {
+    return PyErr_Format(PyExc_ValueError, "native plan: %d enum values expected", kEnums);
+  }
+  for (int i = 0; i < kEnums; ++i) {
+    uint64_t v;
+    if (!as_u64(PyTuple_GET_ITEM(constants, i), &v)) return nullptr;
+    if (v != enums[i]) {
+      return PyErr_Format(PyExc_RuntimeError,
+                          "native plan: webgpu.h enum value %d is %llu in wgpudawn but %llu in this build; "
+                          "rebuild the extension against this wgpudawn (or set TORCH_WEBGPU_EXECUTOR=python)",
+                          i, static_cast<unsigned long long>(v), static_cast<unsigned long long>(enums[i]));
+    }
+  }
+  for (int i = 0; i < kSizes; ++i) {
     uint64_t s;
     if (!as_u64(PyTuple_GET_ITEM(sizes, i), &s)) return nullptr;
     if (s != expected[i]) {
@@ -421,6 +447,186 @@ PyObject* program_run(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
+// The status a queue work-done callback reports. Heap-held: with WGPUCallbackMode_WaitAnyOnly the callback
+// runs inside wgpuInstanceWaitAny (or, cancelled, when the instance goes away), so a wait given up (an
+// interrupt, a failed WaitAny) leaves the callback to free it.
+struct WorkDone {
+  uint32_t status = 0;
+  bool abandoned = false;
+};
+
+void on_work_done(WGPUQueueWorkDoneStatus status, WGPUStringView, void* userdata1, void*) {
+  auto* w = static_cast<WorkDone*>(userdata1);
+  if (w->abandoned) {
+    delete w;
+    return;
+  }
+  w->status = status;
+}
+
+// How long one wgpuInstanceWaitAny blocks before Python's signal handlers get a look (as wgpudawn's
+// GPUPromise: 0.1 s), so a KeyboardInterrupt still stops a wait for a long-running queue.
+constexpr uint64_t kWaitSliceNs = 100000000;
+
+// The label of the encoders made here, as Python's recorder names its own (Dawn's messages quote it).
+const char kEncoderLabel[] = "torch-webgpu";
+
+// encoder_new(device) -> handle: a command encoder the caller owns (encoder_release, or queue_submit with
+// release), made without wgpudawn's Python wrapper.
+PyObject* encoder_new(PyObject*, PyObject* arg) {
+  if (!g_procs_set) return PyErr_Format(PyExc_RuntimeError, "native plan: set_procs was not called");
+  uint64_t device;
+  if (!as_u64(arg, &device)) return nullptr;
+  if (device == 0) return PyErr_Format(PyExc_ValueError, "encoder_new: no device");
+  WGPUCommandEncoderDescriptor desc;
+  std::memset(&desc, 0, sizeof(desc));
+  desc.label = {kEncoderLabel, sizeof(kEncoderLabel) - 1};
+  WGPUCommandEncoder enc =
+      g_procs.deviceCreateCommandEncoder(reinterpret_cast<WGPUDevice>(static_cast<uintptr_t>(device)), &desc);
+  return PyLong_FromUnsignedLongLong(static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(enc)));
+}
+
+// encoder_release(handle): drop the reference encoder_new gave (an encoder given up unsubmitted).
+PyObject* encoder_release(PyObject*, PyObject* arg) {
+  uint64_t encoder;
+  if (!as_u64(arg, &encoder)) return nullptr;
+  if (encoder != 0) {
+    auto* enc = reinterpret_cast<WGPUCommandEncoder>(static_cast<uintptr_t>(encoder));
+    if (g_eager.pass != nullptr && g_eager.encoder == enc) end_pass(&g_eager);
+    g_procs.commandEncoderRelease(enc);
+  }
+  Py_RETURN_NONE;
+}
+
+// Finishes `encoder` (ending the eager pass if it is open on it), releases it with `release`, and submits
+// it to `queue`; false (nothing submitted) when finishing added errors to wgpudawn's `pending` list, which
+// Dawn's uncaptured-error callback fills while finish runs.
+bool finish_and_submit(uint64_t queue, uint64_t encoder, bool release, PyObject* pending) {
+  auto* enc = reinterpret_cast<WGPUCommandEncoder>(static_cast<uintptr_t>(encoder));
+  if (g_eager.pass != nullptr && g_eager.encoder == enc) end_pass(&g_eager);
+  WGPUCommandBuffer commands = g_procs.commandEncoderFinish(enc, nullptr);
+  if (release) g_procs.commandEncoderRelease(enc);
+  if (PyList_GET_SIZE(pending) > 0) {
+    if (commands != nullptr) g_procs.commandBufferRelease(commands);
+    return false;
+  }
+  g_procs.queueSubmit(reinterpret_cast<WGPUQueue>(static_cast<uintptr_t>(queue)), 1, &commands);
+  g_procs.commandBufferRelease(commands);
+  return true;
+}
+
+// Blocks until `future` completes (GIL released, in slices that let signal handlers run); false with a
+// Python error set when waiting fails or is interrupted (then `done` is left for its callback to free).
+bool wait_future(uint64_t instance, WGPUFuture future, WorkDone* done) {
+  WGPUFutureWaitInfo wait;
+  std::memset(&wait, 0, sizeof(wait));
+  wait.future = future;
+  auto* inst = reinterpret_cast<WGPUInstance>(static_cast<uintptr_t>(instance));
+  for (;;) {
+    WGPUWaitStatus status;
+    Py_BEGIN_ALLOW_THREADS
+    status = g_procs.instanceWaitAny(inst, 1, &wait, kWaitSliceNs);
+    Py_END_ALLOW_THREADS
+    if (wait.completed) return true;
+    if (status != WGPUWaitStatus_Success && status != WGPUWaitStatus_TimedOut) {
+      done->abandoned = true;
+      PyErr_Format(PyExc_RuntimeError,
+                   "waiting for the WebGPU queue failed: wgpuInstanceWaitAny returned status %u (an instance "
+                   "without the TimedWaitAny feature?)",
+                   static_cast<unsigned>(status));
+      return false;
+    }
+    if (PyErr_CheckSignals() != 0) {
+      done->abandoned = true;
+      return false;
+    }
+  }
+}
+
+void on_mapped(WGPUMapAsyncStatus status, WGPUStringView message, void* userdata1, void* userdata2) {
+  on_work_done(static_cast<WGPUQueueWorkDoneStatus>(status), message, userdata1, userdata2);
+}
+
+// queue_submit(queue, encoder, instance, pending, release) -> int: finish `encoder` (0: none) and submit it
+// to `queue` (then release it, with `release`: one encoder_new made); then, with a non-zero `instance`,
+// wait until the queue has finished everything submitted so far (GIL released). An encoder that fails
+// validation (errors in wgpudawn's `pending` list) is not submitted and nothing is waited for (-1).
+// Returns the work-done status (WGPUQueueWorkDoneStatus; 0: not waited).
+PyObject* queue_submit(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 5 || !PyList_Check(args[3])) {
+    return PyErr_Format(PyExc_TypeError,
+                        "queue_submit(queue, encoder, instance, pending: list, release) takes 5 arguments");
+  }
+  if (!g_procs_set) return PyErr_Format(PyExc_RuntimeError, "native plan: set_procs was not called");
+  uint64_t queue, encoder, instance;
+  if (!as_u64(args[0], &queue) || !as_u64(args[1], &encoder) || !as_u64(args[2], &instance)) return nullptr;
+  const int release = PyObject_IsTrue(args[4]);
+  if (release < 0) return nullptr;
+  if (queue == 0) return PyErr_Format(PyExc_ValueError, "queue_submit: no queue");
+  if (encoder != 0 && !finish_and_submit(queue, encoder, release, args[3])) return PyLong_FromLong(-1);
+  if (instance == 0) return PyLong_FromLong(0);
+  auto* done = new WorkDone();
+  WGPUQueueWorkDoneCallbackInfo info;
+  std::memset(&info, 0, sizeof(info));
+  info.mode = WGPUCallbackMode_WaitAnyOnly;
+  info.callback = on_work_done;
+  info.userdata1 = done;
+  WGPUFuture future =
+      g_procs.queueOnSubmittedWorkDone(reinterpret_cast<WGPUQueue>(static_cast<uintptr_t>(queue)), info);
+  if (!wait_future(instance, future, done)) return nullptr;
+  const uint32_t status = done->status;
+  delete done;
+  return PyLong_FromUnsignedLong(status);
+}
+
+// buffer_read(queue, encoder, release, src, src_offset, staging, size, instance, pending) -> bytes | int:
+// record a copy of `size` bytes of `src` at `src_offset` into the MAP_READ buffer `staging` at the end of
+// `encoder` (the recorder's open one; `release`: drop the reference encoder_new gave), finish and
+// submit it, map `staging` and wait for the map (GIL released), and return the bytes (staging unmapped
+// again). -1: finish failed validation (errors in `pending`), nothing submitted; a positive int: the map's
+// WGPUMapAsyncStatus when it failed.
+PyObject* buffer_read(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 9 || !PyList_Check(args[8])) {
+    return PyErr_Format(PyExc_TypeError,
+                        "buffer_read(queue, encoder, release, src, src_offset, staging, size, instance, "
+                        "pending: list) takes 9 arguments");
+  }
+  if (!g_procs_set) return PyErr_Format(PyExc_RuntimeError, "native plan: set_procs was not called");
+  uint64_t queue, encoder, src, src_offset, staging, size, instance;
+  if (!as_u64(args[0], &queue) || !as_u64(args[1], &encoder) || !as_u64(args[3], &src) ||
+      !as_u64(args[4], &src_offset) || !as_u64(args[5], &staging) || !as_u64(args[6], &size) ||
+      !as_u64(args[7], &instance))
+    return nullptr;
+  int release = PyObject_IsTrue(args[2]);
+  if (release < 0) return nullptr;
+  if (queue == 0 || src == 0 || staging == 0 || instance == 0 || encoder == 0) {
+    return PyErr_Format(PyExc_ValueError, "buffer_read: null queue, encoder, buffer or instance");
+  }
+  auto* enc = reinterpret_cast<WGPUCommandEncoder>(static_cast<uintptr_t>(encoder));
+  auto* stage = reinterpret_cast<WGPUBuffer>(static_cast<uintptr_t>(staging));
+  if (g_eager.pass != nullptr && g_eager.encoder == enc) end_pass(&g_eager);
+  g_procs.commandEncoderCopyBufferToBuffer(enc, reinterpret_cast<WGPUBuffer>(static_cast<uintptr_t>(src)), src_offset,
+                                           stage, 0, size);
+  if (!finish_and_submit(queue, encoder, release, args[8])) return PyLong_FromLong(-1);
+  auto* done = new WorkDone();
+  WGPUBufferMapCallbackInfo info;
+  std::memset(&info, 0, sizeof(info));
+  info.mode = WGPUCallbackMode_WaitAnyOnly;
+  info.callback = on_mapped;
+  info.userdata1 = done;
+  WGPUFuture future = g_procs.bufferMapAsync(stage, WGPUMapMode_Read, 0, static_cast<size_t>(size), info);
+  if (!wait_future(instance, future, done)) return nullptr;
+  const uint32_t status = done->status;
+  delete done;
+  if (status != WGPUMapAsyncStatus_Success) return PyLong_FromUnsignedLong(status == 0 ? 3 : status);
+  const void* data = g_procs.bufferGetConstMappedRange(stage, 0, static_cast<size_t>(size));
+  PyObject* out = data == nullptr ? PyLong_FromLong(3)
+                                  : PyBytes_FromStringAndSize(static_cast<const char*>(data),
+                                                              static_cast<Py_ssize_t>(size));
+  g_procs.bufferUnmap(stage);
+  return out;
+}
+
 PyObject* program_info(PyObject*, PyObject* capsule) {
   auto* p = static_cast<Program*>(PyCapsule_GetPointer(capsule, kCapsule));
   if (p == nullptr) return nullptr;
@@ -432,8 +638,8 @@ PyObject* program_info(PyObject*, PyObject* capsule) {
 
 PyMethodDef kMethods[] = {
     {"set_procs", set_procs, METH_VARARGS,
-     "set_procs(addresses, struct_sizes): the Dawn entry points (wgpudawn lib addresses) and the cffi sizes "
-     "of WGPUBindGroupEntry, WGPUBindGroupDescriptor, WGPUComputePassDescriptor."},
+     "set_procs(addresses, struct_sizes, enum_values): the Dawn entry points (wgpudawn lib addresses), the "
+     "cffi sizes of the webgpu.h structs and the enum values this build uses (checked)."},
     {"program_new", program_new, METH_VARARGS,
      "program_new(device, commands) -> Program: fixed bind groups are created here, once."},
     {"program_run", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(program_run)), METH_FASTCALL,
@@ -444,6 +650,17 @@ PyMethodDef kMethods[] = {
      "eager_record(program, encoder, slots): record the program into the eager compute pass of `encoder`, "
      "which stays open for the next eager replay until eager_end_pass()."},
     {"eager_end_pass", eager_end_pass, METH_NOARGS, "eager_end_pass(): end the open eager compute pass, if any."},
+    {"queue_submit", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(queue_submit)), METH_FASTCALL,
+     "queue_submit(queue, encoder, instance, pending, release) -> status: finish the encoder (0: none), "
+     "release it (with `release`) and submit it; with an instance, also wait (GIL released) until the queue "
+     "has done all submitted work. -1: finish failed validation (errors in `pending`), nothing submitted; "
+     "else the work-done status, 0 if not waited."},
+    {"buffer_read", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(buffer_read)), METH_FASTCALL,
+     "buffer_read(queue, encoder, release, src, src_offset, staging, size, instance, pending) -> bytes | int: "
+     "copy src's range into the MAP_READ staging buffer at the end of the encoder, finish, submit, map and "
+     "wait (GIL released); the bytes, or -1 (finish failed validation) or the failed map's status."},
+    {"encoder_new", encoder_new, METH_O, "encoder_new(device) -> handle: a new command encoder, owned by the caller."},
+    {"encoder_release", encoder_release, METH_O, "encoder_release(handle): release an encoder_new encoder."},
     {"program_info", program_info, METH_O, "Counts of a program: commands, dispatches, slots, runs, bind groups."},
     {nullptr, nullptr, 0, nullptr}};
 

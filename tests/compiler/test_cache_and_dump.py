@@ -57,6 +57,6 @@ def test_dump_dir_has_high_ir_iree_input_wgsl_and_plan(tmp_path, monkeypatch):
     assert len(wgsl) == len(plan["executables"]) >= 1
     dispatched = {n["entry_point"] for n in plan["main"] if n["op"] == "dispatch"}
     # library dispatches also carry their other variants for load-time tuning (plan_tuning.py)
-    variants = {v["entry_point"] for n in plan["main"] if n["op"] == "dispatch"
-                for v in n.get("tune", {}).get("variants", [])}
+    variants = {step["entry_point"] for n in plan["main"] if n["op"] == "dispatch"
+                for v in n.get("tune", {}).get("variants", []) for step in (v, *v.get("then", ()))}
     assert dispatched | variants == set(plan["executables"])

@@ -102,6 +102,7 @@ def test_calls_with_device_outputs_never_wait_for_the_queue(rt, monkeypatch, com
         fn(tokens.to("webgpu"), position.to("webgpu"))   # compiles, then the first call
         rt.synchronize()
         waits = []
+        monkeypatch.setattr(rt.recorder, "native_queue", None)   # every wait through _wait_idle
         monkeypatch.setattr(rt, "_wait_idle", lambda: waits.append("wait"))
         monkeypatch.setattr(rt, "_download_locked", lambda *a: waits.append("download"))
         outs = [fn(torch.tensor([[t, 5, 9]]).to("webgpu"), torch.tensor([t]).to("webgpu")) for t in range(3)]

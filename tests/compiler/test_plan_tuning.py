@@ -94,3 +94,22 @@ def _caps():
     from torch_webgpu.runtime import get_runtime
 
     return DeviceCaps.from_runtime(get_runtime())
+
+
+def test_split_k_variant_runs_its_combine_and_matches(tuning_here):
+    """A few-row linear with a long K carries split-K variants (two dispatches, partial sums in a plan
+    buffer); a cached split winner runs both and matches torch, bias and activation included."""
+    torch.manual_seed(0)
+    model, x = nn.Sequential(nn.Linear(520, 72), nn.GELU()), torch.randn(37, 520)
+    (node,) = _tunable(_compile(model, x))    # every candidate timed here, the split ones included
+    split = next(v for v in node.args["tune"]["variants"] if ".s4" in v["variant"])
+    (combine,) = split["then"]
+    assert combine["entry_point"].startswith("lib_matmul_f32_splitk4_combine")
+    key = autotune.device_key(node.args["tune"]["key"], _caps())
+    timed = json.loads(tuning_here.read_text())[key]["seconds"]
+    assert 0 < timed[split["variant"]] < float("inf")   # its two dispatches ran (a failure times inf)
+    tuning_here.write_text(json.dumps({key: {"variant": split["variant"], "seconds": {}}}))
+    autotune.forget()
+    torch._dynamo.reset()
+    plan = _compile(model, x)     # checked against CPU with the split winner
+    assert _ran(plan) == [split["entry_point"], combine["entry_point"]]

@@ -33,3 +33,19 @@ def run_launch(rt, launch, operands: dict[str, torch.Tensor], out: torch.Tensor)
         rt.free(b)
     flat = torch.frombuffer(bytearray(raw), dtype=out.dtype)
     return torch.as_strided(flat, out.shape, out.stride(), out.storage_offset())
+
+
+def run_plan(rt, plan, operands: dict[str, torch.Tensor], out: torch.Tensor) -> torch.Tensor:
+    """`run_launch` for a plan of several dispatches (`plan.steps`) with device scratch buffers of
+    `plan.scratch` (role -> bytes) between them."""
+    ids = {role: upload(rt, t) for role, t in operands.items()}
+    ids["out"] = upload(rt, out)
+    ids.update({role: rt.allocate(max(4, -(-nbytes // 4) * 4)) for role, nbytes in plan.scratch.items()})
+    for launch in plan.steps:
+        record(launch, ids, rt)
+    n = out.untyped_storage().nbytes()
+    raw = rt.download(ids["out"], 0, n)
+    for b in ids.values():
+        rt.free(b)
+    flat = torch.frombuffer(bytearray(raw), dtype=out.dtype)
+    return torch.as_strided(flat, out.shape, out.stride(), out.storage_offset())

@@ -11,15 +11,17 @@ import torch
 
 from torch_webgpu.kernels.matmul import (
     ACTIVATIONS,
+    SPLIT_AFTER,
     VARIANTS,
     Layout,
     MatmulProblem,
     plan_matmul,
+    plan_matmul_steps,
     variants,
 )
 
 from .conftest import with_limits
-from .helpers import TORCH, run_launch
+from .helpers import TORCH, run_launch, run_plan
 
 TORCH_ACT = {None: lambda v: v, "relu": torch.relu, "gelu": torch.nn.functional.gelu,
              "gelu_tanh": lambda v: torch.nn.functional.gelu(v, approximate="tanh"),
@@ -53,7 +55,7 @@ def check(rt, caps, p, a, bb, variant, bias=None, residual=None, act=None, alpha
         ops["bias"] = bias
     if residual is not None:
         ops["residual"] = residual
-    got = run_launch(rt, plan_matmul(p, caps, variant), ops, o)
+    got = run_plan(rt, plan_matmul_steps(p, caps, variant), ops, o)
     ref = alpha * (a.float() @ bb.float())
     if bias is not None:
         ref = ref + beta * bias.float()
@@ -276,3 +278,59 @@ def test_streaming_gemv_defaults(caps):
     assert variants(problem(a, bb, "f32"), wide)[0] == "gemv.n8k128.u4.v4"
     narrow = with_limits(gpu, max_compute_invocations_per_workgroup=256)
     assert variants(problem(a, bb, "f32"), narrow)[0] == "gemv.n8k32.u4.v4"
+
+
+def _split_names_of(names):
+    return [v for v in names if getattr(VARIANTS[v.removesuffix(".v4")], "splits", 1) > 1]
+
+
+def _split_names(p, caps):
+    return _split_names_of(variants(p, caps))
+
+
+# (b, m, n, k, a transposed, b transposed): ViT's odd 197 rows with a linear's [N, K] weight (vec4 loads,
+# K not a multiple of the tile depth x slices), and batch 2 with scalar loads (K odd, A stored transposed)
+SPLIT_CASES = [(1, 197, 72, 600, False, True), (2, 45, 70, 601, True, False)]
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("case", SPLIT_CASES, ids=lambda c: "x".join(map(str, c[:4])))
+def test_split_k_variants_match_torch(rt, caps, dtype, case):
+    """Every split-K variant offered (both tiles), the whole epilogue applied by the combine pass."""
+    if dtype == "f16" and not caps.shader_f16:
+        pytest.skip("adapter has no shader-f16")
+    gen = torch.Generator().manual_seed(sum(case[:4]))
+    b, m, n, k = case[:4]
+    a, bb = operands(*case[:4], dtype, *case[4:], gen=gen)
+    bias = torch.randn(n, generator=gen).to(TORCH[dtype]).expand(b, m, n)
+    residual = torch.randn(b, m, n, generator=gen).to(TORCH[dtype])
+    act = "gelu" if b == 1 else "relu"
+    p = problem(a, bb, dtype, bias=lay(bias), residual=lay(residual), activation=act, alpha=0.5, beta=2.0)
+    names = _split_names(p, caps)
+    assert len(names) == 2 and all(v.endswith(".v4") == (b == 1) for v in names), names
+    for variant in names:
+        plan = plan_matmul_steps(p, caps, variant)
+        assert len(plan.steps) == 2 and plan.scratch["partials"] == 4 * plan.steps[0].grid[2] * m * n
+        check(rt, caps, p, a, bb, variant, bias, residual, act, 0.5, 2.0)
+
+
+def test_split_k_is_offered_for_few_tiles_only(caps):
+    def names(m, n, k, batch=1):
+        a = Layout(0, m * k, k, 1)
+        return variants(MatmulProblem(batch, m, n, k, a, Layout(0, 0, 1, k), Layout(0, m * n, n, 1)), caps)
+
+    vit = names(197, 768, 768)   # 84 tiles of 32x64, 48 of 64x64: sliced into >= 192 workgroups
+    assert vit[SPLIT_AFTER:SPLIT_AFTER + 2] == ["tile32x64.r2x4.k32.s4.v4", "tile64x64.r4x4.k16.l4.s4.v4"]
+    assert not _split_names_of(vit[:SPLIT_AFTER])          # never the default
+    assert "tile64x64.r4x4.k16.l4.s8.v4" in names(197, 768, 3072)   # long K: more slices
+    for few_k_or_many_tiles in (names(197, 768, 256), names(4096, 4096, 4096), names(197, 768, 768, 8),
+                                names(2, 768, 768)):
+        assert not _split_names_of(few_k_or_many_tiles)
+
+
+def test_split_k_needs_its_two_step_plan(caps):
+    p = MatmulProblem(1, 197, 768, 768, Layout(0, 0, 768, 1), Layout(0, 0, 1, 768), Layout(0, 0, 768, 1))
+    with pytest.raises(ValueError, match="plan_matmul_steps"):
+        plan_matmul(p, caps, "tile32x64.r2x4.k32.s4.v4")
+    one = plan_matmul_steps(p, caps, "tile32x64.r2x4.k32.v4")
+    assert one.steps == (plan_matmul(p, caps, "tile32x64.r2x4.k32.v4"),) and one.scratch == {}

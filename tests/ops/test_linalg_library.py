@@ -3,6 +3,8 @@ binding limit split into several launches."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -52,3 +54,44 @@ def test_split_windows_cover_each_piece():
     with pytest.raises(ValueError, match="binding limit"):  # one K-row larger than a binding
         split_for_binding(MatmulProblem(1, 1, 1, 5000, Layout(0, 0, 5000, 1), Layout(0, 0, 1, 1),
                                         Layout(0, 0, 1, 1)), 4, 4096)
+
+
+@pytest.mark.parametrize("linear", [True, False], ids=["linear", "mm"])
+def test_a_cached_split_k_winner_runs_with_its_combine(webgpu, monkeypatch, tmp_path, linear):
+    """The autotuner's cached choice of a split-K variant: eager F.linear / torch.mm run its slices and
+    the combine pass (a scratch buffer of partial sums between them) and match torch."""
+    import torch_webgpu.kernels.matmul as km
+    from torch_webgpu.kernels import autotune
+    from torch_webgpu.ops.library_launch import device_caps
+
+    monkeypatch.setenv("TORCH_WEBGPU_AUTOTUNE", "1")
+    monkeypatch.setenv("TORCH_WEBGPU_AUTOTUNE_DIR", str(tmp_path))
+    autotune.forget()
+    gen = torch.Generator().manual_seed(2)
+    m, n, k = 197, 72, 520
+    x, bias = torch.randn(m, k, generator=gen), torch.randn(n, generator=gen)
+    w = torch.randn(n, k, generator=gen) if linear else torch.randn(k, n, generator=gen)
+    b_lay = Layout(0, 0, 1, k) if linear else Layout(0, 0, n, 1)
+    p = MatmulProblem(1, m, n, k, Layout(0, 0, k, 1), b_lay, Layout(0, 0, n, 1))
+    variant = "tile32x64.r2x4.k32.s4.v4"
+    assert variant in km.variants(p, device_caps())
+    key = autotune.tuning_key("matmul", p, device_caps())
+    (tmp_path / "autotune.json").write_text(json.dumps({key: {"variant": variant, "seconds": {}}}))
+    launched = []
+    record = km.record
+
+    def spy(launch, *args, **kwargs):
+        launched.append(launch.name)
+        record(launch, *args, **kwargs)
+
+    monkeypatch.setattr(km, "record", spy)
+    try:
+        if linear:
+            got = torch.nn.functional.linear(x.to(webgpu), w.to(webgpu), bias.to(webgpu)).cpu()
+            expected = torch.nn.functional.linear(x, w, bias)
+        else:
+            got, expected = (x.to(webgpu) @ w.to(webgpu)).cpu(), x @ w
+    finally:
+        autotune.forget()
+    assert launched == [f"matmul.f32.{variant}", "matmul.f32.splitk4.combine"]
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)

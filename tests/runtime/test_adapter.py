@@ -1,12 +1,13 @@
 """Adapter selection, device description, backend choice."""
 
+import os
 import subprocess
 import sys
 
 import pytest
 
 from torch_webgpu.runtime import NoAdapterError
-from torch_webgpu.runtime.adapter import select_adapter, wanted_instance_toggles
+from torch_webgpu.runtime.adapter import select_adapter, wanted_toggles
 from torch_webgpu.runtime.backend import backend_name, load_backend
 
 
@@ -73,4 +74,21 @@ def test_dawn_toggles_switch_off_and_bad_value(monkeypatch):
                                                      "TORCH_WEBGPU_BACKEND": "dawn"})
     monkeypatch.setenv("TORCH_WEBGPU_DAWN_TOGGLES", "maybe")
     with pytest.raises(ValueError, match="TORCH_WEBGPU_DAWN_TOGGLES"):
-        wanted_instance_toggles()
+        wanted_toggles()
+
+
+def test_dawn_fast_toggles_drop_robustness_and_lazy_clears(monkeypatch):
+    monkeypatch.setenv("TORCH_WEBGPU_DAWN_TOGGLES", "fast")
+    enabled, disabled = wanted_toggles()
+    assert "disable_robustness" in enabled and "lazy_clear_resource_on_first_use" in disabled
+    # a real device with them computes like the default one
+    script = ("import torch, torch_webgpu\n"
+              "from torch_webgpu.runtime import get_runtime\n"
+              "a = torch.arange(1000.0)\n"
+              "b = (a.to('webgpu') * 2 + 1).sum().cpu()\n"
+              "assert b.item() == (a * 2 + 1).sum().item(), b\n"
+              "print('TOGGLES', ','.join(get_runtime().info.toggles))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "TORCH_WEBGPU_DAWN_TOGGLES": "fast"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "disable_robustness" in out.stdout

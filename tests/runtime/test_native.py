@@ -87,3 +87,161 @@ def test_executor_choice_reads_the_environment(monkeypatch):
     monkeypatch.setenv("TORCH_WEBGPU_EXECUTOR", "fast")
     with pytest.raises(ValueError, match="TORCH_WEBGPU_EXECUTOR"):
         nat.executor_choice()
+
+
+# A dispatch that keeps lavapipe busy for a few milliseconds: long enough that a wait that did not wait
+# would leave its writes unfinished.
+_SLOW = """
+@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  var v = x[g.x];
+  for (var i = 0u; i < 4000u; i++) { v = v + 1.0; }
+  x[g.x] = v;
+}
+"""
+
+
+@pytest.fixture(params=["native", "python"])
+def submit_path(request, native_rt, monkeypatch):
+    """The runtime with its queue submitted and waited for from C++ (the default) or from Python."""
+    if request.param == "python":
+        monkeypatch.setattr(native_rt.recorder, "native_queue", None)
+    return request.param
+
+
+@pytest.fixture
+def native_queue(native_rt):
+    """The runtime's C++ submit-and-wait (the default; TORCH_WEBGPU_SUBMIT=python turns it off)."""
+    queue = native_rt.recorder.native_queue
+    if queue is None:
+        pytest.fail(f"the runtime submits from Python (TORCH_WEBGPU_SUBMIT={nat.submit_choice()})")
+    return queue
+
+
+def test_runtime_submits_and_waits_natively(native_queue):
+    assert isinstance(native_queue, nat.NativeQueue)
+
+
+def test_synchronize_waits_for_the_submitted_work(native_rt, submit_path):
+    from wgpudawn.backends.dawn._api import process_events
+
+    rt = native_rt
+    buf = f32_buffer(rt, np.zeros(64 * 64))
+    usage = rt.wgpu.BufferUsage
+    staging = rt.device.create_buffer(size=16, usage=usage.MAP_READ | usage.COPY_DST)
+    rt.dispatch(rt.kernel(_SLOW, label="slow"), [buf], (64,))
+    rt.recorder.encoder().copy_buffer_to_buffer(rt.buffer(buf).gpu, 0, staging, 0, 16)
+    submits = rt.submits
+    rt.synchronize()
+    assert rt.submits == submits + 1
+    # The queue is idle: a map of what it wrote completes at the first event processing, with no wait.
+    promise = staging.map_async(rt.wgpu.MapMode.READ)
+    process_events()
+    assert promise._state != "pending"
+    promise.sync_wait()
+    np.testing.assert_array_equal(np.frombuffer(staging.read_mapped(0, 16), np.float32), [4000] * 4)
+    staging.unmap()
+
+
+def test_download_is_one_native_call_after_the_recorded_work(native_rt, native_queue):
+    rt, queue = native_rt, native_queue
+    a, out = f32_buffer(rt, np.arange(N)), rt.allocate(4 * N)
+    rt.dispatch(rt.kernel(ADD_ONE, label="add-one"), [a, out], (1,))
+    waits, submits = queue.waits, rt.submits
+    # unaligned ends: the read covers whole words, the bytes asked for come back
+    assert rt.download(out, 2, 4 * N - 3) == (np.arange(N, dtype=np.float32) + 1).tobytes()[2:-1]
+    assert queue.waits == waits + 1 and rt.submits == submits + 1 and not rt.recorder.has_pending
+
+
+def test_synchronize_with_nothing_queued_waits_and_submits_nothing(native_rt, native_queue):
+    rt, queue = native_rt, native_queue
+    rt.synchronize()
+    submits, waits = rt.submits, queue.waits
+    rt.synchronize()
+    rt.synchronize()
+    assert rt.submits == submits and queue.waits == waits + 2
+
+
+def _sync_point(rt, kind, buf):
+    """Wait for the queue: `synchronize()`, or a download (a readback waits for everything before it)."""
+    if kind == "synchronize":
+        rt.synchronize()
+    else:
+        rt.download(buf)
+
+
+@pytest.mark.parametrize("sync", ["synchronize", "download"])
+def test_invalid_commands_raise_validation_error_and_are_not_submitted(native_rt, submit_path, sync):
+    rt = native_rt
+    small, other = rt.allocate(16), rt.allocate(16)
+    rt.synchronize()
+    submits = rt.submits
+    # Out of range: Dawn records the error in the encoder and reports it when the encoder is finished.
+    rt.recorder.encoder().copy_buffer_to_buffer(rt.buffer(small).gpu, 0, rt.buffer(other).gpu, 0, 1 << 20)
+    with pytest.raises(ValidationError, match="does not fit"):
+        _sync_point(rt, sync, small)
+    assert rt.submits == submits and not rt.recorder.has_pending
+    a, out = f32_buffer(rt, np.arange(N)), rt.allocate(4 * N)   # the runtime goes on working
+    rt.dispatch(rt.kernel(ADD_ONE, label="add-one"), [a, out], (1,))
+    rt.synchronize()
+    np.testing.assert_array_equal(rt.download_array(out, np.float32, N), np.arange(N, dtype=np.float32) + 1)
+
+
+@pytest.mark.parametrize("sync", ["synchronize", "download"])
+@pytest.mark.parametrize("pending", [True, False], ids=["work-pending", "nothing-pending"])
+def test_lost_device_raises_device_lost_error(native_rt, submit_path, pending, sync):
+    from torch_webgpu.runtime import DeviceLostError
+    from torch_webgpu.runtime.runtime import Runtime
+
+    rt = Runtime()   # its own device, to destroy (the process-wide runtime's stays)
+    if submit_path == "python":
+        rt.recorder.native_queue = None
+    a, out = f32_buffer(rt, np.arange(N)), rt.allocate(4 * N)
+    rt.synchronize()
+    if pending:
+        rt.dispatch(rt.kernel(ADD_ONE, label="add-one"), [a, out], (1,))
+    rt.device.destroy()
+    for _ in range(2):   # the second call finds the loss already known
+        with pytest.raises(DeviceLostError, match="destroyed"):
+            _sync_point(rt, sync, out)
+
+
+def test_encoder_made_in_cpp_is_wrapped_when_python_records_into_it(native_rt, native_queue):
+    rt, queue = native_rt, native_queue
+    a = f32_buffer(rt, np.arange(N))
+    out, copied, again = rt.allocate(4 * N), rt.allocate(4 * N), rt.allocate(4 * N)
+    program = _program(rt, out, copied)
+    rt.synchronize()
+    made = queue.encoders
+    with rt.lock:
+        program.record((*nat.buffer_slot(rt, a),))   # into a new encoder made in C++, no Python object
+    assert queue.encoders == made + 1 and rt.recorder._encoder is None
+    rt.copy(out, again)   # Python records into the same encoder, after the program: order is kept
+    assert rt.recorder._encoder is not None
+    rt.synchronize()
+    want = np.arange(N, dtype=np.float32) + 1
+    np.testing.assert_array_equal(rt.download_array(again, np.float32, N), want)
+
+
+def test_cpp_encoder_submitted_by_a_program_run(native_rt):
+    rt = native_rt
+    a, b = f32_buffer(rt, np.arange(N)), f32_buffer(rt, 2 * np.arange(N))
+    out, copied = rt.allocate(4 * N), rt.allocate(4 * N)
+    program = _program(rt, out, copied)
+    rt.synchronize()
+    submits = rt.submits
+    with rt.lock:
+        program.record((*nat.buffer_slot(rt, a),))
+        program.record((*nat.buffer_slot(rt, b),), submit=True)   # finishes the C++-made encoder
+    assert rt.submits == submits + 1 and not rt.recorder.has_pending
+    want = 2 * np.arange(N, dtype=np.float32) + 1
+    np.testing.assert_array_equal(rt.download_array(out, np.float32, N), want)
+
+
+def test_submit_choice_reads_the_environment(monkeypatch):
+    for name in ("python", "native"):
+        monkeypatch.setenv("TORCH_WEBGPU_SUBMIT", name)
+        assert nat.submit_choice() == name
+    monkeypatch.setenv("TORCH_WEBGPU_SUBMIT", "fast")
+    with pytest.raises(ValueError, match="TORCH_WEBGPU_SUBMIT"):
+        nat.submit_choice()

@@ -328,6 +328,41 @@ def test_library_variants_default_on_swiftshader_timed_on_request(mlp_web, page)
         torch.testing.assert_close(torch.tensor(run["y"]).reshape(4, 8), expected, atol=ATOL, rtol=RTOL)
 
 
+SPLIT_JS = """
+const [url, x, tuneKey, split] = arguments;
+const done = arguments[arguments.length - 1];
+import("/torch-webgpu.js").then(async (T) => {
+  const autotuneCache = {get: (key) => (key.startsWith(`${tuneKey}|`) ? split.variant : null), set() {}};
+  const model = await T.load(url, {autotune: true, autotuneMinFlops: 0, autotuneCache});
+  const [y] = await model.run([new Float32Array(x)]);
+  const ms = await model._timeVariant(split);   // timing a candidate runs its dispatches too
+  done({variants: model.variants, y: Array.from(y.data), ms});
+  model.release();
+}).catch((e) => done({error: `${e.name}: ${e.message}`}));
+"""
+
+
+def test_split_k_variant_runs_its_combine_in_the_page(page, web_root):
+    # A split-K matmul variant is two dispatches (the second under "then"): the page runs (and times)
+    # both when it is the winner, and matches torch.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(520, 72), torch.nn.GELU()).eval()
+    x = torch.randn(37, 520)
+    path = torch_webgpu.export(model, [x], web_root / "splitk.bundle", target="webgpu-core")
+    main = json.loads((path / "manifest.json").read_text())["plan"]["main"]
+    (tune,) = [n["tune"] for n in main if "tune" in n]
+    split = next(v for v in tune["variants"] if "then" in v)
+    url = page.current_url.replace("blank.html", f"{path.name}/")
+    run = page.execute_async_script(SPLIT_JS, url, x.ravel().tolist(), tune["key"], split)
+    assert "error" not in run, run
+    assert list(run["variants"].values()) == [{"variant": split["variant"], "how": "cached"}]
+    assert 0 < run["ms"] < float("inf")
+    with torch.no_grad():
+        expected = model(x)
+    got = torch.tensor(run["y"], dtype=torch.float32).reshape(37, 72)
+    torch.testing.assert_close(got, expected, atol=ATOL, rtol=RTOL)
+
+
 def test_a_shader_the_device_rejects_is_named_with_its_line(mlp_web, run_in_page, web_root):
     path, _, x = mlp_web
     broken = shutil.copytree(path, web_root / "bad-wgsl.bundle")

@@ -142,6 +142,9 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
                 _add_dispatches(composer, step, caps, operands, name)
                 continue
             tunable = step.candidates(caps) if hasattr(step, "candidates") else None
+            for role, nbytes in (tunable.scratch if tunable is not None else {}).items():
+                buf, offset = composer.new_buffer(f"{name}_{role}", nbytes)
+                operands[role] = (buf, offset, -(-int(nbytes) // 4) * 4)
             composer.add_library(step.launch(caps), operands, tunable)
             continue
         segment_plan, repeat = next(segment_plans)

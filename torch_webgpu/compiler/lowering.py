@@ -22,8 +22,7 @@ import numpy as np
 from mlir_passes import host_expr
 from mlir_passes.dispatch_grid import WORKGROUP_FOLD_OVERRIDE, shader_grid
 from torch_webgpu.runtime import BufferSlice, get_runtime
-from torch_webgpu.runtime.native import executor_choice, native_available
-from torch_webgpu.runtime.native import handle as native_handle
+from torch_webgpu.runtime.native import buffer_handle, executor_choice, native_available
 
 from .low_ir import LowIRNode, LowIROp, Plan, TensorSpec
 from .native_plan import (
@@ -96,8 +95,24 @@ def _nbytes(spec: TensorSpec) -> int:
     return _shape_nbytes(spec.shape, spec.device_dtype)
 
 
+_INPUT_NAMES = tuple(f"in{k}" for k in range(64))   # the plan's names of its inputs' buffers
+
+
 def _is_webgpu(t: Any) -> bool:
     return hasattr(t, "device") and not isinstance(t, np.ndarray) and t.device.type not in ("cpu", "meta")
+
+
+_DTYPE_FACTS: dict[Any, tuple[bool, bool]] = {}
+
+
+def _dtype_facts(dtype: Any) -> tuple[bool, bool]:
+    """(is int64, crosses the plan boundary unchanged) of a torch dtype; cached: this runs per input
+    per call, and the string work behind it costs microseconds."""
+    facts = _DTYPE_FACTS.get(dtype)
+    if facts is None:
+        name = str(dtype).removeprefix("torch.")
+        facts = _DTYPE_FACTS[dtype] = (name == "int64", device_dtype(dtype) == name)
+    return facts
 
 
 def _numpy_mode(args: Sequence[Any]) -> bool:
@@ -277,6 +292,10 @@ class CompiledPlan:
         self._scratch_pool: dict[int, list[tuple[int, int]]] = {}   # binding slot -> (bytes, buffer)
         self._overflow_flag: int | None = None   # set by the int64 narrowing kernel (see _narrow_int64)
         self._static: dict[str, tuple[int, int]] = {}
+        # Per input: its shape as a tuple when fully static (a call's shape is compared with it at once).
+        self._static_shapes = [tuple(spec.shape) if all(type(d) is int for d in spec.shape) else None
+                               for spec in plan.inputs]
+        self._offset_alignment = int(self.rt.info.limits.get("min-storage-buffer-offset-alignment", ALIGN))
         slots = self.memory.slots if self.memory is not None else {}
         for name, size in plan.buffers.items():
             if not host_expr.is_static(size):
@@ -432,7 +451,11 @@ class CompiledPlan:
             if spec.device_dtype == SCALAR:
                 shapes.append((int(t),))   # a host scalar: its value is "dimension 0"
                 continue
-            shape = tuple(int(d) for d in t.shape)
+            shape = tuple(t.shape)
+            if shape == self._static_shapes[k]:   # static and matching: no per-dimension checks
+                shapes.append(shape)
+                continue
+            shape = tuple(int(d) for d in shape)
             if len(shape) != len(spec.shape) or any(
                     s is not None and s != d for s, d in zip(spec.shape, shape, strict=False)):
                 raise ValueError(f"input {k}: shape {list(shape)} differs from the compiled {spec.shape} "
@@ -452,27 +475,27 @@ class CompiledPlan:
         caller holds them until every node of the call is recorded, since only their buffer id is bound
         and a dropped tensor's id is freed (and its memory reused) at the next allocation.
         """
-        buffers = dict(self._static)
+        buffers = {**self._static, **layout.buffers}
         materialised: dict[int, Any] = {}   # id(view) -> its contiguous copy (one per tensor passed twice)
-        buffers.update(layout.buffers)
-        align = int(self.rt.info.limits.get("min-storage-buffer-offset-alignment", ALIGN))
+        align = self._offset_alignment
         for k, (t, spec) in enumerate(zip(args, self.plan.inputs, strict=False)):
             if spec.device_dtype == SCALAR:
                 continue
-            name = f"in{k}"
-            nbytes = _shape_nbytes(layout.shapes[k], spec.device_dtype)
+            name = _INPUT_NAMES[k] if k < len(_INPUT_NAMES) else f"in{k}"
             if isinstance(t, DeviceArray):
                 if t.dtype != spec.device_dtype:
                     raise TypeError(f"input {k}: a device array of {t.dtype}, the plan takes "
                                     f"{spec.device_dtype}")
                 buffers[name] = (t.buffer, t.offset)   # zero-copy: the array stays where it is
                 continue
-            if _is_webgpu(t) and not t.is_contiguous():
+            webgpu = _is_webgpu(t)
+            if webgpu and not t.is_contiguous():
                 if id(t) not in materialised:
                     materialised[id(t)] = t.contiguous()   # on the device; bound zero-copy below
                     keep_alive.append(materialised[id(t)])
                 t = materialised[id(t)]
-            if _is_webgpu(t) and str(t.dtype) == "torch.int64" and spec.device_dtype == "int32":
+            is_int64, same_dtype = _dtype_facts(t.dtype) if webgpu else (False, False)
+            if is_int64 and spec.device_dtype == "int32":
                 ptr = t.data_ptr()
                 if ptr & 7 == 0 and t.numel():
                     if narrowed is not None and (ptr & 0xFFFFFFFF) % align == 0:
@@ -482,13 +505,13 @@ class CompiledPlan:
                                            t.numel())
                     buffers[name] = layout.host_inputs[name]
                     continue
-            if _is_webgpu(t) and device_dtype(t.dtype) == str(t.dtype).removeprefix("torch."):
+            if same_dtype:
                 ptr = t.data_ptr()
                 buf_id, offset = ptr >> 32, ptr & 0xFFFFFFFF
                 if offset % align == 0:
                     buffers[name] = (buf_id, offset)   # zero-copy
                     continue
-                size = -(-nbytes // 4) * 4
+                size = -(-_shape_nbytes(layout.shapes[k], spec.device_dtype) // 4) * 4
                 if offset % 4 == 0 and offset + size <= self.rt.buffer(buf_id).nbytes:
                     # A view at an offset the device cannot bind: one on-device copy.
                     self.rt.copy(buf_id, layout.host_inputs[name][0], size, offset, 0)
@@ -499,7 +522,7 @@ class CompiledPlan:
                 array = np.ascontiguousarray(t)
             else:
                 host = t.detach()
-                if _is_webgpu(host):
+                if webgpu:
                     host = host.cpu()
                 array = host.contiguous().numpy()
             if array.dtype == np.int64 and array.size and (
@@ -678,7 +701,7 @@ class CompiledPlan:
         slots: list[int] = []
         for k in native.input_slots:
             buf_id, base = buffers[f"in{k}"]
-            slots += (native_handle(self.rt.pool.get(buf_id).gpu), base)
+            slots += (buffer_handle(self.rt.pool.get(buf_id)), base)
         return slots
 
     def _record_native_resident(self, native: NativeLayout, state: _State,
@@ -690,7 +713,7 @@ class CompiledPlan:
         for i in native.output_slots:
             spec = state.layout.outputs[i]
             out = DeviceArray(self.rt, self.rt.allocate(max(_nbytes(spec), 4)), spec.shape, spec.device_dtype)
-            slots += (native_handle(pool.get(out.buffer).gpu), 0)
+            slots += (buffer_handle(pool.get(out.buffer)), 0)
             results[i] = ("device", out)
         state.results = results
         native.program.record(tuple(slots), submit=not native.reads_back)
@@ -752,10 +775,10 @@ class CompiledPlan:
                 out = torch.empty(spec.shape, dtype=getattr(torch, spec.dtype), device=state.to_device)
                 ptr = out.data_ptr()
                 # A fresh storage starts at offset 0; an empty one has no buffer (and no command uses it).
-                slots += (native_handle(pool.get(ptr >> 32 or layout.readback).gpu), 0)
+                slots += (buffer_handle(pool.get(ptr >> 32 or layout.readback)), 0)
                 results[i] = ("device", out)
         for _, buf_id, offset, _ in narrowed:   # the int64 sources narrowed by the program's first dispatches
-            slots += (native_handle(pool.get(buf_id).gpu), offset)
+            slots += (buffer_handle(pool.get(buf_id)), offset)
         state.results = results
         # Outputs that stay on the device: C++ also submits (nothing to read back, no wait).
         native.program.record(tuple(slots), submit=not native.reads_back)

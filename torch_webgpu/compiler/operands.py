@@ -6,7 +6,7 @@ Shared by the op families of the partitioner (matmul in partition.py, convolutio
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -146,11 +146,15 @@ def add_operand(node: torch.fx.Node, cur: torch.fx.Node) -> torch.fx.Node | None
 @dataclass(frozen=True)
 class Tunable:
     """Launch variants of one library op that a plan carries for load-time autotuning: `key` is the
-    device-independent autotune key, `launches[0]` the default."""
+    device-independent autotune key, `launches[0]` the default. `then[i]`: the dispatches that follow
+    launch i when it wins (a split-K matmul's combine; the default runs alone), and `scratch` (role ->
+    bytes) the plan buffers they share."""
 
     key: str
     flops: int
     launches: list[KernelLaunch]
+    then: list[tuple[KernelLaunch, ...]] = field(default_factory=list)
+    scratch: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import torch.fx
 
 from torch_webgpu.kernels import autotune
 from torch_webgpu.kernels.launch import DeviceCaps, KernelLaunch
-from torch_webgpu.kernels.matmul import Layout, MatmulProblem, plan_matmul, variants
+from torch_webgpu.kernels.matmul import Layout, MatmulProblem, plan_matmul, plan_matmul_steps, variants
 
 from .attention_family import AttentionMatcher, AttentionOp
 from .conv_family import CONVOLUTIONS, ConvMatcher, ConvOp, fold_channel_affine
@@ -106,8 +106,12 @@ class LibraryOp:
     def candidates(self, caps: DeviceCaps) -> Tunable:
         """The variants the machine that runs the plan times once (the default first)."""
         p = self.problem()
-        names = variants(p, caps)[:autotune.MAX_CANDIDATES]
-        return Tunable(autotune.problem_key("matmul", p), p.flops, [plan_matmul(p, caps, v) for v in names])
+        plans = [plan_matmul_steps(p, caps, v) for v in variants(p, caps)[:autotune.MAX_CANDIDATES]]
+        scratch: dict[str, int] = {}
+        for plan in plans:   # split-K variants: partial sums between their two dispatches
+            scratch.update({r: max(n, scratch.get(r, 0)) for r, n in plan.scratch.items()})
+        return Tunable(autotune.problem_key("matmul", p), p.flops, [plan.steps[0] for plan in plans],
+                       [plan.steps[1:] for plan in plans], scratch)
 
 
 @dataclass

@@ -131,12 +131,20 @@ class PlanComposer:
         """A DISPATCH of `launch` with `operands[role]` = (buffer, byte offset, byte length). With
         `tunable` (partition.Tunable: its launches, the default first, solve the same problem), the
         node also carries every variant under "tune", and the executor that loads the plan times them
-        once on its own device and runs the winner (lowering.tune_plan)."""
+        once on its own device and runs the winner (lowering.tune_plan). A variant of several
+        dispatches (`tunable.then[i]`) lists the ones after its first under "then"; the default (the node
+        itself, which an executor that does not tune runs) is one dispatch."""
         key, args = self._library_dispatch(launch, operands)
         if tunable is not None and len(tunable.launches) > 1:
+            if tunable.then and tunable.then[0]:
+                raise NotImplementedError(f"library op {launch.name}: a default variant of several "
+                                          "dispatches (the tunable node runs the default alone)")
             variants = [{"variant": launch.name, **args}]
-            for other in tunable.launches[1:]:
+            for i, other in enumerate(tunable.launches[1:], 1):
                 _, other_args = self._library_dispatch(other, operands)
+                then = tunable.then[i] if i < len(tunable.then) else ()
+                if then:
+                    other_args["then"] = [self._library_dispatch(step, operands)[1] for step in then]
                 variants.append({"variant": other.name, **other_args})
             args["tune"] = {"key": tunable.key, "flops": int(tunable.flops), "variants": variants}
         self.main.append(LowIRNode(LowIROp.DISPATCH, args))

@@ -67,7 +67,8 @@ def node_uses(node: LowIRNode, plan: Plan) -> list[tuple[str, str]]:
             read_only = {host for wgsl, host in spec.binding_map.items() if wgsl in spec.read_only}
         uses = [(b[0], READ if i in read_only else WRITE) for i, b in enumerate(a["bindings"])]
         for variant in a.get("tune", {}).get("variants", ()):   # tunable: every variant's buffers too
-            uses += [(b[0], WRITE) for b in variant["bindings"]]
+            for step in (variant, *variant.get("then", ())):
+                uses += [(b[0], WRITE) for b in step["bindings"]]
         return uses
     if op is LowIROp.COPY:
         return [(a["source"], READ), (a["buffer"], WRITE)]
@@ -197,12 +198,21 @@ def _renamed(node: LowIRNode, rename: dict[str, str]) -> LowIRNode:
     for key in ("buffer", "source"):
         if key in a:
             a[key] = rename.get(a[key], a[key])
+
+    def renamed(bindings: list) -> list:
+        return [[rename.get(b[0], b[0]), *b[1:]] for b in bindings]
+
     if "bindings" in a:
-        a["bindings"] = [[rename.get(b[0], b[0]), *b[1:]] for b in a["bindings"]]
+        a["bindings"] = renamed(a["bindings"])
+
+    def variant(v: dict) -> dict:
+        v = {**v, "bindings": renamed(v["bindings"])}
+        if "then" in v:   # the dispatches after a variant's first (a split-K combine)
+            v["then"] = [{**t, "bindings": renamed(t["bindings"])} for t in v["then"]]
+        return v
+
     if "tune" in a:
-        a["tune"] = {**a["tune"], "variants": [
-            {**v, "bindings": [[rename.get(b[0], b[0]), *b[1:]] for b in v["bindings"]]}
-            for v in a["tune"]["variants"]]}
+        a["tune"] = {**a["tune"], "variants": [variant(v) for v in a["tune"]["variants"]]}
     return LowIRNode(node.op, a)
 
 

@@ -151,19 +151,30 @@ def time_launch(rt: Any, launch: KernelLaunch, operands: Mapping[str, Any], reps
     """Seconds of one run of `launch` on the device: the best of `reps` (after a warm-up that also
     compiles it), from timestamp queries when the device has them, else the wall clock around
     a synchronize."""
+    return time_launches(rt, [launch], operands, reps)
+
+
+def time_launches(rt: Any, launches: Sequence[KernelLaunch], operands: Mapping[str, Any],
+                  reps: int = 3) -> float:
+    """Seconds of one run of `launches` in order (a variant of several dispatches, e.g. split-K and its
+    combine), measured as `time_launch` measures one."""
     from ..runtime.profiling import now
 
-    record(launch, operands, rt)
+    def run() -> None:
+        for launch in launches:
+            record(launch, operands, rt)
+
+    run()
     rt.synchronize()
     best = float("inf")
     for _ in range(reps):
         if "timestamp-query" in rt.info.features:
             with rt.profile() as timings:
-                record(launch, operands, rt)
+                run()
             seconds = sum(t.seconds for t in timings) or float("inf")
         else:
             start = now()
-            record(launch, operands, rt)
+            run()
             rt.synchronize()
             seconds = now() - start
         best = min(best, seconds)

@@ -7,6 +7,10 @@ templates in matmul_wgsl.py: register-tiled SIMT (tile, outputs per invocation, 
 split-K matrix-vector (subgroup or workgroup reduction), streaming matrix-vector for decode at memory
 bandwidth (16-byte loads, several in flight per lane; the default on hardware GPUs), and tensor cores
 (subgroup matrices).
+Split-K tiled variants (".s4": `TiledSpec.splits`) are two dispatches, `plan_matmul_steps`: each of
+`splits` K slices of a tile writes its f32 partial sums to a scratch buffer ("partials"), then a combine
+pass sums them and applies the epilogue; they multiply the workgroups of problems with few output tiles
+(ViT's 197-token matmuls) without shrinking the tile.
 Storage may be f32 or f16 (shader-f16); accumulation is always f32.
 """
 
@@ -16,10 +20,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from . import matmul_wgsl as wgsl
-from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, f32_word
+from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, f32_word, grid_within, record
 from .matmul_wgsl import ACTIVATIONS, ERF_WGSL
 
-__all__ = ["ACTIVATIONS", "ERF_WGSL", "Layout", "MatmulProblem", "plan_matmul", "variants",
+__all__ = ["ACTIVATIONS", "ERF_WGSL", "Layout", "MatmulProblem", "plan_matmul", "variants", "MatmulPlan",
+           "plan_matmul_steps", "record_matmul", "split_count",
            "VARIANTS", "TiledSpec", "GemvSpec", "SgmatSpec", "Piece", "split_for_binding",
            "tensor_core_subgroup_size", "vec8_axis", "GroupedGemvProblem", "grouped_variants",
            "plan_grouped_matmul", "GROUPED_MAX"]
@@ -118,6 +123,7 @@ class TiledSpec:
     tm: int
     tn: int
     lds4: bool = False   # groups of 4 adjacent outputs per invocation, vec4 reads of the K tiles
+    splits: int = 1      # split-K: K slices, each its own workgroup, summed by a combine pass
 
     @property
     def threads(self) -> int:
@@ -228,6 +234,19 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "sgmat.w2x4.f4x4.k32": SgmatSpec(2, 4, 4, 4),
     "sgmat.w4x2.f4x4.k32": SgmatSpec(4, 2, 4, 4),
 }
+# Split-K forms of the tiles that few-row f32 problems prefer (the H200's autotuner chose 32x64 for
+# ViT-B/16's 197-token matmuls: 84 workgroups for 132 SMs): "<tile>.s<splits>"
+SPLIT_TILES = ("tile32x64.r2x4.k32", "tile64x64.r4x4.k16.l4")
+SPLIT_COUNTS = (2, 4, 8)
+VARIANTS.update({f"{tile}.s{count}": replace(VARIANTS[tile], splits=count)   # type: ignore[type-var]
+                 for tile in SPLIT_TILES for count in SPLIT_COUNTS})
+# split-K is offered while the tiles (times batch) are fewer than this, about two per SM of a large GPU
+SPLIT_BELOW_WORKGROUPS = 264
+SPLIT_MIN_K = 512
+SPLIT_MIN_SLICE = 128      # K per slice: a few K tiles each, or the partials cost more than they save
+SPLIT_AFTER = 4            # split candidates follow this many unsplit tiled ones (the autotuner times 6)
+COMBINE_THREADS = 256
+
 # H200 f16 with 8 halves of row padding (benchmarks/results/h200-2026-12-01-sgmat-pad.md): 4096^3
 # w2x2.f4x4 148 TFLOP/s, w4x2.f4x4 141, w2x4.f4x4 130; 128x768x3072 w1x1.f2x2 26.3 (1.6x torch CUDA),
 # w2x2.f2x2.k64 25.4. Register prefetch of the next K tile was slower (register pressure), single-subgroup
@@ -383,7 +402,7 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
                 names.append(name)
     a_mode, b_mode = _tiled_modes(p)
     vec = a_mode in ("k", "i") or b_mode in ("k", "i")
-    tiled = [n for n, s in VARIANTS.items() if isinstance(s, TiledSpec)]
+    tiled = [n for n, s in VARIANTS.items() if isinstance(s, TiledSpec) and s.splits == 1]
     # default orders from the H200 run of 2026-12-01 (benchmarks/matmul_library.py)
     if p.m * p.n >= 1 << 20 and p.m >= 256:
         order = ["tile128x64.r8x4.k16.l4", "tile128x128.r8x8.k16"] + tiled
@@ -398,7 +417,40 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
     fitting = [n for n in dict.fromkeys(order + tiled)
                if _fits(caps, VARIANTS[n].threads, VARIANTS[n].workgroup_bytes(p.dtype))]
     # vec4 forms first: the autotuner times the first few candidates only
-    return names + ([n + VEC_SUFFIX for n in fitting] if vec else []) + fitting
+    tiled_names = ([n + VEC_SUFFIX for n in fitting] if vec else []) + fitting
+    tiled_names[SPLIT_AFTER:SPLIT_AFTER] = [n + (VEC_SUFFIX if vec else "") for n in _split_variants(p, caps)]
+    return names + tiled_names
+
+
+def split_count(p: MatmulProblem, spec: TiledSpec) -> int | None:
+    """The K slices worth trying for `p` with `spec`'s tile, or None: only few output tiles (below
+    SPLIT_BELOW_WORKGROUPS, batch included) and K of at least SPLIT_MIN_K; the fewest slices that reach
+    that many workgroups, each at least SPLIT_MIN_SLICE deep."""
+    tiles = ceil_div(p.m, spec.bm) * ceil_div(p.n, spec.bn) * p.batch
+    if tiles >= SPLIT_BELOW_WORKGROUPS or p.k < SPLIT_MIN_K or min(p.m, p.n) <= GEMV_MAX_ROWS:
+        return None
+    counts = [c for c in SPLIT_COUNTS if p.k // c >= SPLIT_MIN_SLICE]
+    if not counts:
+        return None
+    return next((c for c in counts if tiles * c >= SPLIT_BELOW_WORKGROUPS), counts[-1])
+
+
+def _split_variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
+    """The split-K tiled variants offered for `p` (one slice count per tile, see `split_count`)."""
+    names = []
+    limit = caps.limit("max-compute-workgroups-per-dimension", 65535)
+    for tile in SPLIT_TILES:
+        spec = VARIANTS[tile]
+        assert isinstance(spec, TiledSpec)
+        count = split_count(p, spec)
+        if count is None or not _fits(caps, spec.threads, spec.workgroup_bytes(p.dtype)):
+            continue
+        # the partial sums are one f32 binding; the slices of every batch share grid z
+        if (4 * count * p.batch * p.m * p.n > caps.limit("max-storage-buffer-binding-size", 128 << 20)
+                or count * p.batch > limit):
+            continue
+        names.append(f"{tile}.s{count}")
+    return names
 
 
 def _stream_variants(g: MatmulProblem, caps: DeviceCaps, k_fast: bool) -> list[str]:
@@ -450,6 +502,9 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
     base = variant.removesuffix(VEC_SUFFIX)
     vec = variant.endswith(VEC_SUFFIX)
     spec = VARIANTS[base]
+    if isinstance(spec, TiledSpec) and spec.splits > 1:
+        raise ValueError(f"matmul variant {variant!r} is split-K, two dispatches with a scratch buffer: "
+                         "plan it with plan_matmul_steps")
     run = p
     if isinstance(spec, GemvSpec):
         run = _gemv_problem(p)
@@ -496,6 +551,62 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
     read_only = frozenset(i for i, r in enumerate(bindings) if r not in ("out", PARAMS))
     return KernelLaunch(name=f"matmul.{p.dtype}.{variant}", wgsl=src, grid=grid, workgroup_size=wg,
                         bindings=tuple(bindings), params=_params(run), read_only=read_only)
+
+
+@dataclass(frozen=True)
+class MatmulPlan:
+    """The dispatches of one matmul variant, in order, and the scratch they share (role -> bytes)."""
+
+    steps: tuple[KernelLaunch, ...]
+    scratch: dict[str, int]
+
+
+def plan_matmul_steps(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) -> MatmulPlan:
+    """The dispatches of `p` with `variant` (one of `variants(p, caps)`, default the first): the one
+    launch of `plan_matmul`, or for a split-K variant its slices into scratch "partials" and the
+    combine pass (roles params, "partials", "out", "bias", "residual")."""
+    names = variants(p, caps)
+    variant = variant or (names[0] if names else None)
+    spec = VARIANTS.get((variant or "").removesuffix(VEC_SUFFIX))
+    if not (isinstance(spec, TiledSpec) and spec.splits > 1 and variant in names):
+        return MatmulPlan((plan_matmul(p, caps, variant),), {})
+    assert variant is not None
+    p = p.normalized()
+    if p.activation not in ACTIVATIONS:
+        raise ValueError(f"matmul epilogue: unknown activation {p.activation!r} "
+                         f"({sorted(map(str, ACTIVATIONS))})")
+    vec = variant.endswith(VEC_SUFFIX)
+    a_mode, b_mode = _tiled_modes(p)
+    if not vec:
+        a_mode = {"k": "sk", "i": "si"}.get(a_mode, a_mode)
+        b_mode = {"k": "sk", "i": "si"}.get(b_mode, b_mode)
+    count = spec.splits
+    epi = wgsl.Epilogue(p.dtype, p.bias is not None, p.residual is not None, p.activation)
+    src = wgsl.tiled_source(epi, spec.bm, spec.bn, spec.bk, spec.tm, spec.tn, a_mode, b_mode, spec.lds4,
+                            splits=count)
+    chunk = ceil_div(ceil_div(p.k, spec.bk), count) * spec.bk    # whole K tiles per slice
+    params = _params(p) + (chunk, count, 0, 0)   # the params struct's `sk`
+    grid = (ceil_div(p.n, spec.bn), ceil_div(p.m, spec.bm), p.batch * count)
+    _check(p, caps, grid)
+    first = KernelLaunch(name=f"matmul.{p.dtype}.{variant}", wgsl=src, grid=grid,
+                         workgroup_size=(spec.bn // spec.tn, spec.bm // spec.tm, 1),
+                         bindings=(PARAMS, "a", "b", "partials"), params=params, read_only=frozenset({1, 2}))
+    roles = [PARAMS, "partials", "out"] + (["bias"] if p.bias else []) + (["residual"] if p.residual else [])
+    total = p.batch * p.m * p.n
+    groups = grid_within(ceil_div(total, COMBINE_THREADS), caps.limit("max-compute-workgroups-per-dimension",
+                                                                      65535))
+    combine = KernelLaunch(name=f"matmul.{p.dtype}.splitk{count}.combine",
+                           wgsl=wgsl.combine_source(epi, count, COMBINE_THREADS), grid=(*groups, 1),
+                           workgroup_size=(COMBINE_THREADS, 1, 1), bindings=tuple(roles), params=params,
+                           read_only=frozenset(i for i, r in enumerate(roles) if r not in ("out", PARAMS)))
+    return MatmulPlan((first, combine), {"partials": 4 * count * total})
+
+
+def record_matmul(plan: MatmulPlan, operands: Mapping, rt=None, dispatch=None) -> None:
+    """Record the plan's dispatches with `operands[role]` (buffer id or BufferSlice; the scratch roles
+    of `plan.scratch` included)."""
+    for launch in plan.steps:
+        record(launch, operands, rt, dispatch)
 
 
 @dataclass(frozen=True)

@@ -47,17 +47,29 @@ class Epilogue:
     activation: str | None
 
 
-def header(e: Epilogue, a_elem: str, b_elem: str, extra_enables: tuple[str, ...] = ()) -> str:
-    """Enables, the params struct and the bindings (A and B typed `a_elem`/`b_elem`: scalar or vec4)."""
+def _params_struct(split: bool) -> list[str]:
+    """The params struct; split-K kernels add `sk` = (K per slice, slices, 0, 0)."""
+    return ["struct Params { mnkb: vec4<u32>, a: vec4<u32>, b: vec4<u32>, o: vec4<u32>, c: vec4<u32>,",
+            "                r: vec4<u32>, ab: vec4<f32>" + (", sk: vec4<u32> }" if split else " }"),
+            "@group(0) @binding(0) var<uniform> P: Params;"]
+
+
+def _enables(t: str, extra: tuple[str, ...] = ()) -> str:
+    return "".join(f"enable {x};\n" for x in (("f16",) if t == "f16" else ()) + extra)
+
+
+def header(e: Epilogue, a_elem: str, b_elem: str, extra_enables: tuple[str, ...] = (),
+           partials: bool = False) -> str:
+    """Enables, the params struct and the bindings (A and B typed `a_elem`/`b_elem`: scalar or vec4).
+    `partials`: the first pass of a split-K matmul, whose binding 3 is the f32 scratch W of per-slice
+    partial sums (no epilogue operands; `combine_source` applies the epilogue)."""
     t = e.dtype
-    enables = "".join(f"enable {x};\n" for x in (("f16",) if t == "f16" else ()) + extra_enables)
-    lines = [enables,
-             "struct Params { mnkb: vec4<u32>, a: vec4<u32>, b: vec4<u32>, o: vec4<u32>, c: vec4<u32>,",
-             "                r: vec4<u32>, ab: vec4<f32> }",
-             "@group(0) @binding(0) var<uniform> P: Params;",
+    lines = [_enables(t, extra_enables), *_params_struct(partials),
              f"@group(0) @binding(1) var<storage, read> A: array<{a_elem}>;",
-             f"@group(0) @binding(2) var<storage, read> B: array<{b_elem}>;",
-             f"@group(0) @binding(3) var<storage, read_write> O: array<{t}>;"]
+             f"@group(0) @binding(2) var<storage, read> B: array<{b_elem}>;"]
+    if partials:
+        return "\n".join(lines + ["@group(0) @binding(3) var<storage, read_write> W: array<f32>;"]) + "\n"
+    lines.append(f"@group(0) @binding(3) var<storage, read_write> O: array<{t}>;")
     if e.bias:
         lines.append(f"@group(0) @binding(4) var<storage, read> C: array<{t}>;")
     if e.residual:
@@ -76,6 +88,42 @@ fn finish(batch: u32, row: u32, col: u32, acc: f32) {{
   var v = P.ab.x * acc;
 {bias}  v = {ACTIVATIONS[e.activation]};
 {res}  O[P.o.x + batch * P.o.y + row * P.o.z + col * P.o.w] = {e.dtype}(v);
+}}
+"""
+
+
+# `finish` of a split-K first pass: the slice's raw f32 sum of (slice * batches + batch, row, col), dense
+PARTIAL_FINISH = """
+fn finish(zb: u32, row: u32, col: u32, acc: f32) {
+  if (row >= P.mnkb.x || col >= P.mnkb.y) { return; }
+  W[(zb * P.mnkb.x + row) * P.mnkb.y + col] = acc;
+}
+"""
+
+
+def combine_source(e: Epilogue, splits: int, threads: int = 256) -> str:
+    """The second pass of a split-K matmul: one invocation per output element sums its `splits` f32
+    partials (scratch W, [splits, batch, M, N]) and applies the whole epilogue (`finish_fn`)."""
+    t = e.dtype
+    lines = [_enables(t), *_params_struct(True),
+             "@group(0) @binding(1) var<storage, read> W: array<f32>;",
+             f"@group(0) @binding(2) var<storage, read_write> O: array<{t}>;"]
+    if e.bias:
+        lines.append(f"@group(0) @binding(3) var<storage, read> C: array<{t}>;")
+    if e.residual:
+        lines.append(f"@group(0) @binding({4 if e.bias else 3}) var<storage, read> R: array<{t}>;")
+    head = "\n".join(lines) + "\n" + (ERF_WGSL if e.activation == "gelu" else "")
+    return f"""{head}{finish_fn(e)}
+@compute @workgroup_size({threads})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
+  let M = P.mnkb.x; let N = P.mnkb.y;
+  let total = M * N * P.mnkb.w;
+  let e = gid.x + gid.y * nwg.x * {threads}u;
+  if (e >= total) {{ return; }}
+  var acc = 0.0;
+  for (var s = 0u; s < {splits}u; s++) {{ acc += W[s * total + e]; }}
+  let col = e % N; let r = e / N;
+  finish(r / M, r % M, col, acc);
 }}
 """
 
@@ -122,11 +170,13 @@ def _lds_at(tile: str, index: str, lds4: bool) -> str:
 
 
 def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mode: str,
-                 b_mode: str, lds4: bool = False) -> str:
+                 b_mode: str, lds4: bool = False, splits: int = 1) -> str:
     """Register-tiled SIMT matmul: a (bm × bn) output tile per workgroup, (tm × tn) per invocation at
     rows ty + i * TY and cols tx + j * TX (conflict-free workgroup reads, coalesced stores). `lds4`:
     each invocation owns groups of 4 adjacent rows and columns (rows g·4·TY + 4·ty + i), so it reads
-    the K tiles as vec4 (a quarter of the workgroup-memory loads)."""
+    the K tiles as vec4 (a quarter of the workgroup-memory loads). `splits` > 1: split-K, the first
+    pass: workgroup z = slice * batches + batch sums K slice [slice·P.sk.x, +P.sk.x) of its tile and
+    stores the raw f32 sums to the scratch W (`combine_source` finishes them)."""
     t = e.dtype
     tx, ty = bn // tn, bm // tm
     threads = tx * ty
@@ -152,21 +202,31 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
         col = [f"lid.x + {j * tx}u" for j in range(tn)]
         lds_t = "f32"
         a_words, b_words = bm * bk, bn * bk
-    stores = "\n".join(f"  finish(batch, m0 + {row[i]}, n0 + {col[j]}, acc{i}_{j});"
+    zb = "wid.z" if splits > 1 else "batch"
+    stores = "\n".join(f"  finish({zb}, m0 + {row[i]}, n0 + {col[j]}, acc{i}_{j});"
                        for i in range(tm) for j in range(tn))
     load_a = _tile_load("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4)
     load_b = _tile_load("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4)
-    return f"""{header(e, a_elem, b_elem)}{finish_fn(e)}
+    if splits > 1:
+        # K of this slice ends at K (the loads' bound); slices past the end store zeros
+        head = header(e, a_elem, b_elem, partials=True) + PARTIAL_FINISH
+        ks = ("  let batch = wid.z % P.mnkb.w;\n  let k0 = (wid.z / P.mnkb.w) * P.sk.x;\n"
+              "  let M = P.mnkb.x; let N = P.mnkb.y; let K = min(P.mnkb.z, k0 + P.sk.x);")
+        k_first = "k0"
+    else:
+        head = header(e, a_elem, b_elem) + finish_fn(e)
+        ks = "  let M = P.mnkb.x; let N = P.mnkb.y; let K = P.mnkb.z;\n  let batch = wid.z;"
+        k_first = "0u"
+    return f"""{head}
 var<workgroup> As: array<{lds_t}, {a_words}>;
 var<workgroup> Bs: array<{lds_t}, {b_words}>;
 @compute @workgroup_size({tx}, {ty})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {{
-  let M = P.mnkb.x; let N = P.mnkb.y; let K = P.mnkb.z;
-  let batch = wid.z;
+{ks}
   let m0 = wid.y * {bm}u; let n0 = wid.x * {bn}u;
 {accs}
-  for (var t = 0u; t < K; t += {bk}u) {{
+  for (var t = {k_first}; t < K; t += {bk}u) {{
 {load_a}
 {load_b}
     workgroupBarrier();

@@ -19,6 +19,11 @@ DAWN_INSTANCE_TOGGLES = ("allow_unsafe_apis", "vulkan_enable_f16_on_nvidia")
 # Dawn rounds GPU timestamps to ~33 µs unless unsafe APIs are on and this is off: the autotuner and the
 # per-dispatch profiler need the real resolution.
 DAWN_DISABLED_TOGGLES = ("timestamp_quantization",)
+# TORCH_WEBGPU_DAWN_TOGGLES=fast: also what ONNX Runtime's WebGPU EP gives its Dawn device — shaders
+# without Tint's bounds clamping, and new buffers not zero-filled before their first use (torch.empty
+# is uninitialised on CUDA too). A kernel that reads out of bounds is then undefined, not clamped.
+DAWN_FAST_TOGGLES = ("disable_robustness",)
+DAWN_FAST_DISABLED_TOGGLES = ("lazy_clear_resource_on_first_use",)
 _instance_toggles: tuple[str, ...] | None = None  # what the Dawn instance of this process got
 
 # Limits that matter to compute work. Others (vertex, texture, dynamic-offset) are left at their
@@ -103,14 +108,16 @@ def _adapter_name(adapter: Any) -> str:
     return str(info.get("device") or info.get("description") or info.get("vendor") or "unknown")
 
 
-def wanted_instance_toggles() -> tuple[str, ...]:
-    """The Dawn instance toggles to enable (none when TORCH_WEBGPU_DAWN_TOGGLES=0)."""
+def wanted_toggles() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(enabled, disabled) Dawn toggles for TORCH_WEBGPU_DAWN_TOGGLES: 0, 1 (the default) or fast."""
     value = os.environ.get("TORCH_WEBGPU_DAWN_TOGGLES", "1").strip().lower()
     if value in ("0", "off", "false", "no"):
-        return ()
+        return (), ()
     if value in ("", "1", "on", "true", "yes"):
-        return DAWN_INSTANCE_TOGGLES
-    raise ValueError(f"TORCH_WEBGPU_DAWN_TOGGLES={value!r}: expected 0 or 1")
+        return DAWN_INSTANCE_TOGGLES, DAWN_DISABLED_TOGGLES
+    if value == "fast":
+        return DAWN_INSTANCE_TOGGLES + DAWN_FAST_TOGGLES, DAWN_DISABLED_TOGGLES + DAWN_FAST_DISABLED_TOGGLES
+    raise ValueError(f"TORCH_WEBGPU_DAWN_TOGGLES={value!r}: expected 0, 1 or fast")
 
 
 def configure_instance(gpu_module: ModuleType) -> tuple[str, ...]:
@@ -123,10 +130,10 @@ def configure_instance(gpu_module: ModuleType) -> tuple[str, ...]:
     if gpu_module.__name__.split(".")[0] == "wgpudawn":
         from wgpudawn.backends.dawn import extras  # only on the Dawn backend
 
-        wanted = wanted_instance_toggles()
+        wanted, unwanted = wanted_toggles()
         known = extras.all_toggles()
         wanted = tuple(t for t in wanted if t in known)
-        off = [t for t in DAWN_DISABLED_TOGGLES if t in known] if wanted else []
+        off = [t for t in unwanted if t in known]
         try:
             extras.set_instance_extras(enable_toggles=list(wanted), disable_toggles=off)
             toggles = wanted

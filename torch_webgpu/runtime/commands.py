@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import ValidationError
+from .errors import ValidationError, WebGPUError
 
 # Submit early past these so a long eager program does not grow one unbounded command buffer.
 MAX_PENDING_COMMANDS = 2048
@@ -16,7 +16,13 @@ class CommandRecorder:
 
     def __init__(self, device: Any):
         self._device = device
+        # The open encoder: its wgpudawn object (`_encoder`, made on first need) and/or its C handle
+        # (`_handle`, 0 if not known). An encoder made in C++ (native_queue.new_encoder) lives as a bare
+        # handle that this recorder owns (`_owned`) until Python needs the object, which then owns it.
         self._encoder = None
+        self._handle = 0
+        self._owned = False
+        self._maker: Any = None   # the NativeQueue that made `_handle`'s encoder
         self._pass = None
         self._pipeline = None  # state of the open pass, to skip redundant set_* calls
         self._bind_group = None
@@ -30,11 +36,13 @@ class CommandRecorder:
         # eager replays; `end_pass` ends it through this hook before anything else is recorded.
         self.native_pass_open = False
         self.end_native_pass: Any = None
+        # runtime/native.py NativeQueue where the extension is loaded: finish + submit (+ wait) from C++.
+        self.native_queue: Any = None
 
     @property
     def has_pending(self) -> bool:
         """True when something is recorded but not yet submitted."""
-        return self._encoder is not None and self.pending_commands > 0
+        return (self._encoder is not None or self._handle != 0) and self.pending_commands > 0
 
     @property
     def over_threshold(self) -> bool:
@@ -46,10 +54,40 @@ class CommandRecorder:
         """The open encoder, outside any compute pass (for copies and clears)."""
         self.end_pass()
         if self._encoder is None:
-            self._encoder = self._device.create_command_encoder(label="torch-webgpu")
+            self._encoder = self._python_encoder()
         self.pending_commands += 1
         self.commands += 1
         return self._encoder
+
+    def _python_encoder(self) -> Any:
+        """The wgpudawn object of the open encoder (a C++-made one wrapped, its ownership moving to it)."""
+        if self._handle:
+            self._owned = False
+            return self._maker.wrap_encoder(self._handle)
+        return self._device.create_command_encoder(label="torch-webgpu")
+
+    def _open_handle(self) -> int:
+        """The open encoder's C handle, made in C++ (no Python object) when none is open."""
+        if not self._handle:
+            if self._encoder is None and self.native_queue is not None:
+                self._maker = self.native_queue
+                self._handle = self._maker.new_encoder()
+                self._owned = True
+            else:
+                from .native import handle
+
+                if self._encoder is None:
+                    self._encoder = self._python_encoder()
+                self._handle = handle(self._encoder)
+        return self._handle
+
+    def encoder_handle(self) -> int:
+        """`encoder()` as a C handle, for C++ that records outside any pass (made in C++ if none is open
+        and `native_queue` is set: no wgpudawn object)."""
+        self.end_pass()
+        self.pending_commands += 1
+        self.commands += 1
+        return self._open_handle()
 
     def compute_pass(self, timestamp_writes: dict | None = None) -> Any:
         """The open compute pass; a pass with timestamp writes is always a new, single-dispatch one."""
@@ -79,15 +117,13 @@ class CommandRecorder:
         if timestamp_writes is not None:
             self.end_pass()
 
-    def native_pass_encoder(self) -> Any:
-        """The open encoder (made if needed) with no Python pass open, for a native pass that stays open
-        until `end_pass`; the caller counts the commands it records."""
+    def native_pass_encoder(self) -> int:
+        """The open encoder's C handle (made in C++ if needed) with no Python pass open, for a native pass
+        that stays open until `end_pass`; the caller counts the commands it records."""
         if self._pass is not None:
             self.end_pass()
-        if self._encoder is None:
-            self._encoder = self._device.create_command_encoder(label="torch-webgpu")
         self.native_pass_open = True
-        return self._encoder
+        return self._open_handle()
 
     def end_pass(self) -> None:
         """Close the open compute pass (the next dispatch opens a new one)."""
@@ -107,28 +143,68 @@ class CommandRecorder:
     def submitted_elsewhere(self) -> None:
         """The open encoder was finished and submitted by native code: start afresh."""
         self.native_pass_open = False  # program_run ended it before finishing
+        if self._owned:
+            self._maker.release_encoder(self._handle)
+        self._handle, self._owned = 0, False
         self._encoder = self._pass = self._pipeline = self._bind_group = None
         self._keepalive.clear()
         self.pending_commands = 0
         self.pending_staging_bytes = 0
         self.submits += 1
 
-    def submit(self) -> bool:
-        """Finish and submit the open encoder; returns False when there was nothing to submit."""
-        if self._encoder is None:
-            return False
-        self.end_pass()
-        encoder, self._encoder = self._encoder, None
-        if self.before_finish is not None:
-            self.before_finish(encoder)
+    def read_back(self, src: Any, offset: int, staging: Any, size: int) -> bytes:
+        """Copy `size` bytes of GPU buffer `src` at `offset` into the MAP_READ buffer `staging` after
+        everything recorded, submit it all and return the mapped bytes: one C++ call (native_queue only;
+        no before_finish hook)."""
+        encoder = self._encoder   # a wgpudawn object holds its encoder until finish has run
+        handle = self.encoder_handle()
+        owned = self._owned
+        self._encoder, self._handle, self._owned = None, 0, False
         try:
-            command_buffer = encoder.finish()
-            self._device.queue.submit([command_buffer])
-        except Exception as exc:
-            raise ValidationError(f"command submission failed: {exc}") from exc
+            data = self.native_queue.read(handle, owned, src, offset, staging, size)
         finally:
+            del encoder
             self._keepalive.clear()
             self.pending_commands = 0
             self.pending_staging_bytes = 0
+        self.submits += 1
+        return data
+
+    def submit(self, wait: bool = False) -> bool:
+        """Finish and submit the open encoder; returns False when there was nothing to submit. `wait`
+        (only with `native_queue`): the same C++ call then waits until the queue has done all submitted
+        work, also when nothing was open."""
+        encoder, handle, owned = self._encoder, self._handle, self._owned
+        if encoder is None and not handle and not wait:
+            return False
+        opened = encoder is not None or handle != 0
+        queue = self.native_queue
+        if opened:
+            self.end_pass()
+            if encoder is None and (self.before_finish is not None or queue is None):
+                encoder = self._python_encoder()   # the hook or Python's finish needs the wgpudawn object
+                owned = False
+            self._encoder, self._handle, self._owned = None, 0, False
+            if self.before_finish is not None:
+                self.before_finish(encoder)
+        try:
+            if queue is not None:
+                if opened and not handle:
+                    handle = queue.handle(encoder)
+                queue.submit(handle, wait, owned)
+            else:
+                command_buffer = encoder.finish()
+                self._device.queue.submit([command_buffer])
+        except WebGPUError:
+            raise
+        except Exception as exc:
+            raise ValidationError(f"command submission failed: {exc}") from exc
+        finally:
+            if opened:
+                self._keepalive.clear()
+                self.pending_commands = 0
+                self.pending_staging_bytes = 0
+        if not opened:
+            return False
         self.submits += 1
         return True

@@ -30,9 +30,15 @@ PROCS = (
     "wgpuBufferAddRef", "wgpuBufferRelease", "wgpuComputePipelineAddRef", "wgpuComputePipelineRelease",
     "wgpuBindGroupLayoutAddRef", "wgpuBindGroupLayoutRelease", "wgpuDeviceAddRef", "wgpuDeviceRelease",
     "wgpuCommandEncoderFinish", "wgpuQueueSubmit", "wgpuCommandBufferRelease",
-    "wgpuDeviceCreateCommandEncoder", "wgpuCommandEncoderRelease",
+    "wgpuDeviceCreateCommandEncoder", "wgpuCommandEncoderRelease", "wgpuQueueOnSubmittedWorkDone",
+    "wgpuInstanceWaitAny", "wgpuBufferMapAsync", "wgpuBufferGetConstMappedRange", "wgpuBufferUnmap",
 )
-_STRUCTS = ("WGPUBindGroupEntry", "WGPUBindGroupDescriptor", "WGPUComputePassDescriptor")
+_STRUCTS = ("WGPUBindGroupEntry", "WGPUBindGroupDescriptor", "WGPUComputePassDescriptor",
+            "WGPUQueueWorkDoneCallbackInfo", "WGPUFutureWaitInfo", "WGPUFuture",
+            "WGPUCommandEncoderDescriptor", "WGPUBufferMapCallbackInfo")
+# webgpu.h enum values the C++ side compiles in (checked against wgpudawn's lib at load).
+_ENUMS = ("WGPUCallbackMode_WaitAnyOnly", "WGPUQueueWorkDoneStatus_Success", "WGPUWaitStatus_Success",
+          "WGPUWaitStatus_TimedOut", "WGPUMapAsyncStatus_Success", "WGPUMapMode_Read")
 _DISPATCH, _COPY, _CLEAR = 0, 1, 2
 
 _module: Any = None
@@ -66,8 +72,9 @@ def _load(rt: Runtime) -> Any:
         return None
     try:
         addresses = tuple(int(ffi.cast("uintptr_t", ffi.addressof(lib, name))) for name in PROCS)
-        _native_plan.set_procs(addresses, tuple(ffi.sizeof(s) for s in _STRUCTS))
-    except (AttributeError, RuntimeError, ValueError) as exc:   # another wgpudawn/Dawn than built for
+        _native_plan.set_procs(addresses, tuple(ffi.sizeof(s) for s in _STRUCTS),
+                               tuple(int(getattr(lib, name)) for name in _ENUMS))
+    except (AttributeError, RuntimeError, TypeError, ValueError) as exc:   # another wgpudawn/Dawn or build
         _unavailable = f"{exc}"
         logging.getLogger(__name__).warning("native plan executor unavailable, using Python's: %s", exc)
         return None
@@ -89,6 +96,21 @@ def unavailable_reason() -> str | None:
 def handle(obj: Any) -> int:
     """The C handle (WGPU* pointer) behind a wgpudawn object."""
     return int(_cast("uintptr_t", obj._internal))
+
+
+HANDLES: dict[int, int] = {}   # GPU buffer serial -> WGPUBuffer handle (serials are never reused)
+_MAX_HANDLES = 1 << 16
+
+
+def buffer_handle(buf: Any) -> int:
+    """The WGPUBuffer handle of a runtime DeviceBuffer, cached by its GPU buffer's serial (a cffi cast
+    per binding per call adds up on the hot paths)."""
+    h = HANDLES.get(buf.serial)
+    if h is None:
+        if len(HANDLES) >= _MAX_HANDLES:
+            HANDLES.clear()
+        h = HANDLES[buf.serial] = handle(buf.gpu)
+    return h
 
 
 def _cast(*args: Any) -> Any:
@@ -229,7 +251,7 @@ class NativeProgram:
         if submit and not recorder.has_pending:
             encoder = 0   # nothing recorded before: C++ makes, submits and releases its own encoder
         else:
-            encoder = handle(recorder.encoder())   # ends the recorder's open pass: program order is kept
+            encoder = recorder.encoder_handle()   # ends the recorder's open pass: program order is kept
         self._run(self._capsule, encoder, slots, self._queue if submit else 0)
         recorder.commands += self.commands
         if capture is not None:
@@ -249,9 +271,96 @@ class NativeProgram:
         return self._info(self._capsule)
 
 
+def submit_choice() -> str:
+    """TORCH_WEBGPU_SUBMIT: `native` (default: finish, submit and wait for the queue in one C++ call) or
+    `python` (wgpudawn's Python objects: encoder.finish, queue.submit, on_submitted_work_done_sync)."""
+    name = os.environ.get("TORCH_WEBGPU_SUBMIT", "native").strip().lower() or "native"
+    if name not in ("native", "python"):
+        raise ValueError(f"TORCH_WEBGPU_SUBMIT={name!r} is not 'native' or 'python'")
+    return name
+
+
+class NativeQueue:
+    """The runtime queue's encoders, submissions and waits from C++: `submit(encoder, wait)` finishes the
+    encoder, submits it and (with `wait`) blocks in wgpuInstanceWaitAny with the GIL released, in one
+    call; `new_encoder()` makes an encoder with no wgpudawn object (wrapped only when Python records)."""
+
+    def __init__(self, rt: Runtime, module: Any):
+        from wgpudawn.backends.dawn._api import GPUCommandEncoder
+        from wgpudawn.backends.dawn._ffi import ffi
+        from wgpudawn.backends.dawn._helpers import get_wgpu_instance
+
+        self.rt = rt
+        self._submit = module.queue_submit
+        self._read = module.buffer_read
+        self._new = module.encoder_new
+        self.release_encoder = module.encoder_release
+        self._device = handle(rt.device)
+        self._queue = handle(rt.device.queue)
+        self._instance = int(_cast("uintptr_t", get_wgpu_instance()))
+        self._pending = _error_handler.pending   # filled by Dawn's uncaptured-error callback
+        self._wrapper, self._ffi = GPUCommandEncoder, ffi
+        self.handle = handle
+        self.waits = 0
+        self.encoders = 0   # made in C++
+
+    def new_encoder(self) -> int:
+        """A new command encoder's handle, owned by the caller (`submit(..., release=True)` or
+        `release_encoder`)."""
+        self.encoders += 1
+        return self._new(self._device)
+
+    def wrap_encoder(self, encoder: int) -> Any:
+        """The wgpudawn object of a `new_encoder` encoder; it takes over the reference (releases it)."""
+        return self._wrapper("torch-webgpu", self._ffi.cast("WGPUCommandEncoder", encoder), self.rt.device)
+
+    def read(self, encoder: int, release: bool, src: Any, offset: int, staging: Any, size: int) -> bytes:
+        """Copy `size` bytes of GPU buffer `src` at `offset` into the MAP_READ buffer `staging` at the
+        end of `encoder`, finish and submit it, map `staging` and wait: its bytes, in one C++ call."""
+        data = self._read(self._queue, encoder, release, handle(src), offset, handle(staging), size,
+                          self._instance, self._pending)
+        self.waits += 1
+        if type(data) is bytes and not self._pending:
+            return data
+        if data == -1 or self._pending:
+            _raise_dawn_errors("command submission failed" + (" (the encoder was not submitted)"
+                                                              if data == -1 else ""))
+        self.rt.raise_if_lost()
+        from .errors import ValidationError
+
+        raise ValidationError(f"mapping the readback buffer failed (WGPUMapAsyncStatus {data})")
+
+    def submit(self, encoder: int, wait: bool, release: bool = False) -> None:
+        """Finish and submit the encoder `encoder` (0: nothing to submit; `release`: drop the reference
+        `new_encoder` gave); with `wait`, then wait until the queue has done all submitted work. Dawn's
+        errors raise ValidationError, a lost device DeviceLostError."""
+        status = self._submit(self._queue, encoder, self._instance if wait else 0, self._pending, release)
+        if wait:
+            self.waits += 1
+        if status < 0:
+            _raise_dawn_errors("command submission failed (the encoder was not submitted)")
+        if self._pending:
+            _raise_dawn_errors("command submission failed")
+        if status > 1:   # WGPUQueueWorkDoneStatus other than Success: the device is gone, or Dawn failed
+            self.rt.raise_if_lost()
+            from .errors import WebGPUError
+
+            raise WebGPUError(f"waiting for the WebGPU queue failed (work-done status {status}); the device "
+                              "may be lost: restart the process")
+
+
+def native_queue(rt: Runtime) -> NativeQueue | None:
+    """The C++ submit-and-wait for `rt`'s queue, or None where it is off (TORCH_WEBGPU_SUBMIT=python) or
+    unavailable (no extension, the wgpu-native backend): then wgpudawn's Python objects submit and wait."""
+    if submit_choice() == "python":
+        return None
+    module = _load(rt)
+    return None if module is None else NativeQueue(rt, module)
+
+
 def buffer_slot(rt: Runtime, buffer_id: int, offset: int = 0) -> tuple[int, int]:
     """The (handle, offset) pair of a slot bound to a runtime buffer id."""
-    return handle(rt.pool.get(buffer_id).gpu), offset
+    return buffer_handle(rt.pool.get(buffer_id)), offset
 
 
 class _NoErrors:

@@ -28,9 +28,7 @@ from . import native
 from .runtime import Constant, Kernel, Runtime
 
 _blockers_lock = threading.Lock()
-_handles: dict[int, int] = {}   # GPU buffer serial -> WGPUBuffer handle (serials are never reused)
-_MAX_HANDLES = 1 << 16
-_encoder: list[Any] = [None, 0]   # the last open encoder seen and its handle
+_handles = native.HANDLES   # GPU buffer serial -> WGPUBuffer handle
 STATS = {"programs": 0, "records": 0}   # process-wide: EagerPrograms built, native replays recorded
 
 
@@ -107,9 +105,7 @@ class EagerProgram:
             buf = live[ids[s]]
             h = _handles.get(buf.serial)
             if h is None:
-                if len(_handles) >= _MAX_HANDLES:
-                    _handles.clear()
-                h = _handles[buf.serial] = native.handle(buf.gpu)
+                h = native.buffer_handle(buf)
             slots.append(h)
             slots.append(0)
         rt = self.rt
@@ -117,10 +113,8 @@ class EagerProgram:
         n = self.commands
         with rt.lock:
             # the eager pass is open on the recorder's encoder unless something else was recorded since
-            encoder = recorder._encoder if recorder.native_pass_open else recorder.native_pass_encoder()
-            if encoder is not _encoder[0]:
-                _encoder[0], _encoder[1] = encoder, native.handle(encoder)
-            self._record(self._capsule, _encoder[1], tuple(slots))
+            encoder = recorder._handle if recorder.native_pass_open else recorder.native_pass_encoder()
+            self._record(self._capsule, encoder, tuple(slots))
             recorder.commands += n
             recorder.pending_commands += n
             rt.dispatches += n

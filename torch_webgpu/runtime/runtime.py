@@ -88,6 +88,12 @@ class Runtime:
         # The open graph capture (runtime/capture.py CommandCapture), or None: the recording entry points
         # below note every command in it, and refuse uploads, readbacks and waits.
         self.capture: Any = None
+        self.recorder.native_queue = self._native_queue()
+
+    def _native_queue(self) -> Any:
+        from .native import native_queue
+
+        return native_queue(self)
 
     # ---- introspection -------------------------------------------------------------------------
     def describe(self) -> str:
@@ -114,6 +120,17 @@ class Runtime:
             reason = getattr(info, "reason", "unknown")
             message = getattr(info, "message", "")
             raise DeviceLostError(f"WebGPU device lost ({reason}): {message}; restart the process")
+
+    def raise_if_lost(self) -> None:
+        """`check_alive` after the binding has delivered its pending callbacks: Dawn reports a loss through
+        a callback that runs only when events are processed, so error paths (a failed submission) call
+        this to raise DeviceLostError rather than a validation error about a lost device."""
+        if self.backend == "dawn":
+            with contextlib.suppress(Exception):
+                from wgpudawn.backends.dawn._api import process_events
+
+                process_events()
+        self.check_alive()
 
     # ---- buffers -------------------------------------------------------------------------------
     def allocate(self, nbytes: int, exact: bool = False) -> int:
@@ -181,6 +198,17 @@ class Runtime:
         start, end = offset - offset % ALIGNMENT, align_up(offset + nbytes)
         size = end - start
         staging = self._take_staging(size)
+        if self.recorder.native_queue is not None and self._profiler is None:
+            # copy, finish, submit, map and wait in one C++ call (runtime/native.py NativeQueue.read)
+            self.check_alive()
+            try:
+                data = self.recorder.read_back(buf.gpu, start, staging, size)
+            except ValidationError:
+                self.raise_if_lost()
+                raise
+            self._staging.setdefault(bucket_size(size), []).append(staging)
+            self._run_after_wait()
+            return data[offset - start:offset - start + nbytes] if (start, size) != (offset, nbytes) else data
         self.recorder.encoder().copy_buffer_to_buffer(buf.gpu, start, staging, 0, size)
         self._submit_locked()
         try:
@@ -210,7 +238,11 @@ class Runtime:
         if free:
             return free.pop()
         usage = self.wgpu.BufferUsage.MAP_READ | self.wgpu.BufferUsage.COPY_DST
-        return self.device.create_buffer(size=bucket, usage=usage, label="torch-webgpu-readback")
+        try:
+            return self.device.create_buffer(size=bucket, usage=usage, label="torch-webgpu-readback")
+        except Exception:   # the binding's own error: on a lost device, say so
+            self.raise_if_lost()
+            raise
 
     def fill(self, buffer_id: int, pattern: int = 0, offset: int = 0, nbytes: int | None = None) -> None:
         """Fill a byte range with a repeated 32-bit `pattern` whose first byte lands at `offset` (0 on
@@ -409,12 +441,20 @@ class Runtime:
             self.capture.refuse("synchronize")
         self.check_alive()
         profiler = self._profiler
-        self.recorder.before_finish = profiler.before_finish if profiler is not None else None
-        submitted = self.recorder.submit()
+        recorder = self.recorder
+        recorder.before_finish = profiler.before_finish if profiler is not None else None
+        # Natively, finishing, submitting and waiting are one C++ call (runtime/native.py NativeQueue).
+        native_wait = wait and recorder.native_queue is not None
+        try:
+            submitted = recorder.submit(native_wait)
+        except ValidationError:
+            self.raise_if_lost()   # "device is lost" errors become DeviceLostError
+            raise
         if submitted and profiler is not None:
             profiler.after_submit()
         if wait:
-            self._wait_idle()
+            if not native_wait:
+                self._wait_idle()
             self.check_alive()
             self._run_after_wait()
 
@@ -426,6 +466,9 @@ class Runtime:
             except TypeError:
                 # wgpu 0.32.0's cffi signature for this callback is broken on wgpu-native.
                 self._work_done_works = False
+            except Exception as exc:   # the binding's own error types (a lost device, ...)
+                self.raise_if_lost()
+                raise ValidationError(f"waiting for the queue failed: {exc}") from exc
         # Mapping a buffer written by the queue completes only after all earlier submissions.
         if self._fence is None:
             self._fence = self.pool.allocate(4)

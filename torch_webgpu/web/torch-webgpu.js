@@ -932,9 +932,10 @@ export class Model {
       const variants = new Map(tune.variants.map((v) => [v.variant, v]));
       const names = [...variants.keys()];
       const choice = await this._pick(tune, names, (name) => this._timeVariant(variants.get(name)));
-      const { variant: _, ...args } = variants.get(choice.variant) || { ...defaults, variant: names[0] };
+      const { variant: _, then = [], ...args } = variants.get(choice.variant) || { ...defaults, variant: names[0] };
       this.variants[args.entry_point] = choice;
       out.push({ ...args, op: "dispatch" });
+      for (const step of then) out.push({ ...step, op: "dispatch" });   // e.g. a split-K matmul's combine
     }
     return out;
   }
@@ -961,22 +962,28 @@ export class Model {
     return { variant: winner, how: "timed", timings };
   }
 
-  /** Milliseconds of one run of a variant's dispatch (best of 3 after a warm-up), on scratch buffers. */
-  async _timeVariant(args) {
+  /** Milliseconds of one run of a variant's dispatches (its own, then those under "then"; best of 3 after
+   * a warm-up), on scratch buffers they share. */
+  async _timeVariant(variant) {
+    const { then = [], ...args } = variant;
+    const steps = [args, ...then];
     const extent = new Map();
-    for (const [name, offset, size] of args.bindings) extent.set(name, Math.max(extent.get(name) || 0, offset + size));
+    for (const step of steps) {
+      for (const [name, offset, size] of step.bindings) extent.set(name, Math.max(extent.get(name) || 0, offset + size));
+    }
     const scratch = new Map([...extent].map(([name, n]) => [name, [this.device.createBuffer({
       size: alignUp(Math.max(n, 4), 4), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
     }), 0]]));
     try {
-      const d = await this._prepareDispatch({ ...args, op: "dispatch" });
+      const prepared = new Map();
+      for (const step of steps) prepared.set(step, await this._prepareDispatch({ ...step, op: "dispatch" }));
       const state = { buffers: scratch, phase: "tune", dispatchIndex: args.entry_point };
       let best = Infinity;
       for (let rep = 0; rep < 4; rep++) {
         await withErrorScope(this.device, `variant ${args.entry_point}`, async () => {
           const start = performance.now();
           state.recorder = new Recorder(this.device);
-          runDispatch(this, { ...state, dispatches: new Map([[args, d]]) }, args);
+          for (const step of steps) runDispatch(this, { ...state, dispatches: prepared }, step);
           state.recorder.submit();
           await this.device.queue.onSubmittedWorkDone();
           if (rep) best = Math.min(best, performance.now() - start);   // rep 0: the warm-up

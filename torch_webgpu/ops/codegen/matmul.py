@@ -7,6 +7,8 @@ output and bias, has_bias, alpha, beta.
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from ...runtime import get_runtime
@@ -125,8 +127,15 @@ def launch_library_matmul(a: Operand, b: Operand, out: Operand, bias: Operand | 
                           activation: str | None = None) -> None:
     """Record out = act(alpha * a @ b + beta * bias) + residual through kernels.matmul for 3-d operands
     of one float dtype (split into several launches when an operand exceeds the binding limit)."""
-    from ...kernels import autotune, record
-    from ...kernels.matmul import Layout, MatmulProblem, plan_matmul, split_for_binding, variants
+    from ...kernels import autotune
+    from ...kernels.matmul import (
+        Layout,
+        MatmulProblem,
+        plan_matmul_steps,
+        record_matmul,
+        split_for_binding,
+        variants,
+    )
     from ...runtime import BufferSlice
 
     batch, m, k = a.sizes
@@ -159,7 +168,23 @@ def launch_library_matmul(a: Operand, b: Operand, out: Operand, bias: Operand | 
         names = variants(q, caps)
 
         def measure(name: str, q=q, operands=operands) -> float:
-            return autotune.time_launch(rt, plan_matmul(q, caps, name), operands)
+            plan = plan_matmul_steps(q, caps, name)
+            with _scratch(plan, operands) as bound:
+                return autotune.time_launches(rt, plan.steps, bound)
 
         variant = autotune.choose("matmul", q, caps, names, measure)
-        record(plan_matmul(q, caps, variant), operands, rt, dispatch=dispatch)
+        plan = plan_matmul_steps(q, caps, variant)
+        with _scratch(plan, operands) as bound:
+            record_matmul(plan, bound, rt, dispatch=dispatch)
+
+
+@contextlib.contextmanager
+def _scratch(plan, operands: dict):
+    """`operands` with a new device buffer per scratch role of `plan` (a split-K variant's partial
+    sums), held by webgpu tensors while the plan is recorded (the allocator orders later reuse)."""
+    if not plan.scratch:
+        yield operands
+        return
+    held = {role: torch.empty((-(-nbytes // 4),), dtype=torch.int32, device="webgpu")
+            for role, nbytes in plan.scratch.items()}
+    yield {**operands, **{role: t.untyped_storage().data_ptr() >> 32 for role, t in held.items()}}

@@ -1,0 +1,98 @@
+"""Host cost of one synchronised call (issue 13): `synchronize()` with nothing queued, a tiny eager
+`a + b` (256 floats) + `synchronize()`, a compiled one-dispatch plan call + `synchronize()`, and a
+readback (`a.cpu()`, which waits for the queue itself).
+
+`python -m benchmarks.sync_cost [--reps N] [--json FILE]` prints one JSON row per case: microseconds per
+call of this thread's CPU time (`time.thread_time`: the host cost proper), of the process's
+(`time.process_time`: on lavapipe the "GPU" worker threads count too) and of wall time
+(`time.perf_counter`), medians over 5 batches; then the same split into recording (the op or the plan
+call alone), submitting (`flush()` after it) and waiting (`synchronize()` after the flush).
+`TORCH_WEBGPU_SUBMIT=python` measures the Python submit-and-wait path (the fallback) instead of C++'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+CLOCKS = {"thread": time.thread_time, "cpu": time.process_time, "wall": time.perf_counter}
+
+
+def _cases() -> dict[str, Callable[[], object] | None]:
+    """Case name -> the call before the synchronize (None: nothing queued)."""
+    import torch_webgpu  # noqa: F401  (registers the device and the compile backend)
+
+    a, b = torch.randn(256, device="webgpu"), torch.randn(256, device="webgpu")
+    plan = torch.compile(lambda x, y: x + y, backend="webgpu")
+    plan(a, b)
+    return {"synchronize() alone": None, "eager a + b (256 f32) + synchronize()": lambda: a + b,
+            "compiled 1-dispatch plan + synchronize()": lambda: plan(a, b),
+            "readback a.cpu() (256 f32) + synchronize()": lambda: a.cpu()}
+
+
+def _per_call(call: Callable[[], object] | None, reps: int, split: bool) -> dict[str, float]:
+    """Microseconds per call on each clock; with `split`, record / submit / wait apart (more clock reads)."""
+    from torch_webgpu.runtime import get_runtime
+
+    rt = get_runtime()
+    sync, flush = torch.webgpu.synchronize, rt.flush
+    if not split:
+        start = {k: c() for k, c in CLOCKS.items()}
+        for _ in range(reps):
+            if call is not None:
+                call()
+            sync()
+        return {f"{k}_us": (c() - start[k]) / reps * 1e6 for k, c in CLOCKS.items()}
+    parts = {f"{k}_{p}_us": 0.0 for k in CLOCKS for p in ("record", "submit", "wait")}
+    for _ in range(reps):
+        t0 = {k: c() for k, c in CLOCKS.items()}
+        if call is not None:
+            call()
+        t1 = {k: c() for k, c in CLOCKS.items()}
+        flush()
+        t2 = {k: c() for k, c in CLOCKS.items()}
+        sync()
+        t3 = {k: c() for k, c in CLOCKS.items()}
+        for k in CLOCKS:
+            parts[f"{k}_record_us"] += (t1[k] - t0[k]) * 1e6 / reps
+            parts[f"{k}_submit_us"] += (t2[k] - t1[k]) * 1e6 / reps
+            parts[f"{k}_wait_us"] += (t3[k] - t2[k]) * 1e6 / reps
+    return parts
+
+
+def run(reps: int) -> list[dict]:
+    """One row per case: medians over 5 batches of `reps` calls."""
+    rows = []
+    for name, call in _cases().items():
+        for _ in range(50):
+            if call is not None:
+                call()
+            torch.webgpu.synchronize()
+        row: dict = {"case": name}
+        for split in (False, True):
+            batches = [_per_call(call, reps, split) for _ in range(5)]
+            row.update({k: round(statistics.median(b[k] for b in batches), 2) for k in batches[0]})
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
+def main() -> None:
+    """Command line."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=400)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    rows = run(args.reps)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
