@@ -136,6 +136,47 @@ def _vit(tiny: bool) -> ModelCase:
                      lambda: (torch.randn(1, 3, cfg.image_size, cfg.image_size),), 1, "images/s")
 
 
+def _hf_cnn(name: str, tiny: bool) -> ModelCase:
+    """A small transformers CNN (issue 12's compile-time models): the config's depths at 16-128 channels,
+    64x64, random weights; tiny (smoke): 8-16 channels at 32x32, one block per stage."""
+    import transformers as tf
+
+    size = 32 if tiny else 64
+    widths = [8, 16] if tiny else [16, 32, 64, 128]
+    # the configs' own depths (ResNet-34's and ConvNeXt-T's); tiny: one block per stage
+    depths = [1, 1] if tiny else {"ResNet": [3, 4, 6, 3], "ConvNeXt": [3, 3, 9, 3]}.get(name)
+    if name == "ResNet":
+        cfg = tf.ResNetConfig(embedding_size=widths[0], hidden_sizes=widths, depths=depths,
+                              layer_type="basic", num_labels=10)
+        cls = tf.ResNetForImageClassification
+    elif name == "ConvNeXt":
+        cfg = tf.ConvNextConfig(hidden_sizes=widths, depths=depths, num_stages=len(widths), image_size=size,
+                                num_labels=10)
+        cls = tf.ConvNextForImageClassification
+    else:   # MobileNetV2 at depth multiplier 0.35 (16...112 channels), the last conv narrowed too
+        cfg = tf.MobileNetV2Config(depth_multiplier=0.25 if tiny else 0.35, image_size=size,
+                                   finegrained_output=False, num_labels=10)
+        cls = tf.MobileNetV2ForImageClassification
+    def build():
+        model = cls(cfg)
+        for module in model.modules():
+            # transformers' init (normal, std 0.02) makes MobileNetV2's logits ~1e-25: no check at all
+            if isinstance(module, nn.Conv2d):
+                nn.init.kaiming_normal_(module.weight, nonlinearity="relu")
+        return _LogitsOnly(model)
+
+    return ModelCase(f"{name}{'-tiny' if tiny else ''} ({size}x{size})", build,
+                     lambda: (torch.randn(1, 3, size, size),), 1, "images/s")
+
+
+CNN_NAMES = ("ResNet", "ConvNeXt", "MobileNetV2")
+
+
+def cnn_cases(tiny: bool) -> list[ModelCase]:
+    """Issue 12's small transformers CNNs (ResNet, ConvNeXt, MobileNetV2 configs), for compile time."""
+    return [_hf_cnn(name, tiny) for name in CNN_NAMES]
+
+
 # int4 first: issue 14's headline figures; the first figure of a run has measured slower on the H200
 # (h200-2026-12-01-llm-run3.md: the same kernels 3x slower in the first model's plan), so the order is
 # part of what a run's report says

@@ -120,3 +120,17 @@ def test_transformer_block_head_dim_16_long_sequence():
     # SDPA's all--inf-row guard (all.dim over i1) used to give wrong results here; it now reduces int32.
     torch.manual_seed(0)
     _check(TransformerBlock(32, 2), torch.randn(2, 64, 32))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["ResNet", "ConvNeXt", "MobileNetV2"])
+def test_transformers_small_cnn(name):
+    # Issue 12's compile-time CNNs (benchmarks/suites/compile_time.py), at their smoke size.
+    from benchmarks.model_zoo import cnn_cases
+
+    case = next(c for c in cnn_cases(tiny=True) if c.name.startswith(name + "-"))
+    torch.manual_seed(0)
+    model = case.build().eval()
+    _check(model, *case.inputs(), device="webgpu")
+    meta = STATS.plans[-1].meta
+    assert meta["library"] and meta["iree_segments"] <= meta["segments"]

@@ -19,6 +19,7 @@ from .fx_import import PreparedGraph, _bool_boundaries_as_int32
 from .low_ir import Plan, TensorSpec
 from .partition import Partition, Segment, partition, segment_graph, value_of
 from .quant_partition import repack
+from .segment_dedupe import unique_segments
 
 
 def placeholders_of(prepared: PreparedGraph) -> list[torch.fx.Node]:
@@ -96,7 +97,12 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
         output.args = (tuple(kept),)
         gm.recompile()
         segments.append((gm, f"seg{index}", [value_of(r) for r in kept]))
-    segment_plans = iter(compile_segments(segments) if segments else [])
+    # Identical segments (repeated blocks) compile once; a repeat reuses the first one's plan.
+    first = unique_segments([gm for gm, _, _ in segments])
+    unique = sorted(set(first))
+    compiled = dict(zip(unique, compile_segments([segments[k] for k in unique]) if unique else [],
+                        strict=True))
+    segment_plans = iter([(compiled[j], j != k) for k, j in enumerate(first)])
 
     caps = caps_for_target(target)
     n_user = len(inputs)
@@ -141,7 +147,7 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
                 operands[role] = (buf, offset, -(-int(nbytes) // 4) * 4)
             composer.add_library(step.launch(caps), operands, tunable)
             continue
-        segment_plan = next(segment_plans)
+        segment_plan, repeat = next(segment_plans)
         bound = [where[x] for x in step.inputs]
         for k, ranges in written_inputs(segment_plan.main, segment_plan.executables).items():
             # IREE updates this argument in place (index_put into a KV cache returns it). One IREE module
@@ -159,7 +165,7 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
                 bound[k] = composer.add_copy(f"copy{index}_{k}", bound[k], _nbytes(value_of(step.inputs[k])))
                 log.debug("segment %d writes its input %s in place: copied first (read later: %s)",
                           index, step.inputs[k], victims)
-        locations = composer.add_segment("", segment_plan, bound)
+        locations = composer.add_segment(f"s{index}_" if repeat else "", segment_plan, bound, repeat)
         for node, loc in zip(step.outputs, locations, strict=True):
             # Outputs may share bytes with each other or with an input (IREE folds equal values into one
             # buffer): harmless, since nothing writes a placed value except the copies above protect.
@@ -182,7 +188,8 @@ def compile_partitioned(prepared: PreparedGraph, part: Partition, inputs: list[T
     plan = composer.plan(outputs, prepared.output_map, output_locations)
     plan.meta = {"target": target.key(), "dispatches": plan.dispatch_count,
                  "library": composer.library_entries,
-                 "segments": sum(1 for s in part.steps if isinstance(s, Segment))}
+                 "segments": sum(1 for s in part.steps if isinstance(s, Segment)),
+                 "iree_segments": len(unique)}   # the distinct ones, compiled by IREE
     if packed:
         plan.meta["packed_constants"] = packed   # how quant weights were packed (bundle external weights)
     return plan, composer.dispatches_text()

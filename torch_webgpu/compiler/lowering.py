@@ -32,6 +32,7 @@ from .native_plan import (
     build_native_layout,
     mark_checked,
 )
+from .phases import phase
 from .plan_memory import assign_memory
 from .plan_memory import enabled as plan_memory_enabled
 from .plan_tuning import tune_plan
@@ -326,10 +327,12 @@ class CompiledPlan:
             self._static[f"in{n_user + j}"] = (buf, 0)
             held.setdefault((tuple(value.shape), np.asarray(value).dtype.str), []).append((value, buf))
         # Tuned once the plan's buffers and weights exist: variants read the weights in place.
-        self.plan = plan = tune_plan(plan, self.rt, resident=self._static)
+        with phase("autotune"):
+            self.plan = plan = tune_plan(plan, self.rt, resident=self._static)
         # Pipelines of the dispatched entry points only (not the variants tuning passed over).
         used = {n.args["entry_point"] for n in (*plan.init, *plan.main) if n.op is LowIROp.DISPATCH}
-        self._kernels = {name: self._kernel(name) for name in plan.executables if name in used}
+        with phase("pipelines"):
+            self._kernels = {name: self._kernel(name) for name in plan.executables if name in used}
         self.dynamic = any(d is None for spec in plan.inputs for d in spec.shape)
         if host_expr.contains_expression([n.args for n in plan.init]):
             raise ValueError("a plan's init nodes cannot depend on the input shapes")

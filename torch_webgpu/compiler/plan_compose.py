@@ -22,6 +22,11 @@ from .low_ir import ExecutableSpec, LowIRNode, LowIROp, Plan, TensorSpec
 ALIGN = 256
 
 
+def _transient(name: str) -> bool:
+    """Whether plan buffer `name` is one of IREE's per-call buffers (plan_builder.buffer_name: t<k>)."""
+    return name.startswith("t") and name[1:].isdigit()
+
+
 class PlanComposer:
     """Accumulates segment plans and library launches into one Plan."""
 
@@ -44,26 +49,31 @@ class PlanComposer:
                                                                  "constant": name}))
 
     # -- segments --
-    def add_segment(self, prefix: str, plan: Plan, bound_inputs: list[tuple[str, int]]
-                    ) -> list[tuple[str, int]]:
-        """Append a segment plan whose input k lives at `bound_inputs[k]`; the locations of its outputs."""
+    def add_segment(self, prefix: str, plan: Plan, bound_inputs: list[tuple[str, int]],
+                    repeat: bool = False) -> list[tuple[str, int]]:
+        """Append a segment plan whose input k lives at `bound_inputs[k]`; the locations of its outputs.
+        `repeat`: the plan was added before (an identical segment, segment_dedupe.py): only its per-call
+        (transient) buffers get `prefix`, its module's globals, initializers and constants are there."""
         if len(bound_inputs) != len(plan.inputs):
             raise ValueError(f"segment {prefix}: {len(plan.inputs)} inputs, {len(bound_inputs)} bound")
         if plan.num_constant_inputs:
             raise ValueError(f"segment {prefix}: lifted constants must be graph inputs of the segment")
 
+        def local(name: str) -> str:
+            return prefix + name if not repeat or _transient(name) else name
+
         def where(name: str, offset: int) -> tuple[str, int]:
             if name.startswith("in") and name[2:].isdigit():
                 buf, base = bound_inputs[int(name[2:])]
                 return buf, base + offset
-            return prefix + name, offset
+            return local(name), offset
 
         def rename(node: LowIRNode) -> LowIRNode:
             a = dict(node.args)
             if node.op in (LowIROp.ALLOCATE, LowIROp.FREE):
                 if a["buffer"].startswith("in"):
                     return None  # type: ignore[return-value]
-                a["buffer"] = prefix + a["buffer"]
+                a["buffer"] = local(a["buffer"])
             elif node.op is LowIROp.DISPATCH:
                 a["bindings"] = [[*where(b, o), n] for b, o, n in a["bindings"]]
             elif node.op is LowIROp.UPLOAD_CONSTANT:
@@ -76,8 +86,10 @@ class PlanComposer:
             return LowIRNode(node.op, a)
 
         for name, size in plan.buffers.items():
-            self.buffers[prefix + name] = size
-        self.init += [n for n in map(rename, plan.init) if n is not None]
+            if not repeat or _transient(name):
+                self.buffers[local(name)] = size
+        if not repeat:
+            self.init += [n for n in map(rename, plan.init) if n is not None]
         outputs: dict[int, tuple[str, int]] = {}
         for node in plan.main:
             if node.op is LowIROp.OUTPUT:
@@ -95,8 +107,9 @@ class PlanComposer:
                 raise ValueError(f"segment {prefix}: entry point {key} is already another one in the plan")
         self.wgsl.update(plan.wgsl)
         self.spirv.update(plan.spirv)
-        for name, value in plan.constants.items():
-            self.constants[prefix + name] = value
+        if not repeat:
+            for name, value in plan.constants.items():
+                self.constants[prefix + name] = value
         return [outputs[i] for i in range(len(plan.outputs))]
 
     def add_copy(self, name: str, source: tuple[str, int], nbytes: int) -> tuple[str, int]:

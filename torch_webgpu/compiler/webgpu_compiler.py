@@ -18,11 +18,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import cache
+from . import cache, phases
 from .fx_import import PreparedGraph, import_graph, import_graphs, prepare_graph
 from .high_ir import build_high_ir
 from .low_ir import ExecutableSpec, LowIROp, Plan, TensorSpec
 from .lowering import INT32_MAX, INT32_MIN, SCALAR, device_dtype, lowering
+from .phases import phase
 
 log = logging.getLogger(__name__)
 
@@ -143,14 +144,16 @@ def compile_plan(prepared: PreparedGraph, example_inputs: list[Any], target: Any
 
     start = time.perf_counter()
     dumper = _Dumper()
-    module = import_graph(prepared.graph_module)
+    with phase("torch-mlir import"):
+        module = import_graph(prepared.graph_module)
     dumper.write("torch.imported.mlir", str(module))
-    build_high_ir(module).check_supported(only_unregistered=True)
-    run_high_passes(module, dumper.pass_dump)
-    high = build_high_ir(module)
-    dumper.write("high_ir.txt", str(high))
-    high.check_supported()
-    torch_text = str(module)
+    with phase("high passes"):
+        build_high_ir(module).check_supported(only_unregistered=True)
+        run_high_passes(module, dumper.pass_dump)
+        high = build_high_ir(module)
+        dumper.write("high_ir.txt", str(high))
+        high.check_supported()
+        torch_text = str(module)
     target = target or _target()
     if not target.shader_f16 and _has_float16(prepared, example_inputs):
         # (IREE would emulate f16 storage in 32-bit words and fail on the vector bitcasts that needs.)
@@ -169,12 +172,14 @@ def compile_plan(prepared: PreparedGraph, example_inputs: list[Any], target: Any
     mode = ("|library" if library_enabled() else "") + ("" if grouping_enabled() else "|ungrouped")
     key = cache.cache_key(torch_text, target.key() + mode, digest.digest())
     STATS.graphs += 1
-    plan = cache.load(key)
+    with phase("cache"):
+        plan = cache.load(key)
     if plan is not None:
         STATS.cache_hits += 1
     else:
         plan = _compile_uncached(prepared, example_inputs, torch_text, target, constants, dumper)
-        cache.store(key, plan)
+        with phase("cache"):
+            cache.store(key, plan)
     if dumper.dir is not None:
         dumper.write("plan.txt", str(plan))
         plan.save(dumper.dir / "plan")
@@ -193,7 +198,8 @@ def _compile_uncached(prepared: PreparedGraph, example_inputs: list[Any], torch_
     inputs = [_spec(v) for v in example_inputs] + [
         TensorSpec(list(v.shape), str(v.dtype), str(v.dtype)) for v in constants.values()]
     outputs = [_spec(v) for v in prepared.output_vals]
-    part = plan_partition(prepared, example_inputs, target)
+    with phase("partition"):
+        part = plan_partition(prepared, example_inputs, target)
     if part is None:
         plan = _iree_plan(torch_text, "main", target, inputs, outputs, prepared.output_map, constants, dumper)
         dumper.write("dispatches.txt", "".join(f"iree\t{n.args['entry_point']}\n" for n in plan.main
@@ -203,8 +209,10 @@ def _compile_uncached(prepared: PreparedGraph, example_inputs: list[Any], torch_
     def compile_segments(segments: list) -> list[Plan]:
         from mlir_passes.torch_passes import run_high_passes
 
-        module = import_graphs([(gm, name) for gm, name, _ in segments])
-        run_high_passes(module)   # the whole graph's ops were checked by compile_plan
+        with phase("torch-mlir import"):
+            module = import_graphs([(gm, name) for gm, name, _ in segments])
+        with phase("high passes"):
+            run_high_passes(module)   # the whole graph's ops were checked by compile_plan
         specs = [([_spec(value_of(n)) for n in gm.graph.nodes if n.op == "placeholder"],
                   [_spec(v) for v in output_vals]) for gm, _, output_vals in segments]
         return _iree_plans(str(module), [name for _, name, _ in segments], target, specs, dumper)
@@ -244,17 +252,21 @@ def _iree_plans(torch_text: str, func_names: list[str], target: Any,
     dumper.write("iree_input.mlir", with_target(torch_text, target))
     refuse_narrow_ints(torch_text)
     STATS.iree_calls += 1
-    artifacts = compile_to_hal(torch_text, target)
+    with phase("iree compile"):
+        artifacts = compile_to_hal(torch_text, target)
     dumper.write("iree_hal.mlir", artifacts.hal_text)
     for entry, text in artifacts.spirv_mlir.items():
         dumper.write(f"{entry.replace('$', '_')}.spirv.mlir", text)
-    hosts = extract_host_programs(artifacts.hal_text, [f"{name}$async" for name in func_names])
-    executables, sources = translate_executables(artifacts.spirv_mlir)
+    with phase("host program"):
+        hosts = extract_host_programs(artifacts.hal_text, [f"{name}$async" for name in func_names])
+    with phase("spirv to wgsl"):
+        executables, sources = translate_executables(artifacts.spirv_mlir)
     plans = []
-    for host, (inputs, outputs) in zip(hosts, specs, strict=True):
-        plan = build_plan(host, executables, sources, inputs, outputs, list(range(len(outputs))), {})
-        plan.spirv = dict(artifacts.spirv_binaries)
-        plans.append(plan)
+    with phase("plan build"):
+        for host, (inputs, outputs) in zip(hosts, specs, strict=True):
+            plan = build_plan(host, executables, sources, inputs, outputs, list(range(len(outputs))), {})
+            plan.spirv = dict(artifacts.spirv_binaries)
+            plans.append(plan)
     return plans
 
 
@@ -272,7 +284,8 @@ def _iree_plan(torch_text: str, func_name: str, target: Any, inputs: list[Tensor
     refuse_narrow_ints(torch_text)
     STATS.iree_calls += 1
     try:
-        artifacts = compile_to_hal(torch_text, target)
+        with phase("iree compile"):
+            artifacts = compile_to_hal(torch_text, target)
     except IREECompileError as exc:
         if "[?" in torch_text or ",?" in torch_text:
             raise IREECompileError(f"{exc}\n(the graph has dynamic dims from torch.compile(dynamic=True); "
@@ -281,9 +294,12 @@ def _iree_plan(torch_text: str, func_name: str, target: Any, inputs: list[Tensor
     dumper.write(f"{tag}iree_hal.mlir", artifacts.hal_text)
     for entry, text in artifacts.spirv_mlir.items():
         dumper.write(f"{entry.replace('$', '_')}.spirv.mlir", text)
-    host = extract_host_program(artifacts.hal_text, function=f"{func_name}$async")
-    specs, sources = translate_executables(artifacts.spirv_mlir)
-    plan = copy_written_inputs(build_plan(host, specs, sources, inputs, outputs, output_map, constants))
+    with phase("host program"):
+        host = extract_host_program(artifacts.hal_text, function=f"{func_name}$async")
+    with phase("spirv to wgsl"):
+        specs, sources = translate_executables(artifacts.spirv_mlir)
+    with phase("plan build"):
+        plan = copy_written_inputs(build_plan(host, specs, sources, inputs, outputs, output_map, constants))
     plan.spirv = dict(artifacts.spirv_binaries)
     plan.meta = {"target": target.key(), "dispatches": plan.dispatch_count}
     return plan
@@ -294,10 +310,13 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     # AOTAutograd calls compilers under fake mode; constants and buffers here are real tensors.
-    with unset_fake_temporarily():
-        prepared = prepare_graph(gm, list(example_inputs))
+    with unset_fake_temporarily(), phase("backend"):
+        with phase("prepare graph"):
+            prepared = prepare_graph(gm, list(example_inputs))
         plan = compile_plan(prepared, [example_inputs[k] for k in prepared.kept_inputs])
-        compiled = lowering(plan)
+        with phase("lowering"):
+            compiled = lowering(plan)
+    phases.log_phases(f"graph {STATS.graphs}", dict(phases.SECONDS))
     kept = prepared.kept_inputs
     all_kept = kept == list(range(len(example_inputs)))
 
@@ -353,13 +372,14 @@ def _decompose_attention(gm: torch.fx.GraphModule, symbolic: bool = False) -> No
 def webgpu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs: Any) -> Any:
     """torch.compile backend: forward and backward graphs compiled for WebGPU through AOTAutograd."""
     from torch._dynamo.backends.common import aot_autograd
-    from torch_mlir.extras.fx_decomp_util import get_decomposition_table
+
+    from .decompositions import decomposition_table
 
     symbolic = any(isinstance(v, torch.SymInt) for x in example_inputs if isinstance(x, torch.Tensor)
                    for v in x.shape) or any(isinstance(x, torch.SymInt) for x in example_inputs)
     _decompose_attention(gm, symbolic)
     backend = aot_autograd(fw_compiler=_compile_graph, bw_compiler=_compile_graph,
-                           decompositions=get_decomposition_table())
+                           decompositions=decomposition_table())
     if not symbolic or not torch._dynamo.config.assume_static_by_default:
         # dynamic=True: one plan whose sizes, workgroup counts and push constants are expressions of the
         # inputs' dimensions, evaluated per input-shape signature; the dims reach shaders as uniforms.
