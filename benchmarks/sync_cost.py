@@ -25,10 +25,13 @@ CLOCKS = {"thread": time.thread_time, "cpu": time.process_time, "wall": time.per
 
 def _cases() -> dict[str, Callable[[], object] | None]:
     """Case name -> the call before the synchronize (None: nothing queued)."""
-    import torch_webgpu  # noqa: F401  (registers the device and the compile backend)
+    import torch_webgpu  # noqa: F401  (registers the device)
+
+    # the backend object, not its name: a GPU machine's PYTHONPATH checkout has no entry points
+    from torch_webgpu.compiler.webgpu_compiler import webgpu_backend
 
     a, b = torch.randn(256, device="webgpu"), torch.randn(256, device="webgpu")
-    plan = torch.compile(lambda x, y: x + y, backend="webgpu")
+    plan = torch.compile(lambda x, y: x + y, backend=webgpu_backend)
     plan(a, b)
     return {"synchronize() alone": None, "eager a + b (256 f32) + synchronize()": lambda: a + b,
             "compiled 1-dispatch plan + synchronize()": lambda: plan(a, b),
