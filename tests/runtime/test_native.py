@@ -246,3 +246,22 @@ def test_submit_choice_reads_the_environment(monkeypatch):
     monkeypatch.setenv("TORCH_WEBGPU_SUBMIT", "fast")
     with pytest.raises(ValueError, match="TORCH_WEBGPU_SUBMIT"):
         nat.submit_choice()
+
+
+def test_dawn_and_wgpu_native_runtimes_in_one_process_each_submit_their_own_way():
+    """A wgpu-native runtime made after a Dawn one (the benchmarks' tiny-dispatch suite) never gets the
+    native (Dawn) queue: Dawn's procs on its handles crashed the process."""
+    import subprocess
+    import sys
+
+    script = ("from torch_webgpu.runtime import Runtime\n"
+              "from torch_webgpu.runtime import native as nat\n"
+              "dawn = Runtime(backend='dawn'); dawn.synchronize()\n"
+              "other = Runtime(backend='wgpu')\n"
+              "assert nat.native_queue(other) is None and not nat.native_available(other)\n"
+              "assert 'wgpu' in nat.unavailable_reason(other)\n"
+              "buf = other.allocate(16); other.fill(buf, 0); other.synchronize()\n"
+              "assert nat.native_available(dawn)\n"
+              "print('ok')\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "ok" in proc.stdout, (proc.returncode, proc.stderr[-2000:])

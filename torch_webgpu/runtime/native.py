@@ -57,11 +57,12 @@ def executor_choice() -> str:
 def _load(rt: Runtime) -> Any:
     """The initialised extension module, or None (with the reason in `_unavailable`)."""
     global _module, _unavailable, _error_handler
+    if rt.backend != "dawn":
+        # per runtime, not cached: one process may hold Dawn and wgpu-native runtimes side by side, and
+        # Dawn's procs called on a wgpu-native handle would crash
+        return None
     if _module is not None or _unavailable is not None:
         return _module
-    if rt.backend != "dawn":
-        _unavailable = f"backend {rt.backend!r} (the native executor drives Dawn through wgpudawn)"
-        return None
     try:
         from wgpudawn.backends.dawn._ffi import ffi, lib
 
@@ -88,8 +89,10 @@ def native_available(rt: Runtime) -> bool:
     return executor_choice() != "python" and _load(rt) is not None
 
 
-def unavailable_reason() -> str | None:
-    """Why the native recorder cannot be used (None when it can or was not tried)."""
+def unavailable_reason(rt: Runtime | None = None) -> str | None:
+    """Why the native recorder cannot be used (on `rt`, if given; None when it can or was not tried)."""
+    if rt is not None and rt.backend != "dawn":
+        return f"backend {rt.backend!r} (the native executor drives Dawn through wgpudawn)"
     return _unavailable
 
 
@@ -214,7 +217,7 @@ class ProgramBuilder:
         """The native program (fixed bind groups are created now; Dawn errors raise here)."""
         module = _load(self.rt)
         if module is None:
-            raise RuntimeError(f"native executor unavailable: {_unavailable}")
+            raise RuntimeError(f"native executor unavailable: {unavailable_reason(self.rt)}")
         with self.rt.lock:
             capsule = module.program_new(handle(self.rt.device), tuple(self.commands))
             _raise_dawn_errors("preparing a native program")
