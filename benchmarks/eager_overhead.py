@@ -10,13 +10,14 @@ targets are about that difference.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
 from collections.abc import Callable
 
 import torch
+
+from .json_rows import rows_main
 
 MiB = 1 << 20
 
@@ -112,14 +113,7 @@ def run(reps: int) -> list[dict]:
 
 def main() -> None:
     """Command line: print one JSON row per figure and optionally write them all to --json."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--json")
-    ap.add_argument("--reps", type=int, default=100)
-    args = ap.parse_args()
-    rows = run(args.reps)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+    rows_main(run, __doc__.splitlines()[0], reps=100)
 
 
 if __name__ == "__main__":

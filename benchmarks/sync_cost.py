@@ -12,13 +12,14 @@ call alone), submitting (`flush()` after it) and waiting (`synchronize()` after 
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
 from collections.abc import Callable
 
 import torch
+
+from .json_rows import rows_main
 
 CLOCKS = {"thread": time.thread_time, "cpu": time.process_time, "wall": time.perf_counter}
 
@@ -86,15 +87,8 @@ def run(reps: int) -> list[dict]:
 
 
 def main() -> None:
-    """Command line."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=400)
-    ap.add_argument("--json")
-    args = ap.parse_args()
-    rows = run(args.reps)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+    """Command line: print one JSON row per figure and optionally write them all to --json."""
+    rows_main(run, __doc__.splitlines()[0], reps=400)
 
 
 if __name__ == "__main__":

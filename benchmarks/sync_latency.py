@@ -7,12 +7,13 @@ on the raw runtime (no torch): the floor under every synchronised eager op and c
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
 
 import numpy as np
+
+from .json_rows import rows_main
 
 WGSL = """
 @group(0) @binding(0) var<storage, read_write> x: array<f32>;
@@ -80,15 +81,8 @@ def run(reps: int) -> list[dict]:
 
 
 def main() -> None:
-    """Command line."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=300)
-    ap.add_argument("--json")
-    args = ap.parse_args()
-    rows = run(args.reps)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+    """Command line: print one JSON row per figure and optionally write them all to --json."""
+    rows_main(run, __doc__.splitlines()[0], reps=300)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import torch
 
@@ -24,15 +26,7 @@ def upload(rt, t: torch.Tensor, pad: int = 0) -> int:
 def run_launch(rt, launch, operands: dict[str, torch.Tensor], out: torch.Tensor) -> torch.Tensor:
     """Record `launch` with operand tensors (roles) and return the downloaded `out` storage as a tensor
     shaped and strided like `out`."""
-    ids = {role: upload(rt, t) for role, t in operands.items()}
-    ids["out"] = upload(rt, out)
-    record(launch, ids, rt)
-    n = out.untyped_storage().nbytes()
-    raw = rt.download(ids["out"], 0, n)
-    for b in ids.values():
-        rt.free(b)
-    flat = torch.frombuffer(bytearray(raw), dtype=out.dtype)
-    return torch.as_strided(flat, out.shape, out.stride(), out.storage_offset())
+    return run_plan(rt, SimpleNamespace(steps=[launch], scratch={}), operands, out)
 
 
 def run_plan(rt, plan, operands: dict[str, torch.Tensor], out: torch.Tensor) -> torch.Tensor:
