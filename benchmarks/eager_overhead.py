@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import torch
 
+from .backends import start_cuda
 from .json_rows import rows_main
 
 MiB = 1 << 20
@@ -91,6 +92,7 @@ def run(reps: int) -> list[dict]:
     rows = []
     backends = [("webgpu-eager", "webgpu", torch.webgpu.synchronize)]
     if torch.cuda.is_available():
+        start_cuda()   # before the webgpu figures, which ran ~3x slower without a CUDA context (H200)
         backends.append(("torch-cuda", "cuda", torch.cuda.synchronize))
     for backend, device, sync in backends:
         for name, build in _cases(device).items():
