@@ -265,3 +265,30 @@ def test_dawn_and_wgpu_native_runtimes_in_one_process_each_submit_their_own_way(
               "print('ok')\n")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "ok" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
+
+
+def test_buffer_handles_of_two_runtimes_never_collide():
+    """Native buffer handles are cached by GPU buffer serial for every runtime of the process: serials
+    are unique across pools, so a second runtime's buffers never stand in for the first's (before, both
+    pools counted from 1 and eager ops bound the other device's buffers: a crash in a long test run)."""
+    import subprocess
+    import sys
+
+    script = ("import torch, torch_webgpu\n"
+              "from torch_webgpu.runtime import Runtime\n"
+              "from torch_webgpu.runtime import native as nat\n"
+              "other = Runtime(backend='dawn')\n"
+              "ids = [other.allocate(4096) for _ in range(64)]\n"
+              "serials = {other.pool.get(i).serial for i in ids}\n"
+              "for i in ids: nat.buffer_handle(other.pool.get(i))\n"
+              "for i in ids: other.free(i)\n"
+              "other.empty_cache()\n"
+              "x = torch.arange(1000.0)\n"
+              "for _ in range(40): y = (x.to('webgpu') + 1) * 2\n"
+              "assert torch.equal(y.cpu(), (x + 1) * 2)\n"
+              "from torch_webgpu.runtime import get_runtime\n"
+              "mine = {b.serial for b in get_runtime().pool.live()}\n"
+              "assert not (mine & serials), sorted(mine & serials)[:5]\n"
+              "print('ok')\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "ok" in proc.stdout, (proc.returncode, proc.stderr[-2000:])

@@ -30,6 +30,11 @@ def bucket_size(nbytes: int) -> int:
     return align_up(nbytes, _LARGE_STEP)
 
 
+# GPU buffer serials are unique in the process, not per pool: caches keyed by them (native buffer handles,
+# bind groups) are shared by every Runtime, and two pools' serial 5 named different buffers (a crash).
+_SERIALS = itertools.count(1)
+
+
 @dataclass(slots=True)  # slots: built and read on every eager allocation
 class DeviceBuffer:
     """One live allocation: `nbytes` requested, backed by a GPU buffer of `capacity` bytes."""
@@ -78,7 +83,6 @@ class BufferPool:
         self._pins: dict[int, int] = {}   # serial -> number of graphs pinning it
         self._held: dict[int, _Pooled | DeviceBuffer] = {}
         self._ids = itertools.count(1)
-        self._serials = itertools.count(1)
         self.freed_source: Callable[[], Iterable[int]] | None = None
         self.allocated_bytes = 0
         self.max_allocated_bytes = 0
@@ -129,7 +133,7 @@ class BufferPool:
                     ) from exc
         self.reserved_bytes += capacity
         self.created += 1
-        return _Pooled(gpu, capacity, next(self._serials))
+        return _Pooled(gpu, capacity, next(_SERIALS))
 
     def get(self, buffer_id: int) -> DeviceBuffer:
         """The live buffer behind `buffer_id`."""
