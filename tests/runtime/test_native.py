@@ -248,12 +248,18 @@ def test_submit_choice_reads_the_environment(monkeypatch):
         nat.submit_choice()
 
 
-def test_dawn_and_wgpu_native_runtimes_in_one_process_each_submit_their_own_way():
-    """A wgpu-native runtime made after a Dawn one (the benchmarks' tiny-dispatch suite) never gets the
-    native (Dawn) queue: Dawn's procs on its handles crashed the process."""
+def _passes_in_a_fresh_process(script: str) -> None:
+    """Run `script` in a new Python (a crash there fails the test instead of ending pytest); it prints ok."""
     import subprocess
     import sys
 
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "ok" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
+
+
+def test_dawn_and_wgpu_native_runtimes_in_one_process_each_submit_their_own_way():
+    """A wgpu-native runtime made after a Dawn one (the benchmarks' tiny-dispatch suite) never gets the
+    native (Dawn) queue: Dawn's procs on its handles crashed the process."""
     script = ("from torch_webgpu.runtime import Runtime\n"
               "from torch_webgpu.runtime import native as nat\n"
               "dawn = Runtime(backend='dawn'); dawn.synchronize()\n"
@@ -263,17 +269,13 @@ def test_dawn_and_wgpu_native_runtimes_in_one_process_each_submit_their_own_way(
               "buf = other.allocate(16); other.fill(buf, 0); other.synchronize()\n"
               "assert nat.native_available(dawn)\n"
               "print('ok')\n")
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and "ok" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
+    _passes_in_a_fresh_process(script)
 
 
 def test_buffer_handles_of_two_runtimes_never_collide():
     """Native buffer handles are cached by GPU buffer serial for every runtime of the process: serials
     are unique across pools, so a second runtime's buffers never stand in for the first's (before, both
     pools counted from 1 and eager ops bound the other device's buffers: a crash in a long test run)."""
-    import subprocess
-    import sys
-
     script = ("import torch, torch_webgpu\n"
               "from torch_webgpu.runtime import Runtime\n"
               "from torch_webgpu.runtime import native as nat\n"
@@ -290,5 +292,4 @@ def test_buffer_handles_of_two_runtimes_never_collide():
               "mine = {b.serial for b in get_runtime().pool.live()}\n"
               "assert not (mine & serials), sorted(mine & serials)[:5]\n"
               "print('ok')\n")
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and "ok" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
+    _passes_in_a_fresh_process(script)
