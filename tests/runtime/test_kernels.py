@@ -71,6 +71,49 @@ def test_pipeline_and_bind_group_caches_hit(rt):
     assert rt.executables.bind_group_misses == misses + 1
 
 
+def test_bind_group_caches_start_over_at_their_limit(rt, monkeypatch):
+    """Bind groups are not kept without bound (each holds a descriptor set; lavapipe maps each as a page
+    and a process may hold at most 65530 mappings): past the limit both caches start over, and dispatches
+    recorded before still run on their own bind groups."""
+    monkeypatch.setattr(rt.executables, "max_bind_groups", 8)
+    kernel = rt.kernel(ADD_ONE)
+    bufs = [rt.allocate(256) for _ in range(20)]
+    for b in bufs:
+        rt.fill(b, 0)
+        rt.dispatch(kernel, [b], (1,))
+    assert rt.executables.bind_groups <= 8 and len(rt._bound) <= 8
+    for b in bufs:
+        rt.dispatch(kernel, [b], (1,))   # the first ones' bind groups are made again
+    for b in bufs:
+        np.testing.assert_array_equal(rt.download_array(b, np.float32, 64), np.full(64, 2, np.float32))
+
+
+def test_a_long_process_does_not_grow_the_driver_mappings(rt, monkeypatch):
+    """Thousands of distinct bindings: the process's memory mappings (lavapipe maps each descriptor set)
+    grow by about the cache limit, not by the number of bindings ever used."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("counts /proc/self/maps")
+
+    def mappings():
+        with open("/proc/self/maps") as maps:
+            return sum(1 for _ in maps)
+
+    limit = 256
+    monkeypatch.setattr(rt.executables, "max_bind_groups", limit)
+    kernel = rt.kernel(ADD_ONE)
+    bufs = [rt.allocate(256) for _ in range(64)]
+    rt.synchronize()
+    before = mappings()
+    for i in range(64 * 32):   # 2048 distinct (buffer, range) bindings
+        rt.dispatch(kernel, [BufferSlice(bufs[i % 64], 0, 4 + 4 * (i // 64))], (1,))
+        if i % 256 == 255:
+            rt.synchronize()
+    rt.synchronize()
+    assert mappings() - before < 3 * limit
+
+
 def test_freed_id_is_not_dispatched_through_the_cache(rt):
     kernel = rt.kernel(ADD_ONE)
     buf = rt.allocate(64)

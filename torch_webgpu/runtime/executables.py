@@ -37,14 +37,23 @@ def content_key(code: str | bytes, entry_point: str, constants: dict | None = No
     return h.hexdigest()
 
 
-class ExecutableCache:
-    """Creates each pipeline once per content hash and each bind group once per resource tuple."""
+# Bind groups kept for reuse. Each live one holds a descriptor set, and drivers keep descriptor pools at
+# their high-water mark (lavapipe maps every set as its own memfd page: ~20k sets in one test process
+# crossed the kernel's 65530-mapping limit and crashed inside Dawn). Past this many the cache starts over.
+MAX_BIND_GROUPS = 4096
 
-    def __init__(self, device: Any):
+
+class ExecutableCache:
+    """Creates each pipeline once per content hash and each bind group once per resource tuple (at most
+    `max_bind_groups` of those at a time)."""
+
+    def __init__(self, device: Any, max_bind_groups: int = MAX_BIND_GROUPS):
         self._device = device
         self._kernels: dict[str, Kernel] = {}
         self._bind_groups: dict[tuple, Any] = {}
         self._keys_by_serial: dict[int, set[tuple]] = defaultdict(set)
+        self.max_bind_groups = max_bind_groups
+        self.on_clear: list[Any] = []   # callbacks dropping other caches of the same bind groups
         self.pipeline_hits = 0
         self.pipeline_misses = 0
         self.bind_group_hits = 0
@@ -91,6 +100,8 @@ class ExecutableCache:
             self.bind_group_hits += 1
             return bind_group
         self.bind_group_misses += 1
+        if len(self._bind_groups) >= self.max_bind_groups:
+            self.clear_bind_groups()
         entries = [
             {"binding": i, "resource": {"buffer": gpu, "offset": off, "size": size}}
             for i, (gpu, _, off, size) in enumerate(resources)
@@ -104,6 +115,19 @@ class ExecutableCache:
         for _, serial, _, _ in resources:
             self._keys_by_serial[serial].add(key)
         return bind_group
+
+    def clear_bind_groups(self) -> None:
+        """Drop every cached bind group (and, through `on_clear`, the other caches holding them), so
+        their descriptor sets are freed once recorded commands no longer need them."""
+        self._bind_groups.clear()
+        self._keys_by_serial.clear()
+        for callback in self.on_clear:
+            callback()
+
+    @property
+    def bind_groups(self) -> int:
+        """How many bind groups the cache holds."""
+        return len(self._bind_groups)
 
     def forget_buffer(self, serial: int) -> None:
         """Drop cached bind groups that reference a GPU buffer about to be destroyed."""

@@ -56,7 +56,6 @@ class Runtime:
     """Thread-safe access to one WebGPU device; every public method takes the runtime lock."""
 
     _MAX_CONSTANTS = 4096
-    _MAX_BOUND = 16384
 
     def __init__(self, backend: str | None = None, adapter: str | None = None):
         self.backend = backend or backend_name()
@@ -70,6 +69,7 @@ class Runtime:
         # Fast path of dispatch: (kernel key, bindings as given) -> bind group, purged when an id is freed.
         self._bound: dict[tuple, Any] = {}
         self._bound_by_id: dict[int, list[tuple]] = {}
+        self.executables.on_clear.append(self._forget_bound)
         software = self.info.adapter_type.lower() in ("cpu", "cpu_adapter")  # lavapipe, SwiftShader
         self.recorder = CommandRecorder(self.device, software)
         self._staging: dict[int, list[Any]] = {}
@@ -399,15 +399,18 @@ class Runtime:
             if label == kernel.label:
                 raise
             raise ValidationError(f"dispatch '{label}': {exc}") from exc
-        if len(self._bound) >= self._MAX_BOUND:
-            self._bound.clear()
-            self._bound_by_id.clear()
+        if len(self._bound) >= self.executables.max_bind_groups:
+            self._forget_bound()
         self._bound[key] = bind_group
         for b in bindings:
             buffer_id = b if type(b) is int else getattr(b, "buffer_id", None)
             if buffer_id is not None:
                 self._bound_by_id.setdefault(buffer_id, []).append(key)
         return bind_group
+
+    def _forget_bound(self) -> None:
+        self._bound.clear()
+        self._bound_by_id.clear()
 
     def _forget_dispatch_bindings(self, buffer_id: int) -> None:
         for key in self._bound_by_id.pop(buffer_id, ()):
