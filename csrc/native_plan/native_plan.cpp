@@ -5,6 +5,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -464,6 +465,17 @@ void on_work_done(WGPUQueueWorkDoneStatus status, WGPUStringView, void* userdata
   w->status = status;
 }
 
+// How long a wait polls its future (wgpuInstanceWaitAny with timeout 0) before blocking; set_spin.
+uint64_t g_spin_ns = 0;
+
+// set_spin(ns): the polling time of later waits (0: block at once).
+PyObject* set_spin(PyObject*, PyObject* arg) {
+  uint64_t ns;
+  if (!as_u64(arg, &ns)) return nullptr;
+  g_spin_ns = ns;
+  Py_RETURN_NONE;
+}
+
 // How long one wgpuInstanceWaitAny blocks before Python's signal handlers get a look (as wgpudawn's
 // GPUPromise: 0.1 s), so a KeyboardInterrupt still stops a wait for a long-running queue.
 constexpr uint64_t kWaitSliceNs = 100000000;
@@ -522,6 +534,18 @@ bool wait_future(uint64_t instance, WGPUFuture future, WorkDone* done) {
   std::memset(&wait, 0, sizeof(wait));
   wait.future = future;
   auto* inst = reinterpret_cast<WGPUInstance>(static_cast<uintptr_t>(instance));
+  if (g_spin_ns > 0) {
+    // Poll first, as CUDA's default synchronize spins: a blocking wait lets the core sleep, and waking it
+    // (and the thread that records next) costs more than short GPU work takes.
+    Py_BEGIN_ALLOW_THREADS
+    const auto start = std::chrono::steady_clock::now();
+    const auto limit = std::chrono::nanoseconds(g_spin_ns);
+    do {
+      g_procs.instanceWaitAny(inst, 1, &wait, 0);
+    } while (!wait.completed && std::chrono::steady_clock::now() - start < limit);
+    Py_END_ALLOW_THREADS
+    if (wait.completed) return true;
+  }
   for (;;) {
     WGPUWaitStatus status;
     Py_BEGIN_ALLOW_THREADS
@@ -659,6 +683,7 @@ PyMethodDef kMethods[] = {
      "buffer_read(queue, encoder, release, src, src_offset, staging, size, instance, pending) -> bytes | int: "
      "copy src's range into the MAP_READ staging buffer at the end of the encoder, finish, submit, map and "
      "wait (GIL released); the bytes, or -1 (finish failed validation) or the failed map's status."},
+    {"set_spin", set_spin, METH_O, "set_spin(ns): how long later waits poll before they block (0: not at all)."},
     {"encoder_new", encoder_new, METH_O, "encoder_new(device) -> handle: a new command encoder, owned by the caller."},
     {"encoder_release", encoder_release, METH_O, "encoder_release(handle): release an encoder_new encoder."},
     {"program_info", program_info, METH_O, "Counts of a program: commands, dispatches, slots, runs, bind groups."},

@@ -248,6 +248,38 @@ def test_submit_choice_reads_the_environment(monkeypatch):
         nat.submit_choice()
 
 
+def test_sync_spin_reads_the_environment(monkeypatch):
+    monkeypatch.delenv("TORCH_WEBGPU_SYNC_SPIN_US", raising=False)
+    assert nat.sync_spin_microseconds(software=False) == 1000
+    assert nat.sync_spin_microseconds(software=True) == 0
+    monkeypatch.setenv("TORCH_WEBGPU_SYNC_SPIN_US", "250")
+    assert nat.sync_spin_microseconds(software=True) == 250
+    monkeypatch.setenv("TORCH_WEBGPU_SYNC_SPIN_US", "-1")
+    with pytest.raises(ValueError, match="TORCH_WEBGPU_SYNC_SPIN_US"):
+        nat.sync_spin_microseconds()
+
+
+@pytest.mark.parametrize("spin_us", [0, 50, 20_000])
+def test_a_polling_wait_waits_for_the_submitted_work(native_rt, native_queue, spin_us):
+    """Polled for shorter than the work takes (then blocking), or longer: the wait ends once it is done."""
+    from wgpudawn.backends.dawn._api import process_events
+
+    rt = native_rt
+    buf = f32_buffer(rt, np.zeros(64 * 64))
+    usage = rt.wgpu.BufferUsage
+    staging = rt.device.create_buffer(size=16, usage=usage.MAP_READ | usage.COPY_DST)
+    nat._module.set_spin(spin_us * 1000)
+    try:
+        rt.dispatch(rt.kernel(_SLOW, label="slow"), [buf], (64,))
+        rt.recorder.encoder().copy_buffer_to_buffer(rt.buffer(buf).gpu, 0, staging, 0, 16)
+        rt.synchronize()
+    finally:
+        nat._module.set_spin(int(nat.sync_spin_microseconds(rt.software) * 1000))
+    promise = staging.map_async(rt.wgpu.MapMode.READ)
+    process_events()
+    assert promise._state != "pending"
+
+
 def _passes_in_a_fresh_process(script: str) -> None:
     """Run `script` in a new Python (a crash there fails the test instead of ending pytest); it prints ok."""
     import subprocess

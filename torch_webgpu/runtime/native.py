@@ -283,6 +283,21 @@ def submit_choice() -> str:
     return name
 
 
+def sync_spin_microseconds(software: bool = False) -> float:
+    """TORCH_WEBGPU_SYNC_SPIN_US (default 1000; 0 on `software` adapters): how long a wait for the queue
+    polls the work-done future before it blocks. A blocking wait lets the core sleep, and on a GPU the
+    wake-up and the cold record after it cost more than short work takes (CUDA's default synchronize
+    spins too); on lavapipe the polling would take a core from the threads doing the work."""
+    text = os.environ.get("TORCH_WEBGPU_SYNC_SPIN_US", "0" if software else "1000").strip().lower()
+    try:
+        us = float(text or "0")
+    except ValueError:
+        us = float("nan")
+    if not 0 <= us < float("inf"):
+        raise ValueError(f"TORCH_WEBGPU_SYNC_SPIN_US={text!r}: expected microseconds like 1000, or 0")
+    return us
+
+
 class NativeQueue:
     """The runtime queue's encoders, submissions and waits from C++: `submit(encoder, wait)` finishes the
     encoder, submits it and (with `wait`) blocks in wgpuInstanceWaitAny with the GIL released, in one
@@ -306,6 +321,7 @@ class NativeQueue:
         self.handle = handle
         self.waits = 0
         self.encoders = 0   # made in C++
+        module.set_spin(int(sync_spin_microseconds(rt.software) * 1000))
 
     def new_encoder(self) -> int:
         """A new command encoder's handle, owned by the caller (`submit(..., release=True)` or
