@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import torch
 
+from .backends import start_cuda
 from .json_rows import rows_main
 
 CLOCKS = {"thread": time.thread_time, "cpu": time.process_time, "wall": time.perf_counter}
@@ -72,6 +73,7 @@ def _per_call(call: Callable[[], object] | None, reps: int, split: bool) -> dict
 def run(reps: int) -> list[dict]:
     """One row per case: medians over 5 batches of `reps` calls."""
     rows = []
+    start_cuda()   # the H200 runs WebGPU work ~3x slower until the process has a CUDA context
     for name, call in _cases().items():
         for _ in range(50):
             if call is not None:

@@ -250,10 +250,9 @@ def test_submit_choice_reads_the_environment(monkeypatch):
 
 def test_sync_spin_reads_the_environment(monkeypatch):
     monkeypatch.delenv("TORCH_WEBGPU_SYNC_SPIN_US", raising=False)
-    assert nat.sync_spin_microseconds(software=False) == 1000
-    assert nat.sync_spin_microseconds(software=True) == 0
+    assert nat.sync_spin_microseconds() == 0
     monkeypatch.setenv("TORCH_WEBGPU_SYNC_SPIN_US", "250")
-    assert nat.sync_spin_microseconds(software=True) == 250
+    assert nat.sync_spin_microseconds() == 250
     monkeypatch.setenv("TORCH_WEBGPU_SYNC_SPIN_US", "-1")
     with pytest.raises(ValueError, match="TORCH_WEBGPU_SYNC_SPIN_US"):
         nat.sync_spin_microseconds()
@@ -274,7 +273,7 @@ def test_a_polling_wait_waits_for_the_submitted_work(native_rt, native_queue, sp
         rt.recorder.encoder().copy_buffer_to_buffer(rt.buffer(buf).gpu, 0, staging, 0, 16)
         rt.synchronize()
     finally:
-        nat._module.set_spin(int(nat.sync_spin_microseconds(rt.software) * 1000))
+        nat._module.set_spin(int(nat.sync_spin_microseconds() * 1000))
     promise = staging.map_async(rt.wgpu.MapMode.READ)
     process_events()
     assert promise._state != "pending"

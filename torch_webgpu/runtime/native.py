@@ -283,12 +283,12 @@ def submit_choice() -> str:
     return name
 
 
-def sync_spin_microseconds(software: bool = False) -> float:
-    """TORCH_WEBGPU_SYNC_SPIN_US (default 1000; 0 on `software` adapters): how long a wait for the queue
-    polls the work-done future before it blocks. A blocking wait lets the core sleep, and on a GPU the
-    wake-up and the cold record after it cost more than short work takes (CUDA's default synchronize
-    spins too); on lavapipe the polling would take a core from the threads doing the work."""
-    text = os.environ.get("TORCH_WEBGPU_SYNC_SPIN_US", "0" if software else "1000").strip().lower()
+def sync_spin_microseconds() -> float:
+    """TORCH_WEBGPU_SYNC_SPIN_US (default 0): how long a wait for the queue polls the work-done future
+    before it blocks. A blocking wait lets the core sleep; on a GPU the wake-up and the cold record after it
+    may cost more than short work takes (CUDA's default synchronize spins). Opt-in until measured on a GPU
+    (`benchmarks/sync_cost.py` under both settings); on lavapipe polling takes a core from the work."""
+    text = os.environ.get("TORCH_WEBGPU_SYNC_SPIN_US", "0").strip().lower()
     try:
         us = float(text or "0")
     except ValueError:
@@ -321,7 +321,7 @@ class NativeQueue:
         self.handle = handle
         self.waits = 0
         self.encoders = 0   # made in C++
-        module.set_spin(int(sync_spin_microseconds(rt.software) * 1000))
+        module.set_spin(int(sync_spin_microseconds() * 1000))
 
     def new_encoder(self) -> int:
         """A new command encoder's handle, owned by the caller (`submit(..., release=True)` or

@@ -70,8 +70,7 @@ class Runtime:
         self._bound: dict[tuple, Any] = {}
         self._bound_by_id: dict[int, list[tuple]] = {}
         self.executables.on_clear.append(self._forget_bound)
-        # lavapipe, SwiftShader: the "GPU" is this host's cores
-        self.software = software = self.info.adapter_type.lower() in ("cpu", "cpu_adapter")
+        software = self.info.adapter_type.lower() in ("cpu", "cpu_adapter")  # lavapipe, SwiftShader
         self.recorder = CommandRecorder(self.device, software)
         self._staging: dict[int, list[Any]] = {}
         self._constants: OrderedDict[bytes, Constant] = OrderedDict()
