@@ -13,6 +13,21 @@ MAX_PENDING_COMMANDS = 2048
 MAX_PENDING_STAGING_BYTES = 64 << 20
 
 
+def env_amount(name: str, default: str, expected: str, off: tuple[str, ...] = ()) -> float | None:
+    """The non-negative finite number in environment variable `name` (`default` when unset); None for a
+    value in `off`; ValueError naming the variable and what it `expected` otherwise."""
+    text = os.environ.get(name, default).strip().lower()
+    if text in off:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value < float("inf"):
+        raise ValueError(f"{name}={text!r}: expected {expected}")
+    return value
+
+
 def flush_after_seconds(software: bool = False) -> float | None:
     """TORCH_WEBGPU_FLUSH_MS (default 0.5; off on `software` adapters): submit once the oldest unsubmitted
     command is that old, so the GPU runs the start of a long eager program while the host records the
@@ -21,16 +36,9 @@ def flush_after_seconds(software: bool = False) -> float | None:
     than a count keeps a submit's cost (~20 us) small per op where ops record fast. A software adapter
     (lavapipe) runs the commands on the host's own cores, so there is nothing to overlap with. `0` or
     `off`: submit only at syncs and the size limits."""
-    text = os.environ.get("TORCH_WEBGPU_FLUSH_MS", "off" if software else "0.5").strip().lower()
-    if text in ("0", "off", "none", ""):
-        return None
-    try:
-        ms = float(text)
-    except ValueError:
-        ms = float("nan")
-    if not 0 <= ms < float("inf"):
-        raise ValueError(f"TORCH_WEBGPU_FLUSH_MS={text!r}: expected milliseconds like 0.5, or 0/off")
-    return ms / 1e3
+    ms = env_amount("TORCH_WEBGPU_FLUSH_MS", "off" if software else "0.5", "milliseconds like 0.5, or 0/off",
+                    off=("0", "off", "none", ""))
+    return None if ms is None else ms / 1e3
 
 
 class CommandRecorder:

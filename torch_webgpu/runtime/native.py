@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .commands import env_amount
 from .runtime import BufferSlice, Constant, Runtime
 
 # Dawn entry points, in the order of csrc/native_plan/dawn_procs.h DawnProcs.
@@ -288,14 +289,7 @@ def sync_spin_microseconds() -> float:
     before it blocks. A blocking wait lets the core sleep; on a GPU the wake-up and the cold record after it
     may cost more than short work takes (CUDA's default synchronize spins). Opt-in until measured on a GPU
     (`benchmarks/sync_cost.py` under both settings); on lavapipe polling takes a core from the work."""
-    text = os.environ.get("TORCH_WEBGPU_SYNC_SPIN_US", "0").strip().lower()
-    try:
-        us = float(text or "0")
-    except ValueError:
-        us = float("nan")
-    if not 0 <= us < float("inf"):
-        raise ValueError(f"TORCH_WEBGPU_SYNC_SPIN_US={text!r}: expected microseconds like 1000, or 0")
-    return us
+    return env_amount("TORCH_WEBGPU_SYNC_SPIN_US", "0", "microseconds like 1000, or 0", off=("",)) or 0.0
 
 
 class NativeQueue:
