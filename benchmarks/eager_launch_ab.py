@@ -33,6 +33,9 @@ def measure(rounds: int) -> dict:
 
     import torch_webgpu  # noqa: F401  (registers the device)
 
+    from .backends import start_cuda
+
+    start_cuda()   # the H200 runs WebGPU work ~3x slower until the process has a CUDA context
     backends = [("webgpu-eager", "webgpu", torch.webgpu.synchronize)]
     if torch.cuda.is_available() and os.environ.get("TORCH_WEBGPU_EAGER_LAUNCH", "native") == "native":
         backends.append(("torch-cuda", "cuda", torch.cuda.synchronize))

@@ -53,6 +53,21 @@ def test_new_shape_strides_or_scalar_builds_a_new_plan(webgpu):
         assert _builds() == before + 1
 
 
+def test_plans_over_all_kernels_stay_bounded(webgpu, monkeypatch):
+    # a loop over ever-new shapes (a growing KV cache) must not hold a plan per shape per kernel forever
+    monkeypatch.setattr(launch_cache, "MAX_TOTAL_PLANS", launch_cache.plans_held() + 6)
+    limit = launch_cache.MAX_TOTAL_PLANS
+    held = [launch_cache.plans_held()]
+    for n in range(1, 13):
+        x_cpu = torch.randn(n, 3)
+        x = x_cpu.to(webgpu)
+        torch.testing.assert_close(torch.relu(x * 2.0).cpu(), torch.relu(x_cpu * 2.0))
+        held.append(launch_cache.plans_held())
+        assert held[-1] <= limit
+    assert any(b < a for a, b in zip(held, held[1:]))   # the tables started over at least once
+    torch.testing.assert_close(torch.relu(x * 2.0).cpu(), torch.relu(x_cpu * 2.0))
+
+
 def test_signed_zero_scalars_get_their_own_plans(webgpu):
     x = torch.tensor([-1.0, 2.0], device=webgpu)
     plus, minus = torch.mul(x, 0.0).cpu(), torch.mul(x, -0.0).cpu()

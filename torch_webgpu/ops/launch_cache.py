@@ -35,7 +35,12 @@ from .codegen.recording import dispatch, recording
 F = TypeVar("F", bound=Callable)
 
 MAX_PLANS = 1024  # per kernel; the table starts over when full (plans hold their parameter buffers)
+# Over all kernels: an eager loop over ever-new shapes (a growing KV cache) would otherwise fill every
+# kernel's table, and each plan holds bind groups, which lavapipe maps as a page each (vm.max_map_count).
+MAX_TOTAL_PLANS = 4096
 _counts = {"builds": 0, "hits": 0, "unplanned": 0}
+_tables: list[dict] = []  # every planned kernel's table
+_held = [0]               # entries over all tables
 _PLAIN = (str, torch.dtype, torch.memory_format, torch.layout, torch.device)
 _WEBGPU = torch.device("webgpu", 0)
 _UNSEEN = object()
@@ -281,6 +286,26 @@ def _build(rt: Any, key: tuple, args: tuple, kwargs: dict, tensors: list, ids: l
     return Plan(rt, outputs, result_type, planned, bound)
 
 
+def plans_held() -> int:
+    """How many launch plans (and unplannable signatures) all kernels' tables hold now."""
+    return _held[0]
+
+
+def _store(plans: dict, key: Any, plan: "Plan | None") -> None:
+    """Put `plan` in its kernel's table, starting that table over when full and every table over when
+    all of them together hold MAX_TOTAL_PLANS."""
+    if key not in plans:
+        if len(plans) >= MAX_PLANS:
+            _held[0] -= len(plans)
+            plans.clear()
+        if _held[0] >= MAX_TOTAL_PLANS:
+            for table in _tables:
+                table.clear()
+            _held[0] = 0
+        _held[0] += 1
+    plans[key] = plan
+
+
 def _philox_offset() -> int:
     """The webgpu generator's offset: random kernels advance it, and their plans would repeat numbers."""
     return device_state.default_generators[0].get_offset()
@@ -289,6 +314,7 @@ def _philox_offset() -> int:
 def planned(fn: F) -> F:
     """Wrap an eager kernel so that repeated call signatures replay its launch plan."""
     plans: dict[tuple, Plan | None] = {}  # None: this signature did something a plan cannot replay
+    _tables.append(plans)
 
     @functools.wraps(fn)
     def kernel(*args, **kwargs):
@@ -318,9 +344,7 @@ def planned(fn: F) -> F:
                           commands_before)
         if plan is None and autotune.tunings() != tuned_before:
             return result  # its timing runs are no part of the call: the next call (tuned) plans it
-        if len(plans) >= MAX_PLANS:
-            plans.clear()
-        plans[key] = plan
+        _store(plans, key, plan)
         if plan is not None:
             _counts["builds"] += 1
         return result

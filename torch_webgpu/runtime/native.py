@@ -284,12 +284,15 @@ def submit_choice() -> str:
     return name
 
 
-def sync_spin_microseconds() -> float:
-    """TORCH_WEBGPU_SYNC_SPIN_US (default 0): how long a wait for the queue polls the work-done future
-    before it blocks. A blocking wait lets the core sleep; on a GPU the wake-up and the cold record after it
-    may cost more than short work takes (CUDA's default synchronize spins). Opt-in until measured on a GPU
-    (`benchmarks/sync_cost.py` under both settings); on lavapipe polling takes a core from the work."""
-    return env_amount("TORCH_WEBGPU_SYNC_SPIN_US", "0", "microseconds like 1000, or 0", off=("",)) or 0.0
+def sync_spin_microseconds(software: bool = False) -> float:
+    """TORCH_WEBGPU_SYNC_SPIN_US (default 1000; 0 on `software` adapters): how long a wait for the queue
+    polls the work-done future before it blocks, as CUDA's default synchronize spins. A blocking wait lets
+    the core sleep, and the wake-up costs more than short work takes: on the H200 a synchronised tiny eager
+    op took 74 -> 43 us of wall time and a 1 KiB readback 130 -> 67 us with polling
+    (`benchmarks/sync_cost.py`, 2026-12-02). A software adapter (lavapipe) runs the work on the host's own
+    cores, where polling would take one from it."""
+    return env_amount("TORCH_WEBGPU_SYNC_SPIN_US", "0" if software else "1000", "microseconds like 1000, or 0",
+                      off=("",)) or 0.0
 
 
 class NativeQueue:
@@ -315,7 +318,8 @@ class NativeQueue:
         self.handle = handle
         self.waits = 0
         self.encoders = 0   # made in C++
-        module.set_spin(int(sync_spin_microseconds() * 1000))
+        software = rt.info.adapter_type.lower() in ("cpu", "cpu_adapter")
+        module.set_spin(int(sync_spin_microseconds(software) * 1000))
 
     def new_encoder(self) -> int:
         """A new command encoder's handle, owned by the caller (`submit(..., release=True)` or
