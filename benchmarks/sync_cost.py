@@ -39,7 +39,7 @@ def _cases() -> dict[str, Callable[[], object] | None]:
     plan = torch.compile(lambda x, y: x + y, backend=webgpu_backend)
     try:
         plan(a, b)
-    except Exception as exc:  # a GPU machine without the compiler stack (torch-mlir, IREE) still measures the rest
+    except Exception as exc:  # a GPU machine without torch-mlir and IREE still measures the rest
         print(json.dumps({"case": "compiled 1-dispatch plan + synchronize()",
                           "skipped": f"{type(exc).__name__}: {str(exc)[:200]}"}), flush=True)
     else:

@@ -291,7 +291,7 @@ def plans_held() -> int:
     return _held[0]
 
 
-def _store(plans: dict, key: Any, plan: "Plan | None") -> None:
+def _store(plans: dict, key: Any, plan: Plan | None) -> None:
     """Put `plan` in its kernel's table, starting that table over when full and every table over when
     all of them together hold MAX_TOTAL_PLANS."""
     if key not in plans:

@@ -291,8 +291,8 @@ def sync_spin_microseconds(software: bool = False) -> float:
     op took 74 -> 43 us of wall time and a 1 KiB readback 130 -> 67 us with polling
     (`benchmarks/sync_cost.py`, 2026-12-02). A software adapter (lavapipe) runs the work on the host's own
     cores, where polling would take one from it."""
-    return env_amount("TORCH_WEBGPU_SYNC_SPIN_US", "0" if software else "1000", "microseconds like 1000, or 0",
-                      off=("",)) or 0.0
+    default = "0" if software else "1000"
+    return env_amount("TORCH_WEBGPU_SYNC_SPIN_US", default, "microseconds like 1000, or 0", off=("",)) or 0.0
 
 
 class NativeQueue:
