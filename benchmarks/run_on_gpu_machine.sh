@@ -37,7 +37,7 @@ if [ "${SETUP:-1}" != 0 ]; then   # SETUP=0 PY=<python>: a dry run on a machine 
   # The eager device needs _C built against this machine's torch, compiled plans _native_plan against its
   # Python (both kept between calls on a warm machine; one from before the C++ queue submit/readback is
   # rebuilt too: it would turn the native paths off).
-  "$PY" -c "import torch_webgpu._C, torch_webgpu._native_plan as m; m.buffer_read" 2>/dev/null ||
+  "$PY" -c "import torch_webgpu._C, torch_webgpu._native_plan as m; m.set_plan_split" 2>/dev/null ||
     PYTHON="$PY" bash tools/build_extension_inplace.sh
   nvidia-smi -L || true
 fi

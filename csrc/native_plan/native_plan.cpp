@@ -327,13 +327,15 @@ void bind_slots(Program* p, Command& c, const uintptr_t* slots) {
   }
 }
 
-// Records every command of the program into `encoder` (the runtime's open encoder, outside any pass of
-// the Python recorder) through `state`; the pass stays open afterwards when `keep_open`.
-void record(Program* p, WGPUCommandEncoder encoder, const uintptr_t* slots, PassState* state, bool keep_open) {
+// Records commands [begin, end) of the program into `encoder` (the runtime's open encoder, outside any
+// pass of the Python recorder) through `state`; the pass stays open afterwards when `keep_open`.
+void record_range(Program* p, WGPUCommandEncoder encoder, const uintptr_t* slots, PassState* state,
+                  bool keep_open, size_t begin, size_t end) {
   WGPUComputePassDescriptor pass_desc;
   std::memset(&pass_desc, 0, sizeof(pass_desc));
   if (state->pass != nullptr && state->encoder != encoder) end_pass(state);
-  for (Command& c : p->commands) {
+  for (size_t i = begin; i < end; ++i) {
+    Command& c = p->commands[i];
     if (c.kind == kDispatch) {
       if (c.per_call) bind_slots(p, c, slots);
       if (state->pass == nullptr) {
@@ -366,7 +368,32 @@ void record(Program* p, WGPUCommandEncoder encoder, const uintptr_t* slots, Pass
     }
   }
   if (!keep_open) end_pass(state);
+}
+
+// Records every command of the program (one run of it).
+void record(Program* p, WGPUCommandEncoder encoder, const uintptr_t* slots, PassState* state, bool keep_open) {
+  record_range(p, encoder, slots, state, keep_open, 0, p->commands.size());
   p->runs++;
+}
+
+// A program run that submits itself is submitted in pieces of this many dispatches (0: in one piece), so
+// the GPU starts on the first piece while the host records the rest: Dawn turns a command buffer into
+// Vulkan commands inside wgpuQueueSubmit, which on NVIDIA costs ~5 us per dispatch, all of it before the
+// GPU starts when the whole plan is one submit. set_plan_split.
+uint64_t g_split_dispatches = 0;
+
+// set_plan_split(n): submit self-submitting program runs every n dispatches (0: once, at the end).
+PyObject* set_plan_split(PyObject*, PyObject* arg) {
+  uint64_t n;
+  if (!as_u64(arg, &n)) return nullptr;
+  g_split_dispatches = n;
+  Py_RETURN_NONE;
+}
+
+void submit_encoder(WGPUCommandEncoder enc, uint64_t queue) {
+  WGPUCommandBuffer commands = g_procs.commandEncoderFinish(enc, nullptr);
+  g_procs.queueSubmit(reinterpret_cast<WGPUQueue>(static_cast<uintptr_t>(queue)), 1, &commands);
+  g_procs.commandBufferRelease(commands);
 }
 
 // Reads `count` (buffer, offset) slot pairs from a tuple; buffers must be non-null.
@@ -433,19 +460,45 @@ PyObject* program_run(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   std::vector<uintptr_t> values;
   if (!read_slots(args[2], p->slot_count, &values)) return nullptr;
   auto* enc = reinterpret_cast<WGPUCommandEncoder>(static_cast<uintptr_t>(encoder));
-  const bool own = enc == nullptr;   // nothing was pending: a fresh encoder, finished and released here
+  bool own = enc == nullptr;   // nothing was pending: a fresh encoder, finished and released here
   if (own) enc = g_procs.deviceCreateCommandEncoder(p->device, nullptr);
   end_pass(&g_eager);   // program order: an open eager pass ends before this program's commands
   PassState state;
-  record(p, enc, values.data(), &state, false);
-  if (queue != 0) {
-    // Finish and submit the encoder here too (it holds everything recorded before, in order).
-    WGPUCommandBuffer commands = g_procs.commandEncoderFinish(enc, nullptr);
-    g_procs.queueSubmit(reinterpret_cast<WGPUQueue>(static_cast<uintptr_t>(queue)), 1, &commands);
-    g_procs.commandBufferRelease(commands);
+  long submits = 0;
+  if (queue == 0) {
+    record(p, enc, values.data(), &state, false);
+  } else {
+    // Finish and submit the encoder here too (it holds everything recorded before, in order), in pieces
+    // of g_split_dispatches dispatches; each piece after the first gets an encoder of its own.
+    const size_t n = p->commands.size();
+    size_t begin = 0;
+    while (begin < n) {
+      size_t end = n;
+      if (g_split_dispatches > 0) {
+        uint64_t dispatches = 0;
+        for (end = begin; end < n && dispatches < g_split_dispatches; ++end) {
+          if (p->commands[end].kind == kDispatch) ++dispatches;
+        }
+        if (n - end < g_split_dispatches / 2) end = n;   // no small last piece
+      }
+      record_range(p, enc, values.data(), &state, false, begin, end);
+      submit_encoder(enc, queue);
+      ++submits;
+      begin = end;
+      if (begin < n) {
+        if (own) g_procs.commandEncoderRelease(enc);
+        enc = g_procs.deviceCreateCommandEncoder(p->device, nullptr);
+        own = true;
+      }
+    }
+    if (n == 0) {
+      submit_encoder(enc, queue);
+      ++submits;
+    }
+    p->runs++;
   }
   if (own) g_procs.commandEncoderRelease(enc);
-  Py_RETURN_NONE;
+  return PyLong_FromLong(submits);
 }
 
 // The status a queue work-done callback reports. Heap-held: with WGPUCallbackMode_WaitAnyOnly the callback
@@ -683,6 +736,8 @@ PyMethodDef kMethods[] = {
      "buffer_read(queue, encoder, release, src, src_offset, staging, size, instance, pending) -> bytes | int: "
      "copy src's range into the MAP_READ staging buffer at the end of the encoder, finish, submit, map and "
      "wait (GIL released); the bytes, or -1 (finish failed validation) or the failed map's status."},
+    {"set_plan_split", set_plan_split, METH_O,
+     "set_plan_split(n): submit self-submitting program runs every n dispatches (0: in one submit)."},
     {"set_spin", set_spin, METH_O, "set_spin(ns): how long later waits poll before they block (0: not at all)."},
     {"encoder_new", encoder_new, METH_O, "encoder_new(device) -> handle: a new command encoder, owned by the caller."},
     {"encoder_release", encoder_release, METH_O, "encoder_release(handle): release an encoder_new encoder."},

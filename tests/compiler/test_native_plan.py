@@ -158,3 +158,49 @@ def test_program_writing_an_input_runs_natively_unless_inputs_alias():
     assert program.info()["runs"] == runs
     torch.testing.assert_close(out.cpu(), a + 1)
     torch.testing.assert_close(x.cpu(), a + 1)
+
+
+def test_device_output_calls_split_into_submits_match_one_submit(rt, compiled_plans):
+    """TORCH_WEBGPU_PLAN_SPLIT: a self-submitting run in pieces of n dispatches computes what one submit
+    does, and makes one submit per piece (forced here: lavapipe's default is one submit)."""
+    from torch_webgpu.runtime import native
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[m for _ in range(6) for m in (torch.nn.Linear(16, 16), torch.nn.ReLU())])
+    model = model.eval()
+    reference = copy.deepcopy(model)
+    fn = torch.compile(model.to("webgpu"), backend="webgpu")
+    x = torch.randn(4, 16)
+    with torch.no_grad():
+        whole = fn(x.to("webgpu")).cpu()
+        (plan,) = compiled_plans
+        (layout,) = plan._layouts.values()
+        (program,) = [p for p in layout.native.values() if p is not None]
+        dispatches = program.program.dispatches
+        assert dispatches >= 4
+        try:
+            native._module.set_plan_split(1)
+            rt.synchronize()
+            before = rt.submits
+            pieces = fn(x.to("webgpu"))
+            submits = rt.submits - before
+            pieces = pieces.cpu()
+        finally:
+            native._module.set_plan_split(native.plan_split_dispatches(software=True))
+    assert submits >= dispatches - 1   # (a last piece under half the split joins the one before)
+    assert torch.equal(pieces, whole)
+    torch.testing.assert_close(pieces, reference(x), rtol=1e-4, atol=1e-4)
+
+
+def test_plan_split_reads_the_environment(monkeypatch):
+    from torch_webgpu.runtime import native
+
+    monkeypatch.delenv("TORCH_WEBGPU_PLAN_SPLIT", raising=False)
+    assert native.plan_split_dispatches() == 32
+    assert native.plan_split_dispatches(software=True) == 0
+    monkeypatch.setenv("TORCH_WEBGPU_PLAN_SPLIT", "8")
+    assert native.plan_split_dispatches(software=True) == 8
+    for bad in ("-1", "2.5", "many"):
+        monkeypatch.setenv("TORCH_WEBGPU_PLAN_SPLIT", bad)
+        with pytest.raises(ValueError, match="TORCH_WEBGPU_PLAN_SPLIT"):
+            native.plan_split_dispatches()

@@ -256,13 +256,14 @@ class NativeProgram:
             encoder = 0   # nothing recorded before: C++ makes, submits and releases its own encoder
         else:
             encoder = recorder.encoder_handle()   # ends the recorder's open pass: program order is kept
-        self._run(self._capsule, encoder, slots, self._queue if submit else 0)
+        submits = self._run(self._capsule, encoder, slots, self._queue if submit else 0)
         recorder.commands += self.commands
         if capture is not None:
             capture.program(self, slots, recorder.commands - before)
         rt.dispatches += self.dispatches
         if submit:
             recorder.submitted_elsewhere()
+            recorder.submits += (submits or 1) - 1   # a run split into pieces (plan_split_dispatches)
         else:
             recorder.pending_commands += self.commands
         if _error_handler.pending:
@@ -295,6 +296,19 @@ def sync_spin_microseconds(software: bool = False) -> float:
     return env_amount("TORCH_WEBGPU_SYNC_SPIN_US", default, "microseconds like 1000, or 0", off=("",)) or 0.0
 
 
+def plan_split_dispatches(software: bool = False) -> int:
+    """TORCH_WEBGPU_PLAN_SPLIT (default 32; 0 on `software` adapters): a compiled call whose outputs stay
+    on the device is submitted every this many dispatches, so the GPU runs the first ones while the host
+    turns the rest into Vulkan commands (Dawn does that inside each submit: ~5 us per dispatch on the
+    H200, all before the GPU starts when a call is one submit). A software adapter runs the commands on
+    the host's own cores, so there is nothing to overlap with. `0`: one submit per call."""
+    value = env_amount("TORCH_WEBGPU_PLAN_SPLIT", "0" if software else "32",
+                       "a number of dispatches like 32, or 0", off=("", "off"))
+    if value is not None and value != int(value):
+        raise ValueError(f"TORCH_WEBGPU_PLAN_SPLIT={value!r}: expected a whole number of dispatches")
+    return int(value or 0)
+
+
 class NativeQueue:
     """The runtime queue's encoders, submissions and waits from C++: `submit(encoder, wait)` finishes the
     encoder, submits it and (with `wait`) blocks in wgpuInstanceWaitAny with the GIL released, in one
@@ -320,6 +334,8 @@ class NativeQueue:
         self.encoders = 0   # made in C++
         software = rt.info.adapter_type.lower() in ("cpu", "cpu_adapter")
         module.set_spin(int(sync_spin_microseconds(software) * 1000))
+        if hasattr(module, "set_plan_split"):   # an extension built before it submits each run at once
+            module.set_plan_split(plan_split_dispatches(software))
 
     def new_encoder(self) -> int:
         """A new command encoder's handle, owned by the caller (`submit(..., release=True)` or
