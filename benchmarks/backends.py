@@ -118,9 +118,6 @@ def _ort_wrapper(fn: Callable, key: str = "") -> Callable:
     return ORTWebGPUFunction(fn, bundle_key(key) or "model")
 
 
-CUDA_BACKENDS = ("torch-cuda", "inductor-cuda")
-
-
 def start_cuda() -> None:
     """Create this process's CUDA context before any figure runs, where CUDA is available. On the H200
     every webgpu figure measured before the process had a CUDA context ran ~3x slower than the same
