@@ -110,6 +110,44 @@ def test_reduction_and_matmul_replay(webgpu):
     assert _builds() == builds
 
 
+def test_two_pass_reductions_replay_with_scratch_buffers(webgpu):
+    # a long row is reduced into partials (a scratch buffer the call allocates and frees), then combined
+    x_cpu = torch.randn(3, 1 << 17)
+    x = x_cpu.to(webgpu)
+    results = []
+    for step in range(4):
+        if step == 2:   # the first call may tune its kernels, the second then builds the plan
+            stats = launch_cache.stats()
+        results.append((x.sum(), x.mean(1), *x.max(1)))
+    after = launch_cache.stats()
+    assert after["unplanned"] == stats["unplanned"]
+    assert after["hits"] - stats["hits"] == 6 and after["builds"] == stats["builds"]
+    for total, mean, values, indices in results:
+        torch.testing.assert_close(total.cpu(), x_cpu.sum(), rtol=1e-4, atol=1e-2)
+        torch.testing.assert_close(mean.cpu(), x_cpu.mean(1), rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(values.cpu(), x_cpu.max(1).values)
+        torch.testing.assert_close(indices.cpu(), x_cpu.max(1).indices)
+    x.add_(1.0)   # the same buffers, new contents: a replay reads them, not the first call's results
+    x_cpu.add_(1.0)
+    torch.testing.assert_close(x.sum().cpu(), x_cpu.sum(), rtol=1e-4, atol=1e-2)
+
+
+def test_a_buffer_the_kernel_keeps_is_not_replayed_as_scratch(webgpu):
+    kept: dict = {}
+
+    @launch_cache.planned
+    def add_kept(t):
+        if "c" not in kept:
+            kept["c"] = t * 0.0 + 1.0   # made by the first call's dispatches and kept: not its scratch
+        return torch.add(t, kept["c"])
+
+    x_cpu = torch.randn(8)
+    x = x_cpu.to(webgpu)
+    for step in range(3):
+        torch.testing.assert_close(add_kept(x).cpu(), x_cpu + 1 + step)
+        kept["c"].add_(1.0)
+
+
 def _replays(call, cpu_call, dispatches: int | None = None) -> None:
     """`call()` matches `cpu_call()` on its first and repeated calls; the repeats replay a plan (of
     `dispatches` dispatches where given)."""

@@ -135,8 +135,10 @@ class _View:
 class Plan:
     """The dispatches of one call, with buffers named by argument slot or by new output."""
 
-    def __init__(self, rt: Any, outputs: list, result_type: type | None, dispatches: list, bound: list):
+    def __init__(self, rt: Any, outputs: list, result_type: type | None, dispatches: list, bound: list,
+                 temporaries: tuple[int, ...] = ()):
         self.rt = rt
+        self.temporaries = temporaries  # bytes of each scratch buffer a replay allocates, then frees
         self.outputs = outputs  # per returned item: argument slot (int), (shape, strides, dtype) or None
         self.result_type = result_type  # tuple / list / NoneType, or None for a single tensor
         self.dispatches = dispatches  # (kernel, binding templates, workgroups, label)
@@ -170,6 +172,11 @@ class Plan:
             shape, strides, dtype = out
             t = torch.empty_strided(shape, strides, dtype=dtype, device=_WEBGPU)
             results.append(t)
+            slots.append(t.data_ptr() >> 32)
+        # scratch buffers (a two-pass reduction's partials): new ones per replay, after the outputs' slots,
+        # freed when it returns (commands already recorded keep them until they have run)
+        scratch = [torch.empty(n, dtype=torch.uint8, device=_WEBGPU) for n in self.temporaries]
+        for t in scratch:
             slots.append(t.data_ptr() >> 32)
         program = self.native
         if program is _UNSEEN:
@@ -210,9 +217,23 @@ def _exact_nbytes(t: torch.Tensor) -> int:
     return (1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True))) * t.element_size()
 
 
+def _freed_during(rt: Any, buffer_id: int, first_id: int) -> bool:
+    """True for a buffer allocated after `first_id` and already freed: a call's own scratch."""
+    if buffer_id <= first_id:
+        return False
+    with rt.lock:
+        rt.pool.drain_freed()
+        try:
+            rt.pool.get(buffer_id)
+        except KeyError:
+            return True
+    return False
+
+
 def _build(rt: Any, key: tuple, args: tuple, kwargs: dict, tensors: list, ids: list, result: Any,
-           capture: list, dispatches_before: int, commands_before: int) -> Plan | None:
-    """A plan reproducing this call, or None if the call did anything a plan cannot replay."""
+           capture: Any, dispatches_before: int, commands_before: int, first_id: int) -> Plan | None:
+    """A plan reproducing this call, or None if the call did anything a plan cannot replay. Buffers the
+    call allocated after pool id `first_id` and freed again become the plan's temporaries."""
     recorded = len(capture)
     if None in capture:
         return None  # uploads (see recording.unreplayable)
@@ -263,27 +284,28 @@ def _build(rt: Any, key: tuple, args: tuple, kwargs: dict, tensors: list, ids: l
         fresh += 1
         outputs.append((tuple(r.shape), tuple(r.stride()), r.dtype))
     planned, bound = [], []
-    for kernel, bindings, counts, label in capture:
+    temporaries: list[int] = []
+    for (kernel, bindings, counts, label), resources in zip(capture, capture.ranges, strict=True):
         template: list = []
         ranges: list = []  # the bound byte ranges: fixed by the signature, as the buffers' sizes are
-        for b in bindings:
-            if isinstance(b, int):
-                if b not in slot_of:
-                    return None  # a temporary buffer
-                template.append(slot_of[b])
-            elif isinstance(b, BufferSlice):
-                if b.buffer_id not in slot_of:
-                    return None
-                template.append((slot_of[b.buffer_id], b.offset, b.nbytes))
-            else:
+        for b, resource in zip(bindings, resources, strict=True):
+            if not isinstance(b, (int, BufferSlice)):
                 template.append(b)  # a Constant: parameters are fixed by the signature
                 ranges.append(b)
                 continue
-            _, _, offset, nbytes = rt.binding_resource(b, kernel)
-            ranges.append((template[-1] if type(template[-1]) is int else template[-1][0], offset, nbytes))
+            bid = b if isinstance(b, int) else b.buffer_id
+            if bid not in slot_of:
+                nbytes = capture.sizes.get(bid, 0)
+                if not nbytes or not _freed_during(rt, bid, first_id):
+                    return None  # a buffer the call neither got nor made (a cache the kernel keeps)
+                slot_of[bid] = len(ids) + fresh + len(temporaries)
+                temporaries.append(nbytes)
+            template.append(slot_of[bid] if isinstance(b, int) else (slot_of[bid], b.offset, b.nbytes))
+            offset, nbytes = resource
+            ranges.append((slot_of[bid], offset, nbytes))
         planned.append((kernel, template, counts, label))
         bound.append(ranges)
-    return Plan(rt, outputs, result_type, planned, bound)
+    return Plan(rt, outputs, result_type, planned, bound, tuple(temporaries))
 
 
 def plans_held() -> int:
@@ -336,12 +358,13 @@ def planned(fn: F) -> F:
             return plan.replay(tensors, ids)
         dispatches_before, commands_before = rt.dispatches, rt.recorder.commands
         offset_before, tuned_before = _philox_offset(), autotune.tunings()
+        first_id = rt.pool.last_id
         with recording() as capture:
             result = fn(*args, **kwargs)
         plan = None
         if _philox_offset() == offset_before:
             plan = _build(rt, key, args, kwargs, tensors, ids, result, capture, dispatches_before,
-                          commands_before)
+                          commands_before, first_id)
         if plan is None and autotune.tunings() != tuned_before:
             return result  # its timing runs are no part of the call: the next call (tuned) plans it
         _store(plans, key, plan)

@@ -82,7 +82,7 @@ class BufferPool:
         # memory that was handed to another tensor).
         self._pins: dict[int, int] = {}   # serial -> number of graphs pinning it
         self._held: dict[int, _Pooled | DeviceBuffer] = {}
-        self._ids = itertools.count(1)
+        self.last_id = 0   # ids are never reused: every later allocation gets a larger one
         self.freed_source: Callable[[], Iterable[int]] | None = None
         self.allocated_bytes = 0
         self.max_allocated_bytes = 0
@@ -111,7 +111,8 @@ class BufferPool:
             capacity = self.max_buffer_size
         free = self._free.get(capacity)
         pooled = free.pop() if free else self._create(capacity)
-        buf = DeviceBuffer(next(self._ids), pooled.gpu, nbytes, capacity, pooled.serial)
+        self.last_id = buffer_id = self.last_id + 1
+        buf = DeviceBuffer(buffer_id, pooled.gpu, nbytes, capacity, pooled.serial)
         self._live[buf.id] = buf
         allocated = self.allocated_bytes = self.allocated_bytes + capacity
         if allocated > self.max_allocated_bytes:

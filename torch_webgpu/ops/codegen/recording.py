@@ -11,7 +11,7 @@ import contextlib
 import threading
 from collections.abc import Iterator, Sequence
 
-from ...runtime import Kernel, get_runtime, native_eager
+from ...runtime import BufferSlice, Constant, Kernel, get_runtime, native_eager
 from ...runtime.runtime import Binding
 
 _local = threading.local()
@@ -29,8 +29,27 @@ def dispatch(kernel: Kernel, bindings: Sequence[Binding], workgroups: Sequence[i
     rt.dispatch(kernel, bindings, workgroups, label)
     if rt.dispatches != before:  # a dispatch of zero workgroups records nothing and needs no replay
         entry = (kernel, tuple(bindings), tuple(workgroups), label)
+        # what each buffer binding bound, now: a temporary buffer is gone by the time a plan is built
+        ranges = tuple(None if isinstance(b, Constant) else rt.binding_resource(b, kernel)[2:]
+                       for b in bindings)
+        sizes = {bid: rt.pool.get(bid).nbytes
+                 for bid in (b if type(b) is int else b.buffer_id for b in bindings
+                             if type(b) is int or isinstance(b, BufferSlice))}
         for capture in captures:
             capture.append(entry)
+            capture.ranges.append(ranges)
+            capture.sizes.update(sizes)
+
+
+class Capture(list):
+    """The (kernel, bindings, workgroups, label) entries of a recording, with per entry the (offset,
+    nbytes) each buffer binding bound (None for constants) and the bytes of every buffer bound, as they
+    were when the dispatch was recorded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ranges: list[tuple] = []
+        self.sizes: dict[int, int] = {}
 
 
 def unreplayable() -> None:
@@ -40,13 +59,13 @@ def unreplayable() -> None:
 
 
 @contextlib.contextmanager
-def recording() -> Iterator[list[tuple]]:
+def recording() -> Iterator[Capture]:
     """Collect (kernel, bindings, workgroups, label) of every dispatch made through `dispatch` inside
     (a None entry: something a replay would miss happened)."""
     captures = getattr(_local, "captures", None)
     if captures is None:
         captures = _local.captures = []
-    capture: list[tuple] = []
+    capture = Capture()
     captures.append(capture)
     try:
         with native_eager.python_launches():  # replays inside must come through `dispatch`
