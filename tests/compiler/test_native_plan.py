@@ -204,3 +204,22 @@ def test_plan_split_reads_the_environment(monkeypatch):
         monkeypatch.setenv("TORCH_WEBGPU_PLAN_SPLIT", bad)
         with pytest.raises(ValueError, match="TORCH_WEBGPU_PLAN_SPLIT"):
             native.plan_split_dispatches()
+
+
+def test_device_outputs_are_written_in_place_not_copied(compiled_plans):
+    """An output that only its kernel writes is bound as the output tensor itself: the program has no
+    copy out, and the result matches the Python executor (which copies) and torch."""
+    x = torch.randn(8, 64)
+    fn = torch.compile(lambda t: torch.softmax(t, -1) * 2.0, backend="webgpu")
+    first = fn(x.to("webgpu"))
+    (plan,) = compiled_plans
+    (layout,) = plan._layouts.values()
+    (program,) = [p for p in layout.native.values() if p is not None]
+    assert program.program.commands == program.program.dispatches   # no copy command
+    outs = [fn(x.to("webgpu")) for _ in range(3)]
+    assert len({o.untyped_storage().data_ptr() for o in [first, *outs]}) == 4   # each call its own tensor
+    plan.executor = "python"
+    reference = fn(x.to("webgpu"))
+    for out in [first, *outs]:
+        assert torch.equal(out.cpu(), reference.cpu())
+        torch.testing.assert_close(out.cpu(), torch.softmax(x, -1) * 2.0)

@@ -77,6 +77,62 @@ class _Builder:
         self.output_slots: list[int] = []
         self.results: dict[int, tuple] = {}
         self.writes_inputs = False   # some command writes a graph input's buffer
+        self.in_place = self._in_place_outputs()   # physical region -> output slot (before renumbering)
+
+    def _physical(self, name: str, offset: int, size: int) -> tuple[int, int, int] | None:
+        """(buffer id, start, size) of a range of one of the plan's own buffers (not an input or a weight);
+        None for the others."""
+        if name not in self.compiled.plan.buffers or name not in self.fixed:
+            return None
+        buf_id, base = self.fixed[name]
+        return (buf_id, base + offset, size)
+
+    def _in_place_outputs(self) -> dict[tuple[int, int, int], int]:
+        """Device outputs the dispatches can write into the output tensor itself (no copy out): a per-call
+        plan buffer range that only dispatch bindings of exactly that range touch, a writing one first,
+        and no other output. A big output (a softmax of 128 MiB) otherwise costs a copy as long as its
+        kernel."""
+        if not self.device_outputs:
+            return {}
+        candidates: dict[tuple[int, int, int], int] = {}
+        slot = 0
+        for node in self.layout.main:   # output slots in the order output() hands them out
+            a = node.args
+            if node.op is not LowIROp.OUTPUT or "input" in a:
+                continue
+            spec = self.layout.outputs[a["index"]]
+            widen = spec.dtype == "int64" and spec.device_dtype == "int32"
+            if not (spec.device_dtype == spec.dtype or widen):
+                continue
+            region = self._physical(a["buffer"], a["offset"], a["size"])
+            if region is not None and not widen and a["size"] and a["size"] % 4 == 0:
+                candidates[region] = -1 if region in candidates else slot   # -1: two outputs share it
+            slot += 1
+        accesses: list[tuple[tuple[int, int, int] | None, str]] = []
+        for node in self.layout.main:
+            a = node.args
+            if node.op is LowIROp.DISPATCH:
+                _, slots, _, read_only, _ = self.layout.dispatches[id(node)]
+                accesses += [(self._physical(*s), "read" if i in read_only else "write")
+                             for i, s in enumerate(slots) if s is not None]
+            elif node.op is LowIROp.FILL:
+                accesses.append((self._physical(a["buffer"], a["offset"], a["size"]), "other"))
+            elif node.op is LowIROp.COPY:
+                accesses.append((self._physical(a["source"], a["source_offset"], a["size"]), "other"))
+                accesses.append((self._physical(a["buffer"], a["offset"], a["size"]), "other"))
+            elif node.op is LowIROp.OUTPUT and "input" not in a:
+                accesses.append((self._physical(a["buffer"], a["offset"], a["size"]), "output"))
+        in_place = {}
+        for region, slot in candidates.items():
+            buf_id, start, size = region
+            touching = [(r, kind) for r, kind in accesses if r is not None and r[0] == buf_id
+                        and r[1] < start + size and start < r[1] + r[2]]
+            first = next((kind for r, kind in touching if kind != "output"), None)
+            if (slot >= 0 and first == "write"
+                    and all(r == region and kind in ("read", "write", "output") for r, kind in touching)
+                    and sum(kind == "output" for _, kind in touching) == 1):
+                in_place[region] = slot
+        return in_place
 
     def _input_slot(self, k: int) -> int:
         if k not in self.input_slots:
@@ -84,7 +140,12 @@ class _Builder:
         return self.input_slots.index(k)
 
     def operand(self, name: str, offset: int, size: int) -> BufferSlice | Slot:
-        """A plan buffer range as a fixed BufferSlice, or a Slot for a graph input."""
+        """A plan buffer range as a fixed BufferSlice, or a Slot for a graph input or an output written
+        in place."""
+        if self.in_place:
+            region = self._physical(name, offset, size)
+            if region in self.in_place:
+                return Slot(_OUTPUT_SLOT_MARK + self.in_place[region], 0, size)
         if name in self.fixed:
             buf_id, base = self.fixed[name]
             return BufferSlice(buf_id, base + offset, size)
@@ -97,7 +158,7 @@ class _Builder:
         bindings: list[Any] = [uniform if s is None else self.operand(*s) for s in slots]
         writable = {_identity(b) for i, b in enumerate(bindings)
                     if i not in read_only and isinstance(b, (BufferSlice, Slot))}
-        self.writes_inputs |= any(kind == "slot" for kind, _ in writable)
+        self.writes_inputs |= any(kind == "slot" and index < _OUTPUT_SLOT_MARK for kind, index in writable)
         for i, b in enumerate(bindings):
             if i in read_only and isinstance(b, (BufferSlice, Slot)) and _identity(b) in writable:
                 # As lowering._run_dispatch: the read-only view reads a copy taken just before.
@@ -165,7 +226,7 @@ class _Builder:
                 kernel, grid, params = widen_int32_launch(self.compiled, src.offset, 0, count)
                 dst = Slot(_OUTPUT_SLOT_MARK + slot, 0, 8 * count)
                 self.program.dispatch(kernel, [src.buffer_id, dst, self.rt.constant(params)], grid)
-            elif size and not widen:
+            elif size and not widen and not (isinstance(src, Slot) and src.index == _OUTPUT_SLOT_MARK + slot):
                 self.program.copy(src, Slot(_OUTPUT_SLOT_MARK + slot, 0, size), size)
         else:
             off = self.layout.readback_offsets[i]
