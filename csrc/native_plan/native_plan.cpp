@@ -77,6 +77,14 @@ bool as_u64(PyObject* o, uint64_t* out) {
   return !(*out == static_cast<uint64_t>(-1) && PyErr_Occurred());
 }
 
+// Stores the Python int `arg` in a module setting (set_spin, set_plan_split).
+PyObject* set_setting(PyObject* arg, uint64_t* setting) {
+  uint64_t v;
+  if (!as_u64(arg, &v)) return nullptr;
+  *setting = v;
+  Py_RETURN_NONE;
+}
+
 bool as_int(PyObject* o, int* out) {
   long v = PyLong_AsLong(o);
   if (v == -1 && PyErr_Occurred()) return false;
@@ -383,12 +391,7 @@ void record(Program* p, WGPUCommandEncoder encoder, const uintptr_t* slots, Pass
 uint64_t g_split_dispatches = 0;
 
 // set_plan_split(n): submit self-submitting program runs every n dispatches (0: once, at the end).
-PyObject* set_plan_split(PyObject*, PyObject* arg) {
-  uint64_t n;
-  if (!as_u64(arg, &n)) return nullptr;
-  g_split_dispatches = n;
-  Py_RETURN_NONE;
-}
+PyObject* set_plan_split(PyObject*, PyObject* arg) { return set_setting(arg, &g_split_dispatches); }
 
 void submit_encoder(WGPUCommandEncoder enc, uint64_t queue) {
   WGPUCommandBuffer commands = g_procs.commandEncoderFinish(enc, nullptr);
@@ -522,12 +525,7 @@ void on_work_done(WGPUQueueWorkDoneStatus status, WGPUStringView, void* userdata
 uint64_t g_spin_ns = 0;
 
 // set_spin(ns): the polling time of later waits (0: block at once).
-PyObject* set_spin(PyObject*, PyObject* arg) {
-  uint64_t ns;
-  if (!as_u64(arg, &ns)) return nullptr;
-  g_spin_ns = ns;
-  Py_RETURN_NONE;
-}
+PyObject* set_spin(PyObject*, PyObject* arg) { return set_setting(arg, &g_spin_ns); }
 
 // How long one wgpuInstanceWaitAny blocks before Python's signal handlers get a look (as wgpudawn's
 // GPUPromise: 0.1 s), so a KeyboardInterrupt still stops a wait for a long-running queue.
