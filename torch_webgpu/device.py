@@ -50,7 +50,7 @@ def memory_limit() -> int | None:
             except ValueError:
                 raise ValueError(
                     f"TORCH_WEBGPU_MEMORY_LIMIT={env!r}: expected a byte count like 4G or 512M") from None
-        elif runtime().info.adapter_type.lower() in ("cpu", "cpu_adapter"):
+        elif runtime().info.software:
             _memory_limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
         else:
             _memory_limit = None

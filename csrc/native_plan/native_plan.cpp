@@ -475,7 +475,7 @@ PyObject* program_run(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     // of g_split_dispatches dispatches; each piece after the first gets an encoder of its own.
     const size_t n = p->commands.size();
     size_t begin = 0;
-    while (begin < n) {
+    do {   // at least one submit: an empty program still submits what was recorded before it
       size_t end = n;
       if (g_split_dispatches > 0) {
         uint64_t dispatches = 0;
@@ -493,11 +493,7 @@ PyObject* program_run(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
         enc = g_procs.deviceCreateCommandEncoder(p->device, nullptr);
         own = true;
       }
-    }
-    if (n == 0) {
-      submit_encoder(enc, queue);
-      ++submits;
-    }
+    } while (begin < n);
     p->runs++;
   }
   if (own) g_procs.commandEncoderRelease(enc);

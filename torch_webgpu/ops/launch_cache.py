@@ -30,7 +30,7 @@ import torch
 from .. import device_state
 from ..kernels import autotune
 from ..runtime import BufferSlice, get_runtime, native_eager
-from .codegen.recording import dispatch, recording
+from .codegen.recording import Capture, dispatch, recording
 
 F = TypeVar("F", bound=Callable)
 
@@ -175,9 +175,9 @@ class Plan:
             slots.append(t.data_ptr() >> 32)
         # scratch buffers (a two-pass reduction's partials): new ones per replay, after the outputs' slots,
         # freed when it returns (commands already recorded keep them until they have run)
-        scratch = [torch.empty(n, dtype=torch.uint8, device=_WEBGPU) for n in self.temporaries]
-        for t in scratch:
-            slots.append(t.data_ptr() >> 32)
+        if self.temporaries:
+            scratch = [torch.empty(n, dtype=torch.uint8, device=_WEBGPU) for n in self.temporaries]
+            slots += [t.data_ptr() >> 32 for t in scratch]
         program = self.native
         if program is _UNSEEN:
             program = self.native = self._native_program()
@@ -231,7 +231,7 @@ def _freed_during(rt: Any, buffer_id: int, first_id: int) -> bool:
 
 
 def _build(rt: Any, key: tuple, args: tuple, kwargs: dict, tensors: list, ids: list, result: Any,
-           capture: Any, dispatches_before: int, commands_before: int, first_id: int) -> Plan | None:
+           capture: Capture, dispatches_before: int, commands_before: int, first_id: int) -> Plan | None:
     """A plan reproducing this call, or None if the call did anything a plan cannot replay. Buffers the
     call allocated after pool id `first_id` and freed again become the plan's temporaries."""
     recorded = len(capture)

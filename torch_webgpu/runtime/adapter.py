@@ -64,6 +64,11 @@ class DeviceInfo:
     subgroup_matrix_configs: tuple[tuple[str, str, int, int, int], ...] = ()
     toggles: tuple[str, ...] = ()  # the Dawn instance toggles in effect
 
+    @property
+    def software(self) -> bool:
+        """True for a software adapter (lavapipe, SwiftShader): its "GPU" work runs on the host's cores."""
+        return self.adapter_type.lower() in ("cpu", "cpu_adapter")
+
     def describe(self) -> str:
         """A multi-line human-readable summary."""
         lines = [

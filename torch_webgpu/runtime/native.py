@@ -332,10 +332,9 @@ class NativeQueue:
         self.handle = handle
         self.waits = 0
         self.encoders = 0   # made in C++
-        software = rt.info.adapter_type.lower() in ("cpu", "cpu_adapter")
-        module.set_spin(int(sync_spin_microseconds(software) * 1000))
+        module.set_spin(int(sync_spin_microseconds(rt.info.software) * 1000))
         if hasattr(module, "set_plan_split"):   # an extension built before it submits each run at once
-            module.set_plan_split(plan_split_dispatches(software))
+            module.set_plan_split(plan_split_dispatches(rt.info.software))
 
     def new_encoder(self) -> int:
         """A new command encoder's handle, owned by the caller (`submit(..., release=True)` or

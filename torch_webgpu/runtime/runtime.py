@@ -70,8 +70,7 @@ class Runtime:
         self._bound: dict[tuple, Any] = {}
         self._bound_by_id: dict[int, list[tuple]] = {}
         self.executables.on_clear.append(self._forget_bound)
-        software = self.info.adapter_type.lower() in ("cpu", "cpu_adapter")  # lavapipe, SwiftShader
-        self.recorder = CommandRecorder(self.device, software)
+        self.recorder = CommandRecorder(self.device, self.info.software)
         self._staging: dict[int, list[Any]] = {}
         self._constants: OrderedDict[bytes, Constant] = OrderedDict()
         self._constant_serial = -1  # negative serials never collide with pool buffers
