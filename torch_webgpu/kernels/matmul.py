@@ -124,6 +124,7 @@ class TiledSpec:
     tn: int
     lds4: bool = False   # groups of 4 adjacent outputs per invocation, vec4 reads of the K tiles
     splits: int = 1      # split-K: K slices, each its own workgroup, summed by a combine pass
+    double: bool = False  # two K-tile buffers: the next tile's loads overlap this one's FMAs
 
     @property
     def threads(self) -> int:
@@ -132,7 +133,7 @@ class TiledSpec:
 
     def workgroup_bytes(self, dtype: str) -> int:
         """Workgroup memory of the K tiles (kept in f32)."""
-        return 4 * self.bk * (self.bm + self.bn)
+        return 4 * self.bk * (self.bm + self.bn) * (2 if self.double else 1)
 
 
 @dataclass(frozen=True)
@@ -201,6 +202,12 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "tile32x64.r2x4.k32": TiledSpec(32, 64, 32, 2, 4),
     "tile16x64.r1x4.k32": TiledSpec(16, 64, 32, 1, 4),
     "tile32x32.r2x2.k16": TiledSpec(32, 32, 16, 2, 2),
+    # double-buffered K tiles (".db": one barrier per tile, the next tile's loads in flight during the
+    # FMAs). H200 f32 4096^3 (benchmarks/results/h200-2026-12-02-f32-tiles.md): 128x128.k8.l4.db 35.3
+    # TFLOP/s, 128x64.l4.db 31.0, against 35.9 for 128x64.l4 — NVIDIA hides the latency by occupancy;
+    # kept as candidates for GPUs that cannot
+    "tile128x128.r8x8.k8.l4.db": TiledSpec(128, 128, 8, 8, 8, True, double=True),
+    "tile128x64.r8x4.k16.l4.db": TiledSpec(128, 64, 16, 8, 4, True, double=True),
     "gemv.k64n4.sg": GemvSpec(64, 4, True, True),
     "gemv.k64n4.wg": GemvSpec(64, 4, True),
     "gemv.k32n8.wg": GemvSpec(32, 8, True),
@@ -515,7 +522,8 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
         if not vec:
             a_mode = {"k": "sk", "i": "si"}.get(a_mode, a_mode)
             b_mode = {"k": "sk", "i": "si"}.get(b_mode, b_mode)
-        src = wgsl.tiled_source(epi, spec.bm, spec.bn, spec.bk, spec.tm, spec.tn, a_mode, b_mode, spec.lds4)
+        src = wgsl.tiled_source(epi, spec.bm, spec.bn, spec.bk, spec.tm, spec.tn, a_mode, b_mode, spec.lds4,
+                                double=spec.double)
         grid = (ceil_div(p.n, spec.bn), ceil_div(p.m, spec.bm), p.batch)
         wg = (spec.bn // spec.tn, spec.bm // spec.tm, 1)
     elif isinstance(spec, GemvSpec) and spec.unroll:
@@ -583,7 +591,7 @@ def plan_matmul_steps(p: MatmulProblem, caps: DeviceCaps, variant: str | None = 
     count = spec.splits
     epi = wgsl.Epilogue(p.dtype, p.bias is not None, p.residual is not None, p.activation)
     src = wgsl.tiled_source(epi, spec.bm, spec.bn, spec.bk, spec.tm, spec.tn, a_mode, b_mode, spec.lds4,
-                            splits=count)
+                            splits=count, double=spec.double)
     chunk = ceil_div(ceil_div(p.k, spec.bk), count) * spec.bk    # whole K tiles per slice
     params = _params(p) + (chunk, count, 0, 0)   # the params struct's `sk`
     grid = (ceil_div(p.n, spec.bn), ceil_div(p.m, spec.bm), p.batch * count)

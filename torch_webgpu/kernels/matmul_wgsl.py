@@ -164,29 +164,78 @@ def _tile_load(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, dim: st
     return "\n".join(out)
 
 
-def _lds_at(tile: str, index: str, lds4: bool) -> str:
+def _tile_fetch_stash(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, dim: str, mode: str,
+                      threads: int, i_is_row: bool, lds4: bool, k0: str, base: str) -> tuple[str, str]:
+    """`_tile_load` in two halves, for double-buffered K tiles: `fetch` reads this invocation's share of
+    the tile at K offset `k0` into registers (so the loads are in flight while the previous tile is
+    multiplied), `stash` writes them into the workgroup array `tile` from element `base` on."""
+    si, sk = (f"P.{lay}.z", f"P.{lay}.w") if i_is_row else (f"P.{lay}.w", f"P.{lay}.z")
+    origin = f"(P.{lay}.x + batch * P.{lay}.y)"
+    vec = mode in ("k", "i")
+    units = bi * bk // (4 if vec else 1)
+    fetch, stash = [], []
+    for u in range(-(-units // threads)):
+        r = f"{tile.lower()}{u}"
+        fetch.append(f"    let {r}e = li + {u * threads}u;")
+        if mode in ("sk", "k"):
+            kw = bk // 4 if vec else bk
+            fetch += [f"    let {r}k = ({r}e % {kw}u){' * 4u' if vec else ''};",
+                      f"    let {r}i = {r}e / {kw}u;"]
+        else:
+            iw = bi // 4 if vec else bi
+            fetch += [f"    let {r}i = ({r}e % {iw}u){' * 4u' if vec else ''};",
+                      f"    let {r}k = {r}e / {iw}u;"]
+        fetch.append(f"    let {r}gi = {i0} + {r}i; let {r}gk = {k0} + {r}k;")
+        last = (u + 1) * threads > units
+        inside = f"{r}gi < {dim} && {r}gk < K" + (f" && {r}e < {units}u" if last else "")
+        # the last round of a tile that does not divide among the invocations: the rest stash nothing
+        open_, close = (f"    if ({r}e < {units}u) {{", "    }") if last else ("", "")
+        stash.append(open_)
+        if not vec:
+            fetch += [f"    var {r} = 0.0;",
+                      f"    if ({inside}) {{ {r} = f32({src}[{origin} + {r}gi * {si} + {r}gk * {sk}]); }}"]
+            stash.append(f"    {_lds_at(tile, f'{r}k * {bi}u + {r}i', lds4, base)} = {r};")
+        else:
+            index = (f"({origin} + {r}gi * {si} + {r}gk) / 4u" if mode == "k"
+                     else f"({origin} + {r}gi + {r}gk * {sk}) / 4u")
+            fetch += [f"    var {r} = vec4<f32>(0.0);",
+                      f"    if ({inside}) {{ {r} = vec4<f32>({src}[{index}]); }}"]
+            for q in range(4):
+                dst = f"({r}k + {q}u) * {bi}u + {r}i" if mode == "k" else f"{r}k * {bi}u + {r}i + {q}u"
+                stash.append(f"    {_lds_at(tile, dst, lds4, base)} = {r}[{q}];")
+        stash.append(close)
+    return "\n".join(fetch), "\n".join(line for line in stash if line)
+
+
+def _lds_at(tile: str, index: str, lds4: bool, base: str = "") -> str:
     """Element `index` of a workgroup K tile: scalar array, or a component of its vec4 array."""
-    return f"{tile}[({index}) / 4u][({index}) % 4u]" if lds4 else f"{tile}[{index}]"
+    at = f"{base} + " if base else ""
+    return f"{tile}[{at}({index}) / 4u][({index}) % 4u]" if lds4 else f"{tile}[{at}{index}]"
 
 
 def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mode: str,
-                 b_mode: str, lds4: bool = False, splits: int = 1) -> str:
+                 b_mode: str, lds4: bool = False, splits: int = 1, double: bool = False) -> str:
     """Register-tiled SIMT matmul: a (bm × bn) output tile per workgroup, (tm × tn) per invocation at
     rows ty + i * TY and cols tx + j * TX (conflict-free workgroup reads, coalesced stores). `lds4`:
     each invocation owns groups of 4 adjacent rows and columns (rows g·4·TY + 4·ty + i), so it reads
     the K tiles as vec4 (a quarter of the workgroup-memory loads). `splits` > 1: split-K, the first
     pass: workgroup z = slice * batches + batch sums K slice [slice·P.sk.x, +P.sk.x) of its tile and
-    stores the raw f32 sums to the scratch W (`combine_source` finishes them)."""
+    stores the raw f32 sums to the scratch W (`combine_source` finishes them). `double`: two K-tile
+    buffers; the next tile's global loads are issued before this one is multiplied and stored after
+    it, one barrier per K tile."""
     t = e.dtype
     tx, ty = bn // tn, bm // tm
     threads = tx * ty
+    # the double-buffered form reads the K tile `cur` (0 or 1) of each array
+    abase, bbase = ("cur * " + str(bm * bk // (4 if lds4 else 1)) + "u + ",
+                    "cur * " + str(bn * bk // (4 if lds4 else 1)) + "u + ") if double else ("", "")
     a_elem = f"vec4<{t}>" if a_mode in ("k", "i") else t
     b_elem = f"vec4<{t}>" if b_mode in ("k", "i") else t
     accs = "\n".join(f"  var acc{i}_{j} = 0.0;" for i in range(tm) for j in range(tn))
     if lds4:
         reads = "\n".join(
-            [f"      let a{g} = As[k * {bm // 4}u + {g * ty}u + lid.y];" for g in range(tm // 4)]
-            + [f"      let b{g} = Bs[k * {bn // 4}u + {g * tx}u + lid.x];" for g in range(tn // 4)])
+            [f"      let a{g} = As[{abase}k * {bm // 4}u + {g * ty}u + lid.y];" for g in range(tm // 4)]
+            + [f"      let b{g} = Bs[{bbase}k * {bn // 4}u + {g * tx}u + lid.x];" for g in range(tn // 4)])
         fmas = "\n".join(f"      acc{i}_{j} = fma(a{i // 4}[{i % 4}], b{j // 4}[{j % 4}], acc{i}_{j});"
                          for i in range(tm) for j in range(tn))
         row = [f"{(i // 4) * 4 * ty}u + 4u * lid.y + {i % 4}u" for i in range(tm)]
@@ -194,8 +243,9 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
         lds_t = "vec4<f32>"
         a_words, b_words = bm * bk // 4, bn * bk // 4
     else:
-        reads = "\n".join([f"      let a{i} = As[k * {bm}u + lid.y + {i * ty}u];" for i in range(tm)]
-                          + [f"      let b{j} = Bs[k * {bn}u + lid.x + {j * tx}u];" for j in range(tn)])
+        reads = "\n".join(
+            [f"      let a{i} = As[{abase}k * {bm}u + lid.y + {i * ty}u];" for i in range(tm)]
+            + [f"      let b{j} = Bs[{bbase}k * {bn}u + lid.x + {j * tx}u];" for j in range(tn)])
         fmas = "\n".join(f"      acc{i}_{j} = fma(a{i}, b{j}, acc{i}_{j});"
                          for i in range(tm) for j in range(tn))
         row = [f"lid.y + {i * ty}u" for i in range(tm)]
@@ -217,16 +267,12 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
         head = header(e, a_elem, b_elem) + finish_fn(e)
         ks = "  let M = P.mnkb.x; let N = P.mnkb.y; let K = P.mnkb.z;\n  let batch = wid.z;"
         k_first = "0u"
-    return f"""{head}
-var<workgroup> As: array<{lds_t}, {a_words}>;
-var<workgroup> Bs: array<{lds_t}, {b_words}>;
-@compute @workgroup_size({tx}, {ty})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,
-        @builtin(local_invocation_index) li: u32) {{
-{ks}
-  let m0 = wid.y * {bm}u; let n0 = wid.x * {bn}u;
-{accs}
-  for (var t = {k_first}; t < K; t += {bk}u) {{
+    copies = 2 if double else 1
+    if double:
+        k_loop = _double_buffered_k_loop(e, bm, bn, bk, a_mode, b_mode, threads, lds4, k_first, reads,
+                                         fmas, a_words, b_words)
+    else:
+        k_loop = f"""  for (var t = {k_first}; t < K; t += {bk}u) {{
 {load_a}
 {load_b}
     workgroupBarrier();
@@ -235,10 +281,57 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
 {fmas}
     }}
     workgroupBarrier();
-  }}
+  }}"""
+    return f"""{head}
+var<workgroup> As: array<{lds_t}, {copies * a_words}>;
+var<workgroup> Bs: array<{lds_t}, {copies * b_words}>;
+@compute @workgroup_size({tx}, {ty})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,
+        @builtin(local_invocation_index) li: u32) {{
+{ks}
+  let m0 = wid.y * {bm}u; let n0 = wid.x * {bn}u;
+{accs}
+{k_loop}
 {stores}
 }}
 """
+
+
+def _double_buffered_k_loop(e: Epilogue, bm: int, bn: int, bk: int, a_mode: str, b_mode: str,
+                            threads: int, lds4: bool, k_first: str, reads: str, fmas: str, a_words: int,
+                            b_words: int) -> str:
+    """The K loop of tiled_source's `double` form: tile 0 staged before it; in each step the next tile is
+    fetched into registers, the current one multiplied, the next stashed into the other buffer."""
+    def halves(k0: str, buf: str) -> tuple[str, str, str, str]:
+        fa, sa = _tile_fetch_stash("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4, k0,
+                                   f"{buf} * {a_words}u")
+        fb, sb = _tile_fetch_stash("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4, k0,
+                                   f"{buf} * {b_words}u")
+        return fa, sa, fb, sb
+    fa0, sa0, fb0, sb0 = halves(k_first, "0u")
+    fa, sa, fb, sb = halves("t + " + str(bk) + "u", "(cur ^ 1u)")
+    return f"""  {{
+{fa0}
+{fb0}
+{sa0}
+{sb0}
+  }}
+  workgroupBarrier();
+  var cur = 0u;
+  for (var t = {k_first}; t < K; t += {bk}u) {{
+{fa}
+{fb}
+    for (var k = 0u; k < {bk}u; k++) {{
+{reads}
+{fmas}
+    }}
+    if (t + {bk}u < K) {{
+{sa}
+{sb}
+    }}
+    workgroupBarrier();
+    cur ^= 1u;
+  }}"""
 
 
 def gemv_source(e: Epilogue, lk: int, ln: int, mr: int, vec: bool, k_fast: bool,
