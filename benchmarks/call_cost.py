@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -49,9 +48,8 @@ def _cases(bundles: Path, small: bool) -> dict[str, Callable[[], object]]:
             print(json.dumps({"case": key, "skipped": f"no bundle {path}"}), flush=True)
             continue
         bundle = torch_webgpu.load(path, weights=w)
+        compiled = bundle._compiled
         for executor in ("native", "python"):
-            compiled = bundle._compiled
-
             def call(bundle=bundle, compiled=compiled, executor=executor, args=call_args):
                 compiled.executor = executor
                 return bundle(*args)
@@ -120,7 +118,7 @@ def main() -> None:
                     "do not exist: give a folder prepared with the small cases)")
     ap.add_argument("--json")
     args = ap.parse_args()
-    rows = run(args.bundles, args.reps, args.small or os.environ.get("CALL_COST_SMALL") == "1")
+    rows = run(args.bundles, args.reps, args.small)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 

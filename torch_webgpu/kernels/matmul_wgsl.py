@@ -269,8 +269,8 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
         k_first = "0u"
     copies = 2 if double else 1
     if double:
-        k_loop = _double_buffered_k_loop(e, bm, bn, bk, a_mode, b_mode, threads, lds4, k_first, reads,
-                                         fmas, a_words, b_words)
+        k_loop = _double_buffered_k_loop(bm, bn, bk, a_mode, b_mode, threads, lds4, k_first, reads, fmas,
+                                         a_words, b_words)
     else:
         k_loop = f"""  for (var t = {k_first}; t < K; t += {bk}u) {{
 {load_a}
@@ -297,8 +297,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
 """
 
 
-def _double_buffered_k_loop(e: Epilogue, bm: int, bn: int, bk: int, a_mode: str, b_mode: str,
-                            threads: int, lds4: bool, k_first: str, reads: str, fmas: str, a_words: int,
+def _double_buffered_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str, threads: int,
+                            lds4: bool, k_first: str, reads: str, fmas: str, a_words: int,
                             b_words: int) -> str:
     """The K loop of tiled_source's `double` form: tile 0 staged before it; in each step the next tile is
     fetched into registers, the current one multiplied, the next stashed into the other buffer."""
