@@ -42,6 +42,9 @@ class Bundle:
         check_requirements(manifest["requires"], self.rt.info.limits, self.rt.info.features,
                            what=f"this adapter ({self.rt.info.name})")
         self._compiled = lowering(plan, self.rt)
+        # Per input: its shape, and the dtype objects a full check accepted (a call compares just these).
+        self._shapes = [tuple(spec["shape"]) for spec in self.inputs]
+        self._accepted: list[set[Any]] = [set() for _ in self.inputs]
 
     @property
     def inputs(self) -> list[dict]:
@@ -59,6 +62,21 @@ class Bundle:
         return format_signature(self.inputs, self.outputs)
 
     def _check(self, args: Sequence[Any]) -> None:
+        if len(args) == len(self._shapes):
+            try:
+                if all(getattr(value, "dtype", None) in dtypes and value.shape == shape
+                       for value, shape, dtypes in zip(args, self._shapes, self._accepted, strict=True)):
+                    return
+            except TypeError:   # an unhashable dtype: the full check says what is wrong
+                pass
+        self._check_fully(args)
+        for value, dtypes in zip(args, self._accepted, strict=True):
+            try:
+                dtypes.add(value.dtype)
+            except TypeError:
+                pass
+
+    def _check_fully(self, args: Sequence[Any]) -> None:
         if len(args) != len(self.inputs):
             raise BundleSignatureError(f"{self.path.name} takes {len(self.inputs)} inputs, got {len(args)}; "
                                        f"expected {self.signature}")

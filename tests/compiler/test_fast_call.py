@@ -1,0 +1,110 @@
+"""The fast call of a static plan on the native executor (compiler/fast_call.py): taken from the call after
+the first, bit-identical to the Python executor, a new output tensor per call, and any call it does not
+fit (non-contiguous or unaligned views, host inputs, other dtypes, the Python executor, profiling) goes
+through the general path and gets the same results."""
+
+import numpy as np
+import pytest
+import torch
+
+import torch_webgpu
+from tests.compiler.models import MLP
+from torch_webgpu.compiler.native_plan import assert_same_outputs
+
+
+@pytest.fixture
+def mlp_bundle(tmp_path):
+    """(model, its loaded bundle, a counter of calls that took the general path)."""
+    torch.manual_seed(0)
+    model = MLP().eval()
+    with torch.no_grad():
+        path = torch_webgpu.export(model, [torch.randn(4, 16)], tmp_path / "mlp")
+    bundle = torch_webgpu.load(path)
+    general = []
+    compiled = bundle._compiled
+    bind = compiled._bind_inputs
+    compiled._bind_inputs = lambda *a, **k: general.append(1) or bind(*a, **k)
+    return model, bundle, general
+
+
+def _inputs(n):
+    return [torch.randn(4, 16, generator=torch.Generator().manual_seed(s)) for s in range(n)]
+
+
+def test_steady_calls_are_fast_and_bit_identical_to_python(mlp_bundle):
+    model, bundle, general = mlp_bundle
+    xs = _inputs(4)
+    outs = [bundle(x.to("webgpu")) for x in xs]
+    assert bundle._compiled._fast is not None
+    assert len(general) == 1   # only the first call
+    assert len({o.data_ptr() for o in outs}) == len(outs)   # each call its own output
+    bundle._compiled.executor = "python"
+    for x, out in zip(xs, outs, strict=True):
+        assert out.device.type == "webgpu" and out.shape == (4, 8)
+        assert_same_outputs([out], [bundle(x.to("webgpu"))], "MLP")
+        torch.testing.assert_close(out.cpu(), model(x).detach(), rtol=1e-4, atol=1e-4)
+    assert len(general) == 1 + len(xs)
+
+
+def _unaligned(x):
+    flat = torch.cat([torch.zeros(1), x.reshape(-1)]).to("webgpu")
+    return flat[1:].view(4, 16)   # contiguous, 4 bytes into its buffer
+
+
+@pytest.mark.parametrize("make, what", [
+    (lambda x: x.to("webgpu")[:, :], "contiguous view (still fast)"),
+    (lambda x: x.t().contiguous().to("webgpu").t(), "non-contiguous"),
+    (_unaligned, "unaligned view"),
+    (lambda x: x, "cpu tensor"),
+    (lambda x: x.numpy(), "numpy array"),
+], ids=["slice", "non-contiguous", "unaligned", "cpu", "numpy"])
+def test_other_inputs_take_the_general_path(mlp_bundle, make, what):
+    model, bundle, general = mlp_bundle
+    warm, x = _inputs(2)
+    bundle(warm.to("webgpu"))
+    value = make(x)
+    if what == "non-contiguous":
+        assert not value.is_contiguous()
+    out = bundle(value)
+    expected = model(x).detach()
+    if isinstance(value, np.ndarray):
+        assert isinstance(out, np.ndarray)
+        out = torch.from_numpy(out)
+    else:
+        assert out.device == value.device
+    torch.testing.assert_close(out.cpu(), expected, rtol=1e-4, atol=1e-4)
+    fast = what.endswith("(still fast)")
+    assert len(general) == (1 if fast else 2), what
+    # and the next plain call is fast again
+    again = bundle(x.to("webgpu"))
+    torch.testing.assert_close(again.cpu(), expected, rtol=1e-4, atol=1e-4)
+    assert len(general) == (1 if fast else 2), what
+
+
+def test_other_dtype_on_the_plan_takes_the_general_path(mlp_bundle):
+    model, bundle, general = mlp_bundle
+    warm, x = _inputs(2)
+    compiled = bundle._compiled
+    compiled(warm.to("webgpu"))
+    (out,) = compiled(x.half().to("webgpu"))   # the plan's dtype is float32: converted on the way in
+    assert len(general) == 2
+    torch.testing.assert_close(out.cpu(), model(x.half().float()).detach(), rtol=1e-4, atol=1e-4)
+
+
+def test_profiled_calls_time_every_dispatch(mlp_bundle):
+    _, bundle, general = mlp_bundle
+    warm, x = _inputs(2)
+    bundle(warm.to("webgpu"))
+    rt = bundle._compiled.rt
+    with rt.profile() as timings:
+        bundle(x.to("webgpu"))
+    assert len(timings) == bundle._compiled.plan.dispatch_count > 0
+    assert len(general) == 2
+
+
+def test_a_wrong_shape_still_raises(mlp_bundle):
+    _, bundle, _ = mlp_bundle
+    warm, _ = _inputs(2)
+    bundle(warm.to("webgpu"))
+    with pytest.raises(ValueError, match="shape"):
+        bundle._compiled(torch.randn(5, 16).to("webgpu"))

@@ -1,0 +1,135 @@
+"""The steady-state call of a static compiled plan on the native executor, without the general path.
+
+A general call (lowering.CompiledPlan.__call__) checks every input, decides per call how each one is
+bound (zero-copy, copied, uploaded, int64 narrowed), whether inputs alias, and where outputs go. Once one
+call has shown that a plan's inputs are plain contiguous webgpu tensors of the plan's own dtypes and
+shapes, and its native program needs none of those per-call decisions (no narrowing, no written inputs,
+no host readback), the next calls with the same facts only check them, bind the inputs' buffers,
+allocate the output tensors and record the program: a few microseconds of Python instead of tens.
+Any other call returns None from `FastCall.__call__` and takes the general path, which stays the
+reference for what a call means.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from torch_webgpu.runtime.native import buffer_handle
+
+if TYPE_CHECKING:
+    from .lowering import CompiledPlan, _Layout
+    from .native_plan import NativeLayout
+
+_OFFSET_MASK = 0xFFFFFFFF   # a webgpu data_ptr: buffer id << 32 | byte offset
+
+
+class FastCall:
+    """One static layout's native program with its call bound ahead: `fast(args)` runs it and returns
+    the graph outputs, or returns None (without touching the device) when `args` need the general path."""
+
+    __slots__ = ("_compiled", "_program", "_device", "_inputs", "_slots", "_outputs", "_results",
+                 "_returns", "_align")
+
+    def __init__(self, compiled: CompiledPlan, layout: _Layout, native: NativeLayout, device: Any):
+        import torch
+
+        self._compiled = compiled
+        self._program = native.program
+        self._device = device
+        self._align = compiled._offset_alignment
+        n_user = len(compiled.plan.inputs)
+        # Per graph input: (shape, torch dtype) it must have to be bound as it is.
+        self._inputs = tuple((tuple(layout.shapes[k]), getattr(torch, spec.device_dtype))
+                             for k, spec in enumerate(compiled.plan.inputs))
+        # Per input slot: the graph input bound there (an int), or a plan buffer's fixed (handle, offset).
+        fixed = {**compiled._static, **layout.buffers}
+        slots: list[Any] = []
+        for k in native.input_slots:
+            if k < n_user:
+                slots.append(k)
+            else:
+                buf_id, base = fixed[f"in{k}"]
+                slots.append((buffer_handle(compiled.rt.pool.get(buf_id)), base))
+        self._slots = tuple(slots)
+        self._outputs = tuple((i, tuple(int(d) for d in layout.outputs[i].shape),
+                               getattr(torch, layout.outputs[i].dtype)) for i in native.output_slots)
+        # Per plan output: ("input", k) or ("device", j): the j-th tensor made for the output slots.
+        order = {i: j for j, (i, _, _) in enumerate(self._outputs)}
+        self._results = tuple(("device", order[i]) if i in order else native.results[i]
+                              for i in range(len(layout.outputs)))
+        # Per graph output: the plan output, an input, or a constant (sizes of a static plan are).
+        returns = []
+        for entry in compiled.plan.output_map:
+            if entry is None or isinstance(entry, int):
+                returns.append(("plan", entry) if entry is not None else ("const", None))
+            elif entry[0] == "const":
+                returns.append(("const", entry[1]))
+            else:
+                returns.append(("const", int(layout.shapes[entry[1]][entry[2]])))
+        self._returns = tuple(returns)
+
+    @staticmethod
+    def build(compiled: CompiledPlan, layout: _Layout, native: NativeLayout | None,
+              args: Sequence[Any]) -> FastCall | None:
+        """The fast call of `layout`, when this general call's inputs and program qualify (else None)."""
+        if native is None or native.writes_inputs or native.reads_back or compiled.dynamic:
+            return None
+        if compiled.check_native and not native.checked:
+            return None
+        if any(any(int(d) == 0 for d in layout.outputs[i].shape) for i in native.output_slots):
+            return None   # an empty output has no buffer to bind
+        device = getattr(args[0], "device", None) if args else None
+        if getattr(device, "type", None) != "webgpu":
+            return None
+        fast = FastCall(compiled, layout, native, device)
+        return fast if fast._bind(args) is not None else None
+
+    def _bind(self, args: Sequence[Any]) -> list[int] | None:
+        """The (handle, offset) words of the input slots for `args`, or None if they need the general path."""
+        if len(args) != len(self._inputs):
+            return None
+        device = self._device
+        for t, (shape, dtype) in zip(args, self._inputs, strict=True):
+            # dtype identity rules out numpy arrays and DeviceArrays (their dtypes are not torch's)
+            if getattr(t, "dtype", None) is not dtype or t.shape != shape or t.device != device:
+                return None
+            if not t.is_contiguous():
+                return None
+        pool = self._compiled.rt.pool
+        align = self._align
+        words: list[int] = []
+        for slot in self._slots:
+            if type(slot) is not int:
+                words += slot
+                continue
+            ptr = args[slot].data_ptr()
+            offset = ptr & _OFFSET_MASK
+            if not ptr or offset % align:
+                return None
+            words += (buffer_handle(pool.get(ptr >> 32)), offset)
+        return words
+
+    def __call__(self, args: Sequence[Any]) -> list[Any] | None:
+        """Run the plan on `args` and return the graph outputs, or None where the general path must."""
+        compiled = self._compiled
+        rt = compiled.rt
+        if compiled.executor != "native" or rt.profiling or rt.capture is not None:
+            return None
+        import torch
+
+        with rt.lock:
+            words = self._bind(args)
+            if words is None:
+                return None
+            pool = rt.pool
+            made = []
+            for _, shape, dtype in self._outputs:
+                out = torch.empty(shape, dtype=dtype, device=self._device)
+                made.append(out)
+                words += (buffer_handle(pool.get(out.data_ptr() >> 32)), 0)
+            # Nothing to read back: C++ also submits, with whatever was recorded before.
+            self._program.record(tuple(words), submit=True)
+        compiled.calls += 1
+        outputs = [made[where] if kind == "device" else args[where] for kind, where in self._results]
+        return [outputs[v] if kind == "plan" else v for kind, v in self._returns]
