@@ -108,3 +108,28 @@ def test_a_wrong_shape_still_raises(mlp_bundle):
     bundle(warm.to("webgpu"))
     with pytest.raises(ValueError, match="shape"):
         bundle._compiled(torch.randn(5, 16).to("webgpu"))
+
+
+class _Embed(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed, self.proj = torch.nn.Embedding(50, 8), torch.nn.Linear(8, 4)
+
+    def forward(self, ids):
+        return self.proj(self.embed(ids))
+
+
+def test_int64_inputs_narrowed_by_the_program_stay_fast(tmp_path):
+    torch.manual_seed(0)
+    model = _Embed().eval()
+    ids = [torch.randint(0, 50, (2, 3), generator=torch.Generator().manual_seed(s)) for s in range(3)]
+    with torch.no_grad():
+        bundle = torch_webgpu.load(torch_webgpu.export(model, [ids[0]], tmp_path / "embed"))
+        outs = [bundle(i.to("webgpu")) for i in ids]
+        assert bundle._compiled._fast._narrowed == (0,)   # the ids: narrowed by the program's first dispatch
+        for i, out in zip(ids, outs, strict=True):
+            torch.testing.assert_close(out.cpu(), model(i), rtol=1e-4, atol=1e-4)
+        # a value beyond int32 is reported at the next wait, as on the general path
+        bundle(torch.full((2, 3), 1 << 40).to("webgpu"))
+        with pytest.raises(OverflowError, match="int32"):
+            torch.webgpu.synchronize()

@@ -3,11 +3,11 @@
 A general call (lowering.CompiledPlan.__call__) checks every input, decides per call how each one is
 bound (zero-copy, copied, uploaded, int64 narrowed), whether inputs alias, and where outputs go. Once one
 call has shown that a plan's inputs are plain contiguous webgpu tensors of the plan's own dtypes and
-shapes, and its native program needs none of those per-call decisions (no narrowing, no written inputs,
-no host readback), the next calls with the same facts only check them, bind the inputs' buffers,
-allocate the output tensors and record the program: a few microseconds of Python instead of tens.
-Any other call returns None from `FastCall.__call__` and takes the general path, which stays the
-reference for what a call means.
+shapes (or int64 ones its native program narrows to int32 itself, range checked at the next wait), and
+that the program needs none of the other per-call decisions (no written inputs, no host readback), the
+next calls with the same facts only check them, bind the inputs' buffers, allocate the output tensors
+and record the program: a few microseconds of Python instead of tens. Any other call returns None from
+`FastCall.__call__` and takes the general path, which stays the reference for what a call means.
 """
 
 from __future__ import annotations
@@ -28,10 +28,11 @@ class FastCall:
     """One static layout's native program with its call bound ahead: `fast(args)` runs it and returns
     the graph outputs, or returns None (without touching the device) when `args` need the general path."""
 
-    __slots__ = ("_compiled", "_program", "_device", "_inputs", "_slots", "_outputs", "_results",
-                 "_returns", "_align")
+    __slots__ = ("_compiled", "_program", "_device", "_inputs", "_slots", "_narrowed", "_outputs",
+                 "_results", "_returns", "_align", "_check_overflow")
 
-    def __init__(self, compiled: CompiledPlan, layout: _Layout, native: NativeLayout, device: Any):
+    def __init__(self, compiled: CompiledPlan, layout: _Layout, native: NativeLayout, device: Any,
+                 narrowed: tuple[int, ...]):
         import torch
 
         self._compiled = compiled
@@ -39,14 +40,19 @@ class FastCall:
         self._device = device
         self._align = compiled._offset_alignment
         n_user = len(compiled.plan.inputs)
-        # Per graph input: (shape, torch dtype) it must have to be bound as it is.
-        self._inputs = tuple((tuple(layout.shapes[k]), getattr(torch, spec.device_dtype))
+        # Per graph input: (shape, torch dtype) it must have to be bound as it is (narrowed: int64).
+        self._inputs = tuple((tuple(layout.shapes[k]), torch.int64 if k in narrowed
+                              else getattr(torch, spec.device_dtype))
                              for k, spec in enumerate(compiled.plan.inputs))
-        # Per input slot: the graph input bound there (an int), or a plan buffer's fixed (handle, offset).
-        fixed = {**compiled._static, **layout.buffers}
+        # Per input slot: the graph input bound there (an int), or a plan buffer's fixed (handle, offset)
+        # (a narrowed input's slot is its int32 buffer; its int64 source is bound after the outputs).
+        fixed = {**compiled._static, **layout.buffers, **{f"in{k}": layout.host_inputs[f"in{k}"]
+                                                           for k in narrowed}}
+        self._narrowed = narrowed
+        self._check_overflow = compiled._check_overflow
         slots: list[Any] = []
         for k in native.input_slots:
-            if k < n_user:
+            if k < n_user and k not in narrowed:
                 slots.append(k)
             else:
                 buf_id, base = fixed[f"in{k}"]
@@ -70,9 +76,10 @@ class FastCall:
         self._returns = tuple(returns)
 
     @staticmethod
-    def build(compiled: CompiledPlan, layout: _Layout, native: NativeLayout | None,
-              args: Sequence[Any]) -> FastCall | None:
-        """The fast call of `layout`, when this general call's inputs and program qualify (else None)."""
+    def build(compiled: CompiledPlan, layout: _Layout, native: NativeLayout | None, args: Sequence[Any],
+              narrowed: tuple[int, ...]) -> FastCall | None:
+        """The fast call of `layout`, when this general call's inputs and program qualify (else None);
+        `narrowed`: the inputs this call's program narrowed from int64."""
         if native is None or native.writes_inputs or native.reads_back or compiled.dynamic:
             return None
         if compiled.check_native and not native.checked:
@@ -82,11 +89,12 @@ class FastCall:
         device = getattr(args[0], "device", None) if args else None
         if getattr(device, "type", None) != "webgpu":
             return None
-        fast = FastCall(compiled, layout, native, device)
+        fast = FastCall(compiled, layout, native, device, narrowed)
         return fast if fast._bind(args) is not None else None
 
     def _bind(self, args: Sequence[Any]) -> list[int] | None:
-        """The (handle, offset) words of the input slots for `args`, or None if they need the general path."""
+        """The (handle, offset) words of the input slots for `args`, or None if they need the general path
+        (the narrowed inputs' sources follow the outputs: `_bind_narrowed`)."""
         if len(args) != len(self._inputs):
             return None
         device = self._device
@@ -108,7 +116,17 @@ class FastCall:
             if not ptr or offset % align:
                 return None
             words += (buffer_handle(pool.get(ptr >> 32)), offset)
-        return words
+        return words if all(self._bindable(args[k]) for k in self._narrowed) else None
+
+    def _bindable(self, t: Any) -> bool:
+        ptr = t.data_ptr()
+        return bool(ptr) and (ptr & _OFFSET_MASK) % self._align == 0
+
+    def _bind_narrowed(self, args: Sequence[Any], words: list[int]) -> None:
+        pool = self._compiled.rt.pool
+        for k in self._narrowed:
+            ptr = args[k].data_ptr()
+            words += (buffer_handle(pool.get(ptr >> 32)), ptr & _OFFSET_MASK)
 
     def __call__(self, args: Sequence[Any]) -> list[Any] | None:
         """Run the plan on `args` and return the graph outputs, or None where the general path must."""
@@ -128,8 +146,12 @@ class FastCall:
                 out = torch.empty(shape, dtype=dtype, device=self._device)
                 made.append(out)
                 words += (buffer_handle(pool.get(out.data_ptr() >> 32)), 0)
+            if self._narrowed:
+                self._bind_narrowed(args, words)
             # Nothing to read back: C++ also submits, with whatever was recorded before.
             self._program.record(tuple(words), submit=True)
+            if self._narrowed:
+                rt.after_wait(self._check_overflow)
         compiled.calls += 1
         outputs = [made[where] if kind == "device" else args[where] for kind, where in self._results]
         return [outputs[v] if kind == "plan" else v for kind, v in self._returns]

@@ -658,8 +658,8 @@ class CompiledPlan:
                         self.rt.free(buf)
                 mark_checked(native)
             del keep_alive   # every use is recorded: freeing now is ordered after them
-            if fast is None and native is not None and not narrowed:
-                self._fast = FastCall.build(self, layout, native, args)
+            if fast is None and native is not None:
+                self._fast = FastCall.build(self, layout, native, args, tuple(n[0] for n in narrowed))
         self.calls += 1
         return [_map_output(i, outputs, args) for i in self.plan.output_map]
 
