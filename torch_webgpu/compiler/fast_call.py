@@ -29,7 +29,7 @@ class FastCall:
     the graph outputs, or returns None (without touching the device) when `args` need the general path."""
 
     __slots__ = ("_compiled", "_program", "_device", "_inputs", "_slots", "_narrowed", "_outputs",
-                 "_results", "_returns", "_align", "_check_overflow")
+                 "_new_specs", "_new_outputs", "_results", "_returns", "_align", "_check_overflow")
 
     def __init__(self, compiled: CompiledPlan, layout: _Layout, native: NativeLayout, device: Any,
                  narrowed: tuple[int, ...]):
@@ -60,6 +60,10 @@ class FastCall:
         self._slots = tuple(slots)
         self._outputs = tuple((i, tuple(int(d) for d in layout.outputs[i].shape),
                                getattr(torch, layout.outputs[i].dtype)) for i in native.output_slots)
+        # The extension allocates the output tensors without a dispatcher round trip, where it is built.
+        self._new_specs = tuple((shape, _contiguous_strides(shape), dtype)
+                                for _, shape, dtype in self._outputs)
+        self._new_outputs = _extension_new_outputs()
         # Per plan output: ("input", k) or ("device", j): the j-th tensor made for the output slots.
         order = {i: j for j, (i, _, _) in enumerate(self._outputs)}
         self._results = tuple(("device", order[i]) if i in order else native.results[i]
@@ -141,11 +145,16 @@ class FastCall:
             if words is None:
                 return None
             pool = rt.pool
-            made = []
-            for _, shape, dtype in self._outputs:
-                out = torch.empty(shape, dtype=dtype, device=self._device)
-                made.append(out)
-                words += (buffer_handle(pool.get(out.data_ptr() >> 32)), 0)
+            made: list[Any] = []
+            if self._new_outputs is not None:
+                ids: list[int] = []
+                self._new_outputs(self._new_specs, made, ids)
+            else:
+                for _, shape, dtype in self._outputs:
+                    made.append(torch.empty(shape, dtype=dtype, device=self._device))
+                ids = [out.data_ptr() >> 32 for out in made]
+            for buf_id in ids:
+                words += (buffer_handle(pool.get(buf_id)), 0)
             if self._narrowed:
                 self._bind_narrowed(args, words)
             # Nothing to read back: C++ also submits, with whatever was recorded before.
@@ -155,3 +164,20 @@ class FastCall:
         compiled.calls += 1
         outputs = [made[where] if kind == "device" else args[where] for kind, where in self._results]
         return [outputs[v] if kind == "plan" else v for kind, v in self._returns]
+
+
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= max(d, 1)
+    return tuple(reversed(strides))
+
+
+def _extension_new_outputs() -> Any:
+    """torch_webgpu._C._new_outputs (new webgpu tensors of (sizes, strides, dtype)), or None without it."""
+    try:
+        from torch_webgpu._C import _new_outputs
+    except ImportError:
+        return None
+    return _new_outputs
