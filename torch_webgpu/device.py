@@ -24,7 +24,7 @@ from .graphs import (  # noqa: F401  (torch.webgpu.WebGPUGraph, graph, ...: the 
     is_current_stream_capturing,
     make_graphed_callables,
 )
-from .runtime import OutOfMemoryError, WebGPUError, runtime_initialized
+from .runtime import OutOfMemoryError, WebGPUError, runtime_initialized, tensor_outputs
 from .runtime.buffers import bucket_size
 
 _memory_limit: int | None = None
@@ -338,6 +338,7 @@ def register() -> None:
     if torch._C._get_privateuse1_backend_name() != "webgpu":
         torch.utils.rename_privateuse1_backend("webgpu")
     _C._set_runtime_callbacks(_allocate, _copy, _synchronize)
+    tensor_outputs.install(_C._new_outputs)
     torch._register_device_module("webgpu", sys.modules[__name__])
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from torch_webgpu.runtime import tensor_outputs
 from torch_webgpu.runtime.native import buffer_handle
 
 if TYPE_CHECKING:
@@ -60,10 +61,10 @@ class FastCall:
         self._slots = tuple(slots)
         self._outputs = tuple((i, tuple(int(d) for d in layout.outputs[i].shape),
                                getattr(torch, layout.outputs[i].dtype)) for i in native.output_slots)
-        # The extension allocates the output tensors without a dispatcher round trip, where it is built.
+        # The extension allocates the output tensors without a dispatcher round trip (device.register).
         self._new_specs = tuple((shape, _contiguous_strides(shape), dtype)
                                 for _, shape, dtype in self._outputs)
-        self._new_outputs = _extension_new_outputs()
+        self._new_outputs = tensor_outputs.new_outputs
         # Per plan output: ("input", k) or ("device", j): the j-th tensor made for the output slots.
         order = {i: j for j, (i, _, _) in enumerate(self._outputs)}
         self._results = tuple(("device", order[i]) if i in order else native.results[i]
@@ -173,11 +174,3 @@ def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
         step *= max(d, 1)
     return tuple(reversed(strides))
 
-
-def _extension_new_outputs() -> Any:
-    """torch_webgpu._C._new_outputs (new webgpu tensors of (sizes, strides, dtype)), or None without it."""
-    try:
-        from torch_webgpu._C import _new_outputs
-    except ImportError:
-        return None
-    return _new_outputs
