@@ -49,7 +49,25 @@ def forward_counts(model: torch.nn.Module, args: tuple, reps: int) -> dict:
     out["unplanned calls"] = (after["unplanned"] - plans["unplanned"]) / reps
     out["host ms"] = 1e3 * statistics.median(host)
     out["host+sync ms"] = 1e3 * statistics.median(synced)
+    if "timestamp-query" in rt.info.features:
+        out["gpu ms"], out["top kernels"] = _gpu_time(rt, model, args)
     return out
+
+
+def _gpu_time(rt, model: torch.nn.Module, args: tuple, top: int = 8) -> tuple[float, list]:
+    """GPU ms of one forward (its dispatches' timestamps summed) and its costliest kernels
+    ([label, count, ms], by total time)."""
+    from collections import Counter
+
+    counts, seconds = Counter(), Counter()
+    with torch.no_grad(), rt.profile() as timings:
+        model(*args)
+        torch.webgpu.synchronize()
+    for t in timings:
+        counts[t.label] += 1
+        seconds[t.label] += t.seconds
+    ranked = [[label, counts[label], round(s * 1e3, 4)] for label, s in seconds.most_common(top)]
+    return 1e3 * sum(seconds.values()), ranked
 
 
 def main() -> None:
@@ -75,7 +93,7 @@ def main() -> None:
         model = case.build().eval().to("webgpu")
         args = tuple(t.to("webgpu") for t in case.inputs())
         rows[case.name] = row = forward_counts(model, args, opts.reps)
-        print(f"{case.name}: " + ", ".join(f"{k} {v:.2f}" if k.endswith("ms") else f"{k} {v:g}"
+        print(f"{case.name}: " + ", ".join(f"{k} {v:.2f}" if k.endswith("ms") else f"{k} {v}"
                                            for k, v in row.items()), flush=True)
     if opts.json:
         with open(opts.json, "w") as f:

@@ -12,6 +12,7 @@ import argparse
 import functools
 import importlib
 import json
+import re
 import statistics
 import sys
 import time
@@ -154,14 +155,17 @@ def _reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def figures(smoke: bool = False, reps: int = 10, dtypes=("f32", "f16"),
-            only: str | None = None, verbose: bool = True) -> list[dict]:
-    """One row per (case, dtype, variant) with TFLOP/s and the check's error, plus torch CUDA's rows."""
+            only: str | None = None, verbose: bool = True, cases: str | None = None) -> list[dict]:
+    """One row per (case, dtype, variant) with TFLOP/s and the check's error, plus torch CUDA's rows;
+    `cases`: a regex over the case labels to run (all when None)."""
     runtime, kernels, mm = _import_library()
     rt = runtime.get_runtime()
     caps = kernels.DeviceCaps.from_runtime(rt)
     rows: list[dict] = []
     rng = np.random.default_rng(0)
     for label, batch, m, n, k, b_nk in SMOKE_CASES if smoke else CASES:
+        if cases and not re.search(cases, label):
+            continue
         for dtype in dtypes:
             if dtype == "f16" and not caps.shader_f16:
                 rows.append({"case": label, "dtype": dtype, "variant": "-", "error": "no shader-f16"})
@@ -233,11 +237,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--only", default=None, help="comma-separated substrings of the variants to run")
     ap.add_argument("--dtypes", default="f32,f16")
+    ap.add_argument("--cases", default=None, help="regex over the case labels to run (default: all)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     runtime, _, _ = _import_library()
     print(runtime.get_runtime().describe(), flush=True)
-    rows = figures(args.smoke, args.reps, tuple(args.dtypes.split(",")), args.only)
+    rows = figures(args.smoke, args.reps, tuple(args.dtypes.split(",")), args.only, cases=args.cases)
     for line in summary(rows):
         print(line)
     if args.json:

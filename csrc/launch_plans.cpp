@@ -14,6 +14,7 @@
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/extension.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/ops/as_strided_native.h>
 
 #include <cstring>
 #include <string>
@@ -201,10 +202,13 @@ py::object plan_key(py::handle args, py::handle kwargs, py::list tensors_out, py
 }
 
 // _new_outputs(specs, results, ids): for each (sizes, strides, dtype) of `specs` a new webgpu tensor,
-// appended to `results`, and its buffer id to `ids` (the replay's output slots).
+// appended to `results`, and its buffer id to `ids` (the replay's output slots). A spec (sizes, strides,
+// dtype, storage_offset, nbytes, base) is a view of the replay's `base`-th new view buffer (nbytes of
+// dtype), allocated at its first view, its id appended then (layer_norm's mean and rstd share one).
 const c10::DispatchKeySet kWebGPUKeys(c10::DispatchKey::PrivateUse1);
 
 void new_outputs(py::tuple specs, py::list results, py::list ids) {
+  std::vector<at::Tensor> bases;
   for (py::handle spec : specs) {
     PyObject* s = spec.ptr();
     PyObject* sizes = PyTuple_GET_ITEM(s, 0);
@@ -224,6 +228,22 @@ void new_outputs(py::tuple specs, py::list results, py::list ids) {
     for (Py_ssize_t d = 0; d < dim; ++d) {
       sz[d] = PyLong_AsLongLong(PyTuple_GET_ITEM(sizes, d));
       st[d] = PyLong_AsLongLong(PyTuple_GET_ITEM(strides, d));
+    }
+    if (PyTuple_GET_SIZE(s) == 6) {
+      const int64_t offset = PyLong_AsLongLong(PyTuple_GET_ITEM(s, 3));
+      const int64_t nbytes = PyLong_AsLongLong(PyTuple_GET_ITEM(s, 4));
+      const size_t base = static_cast<size_t>(PyLong_AsLongLong(PyTuple_GET_ITEM(s, 5)));
+      if (base == bases.size()) {
+        const int64_t count = nbytes / static_cast<int64_t>(c10::elementSize(dtype));
+        const int64_t one = 1;
+        bases.push_back(at::detail::empty_strided_generic(c10::IntArrayRef(&count, 1), c10::IntArrayRef(&one, 1),
+                                                          webgpu_allocator(), kWebGPUKeys, dtype));
+        ids.append(py::int_(buffer_id_of(bases.back().storage().data())));
+      }
+      at::Tensor view = at::native::as_strided_tensorimpl(bases.at(base), c10::IntArrayRef(sz, dim),
+                                                          c10::IntArrayRef(st, dim), offset);
+      results.append(py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(view))));
+      continue;
     }
     // As aten.cpp's empty_strided kernel, without the dispatcher round trip (the plan was built from a
     // call that returned such a tensor, so its dtype is one webgpu holds).

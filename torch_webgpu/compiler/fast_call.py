@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 from torch_webgpu.runtime import tensor_outputs
 from torch_webgpu.runtime.native import buffer_handle
 
+from .graph_outputs import graph_output
+
 if TYPE_CHECKING:
     from .lowering import CompiledPlan, _Layout
     from .native_plan import NativeLayout
@@ -29,8 +31,8 @@ class FastCall:
     """One static layout's native program with its call bound ahead: `fast(args)` runs it and returns
     the graph outputs, or returns None (without touching the device) when `args` need the general path."""
 
-    __slots__ = ("_compiled", "_program", "_device", "_inputs", "_slots", "_narrowed", "_outputs",
-                 "_new_specs", "_new_outputs", "_results", "_returns", "_align", "_check_overflow")
+    __slots__ = ("_compiled", "_program", "_device", "_inputs", "_slots", "_narrowed", "_new_specs",
+                 "_new_outputs", "_results", "_output_map", "_align", "_check_overflow")
 
     def __init__(self, compiled: CompiledPlan, layout: _Layout, native: NativeLayout, device: Any,
                  narrowed: tuple[int, ...]):
@@ -59,26 +61,17 @@ class FastCall:
                 buf_id, base = fixed[f"in{k}"]
                 slots.append((buffer_handle(compiled.rt.pool.get(buf_id)), base))
         self._slots = tuple(slots)
-        self._outputs = tuple((i, tuple(int(d) for d in layout.outputs[i].shape),
-                               getattr(torch, layout.outputs[i].dtype)) for i in native.output_slots)
-        # The extension allocates the output tensors without a dispatcher round trip (device.register).
-        self._new_specs = tuple((shape, _contiguous_strides(shape), dtype)
-                                for _, shape, dtype in self._outputs)
+        # Per output slot: (shape, strides, dtype) of the tensor the extension allocates for it, without a
+        # dispatcher round trip (device.register installs the maker).
+        self._new_specs = tuple(_new_spec(tuple(int(d) for d in layout.outputs[i].shape),
+                                          getattr(torch, layout.outputs[i].dtype))
+                                for i in native.output_slots)
         self._new_outputs = tensor_outputs.new_outputs
         # Per plan output: ("input", k) or ("device", j): the j-th tensor made for the output slots.
-        order = {i: j for j, (i, _, _) in enumerate(self._outputs)}
+        order = {i: j for j, i in enumerate(native.output_slots)}
         self._results = tuple(("device", order[i]) if i in order else native.results[i]
                               for i in range(len(layout.outputs)))
-        # Per graph output: the plan output, an input, or a constant (sizes of a static plan are).
-        returns = []
-        for entry in compiled.plan.output_map:
-            if entry is None or isinstance(entry, int):
-                returns.append(("plan", entry) if entry is not None else ("const", None))
-            elif entry[0] == "const":
-                returns.append(("const", entry[1]))
-            else:
-                returns.append(("const", int(layout.shapes[entry[1]][entry[2]])))
-        self._returns = tuple(returns)
+        self._output_map = compiled.plan.output_map
 
     @staticmethod
     def build(compiled: CompiledPlan, layout: _Layout, native: NativeLayout | None, args: Sequence[Any],
@@ -97,9 +90,9 @@ class FastCall:
         fast = FastCall(compiled, layout, native, device, narrowed)
         return fast if fast._bind(args) is not None else None
 
-    def _bind(self, args: Sequence[Any]) -> list[int] | None:
-        """The (handle, offset) words of the input slots for `args`, or None if they need the general path
-        (the narrowed inputs' sources follow the outputs: `_bind_narrowed`)."""
+    def _bind(self, args: Sequence[Any]) -> tuple[list[int], list[int]] | None:
+        """The (handle, offset) words of the input slots for `args` and of the narrowed inputs' int64
+        sources (bound after the outputs), or None if they need the general path."""
         if len(args) != len(self._inputs):
             return None
         device = self._device
@@ -109,29 +102,26 @@ class FastCall:
                 return None
             if not t.is_contiguous():
                 return None
-        pool = self._compiled.rt.pool
-        align = self._align
         words: list[int] = []
         for slot in self._slots:
             if type(slot) is not int:
                 words += slot
-                continue
-            ptr = args[slot].data_ptr()
-            offset = ptr & _OFFSET_MASK
-            if not ptr or offset % align:
+            elif not self._add_words(args[slot], words):
                 return None
-            words += (buffer_handle(pool.get(ptr >> 32)), offset)
-        return words if all(self._bindable(args[k]) for k in self._narrowed) else None
-
-    def _bindable(self, t: Any) -> bool:
-        ptr = t.data_ptr()
-        return bool(ptr) and (ptr & _OFFSET_MASK) % self._align == 0
-
-    def _bind_narrowed(self, args: Sequence[Any], words: list[int]) -> None:
-        pool = self._compiled.rt.pool
+        sources: list[int] = []
         for k in self._narrowed:
-            ptr = args[k].data_ptr()
-            words += (buffer_handle(pool.get(ptr >> 32)), ptr & _OFFSET_MASK)
+            if not self._add_words(args[k], sources):
+                return None
+        return words, sources
+
+    def _add_words(self, t: Any, words: list[int]) -> bool:
+        """Append `t`'s (buffer handle, byte offset); False when it has no buffer or a misaligned offset."""
+        ptr = t.data_ptr()
+        offset = ptr & _OFFSET_MASK
+        if not ptr or offset % self._align:
+            return False
+        words += (buffer_handle(self._compiled.rt.pool.get(ptr >> 32)), offset)
+        return True
 
     def __call__(self, args: Sequence[Any]) -> list[Any] | None:
         """Run the plan on `args` and return the graph outputs, or None where the general path must."""
@@ -142,35 +132,36 @@ class FastCall:
         import torch
 
         with rt.lock:
-            words = self._bind(args)
-            if words is None:
+            bound = self._bind(args)
+            if bound is None:
                 return None
+            words, sources = bound
             pool = rt.pool
             made: list[Any] = []
             if self._new_outputs is not None:
                 ids: list[int] = []
                 self._new_outputs(self._new_specs, made, ids)
             else:
-                for _, shape, dtype in self._outputs:
+                for shape, _, dtype in self._new_specs:
                     made.append(torch.empty(shape, dtype=dtype, device=self._device))
                 ids = [out.data_ptr() >> 32 for out in made]
             for buf_id in ids:
                 words += (buffer_handle(pool.get(buf_id)), 0)
-            if self._narrowed:
-                self._bind_narrowed(args, words)
+            words += sources
             # Nothing to read back: C++ also submits, with whatever was recorded before.
             self._program.record(tuple(words), submit=True)
             if self._narrowed:
                 rt.after_wait(self._check_overflow)
         compiled.calls += 1
         outputs = [made[where] if kind == "device" else args[where] for kind, where in self._results]
-        return [outputs[v] if kind == "plan" else v for kind, v in self._returns]
+        return [graph_output(entry, outputs, args) for entry in self._output_map]
 
 
-def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+def _new_spec(shape: tuple[int, ...], dtype: Any) -> tuple[tuple[int, ...], tuple[int, ...], Any]:
+    """(shape, contiguous strides, dtype): what the extension's output maker takes per tensor."""
     strides, step = [], 1
     for d in reversed(shape):
         strides.append(step)
         step *= max(d, 1)
-    return tuple(reversed(strides))
+    return shape, tuple(reversed(strides)), dtype
 

@@ -25,6 +25,7 @@ from torch_webgpu.runtime import BufferSlice, get_runtime
 from torch_webgpu.runtime.native import buffer_handle, executor_choice, native_available
 
 from .fast_call import FastCall
+from .graph_outputs import graph_output
 from .low_ir import LowIRNode, LowIROp, Plan, TensorSpec
 from .native_plan import (
     NativeLayout,
@@ -661,7 +662,7 @@ class CompiledPlan:
             if fast is None and native is not None:
                 self._fast = FastCall.build(self, layout, native, args, tuple(n[0] for n in narrowed))
         self.calls += 1
-        return [_map_output(i, outputs, args) for i in self.plan.output_map]
+        return [graph_output(i, outputs, args) for i in self.plan.output_map]
 
     def run_resident(self, args: Sequence[Any], resident: Sequence[int] = ()) -> list[Any]:
         """Run the graph once without torch: inputs are numpy arrays or DeviceArrays (bound zero-copy),
@@ -697,7 +698,7 @@ class CompiledPlan:
                     o.release()
                 mark_checked(native)
         self.calls += 1
-        return [_map_output(i, outputs, args) for i in self.plan.output_map]
+        return [graph_output(i, outputs, args) for i in self.plan.output_map]
 
     def _resident_state(self, layout: _Layout, buffers: dict[str, tuple[int, int]],
                         resident: frozenset[int]) -> _State:
@@ -862,15 +863,6 @@ def widen_int32_launch(compiled: CompiledPlan, src_offset: int, dst_offset: int,
     params = struct.pack("<4I", count, src_offset // 4, dst_offset // 4, grid_x * _WIDEN_WORKGROUP)
     kernel = compiled.rt.kernel(_WIDEN_INT32_WGSL, label="torch-webgpu-widen-int32")
     return kernel, (grid_x, -(-rows // grid_x), 1), params
-
-
-def _map_output(entry: Any, outputs: list[Any], args: Sequence[Any]) -> Any:
-    """One graph output: a plan output, None, or a size (["const", v] or ["dim", input, axis])."""
-    if entry is None or isinstance(entry, int):
-        return None if entry is None else outputs[entry]
-    if entry[0] == "const":
-        return entry[1]
-    return int(args[entry[1]].shape[entry[2]])
 
 
 def free_all(rt: Any, owned: list[int]) -> None:

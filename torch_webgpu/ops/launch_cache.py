@@ -131,6 +131,10 @@ class _View:
         self.dtype, self.nbytes = r.dtype, r.untyped_storage().nbytes()
         self.base = base  # index of the replay's new buffer this view is of
 
+    def spec(self) -> tuple:
+        """The view's spec for C++'s _new_outputs: (shape, strides, dtype, offset, buffer bytes, base)."""
+        return self.shape, self.strides, self.dtype, self.offset, self.nbytes, self.base
+
 
 class Plan:
     """The dispatches of one call, with buffers named by argument slot or by new output."""
@@ -144,9 +148,11 @@ class Plan:
         self.dispatches = dispatches  # (kernel, binding templates, workgroups, label)
         self.bound = bound  # per dispatch: its bindings as (slot, offset, nbytes) or Constant
         self.native: Any = _UNSEEN  # the EagerProgram, built at the first replay (None: Python path)
-        # Every returned item a new tensor, as one tensor or a tuple/list: C++ allocates them all.
-        self.new_specs = (tuple(outputs) if _new_outputs is not None and outputs
-                          and all(type(o) is tuple for o in outputs) else None)
+        # Every returned item a new tensor or a view of a new buffer, as one tensor or a tuple/list: C++
+        # allocates them all (a view's spec also names its offset, its buffer's bytes and which buffer).
+        self.new_specs = (tuple(o if type(o) is tuple else o.spec() for o in outputs)
+                          if _new_outputs is not None and outputs
+                          and all(type(o) in (tuple, _View) for o in outputs) else None)
 
     def replay(self, tensors: list, ids: list) -> Any:
         """Allocate the outputs and record the planned dispatches on this call's buffers (extends `ids`)."""
