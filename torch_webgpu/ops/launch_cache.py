@@ -148,6 +148,8 @@ class Plan:
         self.dispatches = dispatches  # (kernel, binding templates, workgroups, label)
         self.bound = bound  # per dispatch: its bindings as (slot, offset, nbytes) or Constant
         self.native: Any = _UNSEEN  # the EagerProgram, built at the first replay (None: Python path)
+        self.temp_specs = (tuple(((n,), (1,), torch.uint8) for n in temporaries)
+                           if _new_outputs is not None and temporaries else None)
         # Every returned item a new tensor or a view of a new buffer, as one tensor or a tuple/list: C++
         # allocates them all (a view's spec also names its offset, its buffer's bytes and which buffer).
         self.new_specs = (tuple(o if type(o) is tuple else o.spec() for o in outputs)
@@ -181,7 +183,10 @@ class Plan:
             slots.append(t.data_ptr() >> 32)
         # scratch buffers (a two-pass reduction's partials): new ones per replay, after the outputs' slots,
         # freed when it returns (commands already recorded keep them until they have run)
-        if self.temporaries:
+        if self.temp_specs is not None:
+            scratch: list = []
+            _new_outputs(self.temp_specs, scratch, slots)
+        elif self.temporaries:
             scratch = [torch.empty(n, dtype=torch.uint8, device=_WEBGPU) for n in self.temporaries]
             slots += [t.data_ptr() >> 32 for t in scratch]
         program = self.native
