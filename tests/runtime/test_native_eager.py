@@ -18,8 +18,6 @@ def eager_rt(rt):
     return rt
 
 
-
-
 def _program(rt):
     kernel = rt.kernel(ADD_ONE, label="test-add-one")
     return native_eager.EagerProgram(rt, [(kernel, [(0, 0, 4 * N), (1, 0, 4 * N)], (1, 1, 1))])
@@ -42,6 +40,27 @@ def test_replays_chain_in_one_open_pass_and_keep_order_with_copies(eager_rt, mon
     assert not rt.recorder.native_pass_open
     assert native_eager.STATS["records"] == records + 3
     for buf in (a, b, c, d):
+        rt.free(buf)
+
+
+def test_a_heavy_replay_is_submitted_at_once_a_light_one_stays_batched(eager_rt, monkeypatch):
+    rt = eager_rt
+    monkeypatch.setattr(rt.recorder, "flush_after", None)
+    x = np.arange(N, dtype=np.float32)
+    a, b = f32_buffer(rt, x), rt.allocate(4 * N)
+    light = _program(rt)
+    assert not light.heavy
+    rt.synchronize()
+    submits = rt.submits
+    light.record([a, b])
+    assert rt.submits == submits and rt.recorder.native_pass_open
+    monkeypatch.setattr(native_eager, "HEAVY_BYTES", 8 * N)   # both bindings together: heavy
+    heavy = _program(rt)
+    assert heavy.heavy
+    heavy.record([b, a])   # a = a + 2: submitted with the light replay before it
+    assert rt.submits == submits + 1 and not rt.recorder.native_pass_open
+    np.testing.assert_array_equal(read_f32(rt, a), x + 2)
+    for buf in (a, b):
         rt.free(buf)
 
 

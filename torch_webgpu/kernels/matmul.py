@@ -125,7 +125,6 @@ class TiledSpec:
     lds4: bool = False   # groups of 4 adjacent outputs per invocation, vec4 reads of the K tiles
     splits: int = 1      # split-K: K slices, each its own workgroup, summed by a combine pass
     double: bool = False  # two K-tile buffers: the next tile's loads overlap this one's FMAs
-    unroll: bool = False  # the K-tile loop written out, the tile's loads all issued before its stores
 
     @property
     def threads(self) -> int:
@@ -176,7 +175,6 @@ class SgmatSpec:
     fn: int
     bk: int = 32
     pad: int = wgsl.SGMAT_ROW_PAD   # f16 elements of padding per workgroup-tile row (bank conflicts)
-    unroll: bool = False   # staging rounds and K steps written out with constant offsets
 
     @property
     def tile(self) -> tuple[int, int]:
@@ -207,15 +205,12 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     # double-buffered K tiles (".db": one barrier per tile, the next tile's loads in flight during the
     # FMAs). H200 f32 4096^3 (benchmarks/results/h200-2026-12-02-f32-tiles.md): 128x128.k8.l4.db 35.3
     # TFLOP/s, 128x64.l4.db 31.0, against 35.9 for 128x64.l4 — NVIDIA hides the latency by occupancy;
-    # kept as candidates for GPUs that cannot
+    # kept as candidates for GPUs that cannot. K-tile loops and staging written out with constant
+    # offsets gained nothing either (benchmarks/results/h200-2026-12-03-unroll.json: 128x64.l4 33.6
+    # unrolled against 35.9, 128x128.k16.l4 35.3; f16 sgmat w2x2.f4x4 147.9 against 149.2): the driver
+    # unrolls them itself
     "tile128x128.r8x8.k8.l4.db": TiledSpec(128, 128, 8, 8, 8, True, double=True),
     "tile128x64.r8x4.k16.l4.db": TiledSpec(128, 64, 16, 8, 4, True, double=True),
-    # unrolled K tiles (".u"): constant workgroup offsets, a tile's loads all in flight before it is stored
-    "tile128x64.r8x4.k16.l4.u": TiledSpec(128, 64, 16, 8, 4, True, unroll=True),
-    "tile128x128.r8x8.k8.l4.u": TiledSpec(128, 128, 8, 8, 8, True, unroll=True),
-    "tile128x128.r8x8.k16.l4.u": TiledSpec(128, 128, 16, 8, 8, True, unroll=True),
-    "tile64x64.r4x4.k16.l4.u": TiledSpec(64, 64, 16, 4, 4, True, unroll=True),
-    "tile128x64.r8x4.k32.l4.u": TiledSpec(128, 64, 32, 8, 4, True, unroll=True),
     "gemv.k64n4.sg": GemvSpec(64, 4, True, True),
     "gemv.k64n4.wg": GemvSpec(64, 4, True),
     "gemv.k32n8.wg": GemvSpec(32, 8, True),
@@ -248,11 +243,6 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "sgmat.w4x4.f2x2.k32": SgmatSpec(4, 4, 2, 2),
     "sgmat.w2x4.f4x4.k32": SgmatSpec(2, 4, 4, 4),
     "sgmat.w4x2.f4x4.k32": SgmatSpec(4, 2, 4, 4),
-    "sgmat.w2x2.f4x4.k32.u": SgmatSpec(2, 2, 4, 4, unroll=True),
-    "sgmat.w2x2.f4x4.k64.u": SgmatSpec(2, 2, 4, 4, bk=64, unroll=True),
-    "sgmat.w4x2.f4x4.k32.u": SgmatSpec(4, 2, 4, 4, unroll=True),
-    "sgmat.w2x4.f4x4.k32.u": SgmatSpec(2, 4, 4, 4, unroll=True),
-    "sgmat.w2x2.f4x4.k64": SgmatSpec(2, 2, 4, 4, bk=64),
 }
 # Split-K forms of the tiles that few-row f32 problems prefer (the H200's autotuner chose 32x64 for
 # ViT-B/16's 197-token matmuls: 84 workgroups for 132 SMs): "<tile>.s<splits>"
@@ -536,7 +526,7 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
             a_mode = {"k": "sk", "i": "si"}.get(a_mode, a_mode)
             b_mode = {"k": "sk", "i": "si"}.get(b_mode, b_mode)
         src = wgsl.tiled_source(epi, spec.bm, spec.bn, spec.bk, spec.tm, spec.tn, a_mode, b_mode, spec.lds4,
-                                double=spec.double, unroll=spec.unroll)
+                                double=spec.double)
         grid = (ceil_div(p.n, spec.bn), ceil_div(p.m, spec.bm), p.batch)
         wg = (spec.bn // spec.tn, spec.bm // spec.tm, 1)
     elif isinstance(spec, GemvSpec) and spec.unroll:
@@ -561,7 +551,7 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
         assert sg is not None
         vec_a, vec_b = vec8_axis(p.a, p.m, p.k), vec8_axis(p.b, p.k, p.n)
         src = wgsl.sgmat_source(epi, spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg, vec_a, vec_b,
-                                spec.pad, spec.unroll)
+                                spec.pad)
         bm, bn = spec.tile
         grid = (ceil_div(p.n, bn), ceil_div(p.m, bm), p.batch)
         wg = (spec.sg_m * spec.sg_n * sg, 1, 1)
@@ -604,7 +594,7 @@ def plan_matmul_steps(p: MatmulProblem, caps: DeviceCaps, variant: str | None = 
     count = spec.splits
     epi = wgsl.Epilogue(p.dtype, p.bias is not None, p.residual is not None, p.activation)
     src = wgsl.tiled_source(epi, spec.bm, spec.bn, spec.bk, spec.tm, spec.tn, a_mode, b_mode, spec.lds4,
-                            splits=count, double=spec.double, unroll=spec.unroll)
+                            splits=count, double=spec.double)
     chunk = ceil_div(ceil_div(p.k, spec.bk), count) * spec.bk    # whole K tiles per slice
     params = _params(p) + (chunk, count, 0, 0)   # the params struct's `sk`
     grid = (ceil_div(p.n, spec.bn), ceil_div(p.m, spec.bm), p.batch * count)

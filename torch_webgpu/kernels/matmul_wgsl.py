@@ -214,8 +214,7 @@ def _lds_at(tile: str, index: str, lds4: bool, base: str = "") -> str:
 
 
 def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mode: str,
-                 b_mode: str, lds4: bool = False, splits: int = 1, double: bool = False,
-                 unroll: bool = False) -> str:
+                 b_mode: str, lds4: bool = False, splits: int = 1, double: bool = False) -> str:
     """Register-tiled SIMT matmul: a (bm × bn) output tile per workgroup, (tm × tn) per invocation at
     rows ty + i * TY and cols tx + j * TX (conflict-free workgroup reads, coalesced stores). `lds4`:
     each invocation owns groups of 4 adjacent rows and columns (rows g·4·TY + 4·ty + i), so it reads
@@ -223,8 +222,7 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
     pass: workgroup z = slice * batches + batch sums K slice [slice·P.sk.x, +P.sk.x) of its tile and
     stores the raw f32 sums to the scratch W (`combine_source` finishes them). `double`: two K-tile
     buffers; the next tile's global loads are issued before this one is multiplied and stored after
-    it, one barrier per K tile. `unroll`: the K-tile loop body written out (constant workgroup-memory
-    offsets) and the tile's global loads all issued before any is stored, not left to the driver."""
+    it, one barrier per K tile."""
     t = e.dtype
     tx, ty = bn // tn, bm // tm
     threads = tx * ty
@@ -235,10 +233,9 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
     b_elem = f"vec4<{t}>" if b_mode in ("k", "i") else t
     accs = "\n".join(f"  var acc{i}_{j} = 0.0;" for i in range(tm) for j in range(tn))
     if lds4:
-        def reads_at(k: str) -> str:
-            a = [f"      let a{g} = As[{abase}{k} * {bm // 4}u + {g * ty}u + lid.y];" for g in range(tm // 4)]
-            b = [f"      let b{g} = Bs[{bbase}{k} * {bn // 4}u + {g * tx}u + lid.x];" for g in range(tn // 4)]
-            return "\n".join(a + b)
+        reads = "\n".join(
+            [f"      let a{g} = As[{abase}k * {bm // 4}u + {g * ty}u + lid.y];" for g in range(tm // 4)]
+            + [f"      let b{g} = Bs[{bbase}k * {bn // 4}u + {g * tx}u + lid.x];" for g in range(tn // 4)])
         fmas = "\n".join(f"      acc{i}_{j} = fma(a{i // 4}[{i % 4}], b{j // 4}[{j % 4}], acc{i}_{j});"
                          for i in range(tm) for j in range(tn))
         row = [f"{(i // 4) * 4 * ty}u + 4u * lid.y + {i % 4}u" for i in range(tm)]
@@ -246,17 +243,15 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
         lds_t = "vec4<f32>"
         a_words, b_words = bm * bk // 4, bn * bk // 4
     else:
-        def reads_at(k: str) -> str:
-            return "\n".join(
-                [f"      let a{i} = As[{abase}{k} * {bm}u + lid.y + {i * ty}u];" for i in range(tm)]
-                + [f"      let b{j} = Bs[{bbase}{k} * {bn}u + lid.x + {j * tx}u];" for j in range(tn)])
+        reads = "\n".join(
+            [f"      let a{i} = As[{abase}k * {bm}u + lid.y + {i * ty}u];" for i in range(tm)]
+            + [f"      let b{j} = Bs[{bbase}k * {bn}u + lid.x + {j * tx}u];" for j in range(tn)])
         fmas = "\n".join(f"      acc{i}_{j} = fma(a{i}, b{j}, acc{i}_{j});"
                          for i in range(tm) for j in range(tn))
         row = [f"lid.y + {i * ty}u" for i in range(tm)]
         col = [f"lid.x + {j * tx}u" for j in range(tn)]
         lds_t = "f32"
         a_words, b_words = bm * bk, bn * bk
-    reads = reads_at("k")
     zb = "wid.z" if splits > 1 else "batch"
     stores = "\n".join(f"  finish({zb}, m0 + {row[i]}, n0 + {col[j]}, acc{i}_{j});"
                        for i in range(tm) for j in range(tn))
@@ -276,19 +271,6 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
     if double:
         k_loop = _double_buffered_k_loop(bm, bn, bk, a_mode, b_mode, threads, lds4, k_first, reads, fmas,
                                          a_words, b_words)
-    elif unroll:
-        fa, sa = _tile_fetch_stash("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4, "t", "")
-        fb, sb = _tile_fetch_stash("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4, "t", "")
-        body = "\n".join(f"    {{\n{reads_at(f'{k}u')}\n{fmas}\n    }}" for k in range(bk))
-        k_loop = f"""  for (var t = {k_first}; t < K; t += {bk}u) {{
-{fa}
-{fb}
-{sa}
-{sb}
-    workgroupBarrier();
-{body}
-    workgroupBarrier();
-  }}"""
     else:
         k_loop = f"""  for (var t = {k_first}; t < K; t += {bk}u) {{
 {load_a}
@@ -478,13 +460,13 @@ class SgmatTile:
 
 
 def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, sg_size: int,
-                 vec_a: str = "", vec_b: str = "", pad: int = SGMAT_ROW_PAD, unroll: bool = False) -> str:
+                 vec_a: str = "", vec_b: str = "", pad: int = SGMAT_ROW_PAD) -> str:
     """Tensor-core matmul (f16 operands, f32 results, 16×16×16 subgroup matrices) of two dense operands:
     see sgmat_main for the tile.
 
     `vec_a`/`vec_b`: "cols" or "rows" when that operand's tile is staged 8 f16 at a time along its
     contiguous axis (the operand is then bound as array<vec4<u32>>, one 16-byte load each); "" stages
-    element by element. `unroll`: the staging and K-step loops written out with constant offsets."""
+    element by element."""
     # a K-contiguous B (a linear layer's [N, K] weight) is stored by columns: 16-byte runs stay runs
     g = SgmatTile(sg_m, sg_n, fm, fn, bk, sg_size, pad, b_cols=vec_b == "rows")
     lds = []
@@ -492,40 +474,35 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
             (g.bm, bk, "A", "a", "m0", "M", "t", "K", g.a_store, vec_a),
             (bk, g.bn, "B", "b", "t", "K", "n0", "N", g.b_store, vec_b)):
         if vec:
-            lds.append(staging_vec8(rows, cols, src, lay, r0, rdim, c0, cdim, store, vec, g.threads, unroll))
+            lds.append(staging_vec8(rows, cols, src, lay, r0, rdim, c0, cdim, store, vec, g.threads))
         else:
-            lds.append(staging_scalar(rows, cols, src, lay, r0, rdim, c0, cdim, store, e.dtype, g.threads,
-                                      unroll))
+            lds.append(staging_scalar(rows, cols, src, lay, r0, rdim, c0, cdim, store, e.dtype, g.threads))
     head = header(e, "vec4<u32>" if vec_a else e.dtype, "vec4<u32>" if vec_b else e.dtype,
                   ("chromium_experimental_subgroup_matrix",))
-    return SGMAT_DIAGNOSTICS + head + finish_fn(e) + sgmat_main(g, "\n".join(lds), unroll)
+    return SGMAT_DIAGNOSTICS + head + finish_fn(e) + sgmat_main(g, "\n".join(lds))
 
 
 SGMAT_DIAGNOSTICS = ("diagnostic(off, subgroup_uniformity);\n"
                      "diagnostic(off, chromium.subgroup_matrix_uniformity);\n")
 
 
-def _rounds(body: str, iters: int, threads: int, unroll: bool) -> str:
-    """`body` (which reads `e`) in a loop over the staging rounds, or once per round with constant `e`."""
-    if not unroll:
-        return f"  for (var u = 0u; u < {iters}u; u++) {{\n    let e = li + u * {threads}u;\n{body}\n  }}"
-    return "\n".join(f"  {{\n    let e = li + {u * threads}u;\n{body}\n  }}" for u in range(iters))
-
-
 def staging_scalar(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str,
-                   store: str, dtype: str, threads: int, unroll: bool = False) -> str:
+                   store: str, dtype: str, threads: int) -> str:
     """WGSL staging of a rows x cols tile element by element (zero outside the matrix) as f16."""
-    return _rounds(f"""    if (e < {rows * cols}u) {{
+    return f"""  for (var u = 0u; u < {-(-rows * cols // threads)}u; u++) {{
+    let e = li + u * {threads}u;
+    if (e < {rows * cols}u) {{
       let r = e / {cols}u; let c = e % {cols}u;
       let gr = {r0} + r; let gc = {c0} + c;
       var x = {dtype}(0.0);
       if (gr < {rdim} && gc < {cdim}) {{ x = {dtype}({src}[P.{lay}.x + batch * P.{lay}.y + gr * P.{lay}.z
                                                      + gc * P.{lay}.w]); }}
       {store} = f16(x);
-    }}""", -(-rows * cols // threads), threads, unroll)
+    }}
+  }}"""
 
 
-def sgmat_main(g: SgmatTile, staging: str, unroll: bool = False) -> str:
+def sgmat_main(g: SgmatTile, staging: str) -> str:
     """The workgroup arrays and entry point of a tensor-core matmul; `staging` fills the f16 tiles As and
     Bs (through g.a_store / g.b_store) with the K tile at `t`.
 
@@ -537,31 +514,23 @@ def sgmat_main(g: SgmatTile, staging: str, unroll: bool = False) -> str:
 
     Rows are padded by g.pad halves so the 16 rows a matrix load reads do not start in the same banks (a
     row of 32, 64 or 128 halves is a multiple of half the 128-byte bank cycle); on the H200 8 took f16
-    4096^3 from 92 to 148 TFLOP/s (16 was slower than none). `unroll`: the K steps of a tile written
-    out, with constant offsets."""
+    4096^3 from 92 to 148 TFLOP/s (16 was slower than none)."""
     fm, fn, bk, sg_size = g.fm, g.fn, g.bk, g.sg_size
     am, bw = fm * 16, fn * 16          # rows of A per subgroup row, columns of B per subgroup column
     sa, sb = bk + g.pad, (bk if g.b_cols else bw) + g.pad   # row strides of the A and B tiles
     decl = "\n".join(f"  var c{i}_{j} = subgroup_matrix_result<f32, 16, 16>();"
                      for i in range(fm) for j in range(fn))
-    def mma_at(kk: str) -> list[str]:
-        mma = []
-        for i in range(fm):
-            mma.append(f"      let a{i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&As[sm], "
-                       f"{i * 16 * sa}u + {kk}, false, {sa}u);")
+    mma = []
+    for i in range(fm):
+        mma.append(f"      let a{i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&As[sm], "
+                   f"{i * 16 * sa}u + kk, false, {sa}u);")
+    for j in range(fn):
+        at = f"{j * 16 * sb}u + kk, true" if g.b_cols else f"kk * {sb}u + {j * 16}u, false"
+        mma.append(f"      let b{j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&Bs[sn], "
+                   f"{at}, {sb}u);")
+    for i in range(fm):
         for j in range(fn):
-            at = f"{j * 16 * sb}u + {kk}, true" if g.b_cols else f"{kk} * {sb}u + {j * 16}u, false"
-            mma.append(f"      let b{j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&Bs[sn], "
-                       f"{at}, {sb}u);")
-        for i in range(fm):
-            for j in range(fn):
-                mma.append(f"      c{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, c{i}_{j});")
-        return mma
-    if unroll:
-        steps = "\n".join("    {\n" + "\n".join(mma_at(f"{kk}u")) + "\n    }" for kk in range(0, bk, 16))
-    else:
-        steps = (f"    for (var kk = 0u; kk < {bk}u; kk += 16u) {{\n" + "\n".join(mma_at("kk"))
-                 + "\n    }")
+            mma.append(f"      c{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, c{i}_{j});")
     outs = []
     per_lane = 256 // sg_size
     for i in range(fm):
@@ -588,7 +557,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   for (var t = 0u; t < K; t += {bk}u) {{
 {staging}
     workgroupBarrier();
-{steps}
+    for (var kk = 0u; kk < {bk}u; kk += 16u) {{
+{chr(10).join(mma)}
+    }}
     workgroupBarrier();
   }}
 {chr(10).join(outs)}
@@ -597,7 +568,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 
 
 def staging_vec8(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str,
-                  store: str, along: str, threads: int, unroll: bool = False) -> str:
+                  store: str, along: str, threads: int) -> str:
     """WGSL staging of a rows x cols f16 tile in 8-element units along its contiguous axis ("cols":
     stride 1 along columns, or "rows"), one 16-byte load each; a unit is wholly inside or outside the
     matrix (the contiguous extent, offset and other strides are multiples of 8), outside ones are 0."""
@@ -609,7 +580,9 @@ def staging_vec8(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c
     else:
         pos = f"let r = (e % {rows // 8}u) * 8u; let c = e / {rows // 8}u;"
         lo, hi = ("r + 2u * q", "c"), ("r + 2u * q + 1u", "c")
-    return _rounds(f"""    if (e < {units}u) {{
+    return f"""  for (var u = 0u; u < {iters}u; u++) {{
+    let e = li + u * {threads}u;
+    if (e < {units}u) {{
       {pos}
       let gr = {r0} + r; let gc = {c0} + c;
       var w = vec4<u32>(0u);
@@ -621,7 +594,8 @@ def staging_vec8(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c
         {tile_at(store, *lo)} = h.x;
         {tile_at(store, *hi)} = h.y;
       }}
-    }}""", iters, threads, unroll)
+    }}
+  }}"""
 
 
 def tile_at(store: str, r: str, c: str) -> str:

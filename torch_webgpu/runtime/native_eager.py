@@ -68,6 +68,13 @@ def python_forced() -> bool:
     return BLOCKERS[0] > 0
 
 
+# A replay binding at least this many bytes is submitted as soon as it is recorded: the GPU starts on it
+# (tens of microseconds or more of work) while the host returns and records what follows, instead of
+# waiting for the next sync point or for the batch to fill. Smaller replays stay batched (a submit costs
+# the host about as much as a small kernel costs the GPU).
+HEAVY_BYTES = 64 << 20
+
+
 class EagerProgram:
     """A launch plan's dispatches over its buffer slots, recorded from C++ per replay."""
 
@@ -75,6 +82,7 @@ class EagerProgram:
         """`dispatches`: (kernel, bindings, workgroups) with bindings (slot, offset, nbytes) or Constant."""
         used: list[int] = []   # plan slots bound by some dispatch, in native slot order
         builder = native.ProgramBuilder(rt)
+        bound = 0
         for kernel, bindings, counts in dispatches:
             operands: list[Any] = []
             for b in bindings:
@@ -82,12 +90,14 @@ class EagerProgram:
                     operands.append(b)
                     continue
                 slot, offset, nbytes = b
+                bound += nbytes
                 if slot not in used:
                     used.append(slot)
                 operands.append(native.Slot(used.index(slot), offset, nbytes))
             builder.dispatch(kernel, operands, counts)
         self.rt = rt
         self.used = tuple(used)
+        self.heavy = bound >= HEAVY_BYTES   # submitted at once (HEAVY_BYTES)
         program = builder.build()
         self.program = program   # holds the kernels and constants its handles point to
         self.commands = program.commands
@@ -120,5 +130,5 @@ class EagerProgram:
             STATS["records"] += 1
             if native._error_handler.pending:
                 native._raise_dawn_errors("recording a native eager launch")
-            if recorder.over_threshold:
+            if recorder.over_threshold or self.heavy:
                 rt._submit_locked()
