@@ -62,7 +62,7 @@ REPORT_S=25                     # kept back for the report and plot
 # dawn: the matmul suite's kernel-library variants on the raw runtime ("webgpu-library" rows)
 BACKENDS=${BACKENDS:-dawn,webgpu-eager,webgpu-compiled,ort-webgpu,torch-cuda,inductor-cuda}
 LATE=${LATE:-inductor-cuda}
-SUITES=${SUITES:-models,matmul,nn_ops,bandwidth}   # the costliest and most looked-at first
+SUITES=${SUITES:-models,matmul,nn_ops,bandwidth,graphs}   # the costliest and most looked-at first
 
 "$PY" - <<'PY' 2>&1 | tee "$RES/preflight.txt" || true
 import torch

@@ -24,10 +24,28 @@ class MatMul(torch.nn.Module):
         return a @ b
 
 
+def cases(settings: Settings, device: str, adapter_is_cpu: bool) -> list[tuple[str, str, tuple, torch.dtype]]:
+    """(figure name, bundle key, (m, k, n), dtype): the square f32 sizes, and on GPUs issue 12's other two
+    shapes, GPT-2 prefill's 128×768×3072 in f32 and 4096³ in f16."""
+    out = [(f"matmul f32 {n}^3", f"matmul-{n}", (n, n, n), torch.float32)
+           for n in sizes(settings, device, adapter_is_cpu)]
+    if not settings.smoke and device != "cpu" and not (device == "webgpu" and adapter_is_cpu):
+        out += [("matmul f32 prefill 128x768x3072", "matmul-prefill-128x768x3072", (128, 768, 3072),
+                 torch.float32),
+                ("matmul f16 4096^3", "matmul-f16-4096", (4096, 4096, 4096), torch.float16)]
+    return out
+
+
+def _operands(mkn: tuple, dtype: torch.dtype, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    m, k, n = mkn
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(m, k, generator=gen).to(dtype), torch.randn(k, n, generator=gen).to(dtype)
+
+
 def bundle_cases(settings: Settings, max_binding_bytes: int) -> list[tuple[str, torch.nn.Module, tuple]]:
     """(key, module, example inputs) for every compiled figure, to prepare as bundles."""
-    return [(f"matmul-{n}", MatMul(), (torch.randn(n, n), torch.randn(n, n)))
-            for n in sizes(settings, "gpu", False)]
+    return [(key, MatMul(), _operands(mkn, dtype, mkn[0]))
+            for _, key, mkn, dtype in cases(settings, "gpu", False)]
 
 
 def library_figures(settings: Settings) -> list[Measurement]:
@@ -67,15 +85,13 @@ def run(settings: Settings, backends: list[str]) -> list[Measurement]:
             settings.record_failure("micro", "matmul (library)", "webgpu-library", exc)
     adapter_is_cpu = webgpu_adapter_is_cpu(backends)
     for backend in available_torch_backends(backends, settings.bundle_dir):
-        for n in sizes(settings, backend.size_class, adapter_is_cpu):
-            gen = torch.Generator().manual_seed(n)
-            args = (torch.randn(n, n, generator=gen).to(backend.device),
-                    torch.randn(n, n, generator=gen).to(backend.device))
-            name = f"matmul f32 {n}^3"
-            times = time_figure(settings, backend, "micro", name, MatMul(), f"matmul-{n}", args,
+        for name, key, mkn, dtype in cases(settings, backend.size_class, adapter_is_cpu):
+            args = tuple(t.to(backend.device) for t in _operands(mkn, dtype, mkn[0]))
+            times = time_figure(settings, backend, "micro", name, MatMul(), key, args,
                                 profile=backend.name == "webgpu-compiled")
             if times is not None:
-                flops = 2.0 * n ** 3
+                m, k, n = mkn
                 results.append(summarize("micro", name, backend.name, "TFLOP/s",
-                                         [flops / t / 1e12 for t in times], {"n": n}))
+                                         [2.0 * m * k * n / t / 1e12 for t in times],
+                                         {"n": n, "m": m, "k": k}))
     return results
