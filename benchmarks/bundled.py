@@ -43,11 +43,12 @@ def model_weights(module: Any) -> dict[str, Any]:
     return weights(module)
 
 
-def _is_float16(module: Any) -> bool:
-    """Whether a module's weights are float16 (a `.half()` model)."""
+def _is_float16(module: Any, inputs: tuple = ()) -> bool:
+    """Whether a module's weights (a `.half()` model) or its example inputs are float16."""
     import torch
 
-    return any(t.dtype == torch.float16 for t in [*module.parameters(), *module.buffers()])
+    tensors = [*module.parameters(), *module.buffers(), *(i for i in inputs if isinstance(i, torch.Tensor))]
+    return any(t.dtype == torch.float16 for t in tensors)
 
 
 def prepare(out: Path, settings: Settings, target_name: str, iree: bool = True,
@@ -66,8 +67,8 @@ def prepare(out: Path, settings: Settings, target_name: str, iree: bool = True,
     failed = []
     for key, module, inputs in tqdm(cases, desc="bundles", unit="bundle"):
         try:
-            # A float16 model is compiled with the target's shader-f16 (float32 ones stay without it).
-            case_target = ex.make_target(target_name, f16=True) if _is_float16(module) else target
+            # A float16 figure is compiled with the target's shader-f16 (float32 ones stay without it).
+            case_target = ex.make_target(target_name, f16=True) if _is_float16(module, inputs) else target
             traced = ex.trace(module.eval(), list(inputs))
             plan = ex.compile_traced(traced, case_target)
             ex.write_plan_bundle(plan, traced, case_target, out / key, source=f"benchmarks:{key}",
