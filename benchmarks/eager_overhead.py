@@ -47,9 +47,13 @@ def _cases(device: str) -> dict[str, Callable[[], Callable[[], object]]]:
         a, b = torch.randn(16, 16, device=device), torch.randn(16, 16, device=device)
         return lambda: a @ b
 
+    def prefill_mm():   # GPT-2 prefill's 128x768 @ 768x3072 (issue 12's eager row)
+        a, b = torch.randn(128, 768, device=device), torch.randn(768, 3072, device=device)
+        return lambda: a @ b
+
     return {"add 1 MiB": elementwise(lambda x: x + x), "mul scalar 1 MiB": elementwise(lambda x: x * 2.0),
             "relu 1 MiB": elementwise(torch.relu), "sum 1 MiB": sum_of(MiB), "sum 64 MiB": sum_of(64 * MiB),
-            "sum 512 MiB": sum_of(512 * MiB), "mm 16x16": mm16,
+            "sum 512 MiB": sum_of(512 * MiB), "mm 16x16": mm16, "mm 128x768x3072": prefill_mm,
             "softmax 8192x4096": rows(lambda x: x.softmax(-1)),
             "layer_norm 8192x4096": rows(lambda x: torch.nn.functional.layer_norm(x, (4096,)))}
 
