@@ -50,24 +50,22 @@ def forward_counts(model: torch.nn.Module, args: tuple, reps: int) -> dict:
     out["host ms"] = 1e3 * statistics.median(host)
     out["host+sync ms"] = 1e3 * statistics.median(synced)
     if "timestamp-query" in rt.info.features:
-        out["gpu ms"], out["top kernels"] = _gpu_time(rt, model, args)
+        out["gpu ms"], out["top kernels"] = _gpu_time(model, args)
     return out
 
 
-def _gpu_time(rt, model: torch.nn.Module, args: tuple, top: int = 8) -> tuple[float, list]:
+def _gpu_time(model: torch.nn.Module, args: tuple) -> tuple[float, list]:
     """GPU ms of one forward (its dispatches' timestamps summed) and its costliest kernels
-    ([label, count, ms], by total time)."""
-    from collections import Counter
+    ([label, count, ms], by total time), from the harness's per-dispatch profile."""
+    from .harness import profile_dispatches
 
-    counts, seconds = Counter(), Counter()
-    with torch.no_grad(), rt.profile() as timings:
-        model(*args)
+    def forward():
+        with torch.no_grad():
+            model(*args)
         torch.webgpu.synchronize()
-    for t in timings:
-        counts[t.label] += 1
-        seconds[t.label] += t.seconds
-    ranked = [[label, counts[label], round(s * 1e3, 4)] for label, s in seconds.most_common(top)]
-    return 1e3 * sum(seconds.values()), ranked
+
+    profile = profile_dispatches(forward, "", "webgpu-eager", top=8)
+    return profile.gpu_ms, [[label, n, round(ms, 4)] for label, n, ms in profile.top]
 
 
 def main() -> None:

@@ -36,15 +36,16 @@ def cases(settings: Settings, device: str, adapter_is_cpu: bool) -> list[tuple[s
     return out
 
 
-def _operands(mkn: tuple, dtype: torch.dtype, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _operands(mkn: tuple, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """A [m, k] and B [k, n] of `dtype`, seeded by m (the square figures' seeds as before)."""
     m, k, n = mkn
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(m)
     return torch.randn(m, k, generator=gen).to(dtype), torch.randn(k, n, generator=gen).to(dtype)
 
 
 def bundle_cases(settings: Settings, max_binding_bytes: int) -> list[tuple[str, torch.nn.Module, tuple]]:
     """(key, module, example inputs) for every compiled figure, to prepare as bundles."""
-    return [(key, MatMul(), _operands(mkn, dtype, mkn[0]))
+    return [(key, MatMul(), _operands(mkn, dtype))
             for _, key, mkn, dtype in cases(settings, "gpu", False)]
 
 
@@ -86,7 +87,7 @@ def run(settings: Settings, backends: list[str]) -> list[Measurement]:
     adapter_is_cpu = webgpu_adapter_is_cpu(backends)
     for backend in available_torch_backends(backends, settings.bundle_dir):
         for name, key, mkn, dtype in cases(settings, backend.size_class, adapter_is_cpu):
-            args = tuple(t.to(backend.device) for t in _operands(mkn, dtype, mkn[0]))
+            args = tuple(t.to(backend.device) for t in _operands(mkn, dtype))
             times = time_figure(settings, backend, "micro", name, MatMul(), key, args,
                                 profile=backend.name == "webgpu-compiled")
             if times is not None:
