@@ -17,14 +17,34 @@ PyObject* g_copy = nullptr;
 PyObject* g_synchronize = nullptr;
 
 // Leaked on purpose: storages may die during static destruction at exit, after these would be gone.
-std::mutex& g_mutex = *new std::mutex();  // guards the two tables below; never held while calling Python
+std::mutex& g_mutex = *new std::mutex();  // guards the tables below; never held while calling Python
 std::vector<int64_t>& g_freed = *new std::vector<int64_t>();
 std::unordered_map<int64_t, int64_t>& g_nbytes = *new std::unordered_map<int64_t, int64_t>();
+// Freed ids by the bytes their storage requested, for replays' outputs of the same size (see
+// allocate_recycled): the runtime still counts them live, so handing one out again needs no Python.
+// Any drain (every Python allocation, memory statistics) gives them all back to the runtime's pool.
+std::unordered_map<int64_t, std::vector<int64_t>>& g_recycle =
+    *new std::unordered_map<int64_t, std::vector<int64_t>>();
+size_t g_recycled = 0;
+constexpr size_t kRecyclePerSize = 8;   // a replay loop needs one or two per size
+constexpr size_t kRecycleMax = 256;
 
 void delete_buffer(void* ctx) {
   const int64_t id = buffer_id_of(ctx);
   std::lock_guard<std::mutex> lock(g_mutex);
-  g_nbytes.erase(id);
+  const auto it = g_nbytes.find(id);
+  if (it != g_nbytes.end()) {
+    const int64_t nbytes = it->second;
+    g_nbytes.erase(it);
+    if (g_recycled < kRecycleMax) {
+      std::vector<int64_t>& same = g_recycle[nbytes];
+      if (same.size() < kRecyclePerSize) {
+        same.push_back(id);
+        ++g_recycled;
+        return;
+      }
+    }
+  }
   g_freed.push_back(id);
 }
 
@@ -78,14 +98,50 @@ struct WebGPUAllocator final : c10::Allocator {
 
 WebGPUAllocator g_allocator;
 
+// The allocator of replays' outputs (launch_plans.cpp, only while nothing records, captures or pins
+// buffers): a freed id of the same requested size comes back as it is (same GPU buffer, same bytes, so the
+// runtime's view of it stays exact); otherwise the runtime allocates.
+struct RecyclingAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t nbytes) override {
+    if (nbytes > 0) {
+      std::lock_guard<std::mutex> lock(g_mutex);
+      const auto it = g_recycle.find(static_cast<int64_t>(nbytes));
+      if (it != g_recycle.end() && !it->second.empty()) {
+        const int64_t id = it->second.back();
+        it->second.pop_back();
+        --g_recycled;
+        g_nbytes[id] = static_cast<int64_t>(nbytes);
+        void* ptr = reinterpret_cast<void*>(static_cast<uintptr_t>(id) << kIdShift);
+        return {ptr, ptr, &delete_buffer, webgpu_device()};
+      }
+    }
+    return g_allocator.allocate(nbytes);
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &delete_buffer; }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    g_allocator.copy_data(dest, src, count);
+  }
+};
+
+RecyclingAllocator g_recycling_allocator;
+
 }  // namespace
 
 c10::Allocator* webgpu_allocator() { return &g_allocator; }
+
+c10::Allocator* recycling_allocator() { return &g_recycling_allocator; }
 
 std::vector<int64_t> drain_freed_ids() {
   std::vector<int64_t> out;
   std::lock_guard<std::mutex> lock(g_mutex);
   out.swap(g_freed);
+  if (g_recycled > 0) {
+    for (auto& kv : g_recycle) out.insert(out.end(), kv.second.begin(), kv.second.end());
+    g_recycle.clear();
+    g_recycled = 0;
+  }
   return out;
 }
 

@@ -205,9 +205,11 @@ py::object plan_key(py::handle args, py::handle kwargs, py::list tensors_out, py
 // appended to `results`, and its buffer id to `ids` (the replay's output slots). A spec (sizes, strides,
 // dtype, storage_offset, nbytes, base) is a view of the replay's `base`-th new view buffer (nbytes of
 // dtype), allocated at its first view, its id appended then (layer_norm's mean and rstd share one).
+// `recycle`: buffers may be ids of freed storages of the same size (allocator.cpp's recycling_allocator).
 const c10::DispatchKeySet kWebGPUKeys(c10::DispatchKey::PrivateUse1);
 
-void new_outputs(py::tuple specs, py::list results, py::list ids) {
+void new_outputs(py::tuple specs, py::list results, py::list ids, bool recycle) {
+  c10::Allocator* allocator = recycle ? recycling_allocator() : webgpu_allocator();
   std::vector<at::Tensor> bases;
   for (py::handle spec : specs) {
     PyObject* s = spec.ptr();
@@ -237,7 +239,7 @@ void new_outputs(py::tuple specs, py::list results, py::list ids) {
         const int64_t count = nbytes / static_cast<int64_t>(c10::elementSize(dtype));
         const int64_t one = 1;
         bases.push_back(at::detail::empty_strided_generic(c10::IntArrayRef(&count, 1), c10::IntArrayRef(&one, 1),
-                                                          webgpu_allocator(), kWebGPUKeys, dtype));
+                                                          allocator, kWebGPUKeys, dtype));
         ids.append(py::int_(buffer_id_of(bases.back().storage().data())));
       }
       at::Tensor view = at::native::as_strided_tensorimpl(bases.at(base), c10::IntArrayRef(sz, dim),
@@ -248,7 +250,7 @@ void new_outputs(py::tuple specs, py::list results, py::list ids) {
     // As aten.cpp's empty_strided kernel, without the dispatcher round trip (the plan was built from a
     // call that returned such a tensor, so its dtype is one webgpu holds).
     at::Tensor t = at::detail::empty_strided_generic(c10::IntArrayRef(sz, dim), c10::IntArrayRef(st, dim),
-                                                     webgpu_allocator(), kWebGPUKeys, dtype);
+                                                     allocator, kWebGPUKeys, dtype);
     ids.append(py::int_(buffer_id_of(t.storage().data())));
     results.append(py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(t))));
   }
@@ -261,7 +263,9 @@ void register_launch_plans(py::module_& m) {
         "The launch-plan key of an eager call as bytes (appending its webgpu tensors and buffer ids), or "
         "None where Python's launch_cache._signature must decide.");
   m.def("_new_outputs", &new_outputs, py::arg("specs"), py::arg("results"), py::arg("ids"),
-        "New webgpu tensors of (sizes, strides, dtype) specs, appended to results; their buffer ids to ids.");
+        py::arg("recycle") = false,
+        "New webgpu tensors of (sizes, strides, dtype) specs, appended to results; their buffer ids to ids "
+        "(recycle: ids of freed storages of the same size may come back without the runtime).");
 }
 
 }  // namespace torch_webgpu

@@ -24,8 +24,12 @@ inline c10::Device webgpu_device() { return c10::Device(c10::DeviceType::Private
 // The allocator registered for PrivateUse1. Allocation calls the Python runtime (GIL taken) for a real
 // device buffer; the deleter only queues the id (never takes the GIL: it runs on any thread, also at exit).
 c10::Allocator* webgpu_allocator();
+// For replays' outputs only: reuses the id of a freed storage of the same byte size without Python (the
+// runtime never saw it freed). Not for calls being recorded, captured or beside pinned buffers.
+c10::Allocator* recycling_allocator();
 
-// Ids whose storages died since the last call; the runtime pool releases them (rt.pool.freed_source).
+// Ids whose storages died since the last call, recycled ones included; the runtime pool releases them
+// (rt.pool.freed_source).
 std::vector<int64_t> drain_freed_ids();
 // Number of live storages holding a device buffer, and their requested bytes.
 int64_t live_buffer_count();

@@ -121,6 +121,22 @@ def test_captured_memory_survives_freed_temporaries(no_fallback):
     assert torch.webgpu.memory_stats()["graph_held"] == held_before   # reset gives them back to the pool
 
 
+def test_replayed_ops_do_not_take_the_buffers_a_graph_holds(no_fallback):
+    # A freed static input goes to C++'s recycling of freed ids; replayed eager ops of its size must not
+    # get it back while the graph pins it.
+    z = torch.linspace(0, 1, 1024).to(no_fallback)
+    torch.relu(z), torch.relu(z)   # planned: later calls replay
+    x = torch.linspace(-2, 2, 1024).to(no_fallback)
+    g, y = _capture(lambda x: x * 3.0 + 1.0, x)
+    del x
+    others = [torch.relu(z) for _ in range(4)]
+    g.replay()
+    assert_close(y.cpu(), torch.linspace(-2, 2, 1024) * 3.0 + 1.0)
+    for o in others:
+        assert_close(o.cpu(), torch.linspace(0, 1, 1024))
+    g.reset()
+
+
 def test_reset_allows_a_new_capture_and_status_query(no_fallback):
     x = torch.ones(8, device=no_fallback)
     g = torch.webgpu.WebGPUGraph()

@@ -330,6 +330,24 @@ def test_native_eager_chain_with_inplace_copies_and_freed_inputs(webgpu):
         assert not filler.cpu().any()
 
 
+def test_replays_take_back_freed_buffers_of_their_size_without_the_runtime(webgpu):
+    from torch_webgpu.runtime import get_runtime
+    pool = get_runtime().pool
+    x_cpu = torch.randn(300)
+    x = x_cpu.to(webgpu)
+    allocated = torch.webgpu.memory_allocated()   # (drains what C++ recycles to the pool)
+    for _ in range(3):   # plans, then replays: ids rotate (the old y dies after the new one is made)
+        y = torch.relu(x * 2.0)
+    last_id, created = pool.last_id, pool.created
+    for _ in range(6):
+        y = torch.relu(x * 2.0)
+    assert pool.last_id == last_id and pool.created == created   # no allocation reached the runtime
+    torch.testing.assert_close(y.cpu(), torch.relu(x_cpu * 2.0))
+    del y
+    # the recycled ids are released to the pool by the statistics' drain
+    assert torch.webgpu.memory_allocated() == allocated
+
+
 def test_recording_sees_replayed_dispatches(webgpu):
     from torch_webgpu.ops.codegen.recording import recording
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from torch_webgpu.runtime import tensor_outputs
+from torch_webgpu.runtime import native_eager, tensor_outputs
 from torch_webgpu.runtime.native import buffer_handle
 
 from .graph_outputs import graph_output
@@ -140,7 +140,10 @@ class FastCall:
             made: list[Any] = []
             if self._new_outputs is not None:
                 ids: list[int] = []
-                self._new_outputs(self._new_specs, made, ids)
+                # freed ids of the same sizes may come back from C++ (as for eager replays), except
+                # inside a launch-plan recording or beside a graph's pinned buffers
+                recycle = not native_eager.BLOCKERS[0] and not pool.pinned
+                self._new_outputs(self._new_specs, made, ids, recycle)
             else:
                 for shape, _, dtype in self._new_specs:
                     made.append(torch.empty(shape, dtype=dtype, device=self._device))

@@ -160,8 +160,14 @@ class Plan:
         """Allocate the outputs and record the planned dispatches on this call's buffers (extends `ids`)."""
         results: list = []
         slots = ids  # argument buffers, then the new outputs' buffers
+        rt = self.rt
+        unobserved = not native_eager.BLOCKERS[0] and rt.capture is None
+        # C++ may hand back ids of freed storages of the same size unless this call is being recorded
+        # into a plan or a graph (which tell buffers apart by id) or a graph pins buffers (whose freed ids
+        # the pool must see)
+        recycle = unobserved and not rt.pool.pinned
         if self.new_specs is not None:
-            _new_outputs(self.new_specs, results, slots)
+            _new_outputs(self.new_specs, results, slots, recycle)
         bases: list = []  # the new buffers that returned views are of (Python path)
         for out in () if self.new_specs is not None else self.outputs:
             if type(out) is int:
@@ -185,16 +191,14 @@ class Plan:
         # freed when it returns (commands already recorded keep them until they have run)
         if self.temp_specs is not None:
             scratch: list = []
-            _new_outputs(self.temp_specs, scratch, slots)
+            _new_outputs(self.temp_specs, scratch, slots, recycle)
         elif self.temporaries:
             scratch = [torch.empty(n, dtype=torch.uint8, device=_WEBGPU) for n in self.temporaries]
             slots += [t.data_ptr() >> 32 for t in scratch]
         program = self.native
         if program is _UNSEEN:
             program = self.native = self._native_program()
-        rt = self.rt
-        if (program is not None and not native_eager.BLOCKERS[0] and rt.capture is None
-                and rt._profiler is None):
+        if program is not None and unobserved and rt._profiler is None:
             program.record(slots)
         else:
             self._replay_python(slots)

@@ -171,6 +171,11 @@ class BufferPool:
             self._free[pooled.capacity].append(pooled)
 
     @property
+    def pinned(self) -> bool:
+        """True while some captured graph pins buffers."""
+        return bool(self._pins)
+
+    @property
     def held_bytes(self) -> int:
         """Bytes of released buffers kept alive for captured graphs."""
         return sum(p.capacity for p in self._held.values())
