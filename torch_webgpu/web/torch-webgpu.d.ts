@@ -40,7 +40,7 @@ export interface LoadOptions {
    *  (winners kept in localStorage); false runs the defaults; "auto" (default) times on hardware adapters
    *  only (software ones such as SwiftShader keep the defaults). */
   autotune?: boolean | "auto";
-  /** Problems under this many FLOPs keep the default variant (default 2^30). */
+  /** Problems under this many FLOPs keep the default variant (default 2^20). */
   autotuneMinFlops?: number;
   /** At most this many variants are timed (default 6). */
   autotuneCandidates?: number;
