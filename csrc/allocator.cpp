@@ -21,7 +21,7 @@ std::mutex& g_mutex = *new std::mutex();  // guards the tables below; never held
 std::vector<int64_t>& g_freed = *new std::vector<int64_t>();
 std::unordered_map<int64_t, int64_t>& g_nbytes = *new std::unordered_map<int64_t, int64_t>();
 // Freed ids by the bytes their storage requested, for replays' outputs of the same size (see
-// allocate_recycled): the runtime still counts them live, so handing one out again needs no Python.
+// RecyclingAllocator): the runtime still counts them live, so handing one out again needs no Python.
 // Any drain (every Python allocation, memory statistics) gives them all back to the runtime's pool.
 std::unordered_map<int64_t, std::vector<int64_t>>& g_recycle =
     *new std::unordered_map<int64_t, std::vector<int64_t>>();

@@ -18,9 +18,9 @@ def eager_rt(rt):
     return rt
 
 
-def _program(rt):
-    kernel = rt.kernel(ADD_ONE, label="test-add-one")
-    return native_eager.EagerProgram(rt, [(kernel, [(0, 0, 4 * N), (1, 0, 4 * N)], (1, 1, 1))])
+def _program(rt, workgroups=1):
+    kernel = rt.kernel(ADD_ONE, label="test-add-one")   # workgroups past the first do nothing
+    return native_eager.EagerProgram(rt, [(kernel, [(0, 0, 4 * N), (1, 0, 4 * N)], (workgroups, 1, 1))])
 
 
 def test_replays_chain_in_one_open_pass_and_keep_order_with_copies(eager_rt, monkeypatch):
@@ -55,7 +55,8 @@ def test_a_heavy_replay_is_submitted_at_once_a_light_one_stays_batched(eager_rt,
     light.record([a, b])
     assert rt.submits == submits and rt.recorder.native_pass_open
     monkeypatch.setattr(native_eager, "HEAVY_BYTES", 8 * N)   # both bindings together: heavy
-    heavy = _program(rt)
+    assert not _program(rt).heavy   # but one workgroup reads a little of what it binds
+    heavy = _program(rt, native_eager.HEAVY_MIN_WORKGROUPS)
     assert heavy.heavy
     heavy.record([b, a])   # a = a + 2: submitted with the light replay before it
     assert rt.submits == submits + 1 and not rt.recorder.native_pass_open

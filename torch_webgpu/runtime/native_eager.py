@@ -71,8 +71,11 @@ def python_forced() -> bool:
 # A replay binding at least this many bytes is submitted as soon as it is recorded: the GPU starts on it
 # (tens of microseconds or more of work) while the host returns and records what follows, instead of
 # waiting for the next sync point or for the batch to fill. Smaller replays stay batched (a submit costs
-# the host about as much as a small kernel costs the GPU).
+# the host about as much as a small kernel costs the GPU, and on the H200 each submit boundary also
+# costs GPU time). A replay of fewer than HEAVY_MIN_WORKGROUPS workgroups is never heavy: it binds a big
+# buffer to read a little of it (`0 * b[0]` binds all of b), and submitting it alone added a boundary.
 HEAVY_BYTES = 64 << 20
+HEAVY_MIN_WORKGROUPS = 64
 
 
 class EagerProgram:
@@ -82,8 +85,9 @@ class EagerProgram:
         """`dispatches`: (kernel, bindings, workgroups) with bindings (slot, offset, nbytes) or Constant."""
         used: list[int] = []   # plan slots bound by some dispatch, in native slot order
         builder = native.ProgramBuilder(rt)
-        bound = 0
+        bound = workgroups = 0
         for kernel, bindings, counts in dispatches:
+            workgroups += counts[0] * counts[1] * counts[2]
             operands: list[Any] = []
             for b in bindings:
                 if isinstance(b, Constant):
@@ -97,7 +101,7 @@ class EagerProgram:
             builder.dispatch(kernel, operands, counts)
         self.rt = rt
         self.used = tuple(used)
-        self.heavy = bound >= HEAVY_BYTES   # submitted at once (HEAVY_BYTES)
+        self.heavy = bound >= HEAVY_BYTES and workgroups >= HEAVY_MIN_WORKGROUPS   # submitted at once
         program = builder.build()
         self.program = program   # holds the kernels and constants its handles point to
         self.commands = program.commands
