@@ -140,10 +140,7 @@ class FastCall:
             made: list[Any] = []
             if self._new_outputs is not None:
                 ids: list[int] = []
-                # freed ids of the same sizes may come back from C++ (as for eager replays), except
-                # inside a launch-plan recording or beside a graph's pinned buffers
-                recycle = not native_eager.BLOCKERS[0] and not pool.pinned
-                self._new_outputs(self._new_specs, made, ids, recycle)
+                self._new_outputs(self._new_specs, made, ids, native_eager.may_recycle(rt))
             else:
                 for shape, _, dtype in self._new_specs:
                     made.append(torch.empty(shape, dtype=dtype, device=self._device))

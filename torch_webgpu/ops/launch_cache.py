@@ -161,11 +161,7 @@ class Plan:
         results: list = []
         slots = ids  # argument buffers, then the new outputs' buffers
         rt = self.rt
-        unobserved = not native_eager.BLOCKERS[0] and rt.capture is None
-        # C++ may hand back ids of freed storages of the same size unless this call is being recorded
-        # into a plan or a graph (which tell buffers apart by id) or a graph pins buffers (whose freed ids
-        # the pool must see)
-        recycle = unobserved and not rt.pool.pinned
+        recycle = native_eager.may_recycle(rt)
         if self.new_specs is not None:
             _new_outputs(self.new_specs, results, slots, recycle)
         bases: list = []  # the new buffers that returned views are of (Python path)
@@ -198,7 +194,8 @@ class Plan:
         program = self.native
         if program is _UNSEEN:
             program = self.native = self._native_program()
-        if program is not None and unobserved and rt._profiler is None:
+        if (program is not None and not native_eager.BLOCKERS[0] and rt.capture is None
+                and rt._profiler is None):
             program.record(slots)
         else:
             self._replay_python(slots)

@@ -68,6 +68,13 @@ def python_forced() -> bool:
     return BLOCKERS[0] > 0
 
 
+def may_recycle(rt: Runtime) -> bool:
+    """True when new outputs may be ids of freed storages of the same size that C++ hands back without the
+    pool: not while a launch-plan recording or a graph capture tells buffers apart by id, nor while a
+    graph pins buffers (the pool must see their releases)."""
+    return not BLOCKERS[0] and rt.capture is None and not rt.pool.pinned
+
+
 # A replay binding at least this many bytes is submitted as soon as it is recorded: the GPU starts on it
 # (tens of microseconds or more of work) while the host returns and records what follows, instead of
 # waiting for the next sync point or for the batch to fill. Smaller replays stay batched (a submit costs
