@@ -27,6 +27,23 @@ struct Operand {
   uint64_t offset = 0;
 };
 
+// A per-call bind group and the (buffer, base) of each of its slot entries.
+struct CachedBindGroup {
+  WGPUBindGroup group = nullptr;
+  std::vector<uintptr_t> key;
+  uint64_t last_call = 0;
+};
+
+// Per-call bind groups kept per dispatch. One is not enough: `y = f(x)` in a loop allocates the new y
+// before the old one is freed, so its output alternates between two buffers, and a sequence of ops whose
+// small outputs share one size class takes them back from the allocator in a rotating order (a dispatch
+// reading one and writing the other sees the product of both periods); remaking a bind group costs Dawn
+// more than the rest of a replayed op (~12 us on lavapipe). Ways past the first are bounded over all
+// programs: lavapipe maps a page per bind group, and a process may hold only vm.max_map_count maps.
+constexpr size_t kBindGroupWays = 8;
+constexpr int64_t kMaxExtraBindGroups = 16384;
+int64_t g_extra_bind_groups = 0;   // per-call bind groups held beyond each dispatch's first
+
 struct Command {
   int kind = kDispatch;
   // dispatch
@@ -37,8 +54,10 @@ struct Command {
   std::vector<int> entry_slots;              // per entry: its slot or -1
   std::vector<uint64_t> entry_offsets;       // per entry: offset relative to the slot's base
   bool per_call = false;                     // some entry comes from a slot
-  WGPUBindGroup bind_group = nullptr;        // fixed, or the last per-call one (reused while slots match)
-  std::vector<uintptr_t> bound_key;          // (buffer, base) of each slot entry of `bind_group`
+  WGPUBindGroup bind_group = nullptr;        // fixed, or this call's per-call one (one of `cached`)
+  std::vector<CachedBindGroup> cached;       // per-call bind groups of recent slot buffers
+  std::vector<uintptr_t> call_key;           // scratch: (buffer, base) of each slot entry this call
+  uint64_t calls = 0;
   // copy / clear
   Operand src, dst;
   uint64_t size = 0;
@@ -58,7 +77,12 @@ const char* kCapsule = "torch_webgpu._native_plan.Program";
 
 void release_program(Program* p) {
   for (Command& c : p->commands) {
-    if (c.bind_group) g_procs.bindGroupRelease(c.bind_group);
+    if (c.per_call) {
+      for (CachedBindGroup& g : c.cached) g_procs.bindGroupRelease(g.group);
+      if (!c.cached.empty()) g_extra_bind_groups -= static_cast<int64_t>(c.cached.size()) - 1;
+    } else if (c.bind_group) {
+      g_procs.bindGroupRelease(c.bind_group);
+    }
     if (c.pipeline) g_procs.computePipelineRelease(c.pipeline);
     if (c.layout) g_procs.bindGroupLayoutRelease(c.layout);
   }
@@ -307,32 +331,53 @@ void end_pass(PassState* s) {
 // before it records anything else into the encoder or finishes it. One device runtime per process.
 PassState g_eager;
 
-// Makes the slot bind group of a dispatch current for this call's slots (remade only when they change).
+// Makes the slot bind group of a dispatch current for this call's slots: a cached one made for the same
+// slot buffers, else a new one, which replaces the least recently used when kBindGroupWays are held.
 void bind_slots(Program* p, Command& c, const uintptr_t* slots) {
-  bool same = c.bind_group != nullptr;
-  size_t k = 0;
+  std::vector<uintptr_t>& key = c.call_key;
+  key.clear();
   for (size_t e = 0; e < c.entries.size(); ++e) {
     const int s = c.entry_slots[e];
     if (s < 0) continue;
-    const uintptr_t buf = slots[2 * s], base = slots[2 * s + 1];
-    if (c.bound_key.size() < 2 * (k + 1)) c.bound_key.resize(2 * (k + 1), 0);
-    same = same && c.bound_key[2 * k] == buf && c.bound_key[2 * k + 1] == base;
-    c.bound_key[2 * k] = buf;
-    c.bound_key[2 * k + 1] = base;
-    c.entries[e].buffer = reinterpret_cast<WGPUBuffer>(buf);
-    c.entries[e].offset = base + c.entry_offsets[e];
-    ++k;
+    key.push_back(slots[2 * s]);
+    key.push_back(slots[2 * s + 1]);
   }
-  if (!same) {
-    if (c.bind_group != nullptr) g_procs.bindGroupRelease(c.bind_group);
-    WGPUBindGroupDescriptor desc;
-    std::memset(&desc, 0, sizeof(desc));
-    desc.layout = c.layout;
-    desc.entryCount = c.entries.size();
-    desc.entries = c.entries.data();
-    c.bind_group = g_procs.deviceCreateBindGroup(p->device, &desc);
-    p->bind_groups_created++;
+  const uint64_t call = ++c.calls;
+  for (CachedBindGroup& g : c.cached) {
+    if (g.key == key) {
+      g.last_call = call;
+      c.bind_group = g.group;
+      return;
+    }
   }
+  for (size_t e = 0; e < c.entries.size(); ++e) {
+    const int s = c.entry_slots[e];
+    if (s < 0) continue;
+    c.entries[e].buffer = reinterpret_cast<WGPUBuffer>(slots[2 * s]);
+    c.entries[e].offset = slots[2 * s + 1] + c.entry_offsets[e];
+  }
+  WGPUBindGroupDescriptor desc;
+  std::memset(&desc, 0, sizeof(desc));
+  desc.layout = c.layout;
+  desc.entryCount = c.entries.size();
+  desc.entries = c.entries.data();
+  WGPUBindGroup group = g_procs.deviceCreateBindGroup(p->device, &desc);
+  p->bind_groups_created++;
+  CachedBindGroup* slot = nullptr;
+  if (c.cached.empty() || (c.cached.size() < kBindGroupWays && g_extra_bind_groups < kMaxExtraBindGroups)) {
+    if (!c.cached.empty()) ++g_extra_bind_groups;
+    slot = &c.cached.emplace_back();
+  } else {
+    slot = &c.cached[0];
+    for (CachedBindGroup& g : c.cached) {
+      if (g.last_call < slot->last_call) slot = &g;
+    }
+    g_procs.bindGroupRelease(slot->group);
+  }
+  slot->group = group;
+  slot->key = key;
+  slot->last_call = call;
+  c.bind_group = group;
 }
 
 // Records commands [begin, end) of the program into `encoder` (the runtime's open encoder, outside any

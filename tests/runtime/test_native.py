@@ -1,5 +1,6 @@
 """Native command programs (runtime/native.py + csrc/native_plan): recorded from C++ into the runtime's
-encoder, on the runtime's own buffers, with per-call slots and bind groups remade only when a slot changes."""
+encoder, on the runtime's own buffers, with per-call slots and bind groups made only for slot buffers not
+among a dispatch's recent ones."""
 
 import numpy as np
 import pytest
@@ -44,6 +45,32 @@ def test_program_records_dispatch_copy_and_clear_with_per_call_slots(native_rt):
     np.testing.assert_array_equal(rt.download_array(out, np.float32, N), 1 - np.arange(N, dtype=np.float32))
     info = program.info()
     assert info["runs"] == 3 and info["slots"] == 1 and info["bind_groups_created"] == 2
+
+
+def test_alternating_slots_reuse_their_bind_groups_and_the_oldest_is_replaced(native_rt):
+    """`y = f(x)` in a loop alternates f's output between two buffers: each keeps its bind group (up to
+    eight per dispatch); a ninth set of slot buffers replaces the least recently used one."""
+    rt = native_rt
+    inputs = [f32_buffer(rt, np.full(N, 10.0 * k)) for k in range(9)]
+    out, copied = rt.allocate(4 * N), rt.allocate(4 * N)
+    program = _program(rt, out, copied)
+
+    def run(k):
+        with rt.lock:
+            program.record((*nat.buffer_slot(rt, inputs[k]),))
+        np.testing.assert_array_equal(rt.download_array(out, np.float32, N), np.full(N, 10.0 * k + 1))
+
+    for k in (0, 1, 0, 1, 0, 1):
+        run(k)
+    assert program.info()["bind_groups_created"] == 2
+    for k in (*range(2, 8), 0, 1, *range(2, 8)):   # eight sets of slots: all held
+        run(k)
+    assert program.info()["bind_groups_created"] == 8
+    run(8)   # replaces the least recently used (inputs[0]'s)
+    run(1)
+    assert program.info()["bind_groups_created"] == 9
+    run(0)
+    assert program.info()["bind_groups_created"] == 10
 
 
 def test_slot_base_offset_is_added(native_rt):
