@@ -28,6 +28,11 @@ std::unordered_map<int64_t, std::vector<int64_t>>& g_recycle =
 size_t g_recycled = 0;
 constexpr size_t kRecyclePerSize = 8;   // a replay loop needs one or two per size
 constexpr size_t kRecycleMax = 256;
+// Recycled ids of storages up to this size survive a drain made for a Python allocation (one of another
+// size, or one a replay could not take back): otherwise one such allocation per loop iteration hands every
+// recycled id to the pool, the next replays allocate through Python too, and the loop never takes one back
+// (nor keeps its bind groups). At most kRecycleMax of them: a few MiB held out of the pool's reach.
+constexpr int64_t kKeepRecycledBytes = 64 << 10;
 
 void delete_buffer(void* ctx) {
   const int64_t id = buffer_id_of(ctx);
@@ -133,14 +138,19 @@ c10::Allocator* webgpu_allocator() { return &g_allocator; }
 
 c10::Allocator* recycling_allocator() { return &g_recycling_allocator; }
 
-std::vector<int64_t> drain_freed_ids() {
+std::vector<int64_t> drain_freed_ids(bool all) {
   std::vector<int64_t> out;
   std::lock_guard<std::mutex> lock(g_mutex);
   out.swap(g_freed);
-  if (g_recycled > 0) {
-    for (auto& kv : g_recycle) out.insert(out.end(), kv.second.begin(), kv.second.end());
-    g_recycle.clear();
-    g_recycled = 0;
+  if (g_recycled == 0) return out;
+  for (auto it = g_recycle.begin(); it != g_recycle.end();) {
+    if (!all && it->first <= kKeepRecycledBytes) {
+      ++it;
+      continue;
+    }
+    out.insert(out.end(), it->second.begin(), it->second.end());
+    g_recycled -= it->second.size();
+    it = g_recycle.erase(it);
   }
   return out;
 }

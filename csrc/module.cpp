@@ -21,8 +21,9 @@ PYBIND11_MODULE(_C, m) {
           torch_webgpu::set_runtime_callbacks(allocate.ptr(), copy.ptr(), synchronize.ptr());
         },
         "Install allocate(nbytes)->id, copy(src, dst, nbytes) and synchronize() of the Python runtime.");
-  m.def("_drain_freed", &torch_webgpu::drain_freed_ids,
-        "Buffer ids whose storages died since the last call (for the runtime pool).");
+  m.def("_drain_freed", &torch_webgpu::drain_freed_ids, py::arg("all") = true,
+        "Buffer ids whose storages died since the last call (for the runtime pool); all=False keeps the "
+        "recycled ids of small storages for replays.");
   m.def("_live_buffer_count", &torch_webgpu::live_buffer_count, "Storages currently holding a buffer.");
   m.def("_live_buffer_bytes", &torch_webgpu::live_buffer_bytes, "Bytes requested by live storages.");
   m.def("_default_generator", [] { return torch_webgpu::default_generator(0); },

@@ -28,9 +28,9 @@ c10::Allocator* webgpu_allocator();
 // runtime never saw it freed). Not for calls being recorded, captured or beside pinned buffers.
 c10::Allocator* recycling_allocator();
 
-// Ids whose storages died since the last call, recycled ones included; the runtime pool releases them
-// (rt.pool.freed_source).
-std::vector<int64_t> drain_freed_ids();
+// Ids whose storages died since the last call, recycled ones included (with `all` false, recycled ones of
+// small storages stay for replays); the runtime pool releases them (rt.pool.freed_source).
+std::vector<int64_t> drain_freed_ids(bool all);
 // Number of live storages holding a device buffer, and their requested bytes.
 int64_t live_buffer_count();
 int64_t live_buffer_bytes();

@@ -348,6 +348,32 @@ def test_replays_take_back_freed_buffers_of_their_size_without_the_runtime(webgp
     assert torch.webgpu.memory_allocated() == allocated
 
 
+def _eager_bind_groups_created() -> int:
+    """Bind groups the native programs of every launch plan have made so far."""
+    return sum(plan.native.program.info()["bind_groups_created"] for table in launch_cache._tables
+               for plan in table.values()
+               if plan is not None and plan.native not in (None, launch_cache._UNSEEN))
+
+
+def test_a_loop_reassigning_its_result_makes_no_bind_groups_once_warm(webgpu):
+    """`y = f(y_or_x)` alternates each op's output between buffers; every dispatch keeps the bind groups of
+    its recent buffers, so a warm loop makes none (making them cost more than the rest of the op)."""
+    from torch_webgpu.runtime import get_runtime, native_eager
+    if not native_eager.native_eager_enabled(get_runtime()):
+        pytest.skip("native eager launches are off")
+    x_cpu = torch.randn(4096)
+    x, b = x_cpu.to(webgpu), torch.randn(64).to(webgpu)
+    for _ in range(10):   # the sum reads y (two buffers in turn) into one of three: six bind groups
+        y = torch.relu(x)
+        s = y.sum() + 0 * b[0]
+    made = _eager_bind_groups_created()
+    for _ in range(8):
+        y = torch.relu(x)
+        s = y.sum() + 0 * b[0]
+    assert _eager_bind_groups_created() == made
+    torch.testing.assert_close(s.cpu(), x_cpu.relu().sum(), rtol=1e-5, atol=1e-3)
+
+
 def test_recording_sees_replayed_dispatches(webgpu):
     from torch_webgpu.ops.codegen.recording import recording
 

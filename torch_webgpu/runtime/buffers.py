@@ -83,7 +83,9 @@ class BufferPool:
         self._pins: dict[int, int] = {}   # serial -> number of graphs pinning it
         self._held: dict[int, _Pooled | DeviceBuffer] = {}
         self.last_id = 0   # ids are never reused: every later allocation gets a larger one
-        self.freed_source: Callable[[], Iterable[int]] | None = None
+        # ids freed by a foreign owner (the C++ allocator); called with all=False by allocate, which may
+        # leave it the ids it keeps for replays of small outputs
+        self.freed_source: Callable[[bool], Iterable[int]] | None = None
         self.allocated_bytes = 0
         self.max_allocated_bytes = 0
         self.reserved_bytes = 0
@@ -96,7 +98,7 @@ class BufferPool:
         capacity only, until empty_cache."""
         source = self.freed_source  # drain_freed, inline: this runs for every eager output
         if source is not None:
-            for buffer_id in source():
+            for buffer_id in source(False):
                 self.release(buffer_id)
         if nbytes < 0:
             raise ValueError(f"buffer size must be non-negative, got {nbytes}")
@@ -181,9 +183,10 @@ class BufferPool:
         return sum(p.capacity for p in self._held.values())
 
     def drain_freed(self) -> None:
-        """Release ids queued by a foreign owner (the C++ allocator's deleter queue)."""
+        """Release every id queued by a foreign owner (the C++ allocator's deleter queue and the ids it
+        recycles)."""
         if self.freed_source is not None:
-            for buffer_id in self.freed_source():
+            for buffer_id in self.freed_source(True):
                 self.release(buffer_id)
 
     def empty_cache(self) -> int:
