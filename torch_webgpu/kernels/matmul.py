@@ -260,7 +260,9 @@ COMBINE_THREADS = 256
 # H200 f16 with 8 halves of row padding (benchmarks/results/h200-2026-12-01-sgmat-pad.md): 4096^3
 # w2x2.f4x4 148 TFLOP/s, w4x2.f4x4 141, w2x4.f4x4 130; 128x768x3072 w1x1.f2x2 26.3 (1.6x torch CUDA),
 # w2x2.f2x2.k64 25.4. Register prefetch of the next K tile was slower (register pressure), single-subgroup
-# 4x2/4x4 fragment tiles 3-5x slower.
+# 4x2/4x4 fragment tiles 3-5x slower. 64-deep K tiles (half the barriers per K) were slower still
+# (benchmarks/results/h200-2026-12-04-sgmat-k64.json: w2x2.f4x4.k64 34 TFLOP/s against 149 for k32,
+# w4x2.f2x2.k64 83 against 93).
 SGMAT_LARGE = ["sgmat.w2x2.f4x4.k32", "sgmat.w4x2.f4x4.k32", "sgmat.w2x4.f4x4.k32", "sgmat.w2x2.f2x4.k32",
                "sgmat.w2x2.f4x2.k32", "sgmat.w4x2.f2x2.k32"]
 SGMAT_SKINNY = ["sgmat.w1x1.f2x2.k32", "sgmat.w2x2.f2x2.k64", "sgmat.w2x2.f2x2.k32", "sgmat.w4x2.f2x2.k32",
