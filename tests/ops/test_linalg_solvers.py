@@ -117,7 +117,7 @@ def test_gradients_match_cpu(webgpu, op):
 def test_ldl_indefinite_pivots_match_lapack(webgpu, n):
     X = torch.randn(3, n, n, generator=torch.Generator().manual_seed(n))
     A = X + X.mT
-    # a zero diagonal makes Bunch-Kaufman take 2x2 pivots whatever the draw (a random 6x6 sometimes needs none)
+    # a zero diagonal makes Bunch-Kaufman take 2x2 pivots whatever the draw (a 6x6 draw may need none)
     A.diagonal(dim1=-2, dim2=-1).zero_()
     LD, piv, info = torch.linalg.ldl_factor_ex(A.to(webgpu))
     eLD, epiv, einfo = torch.linalg.ldl_factor_ex(A)
