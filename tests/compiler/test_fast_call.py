@@ -110,6 +110,23 @@ def test_a_wrong_shape_still_raises(mlp_bundle):
         bundle._compiled(torch.randn(5, 16).to("webgpu"))
 
 
+@pytest.mark.parametrize("make, message", [
+    (lambda: torch.randn(5, 16), r"input 0 \(x\) is float32\[5, 16\], expected float32\[4, 16\]"),
+    (lambda: torch.randn(4, 16).half(), r"input 0 \(x\) is float16\[4, 16\]"),
+    (lambda: torch.arange(64).reshape(4, 16), r"input 0 \(x\) is int64\[4, 16\]"),
+], ids=["shape", "float16", "int64"])
+def test_a_warm_bundle_still_refuses_what_its_signature_does_not_take(mlp_bundle, make, message):
+    """The bundle skips its signature check when the fast call takes the arguments: only what fits the
+    plan exactly, so anything else still gets the signature's error."""
+    from torch_webgpu.bundle import BundleSignatureError
+    _, bundle, _ = mlp_bundle
+    warm, x = _inputs(2)
+    bundle(warm.to("webgpu"))
+    bundle(x.to("webgpu"))
+    with pytest.raises(BundleSignatureError, match=message):
+        bundle(make().to("webgpu"))
+
+
 class _Embed(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from torch_webgpu.runtime import native_eager, tensor_outputs
-from torch_webgpu.runtime.native import buffer_handle
+from torch_webgpu.runtime.native import HANDLES, buffer_handle
 
 from .graph_outputs import graph_output
 
@@ -32,7 +32,7 @@ class FastCall:
     the graph outputs, or returns None (without touching the device) when `args` need the general path."""
 
     __slots__ = ("_compiled", "_program", "_device", "_inputs", "_slots", "_narrowed", "_new_specs",
-                 "_new_outputs", "_results", "_output_map", "_align", "_check_overflow")
+                 "_new_outputs", "_results", "_output_map", "_made_order", "_align", "_check_overflow")
 
     def __init__(self, compiled: CompiledPlan, layout: _Layout, native: NativeLayout, device: Any,
                  narrowed: tuple[int, ...]):
@@ -72,6 +72,9 @@ class FastCall:
         self._results = tuple(("device", order[i]) if i in order else native.results[i]
                               for i in range(len(layout.outputs)))
         self._output_map = compiled.plan.output_map
+        # Graph outputs that are all made tensors (no inputs returned, no sizes, no Nones): their order
+        made_only = all(type(e) is int and self._results[e][0] == "device" for e in self._output_map)
+        self._made_order = tuple(self._results[e][1] for e in self._output_map) if made_only else None
 
     @staticmethod
     def build(compiled: CompiledPlan, layout: _Layout, native: NativeLayout | None, args: Sequence[Any],
@@ -95,64 +98,63 @@ class FastCall:
         sources (bound after the outputs), or None if they need the general path."""
         if len(args) != len(self._inputs):
             return None
-        device = self._device
+        device, align, live = self._device, self._align, self._compiled.rt.pool._live
+        bound: list[tuple[int, int]] = []   # per argument: (handle, byte offset)
         for t, (shape, dtype) in zip(args, self._inputs, strict=True):
             # dtype identity rules out numpy arrays and DeviceArrays (their dtypes are not torch's)
             if getattr(t, "dtype", None) is not dtype or t.shape != shape or t.device != device:
                 return None
             if not t.is_contiguous():
                 return None
+            ptr = t.data_ptr()
+            offset = ptr & _OFFSET_MASK
+            buf = live.get(ptr >> 32)
+            if buf is None or offset % align:
+                return None   # no buffer (an empty tensor) or a misaligned view
+            h = HANDLES.get(buf.serial)
+            bound.append((buffer_handle(buf) if h is None else h, offset))
         words: list[int] = []
         for slot in self._slots:
-            if type(slot) is not int:
-                words += slot
-            elif not self._add_words(args[slot], words):
-                return None
+            words += bound[slot] if type(slot) is int else slot
         sources: list[int] = []
         for k in self._narrowed:
-            if not self._add_words(args[k], sources):
-                return None
+            sources += bound[k]
         return words, sources
-
-    def _add_words(self, t: Any, words: list[int]) -> bool:
-        """Append `t`'s (buffer handle, byte offset); False when it has no buffer or a misaligned offset."""
-        ptr = t.data_ptr()
-        offset = ptr & _OFFSET_MASK
-        if not ptr or offset % self._align:
-            return False
-        words += (buffer_handle(self._compiled.rt.pool.get(ptr >> 32)), offset)
-        return True
 
     def __call__(self, args: Sequence[Any]) -> list[Any] | None:
         """Run the plan on `args` and return the graph outputs, or None where the general path must."""
         compiled = self._compiled
         rt = compiled.rt
-        if compiled.executor != "native" or rt.profiling or rt.capture is not None:
+        if compiled.executor != "native" or rt._profiler is not None or rt.capture is not None:
             return None
-        import torch
-
         with rt.lock:
             bound = self._bind(args)
             if bound is None:
                 return None
             words, sources = bound
-            pool = rt.pool
             made: list[Any] = []
             if self._new_outputs is not None:
                 ids: list[int] = []
                 self._new_outputs(self._new_specs, made, ids, native_eager.may_recycle(rt))
             else:
+                import torch
+
                 for shape, _, dtype in self._new_specs:
                     made.append(torch.empty(shape, dtype=dtype, device=self._device))
                 ids = [out.data_ptr() >> 32 for out in made]
+            live = rt.pool._live
             for buf_id in ids:
-                words += (buffer_handle(pool.get(buf_id)), 0)
+                buf = live[buf_id]
+                h = HANDLES.get(buf.serial)
+                words += (buffer_handle(buf) if h is None else h, 0)
             words += sources
             # Nothing to read back: C++ also submits, with whatever was recorded before.
             self._program.record(tuple(words), submit=True)
             if self._narrowed:
                 rt.after_wait(self._check_overflow)
         compiled.calls += 1
+        if self._made_order is not None:   # every graph output one of the tensors made here
+            return [made[j] for j in self._made_order]
         outputs = [made[where] if kind == "device" else args[where] for kind, where in self._results]
         return [graph_output(entry, outputs, args) for entry in self._output_map]
 
