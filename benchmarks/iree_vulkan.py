@@ -33,7 +33,10 @@ class IREEVulkanFunction:
         import iree.runtime as ireert
 
         self._rt = ireert
-        self.config = ireert.Config(driver)
+        # A device of its own, not iree.runtime's process-wide cached one: while an IREE Vulkan device lives
+        # its driver's threads poll the queue (on lavapipe they spin in the kernel, most of a core each, for
+        # the rest of the process), so the device goes with the function (or at `close`).
+        self.config = ireert.Config(device=ireert.get_device(driver, cache=False))
         self.context = ireert.SystemContext(config=self.config)
         self.context.add_vm_module(ireert.VmModule.copy_buffer(self.context.instance, vmfb.read_bytes()))
         self.main = self.context.modules.module["main"]
@@ -60,6 +63,11 @@ class IREEVulkanFunction:
         if key not in self._placed:
             self._placed = {key: [self._to_device(a) for a in args]}
         return self.main(*self._placed[key], *self.constants)
+
+    def close(self) -> None:
+        """Release the device buffers, the module and the device (its driver threads stop)."""
+        self._placed, self.constants = {}, []
+        self.main = self.context = self.config = None
 
     def to_numpy(self, result: Any) -> Any:
         """A device result as a numpy array, through a mappable staging buffer (Vulkan's device-local
