@@ -58,6 +58,7 @@ struct Command {
   std::vector<CachedBindGroup> cached;       // per-call bind groups of recent slot buffers
   std::vector<uintptr_t> call_key;           // scratch: (buffer, base) of each slot entry this call
   uint64_t calls = 0;
+  size_t last = 0;                           // index in `cached` of the last call's bind group
   // copy / clear
   Operand src, dst;
   uint64_t size = 0;
@@ -333,7 +334,24 @@ PassState g_eager;
 
 // Makes the slot bind group of a dispatch current for this call's slots: a cached one made for the same
 // slot buffers, else a new one, which replaces the least recently used when kBindGroupWays are held.
+bool same_slots(const Command& c, const std::vector<uintptr_t>& key, const uintptr_t* slots) {
+  size_t k = 0;
+  for (size_t e = 0; e < c.entries.size(); ++e) {
+    const int s = c.entry_slots[e];
+    if (s < 0) continue;
+    if (k + 2 > key.size() || key[k] != slots[2 * s] || key[k + 1] != slots[2 * s + 1]) return false;
+    k += 2;
+  }
+  return k == key.size();
+}
+
 void bind_slots(Program* p, Command& c, const uintptr_t* slots) {
+  const uint64_t call = ++c.calls;
+  if (c.last < c.cached.size() && same_slots(c, c.cached[c.last].key, slots)) {   // a steady loop
+    c.cached[c.last].last_call = call;
+    c.bind_group = c.cached[c.last].group;
+    return;
+  }
   std::vector<uintptr_t>& key = c.call_key;
   key.clear();
   for (size_t e = 0; e < c.entries.size(); ++e) {
@@ -342,11 +360,11 @@ void bind_slots(Program* p, Command& c, const uintptr_t* slots) {
     key.push_back(slots[2 * s]);
     key.push_back(slots[2 * s + 1]);
   }
-  const uint64_t call = ++c.calls;
-  for (CachedBindGroup& g : c.cached) {
-    if (g.key == key) {
-      g.last_call = call;
-      c.bind_group = g.group;
+  for (size_t i = 0; i < c.cached.size(); ++i) {
+    if (c.cached[i].key == key) {
+      c.cached[i].last_call = call;
+      c.bind_group = c.cached[i].group;
+      c.last = i;
       return;
     }
   }
@@ -378,6 +396,7 @@ void bind_slots(Program* p, Command& c, const uintptr_t* slots) {
   slot->key = key;
   slot->last_call = call;
   c.bind_group = group;
+  c.last = static_cast<size_t>(slot - c.cached.data());
 }
 
 // Records commands [begin, end) of the program into `encoder` (the runtime's open encoder, outside any
