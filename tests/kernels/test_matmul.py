@@ -163,6 +163,22 @@ def test_batch_strides_and_sliced_views(rt, caps):
         check(rt, caps, p, a, bb, v)
 
 
+@pytest.mark.parametrize("group", [2, 3, 8])
+def test_grouped_launch_order_covers_every_tile_once(rt, caps, monkeypatch, group):
+    """Tiles launched `group` rows at a time down each column: 5 x 3 tiles of 32 (a last group of fewer
+    rows where `group` does not divide 5, one group of all where it exceeds them), batched, with bias."""
+    name = f"tile32x32.r2x2.k16.g{group}"
+    monkeypatch.setitem(VARIANTS, name, dataclasses.replace(VARIANTS["tile32x32.r2x2.k16"], group=group))
+    gen = torch.Generator().manual_seed(group)
+    a, bb = operands(2, 150, 70, 40, "f32", gen=gen)
+    bias = torch.randn(70, generator=gen).expand(2, 150, 70)
+    p = problem(a, bb, "f32", bias=lay(bias))
+    assert name in variants(p, caps)
+    launch = plan_matmul(p, caps, name)
+    assert launch.grid == (3, 5, 2) and "@builtin(num_workgroups) nwg" in launch.wgsl
+    check(rt, caps, p, a, bb, name, bias=bias)
+
+
 def test_subgroup_matrix_variant_source(caps):
     tc = dataclasses.replace(caps, features=caps.features | {"shader-f16",
                                                              "chromium-experimental-subgroup-matrix"},
@@ -188,6 +204,9 @@ def test_subgroup_matrix_variant_source(caps):
     # subgroup, with the matrix builtins' workgroup-scope uniformity rule off
     multi = plan_matmul(p, tc, "sgmat.w4x2.f2x2.k32")
     assert multi.workgroup_size == (256, 1, 1) and multi.grid == (4, 2, 1)
+    grouped = plan_matmul(p, tc, "sgmat.w2x2.f4x4.k32.g8")   # the grouped launch order of the tiles
+    assert grouped.grid == (2, 2, 1) and "@builtin(num_workgroups) nwg" in grouped.wgsl
+    assert "let m0 = (row0 + q % rows) * 128u;" in grouped.wgsl
     assert "li / 32u" in multi.wgsl and "diagnostic(off, chromium.subgroup_matrix_uniformity);" in multi.wgsl
 
 

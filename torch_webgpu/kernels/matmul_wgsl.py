@@ -213,8 +213,26 @@ def _lds_at(tile: str, index: str, lds4: bool, base: str = "") -> str:
     return f"{tile}[{at}({index}) / 4u][({index}) % 4u]" if lds4 else f"{tile}[{at}{index}]"
 
 
+NUM_WORKGROUPS = ", @builtin(num_workgroups) nwg: vec3<u32>"   # the entry parameter tile_origin reads
+
+
+def tile_origin(bm: int, bn: int, group: int) -> str:
+    """WGSL for `m0`, `n0`: the first row and column of this workgroup's output tile. `group` > 0: tiles
+    in launch order (x fastest) walk `group` tile rows down before the next column, so the workgroups
+    resident together read a few panels of both operands instead of all of B (reuse in L2); needs the
+    entry point's `nwg` (num_workgroups)."""
+    if group <= 0:
+        return f"  let m0 = wid.y * {bm}u; let n0 = wid.x * {bn}u;"
+    return f"""  let pid = wid.y * nwg.x + wid.x;
+  let row0 = (pid / ({group}u * nwg.x)) * {group}u;
+  let rows = min(nwg.y - row0, {group}u);
+  let q = pid % ({group}u * nwg.x);
+  let m0 = (row0 + q % rows) * {bm}u; let n0 = (q / rows) * {bn}u;"""
+
+
 def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mode: str,
-                 b_mode: str, lds4: bool = False, splits: int = 1, double: bool = False) -> str:
+                 b_mode: str, lds4: bool = False, splits: int = 1, double: bool = False,
+                 group: int = 0) -> str:
     """Register-tiled SIMT matmul: a (bm × bn) output tile per workgroup, (tm × tn) per invocation at
     rows ty + i * TY and cols tx + j * TX (conflict-free workgroup reads, coalesced stores). `lds4`:
     each invocation owns groups of 4 adjacent rows and columns (rows g·4·TY + 4·ty + i), so it reads
@@ -222,7 +240,7 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
     pass: workgroup z = slice * batches + batch sums K slice [slice·P.sk.x, +P.sk.x) of its tile and
     stores the raw f32 sums to the scratch W (`combine_source` finishes them). `double`: two K-tile
     buffers; the next tile's global loads are issued before this one is multiplied and stored after
-    it, one barrier per K tile."""
+    it, one barrier per K tile. `group`: the launch order of the tiles (tile_origin)."""
     t = e.dtype
     tx, ty = bn // tn, bm // tm
     threads = tx * ty
@@ -287,9 +305,9 @@ var<workgroup> As: array<{lds_t}, {copies * a_words}>;
 var<workgroup> Bs: array<{lds_t}, {copies * b_words}>;
 @compute @workgroup_size({tx}, {ty})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,
-        @builtin(local_invocation_index) li: u32) {{
+        @builtin(local_invocation_index) li: u32{NUM_WORKGROUPS if group else ""}) {{
 {ks}
-  let m0 = wid.y * {bm}u; let n0 = wid.x * {bn}u;
+{tile_origin(bm, bn, group)}
 {accs}
 {k_loop}
 {stores}
@@ -420,6 +438,7 @@ class SgmatTile:
     sg_size: int
     pad: int = SGMAT_ROW_PAD
     b_cols: bool = False   # the B tile stored column by column ([n][k]), read as column-major matrices
+    group: int = 0         # launch order of the tiles (tile_origin)
 
     @property
     def threads(self) -> int:
@@ -460,7 +479,7 @@ class SgmatTile:
 
 
 def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, sg_size: int,
-                 vec_a: str = "", vec_b: str = "", pad: int = SGMAT_ROW_PAD) -> str:
+                 vec_a: str = "", vec_b: str = "", pad: int = SGMAT_ROW_PAD, group: int = 0) -> str:
     """Tensor-core matmul (f16 operands, f32 results, 16×16×16 subgroup matrices) of two dense operands:
     see sgmat_main for the tile.
 
@@ -468,7 +487,7 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
     contiguous axis (the operand is then bound as array<vec4<u32>>, one 16-byte load each); "" stages
     element by element."""
     # a K-contiguous B (a linear layer's [N, K] weight) is stored by columns: 16-byte runs stay runs
-    g = SgmatTile(sg_m, sg_n, fm, fn, bk, sg_size, pad, b_cols=vec_b == "rows")
+    g = SgmatTile(sg_m, sg_n, fm, fn, bk, sg_size, pad, b_cols=vec_b == "rows", group=group)
     lds = []
     for rows, cols, src, lay, r0, rdim, c0, cdim, store, vec in (
             (g.bm, bk, "A", "a", "m0", "M", "t", "K", g.a_store, vec_a),
@@ -532,6 +551,7 @@ def sgmat_main(g: SgmatTile, staging: str) -> str:
         for j in range(fn):
             mma.append(f"      c{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, c{i}_{j});")
     outs = []
+    nwg = NUM_WORKGROUPS if g.group else ""
     per_lane = 256 // sg_size
     for i in range(fm):
         for j in range(fn):
@@ -547,10 +567,10 @@ var<workgroup> As: array<array<f16, {am * sa}>, {g.sg_m}>;
 var<workgroup> Bs: array<array<f16, {(bw if g.b_cols else bk) * sb}>, {g.sg_n}>;
 var<workgroup> Cs: array<array<f32, 256>, {g.sg_m * g.sg_n}>;
 @compute @workgroup_size({g.threads})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {{
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32{nwg}) {{
   let M = P.mnkb.x; let N = P.mnkb.y; let K = P.mnkb.z;
   let batch = wid.z;
-  let m0 = wid.y * {g.bm}u; let n0 = wid.x * {g.bn}u;
+{tile_origin(g.bm, g.bn, g.group)}
   let sg = li / {sg_size}u; let lane = li % {sg_size}u;
   let sm = sg / {g.sg_n}u; let sn = sg % {g.sg_n}u;
 {decl}
