@@ -3,8 +3,9 @@
 ops/launch_cache.py replays a plan (the dispatches of an eager call, with buffers named by slot: the
 call's argument buffers, then its new outputs). With the native path each plan holds an `EagerProgram`
 (a runtime/native.py program over those slots): a replay resolves the slots' buffer ids to Dawn handles
-and records every dispatch into the runtime's open encoder with one C++ call, which also reuses a slot
-bind group while its buffers repeat (the pool hands the same GPU buffer back to same-sized outputs).
+and records every dispatch into the runtime's open encoder with one C++ call, which keeps each dispatch's
+bind groups for its last few sets of slot buffers (a loop's outputs come back from the allocator in a
+short rotation of same-sized buffers, and making a bind group costs more than the rest of the replay).
 Work stays batched in the open command buffer until a sync point, as on the Python path.
 
 With the default `native`, ops/launch_cache.py also takes a call's plan key and allocates a replay's
