@@ -332,8 +332,7 @@ void end_pass(PassState* s) {
 // before it records anything else into the encoder or finishes it. One device runtime per process.
 PassState g_eager;
 
-// Makes the slot bind group of a dispatch current for this call's slots: a cached one made for the same
-// slot buffers, else a new one, which replaces the least recently used when kBindGroupWays are held.
+// True when `key` holds exactly this call's (buffer, base) of each slot entry of `c`.
 bool same_slots(const Command& c, const std::vector<uintptr_t>& key, const uintptr_t* slots) {
   size_t k = 0;
   for (size_t e = 0; e < c.entries.size(); ++e) {
@@ -345,6 +344,8 @@ bool same_slots(const Command& c, const std::vector<uintptr_t>& key, const uintp
   return k == key.size();
 }
 
+// Makes the slot bind group of a dispatch current for this call's slots: a cached one made for the same
+// slot buffers, else a new one, which replaces the least recently used when kBindGroupWays are held.
 void bind_slots(Program* p, Command& c, const uintptr_t* slots) {
   const uint64_t call = ++c.calls;
   if (c.last < c.cached.size() && same_slots(c, c.cached[c.last].key, slots)) {   // a steady loop
