@@ -177,6 +177,7 @@ class SgmatSpec:
     bk: int = 32
     pad: int = wgsl.SGMAT_ROW_PAD   # f16 elements of padding per workgroup-tile row (bank conflicts)
     group: int = 0       # tiles launched `group` rows at a time down each column (matmul_wgsl.tile_origin)
+    direct: bool = False  # fragments loaded straight from the operands, no K tiles (sgmat_direct_source)
 
     @property
     def tile(self) -> tuple[int, int]:
@@ -185,6 +186,8 @@ class SgmatSpec:
 
     def workgroup_bytes(self, dtype: str) -> int:
         """Workgroup memory: f16 K tiles and one f32 16×16 scratch per subgroup."""
+        if self.direct:
+            return 4 * 256 * self.sg_m * self.sg_n
         return max(wgsl.SgmatTile(self.sg_m, self.sg_n, self.fm, self.fn, self.bk, 1, self.pad, by_cols)
                    .workgroup_bytes for by_cols in (False, True))   # B stored by rows or by columns
 
@@ -250,6 +253,11 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "sgmat.w2x4.f4x4.k32": SgmatSpec(2, 4, 4, 4),
     "sgmat.w4x2.f4x4.k32": SgmatSpec(4, 2, 4, 4),
     "sgmat.w2x2.f4x4.k32.g8": SgmatSpec(2, 2, 4, 4, group=8),   # grouped launch order, not yet timed
+    # no K tiles in workgroup memory (staging them stores f16 elements one at a time: 64 stores per
+    # invocation per 32 of K at w2x2.f4x4); whole tiles only (direct_fits); not yet timed
+    "sgmat.w2x2.f4x4.direct": SgmatSpec(2, 2, 4, 4, direct=True),
+    "sgmat.w4x2.f4x4.direct": SgmatSpec(4, 2, 4, 4, direct=True),
+    "sgmat.w2x2.f4x4.direct.g8": SgmatSpec(2, 2, 4, 4, group=8, direct=True),
 }
 # Split-K forms of the tiles that few-row f32 problems prefer (the H200's autotuner chose 32x64 for
 # ViT-B/16's 197-token matmuls: 84 workgroups for 132 SMs): "<tile>.s<splits>"
@@ -316,6 +324,14 @@ def _tiled_modes(p: MatmulProblem) -> tuple[str, str]:
     else:
         b = "sk" if p.b.row_stride == 1 and p.b.col_stride != 1 else "si"
     return a, b
+
+
+def direct_fits(p: MatmulProblem, spec: SgmatSpec) -> bool:
+    """Whether the no-staging tensor-core kernel runs `p`: whole workgroup tiles and 16-deep K steps (its
+    loads have no bounds), each operand contiguous along an axis with 16-byte aligned offsets and strides."""
+    bm, bn = spec.tile
+    return (p.m % bm == 0 and p.n % bn == 0 and p.k % 16 == 0
+            and bool(vec8_axis(p.a, p.m, p.k)) and bool(vec8_axis(p.b, p.k, p.n)))
 
 
 def vec8_axis(lay: Layout, rows: int, cols: int) -> str:
@@ -417,6 +433,8 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
         for name in first + [n for n in VARIANTS if n.startswith("sgmat") and n not in first]:
             spec = VARIANTS[name]
             threads = spec.sg_m * spec.sg_n * sg
+            if spec.direct and not direct_fits(p, spec):
+                continue
             if _fits(caps, threads, spec.workgroup_bytes(p.dtype)):
                 names.append(name)
     a_mode, b_mode = _tiled_modes(p)
@@ -559,8 +577,12 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
         sg = _sg_size(caps)
         assert sg is not None
         vec_a, vec_b = vec8_axis(p.a, p.m, p.k), vec8_axis(p.b, p.k, p.n)
-        src = wgsl.sgmat_source(epi, spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg, vec_a, vec_b,
-                                spec.pad, spec.group)
+        if spec.direct:
+            tile = wgsl.SgmatTile(spec.sg_m, spec.sg_n, spec.fm, spec.fn, 16, sg, group=spec.group)
+            src = wgsl.sgmat_direct_source(epi, tile, vec_a, vec_b)
+        else:
+            src = wgsl.sgmat_source(epi, spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg, vec_a, vec_b,
+                                    spec.pad, spec.group)
         bm, bn = spec.tile
         grid = (ceil_div(p.n, bn), ceil_div(p.m, bm), p.batch)
         wg = (spec.sg_m * spec.sg_n * sg, 1, 1)

@@ -534,7 +534,7 @@ def sgmat_main(g: SgmatTile, staging: str) -> str:
     Rows are padded by g.pad halves so the 16 rows a matrix load reads do not start in the same banks (a
     row of 32, 64 or 128 halves is a multiple of half the 128-byte bank cycle); on the H200 8 took f16
     4096^3 from 92 to 148 TFLOP/s (16 was slower than none)."""
-    fm, fn, bk, sg_size = g.fm, g.fn, g.bk, g.sg_size
+    fm, fn, bk = g.fm, g.fn, g.bk
     am, bw = fm * 16, fn * 16          # rows of A per subgroup row, columns of B per subgroup column
     sa, sb = bk + g.pad, (bk if g.b_cols else bw) + g.pad   # row strides of the A and B tiles
     decl = "\n".join(f"  var c{i}_{j} = subgroup_matrix_result<f32, 16, 16>();"
@@ -550,29 +550,10 @@ def sgmat_main(g: SgmatTile, staging: str) -> str:
     for i in range(fm):
         for j in range(fn):
             mma.append(f"      c{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, c{i}_{j});")
-    outs = []
-    nwg = NUM_WORKGROUPS if g.group else ""
-    per_lane = 256 // sg_size
-    for i in range(fm):
-        for j in range(fn):
-            outs.append(f"""  subgroupMatrixStore(&Cs[sg], 0u, c{i}_{j}, false, 16u);
-  workgroupBarrier();
-  for (var q = 0u; q < {per_lane}u; q++) {{
-    let x = lane + q * {sg_size}u;
-    finish(batch, m0 + sm * {am}u + {i * 16}u + x / 16u, n0 + sn * {bw}u + {j * 16}u + x % 16u, Cs[sg][x]);
-  }}
-  workgroupBarrier();""")
     return f"""
 var<workgroup> As: array<array<f16, {am * sa}>, {g.sg_m}>;
 var<workgroup> Bs: array<array<f16, {(bw if g.b_cols else bk) * sb}>, {g.sg_n}>;
-var<workgroup> Cs: array<array<f32, 256>, {g.sg_m * g.sg_n}>;
-@compute @workgroup_size({g.threads})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32{nwg}) {{
-  let M = P.mnkb.x; let N = P.mnkb.y; let K = P.mnkb.z;
-  let batch = wid.z;
-{tile_origin(g.bm, g.bn, g.group)}
-  let sg = li / {sg_size}u; let lane = li % {sg_size}u;
-  let sm = sg / {g.sg_n}u; let sn = sg % {g.sg_n}u;
+{_sgmat_entry(g)}
 {decl}
   for (var t = 0u; t < K; t += {bk}u) {{
 {staging}
@@ -582,7 +563,65 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }}
     workgroupBarrier();
   }}
-{chr(10).join(outs)}
+{_sgmat_stores(g)}
+}}
+"""
+
+
+def _sgmat_entry(g: SgmatTile) -> str:
+    """The results scratch and the entry point's head of a tensor-core matmul: tile origin (m0, n0),
+    subgroup `sg` at row `sm`, column `sn` of the workgroup's subgroups, and its `lane`."""
+    nwg = NUM_WORKGROUPS if g.group else ""
+    return f"""var<workgroup> Cs: array<array<f32, 256>, {g.sg_m * g.sg_n}>;
+@compute @workgroup_size({g.threads})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32{nwg}) {{
+  let M = P.mnkb.x; let N = P.mnkb.y; let K = P.mnkb.z;
+  let batch = wid.z;
+{tile_origin(g.bm, g.bn, g.group)}
+  let sg = li / {g.sg_size}u; let lane = li % {g.sg_size}u;
+  let sm = sg / {g.sg_n}u; let sn = sg % {g.sg_n}u;"""
+
+
+def _sgmat_stores(g: SgmatTile) -> str:
+    """Each result matrix c{i}_{j} through the subgroup's scratch into `finish` (the epilogue)."""
+    am, bw, per_lane = g.fm * 16, g.fn * 16, 256 // g.sg_size
+    return "\n".join(f"""  subgroupMatrixStore(&Cs[sg], 0u, c{i}_{j}, false, 16u);
+  workgroupBarrier();
+  for (var q = 0u; q < {per_lane}u; q++) {{
+    let x = lane + q * {g.sg_size}u;
+    finish(batch, m0 + sm * {am}u + {i * 16}u + x / 16u, n0 + sn * {bw}u + {j * 16}u + x % 16u, Cs[sg][x]);
+  }}
+  workgroupBarrier();""" for i in range(g.fm) for j in range(g.fn))
+
+
+def sgmat_direct_source(e: Epilogue, g: SgmatTile, a_axis: str, b_axis: str) -> str:
+    """Tensor-core matmul with no workgroup staging: each subgroup loads its fragments of A and B straight
+    from the storage buffers every 16 of K (the L1 and L2 caches serve what its neighbours read too), so
+    no thread stores f16 elements one by one into workgroup memory and no barrier waits per K tile.
+    `a_axis`/`b_axis`: the operand's contiguous axis (matmul.vec8_axis: "cols" row-major, "rows"
+    column-major). Only for M and N multiples of the workgroup tile and K of 16 (matmul.direct_fits)."""
+    fm, fn = g.fm, g.fn
+    am, bw = fm * 16, fn * 16
+    a_major, a_stride = ("true", "P.a.w") if a_axis == "rows" else ("false", "P.a.z")
+    b_major, b_stride = ("true", "P.b.w") if b_axis == "rows" else ("false", "P.b.z")
+    decl = "\n".join(f"  var c{i}_{j} = subgroup_matrix_result<f32, 16, 16>();"
+                     for i in range(fm) for j in range(fn))
+    mma = [f"    let a{i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&A, "
+           f"abase + {i * 16}u * P.a.z + k * P.a.w, {a_major}, {a_stride});" for i in range(fm)]
+    mma += [f"    let b{j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&B, "
+            f"bbase + k * P.b.z + {j * 16}u * P.b.w, {b_major}, {b_stride});" for j in range(fn)]
+    mma += [f"    c{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, c{i}_{j});"
+            for i in range(fm) for j in range(fn)]
+    head = header(e, "f16", "f16", ("chromium_experimental_subgroup_matrix",))
+    return SGMAT_DIAGNOSTICS + head + finish_fn(e) + f"""
+{_sgmat_entry(g)}
+{decl}
+  let abase = P.a.x + batch * P.a.y + (m0 + sm * {am}u) * P.a.z;
+  let bbase = P.b.x + batch * P.b.y + (n0 + sn * {bw}u) * P.b.w;
+  for (var k = 0u; k < K; k += 16u) {{
+{chr(10).join(mma)}
+  }}
+{_sgmat_stores(g)}
 }}
 """
 
