@@ -158,6 +158,31 @@ class Plan:
 
     def replay(self, tensors: list, ids: list) -> Any:
         """Allocate the outputs and record the planned dispatches on this call's buffers (extends `ids`)."""
+        rt = self.rt
+        program = self.native
+        if program is _UNSEEN:
+            program = self.native = self._native_program()
+        if (program is None or self.new_specs is None or native_eager.BLOCKERS[0] or rt.capture is not None
+                or rt._profiler is not None):
+            return self._replay_general(tensors, ids, program)
+        # The hot path: C++ allocates the outputs and scratch (taking back freed ids of their sizes unless a
+        # graph pins buffers: native_eager.may_recycle) and records the dispatches.
+        results: list = []
+        recycle = not rt.pool.pinned
+        _new_outputs(self.new_specs, results, ids, recycle)
+        scratch: list = []   # freed when this returns; the recorded commands keep the buffers until run
+        if self.temp_specs is not None:
+            _new_outputs(self.temp_specs, scratch, ids, recycle)
+        program.record(ids)
+        if self.result_type is None:
+            return results[0]
+        if self.result_type is _NONE:
+            return None
+        return self.result_type(results)
+
+    def _replay_general(self, tensors: list, ids: list, program: Any) -> Any:
+        """`replay` where some output is an argument or None, no native program exists, or a recording,
+        capture or profiler must see every dispatch."""
         results: list = []
         slots = ids  # argument buffers, then the new outputs' buffers
         rt = self.rt
@@ -191,9 +216,6 @@ class Plan:
         elif self.temporaries:
             scratch = [torch.empty(n, dtype=torch.uint8, device=_WEBGPU) for n in self.temporaries]
             slots += [t.data_ptr() >> 32 for t in scratch]
-        program = self.native
-        if program is _UNSEEN:
-            program = self.native = self._native_program()
         if (program is not None and not native_eager.BLOCKERS[0] and rt.capture is None
                 and rt._profiler is None):
             program.record(slots)
