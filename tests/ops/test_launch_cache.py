@@ -348,6 +348,23 @@ def test_replays_take_back_freed_buffers_of_their_size_without_the_runtime(webgp
     assert torch.webgpu.memory_allocated() == allocated
 
 
+def test_a_loop_with_scratch_and_scalars_takes_back_every_buffer_without_the_runtime(webgpu):
+    """A two-pass sum (a scratch buffer per call) and three 4-byte results per iteration: once warm, every
+    output and scratch buffer is a recycled id, none allocated through Python (an allocation's drain used
+    to hand all recycled ids back to the pool, so the loop kept allocating through it)."""
+    from torch_webgpu.runtime import get_runtime
+    pool = get_runtime().pool
+    a_cpu = torch.randn(1 << 18)
+    a, b = a_cpu.to(webgpu), torch.randn(64).to(webgpu)
+    for _ in range(4):
+        s = a.sum() + 0 * b[0]
+    last_id = pool.last_id
+    for _ in range(8):
+        s = a.sum() + 0 * b[0]
+    assert pool.last_id == last_id
+    torch.testing.assert_close(s.cpu(), a_cpu.sum(), rtol=1e-4, atol=1e-3)
+
+
 def _eager_bind_groups_created() -> int:
     """Bind groups the native programs of every launch plan have made so far."""
     return sum(plan.native.program.info()["bind_groups_created"] for table in launch_cache._tables
