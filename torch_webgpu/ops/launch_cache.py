@@ -174,11 +174,7 @@ class Plan:
         if self.temp_specs is not None:
             _new_outputs(self.temp_specs, scratch, ids, recycle)
         program.record(ids)
-        if self.result_type is None:
-            return results[0]
-        if self.result_type is _NONE:
-            return None
-        return self.result_type(results)
+        return results[0] if self.result_type is None else self._returned(results)
 
     def _replay_general(self, tensors: list, ids: list, program: Any) -> Any:
         """`replay` where some output is an argument or None, no native program exists, or a recording,
@@ -221,11 +217,11 @@ class Plan:
             program.record(slots)
         else:
             self._replay_python(slots)
-        if self.result_type is None:
-            return results[0]
-        if self.result_type is _NONE:
-            return None
-        return self.result_type(results)
+        return results[0] if self.result_type is None else self._returned(results)
+
+    def _returned(self, results: list) -> Any:
+        """What the call returned for a tuple, list or None result (`results`: its items)."""
+        return None if self.result_type is _NONE else self.result_type(results)
 
     def _native_program(self) -> Any:
         """The EagerProgram of the dispatches, or None where the native recorder is off or unavailable."""
