@@ -162,13 +162,11 @@ class Plan:
         program = self.native
         if program is _UNSEEN:
             program = self.native = self._native_program()
-        if (program is None or self.new_specs is None or native_eager.BLOCKERS[0] or rt.capture is not None
-                or rt._profiler is not None):
+        if program is None or self.new_specs is None or not native_eager.records_natively(rt):
             return self._replay_general(tensors, ids, program)
-        # The hot path: C++ allocates the outputs and scratch (taking back freed ids of their sizes unless a
-        # graph pins buffers: native_eager.may_recycle) and records the dispatches.
+        # The hot path: C++ allocates the outputs and scratch and records the dispatches.
         results: list = []
-        recycle = not rt.pool.pinned
+        recycle = native_eager.may_recycle(rt)
         _new_outputs(self.new_specs, results, ids, recycle)
         scratch: list = []   # freed when this returns; the recorded commands keep the buffers until run
         if self.temp_specs is not None:
@@ -212,8 +210,7 @@ class Plan:
         elif self.temporaries:
             scratch = [torch.empty(n, dtype=torch.uint8, device=_WEBGPU) for n in self.temporaries]
             slots += [t.data_ptr() >> 32 for t in scratch]
-        if (program is not None and not native_eager.BLOCKERS[0] and rt.capture is None
-                and rt._profiler is None):
+        if program is not None and native_eager.records_natively(rt):
             program.record(slots)
         else:
             self._replay_python(slots)

@@ -69,6 +69,12 @@ def python_forced() -> bool:
     return BLOCKERS[0] > 0
 
 
+def records_natively(rt: Runtime) -> bool:
+    """True when a replay may record its dispatches from C++: no `python_launches()` block, graph capture
+    or dispatch profiler must see each one go through runtime.dispatch."""
+    return not BLOCKERS[0] and rt.capture is None and rt._profiler is None
+
+
 def may_recycle(rt: Runtime) -> bool:
     """True when new outputs may be ids of freed storages of the same size that C++ hands back without the
     pool: not while a launch-plan recording or a graph capture tells buffers apart by id, nor while a
