@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from torch_webgpu.runtime import native_eager, tensor_outputs
-from torch_webgpu.runtime.native import HANDLES, buffer_handle
+from torch_webgpu.runtime.native import buffer_handle
 
 from .graph_outputs import graph_output
 
@@ -111,8 +111,7 @@ class FastCall:
             buf = live.get(ptr >> 32)
             if buf is None or offset % align:
                 return None   # no buffer (an empty tensor) or a misaligned view
-            h = HANDLES.get(buf.serial)
-            bound.append((buffer_handle(buf) if h is None else h, offset))
+            bound.append((buffer_handle(buf), offset))
         words: list[int] = []
         for slot in self._slots:
             words += bound[slot] if type(slot) is int else slot
@@ -144,9 +143,7 @@ class FastCall:
                 ids = [out.data_ptr() >> 32 for out in made]
             live = rt.pool._live
             for buf_id in ids:
-                buf = live[buf_id]
-                h = HANDLES.get(buf.serial)
-                words += (buffer_handle(buf) if h is None else h, 0)
+                words += (buffer_handle(live[buf_id]), 0)
             words += sources
             # Nothing to read back: C++ also submits, with whatever was recorded before.
             self._program.record(tuple(words), submit=True)
