@@ -187,7 +187,7 @@ class SgmatSpec:
     def workgroup_bytes(self, dtype: str) -> int:
         """Workgroup memory: f16 K tiles and one f32 16×16 scratch per subgroup."""
         if self.direct:
-            return 4 * 256 * self.sg_m * self.sg_n
+            return wgsl.SgmatTile(self.sg_m, self.sg_n, self.fm, self.fn, 16, 1).results_bytes
         return max(wgsl.SgmatTile(self.sg_m, self.sg_n, self.fm, self.fn, self.bk, 1, self.pad, by_cols)
                    .workgroup_bytes for by_cols in (False, True))   # B stored by rows or by columns
 

@@ -461,7 +461,12 @@ class SgmatTile:
         b_rows, b_row = (self.fn * 16, self.bk) if self.b_cols else (self.bk, self.fn * 16)
         a_tile = self.bm * (self.bk + self.pad)
         b_tile = self.sg_n * b_rows * (b_row + self.pad)
-        return 2 * (a_tile + b_tile) + 4 * 256 * self.sg_m * self.sg_n
+        return 2 * (a_tile + b_tile) + self.results_bytes
+
+    @property
+    def results_bytes(self) -> int:
+        """Workgroup memory of the results scratch: one f32 16×16 matrix per subgroup."""
+        return 4 * 256 * self.sg_m * self.sg_n
 
     @property
     def a_store(self) -> str:
@@ -537,8 +542,6 @@ def sgmat_main(g: SgmatTile, staging: str) -> str:
     fm, fn, bk = g.fm, g.fn, g.bk
     am, bw = fm * 16, fn * 16          # rows of A per subgroup row, columns of B per subgroup column
     sa, sb = bk + g.pad, (bk if g.b_cols else bw) + g.pad   # row strides of the A and B tiles
-    decl = "\n".join(f"  var c{i}_{j} = subgroup_matrix_result<f32, 16, 16>();"
-                     for i in range(fm) for j in range(fn))
     mma = []
     for i in range(fm):
         mma.append(f"      let a{i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&As[sm], "
@@ -554,7 +557,6 @@ def sgmat_main(g: SgmatTile, staging: str) -> str:
 var<workgroup> As: array<array<f16, {am * sa}>, {g.sg_m}>;
 var<workgroup> Bs: array<array<f16, {(bw if g.b_cols else bk) * sb}>, {g.sg_n}>;
 {_sgmat_entry(g)}
-{decl}
   for (var t = 0u; t < K; t += {bk}u) {{
 {staging}
     workgroupBarrier();
@@ -570,8 +572,11 @@ var<workgroup> Bs: array<array<f16, {(bw if g.b_cols else bk) * sb}>, {g.sg_n}>;
 
 def _sgmat_entry(g: SgmatTile) -> str:
     """The results scratch and the entry point's head of a tensor-core matmul: tile origin (m0, n0),
-    subgroup `sg` at row `sm`, column `sn` of the workgroup's subgroups, and its `lane`."""
+    subgroup `sg` at row `sm`, column `sn` of the workgroup's subgroups, its `lane`, and its zeroed result
+    matrices c{i}_{j}."""
     nwg = NUM_WORKGROUPS if g.group else ""
+    decl = "\n".join(f"  var c{i}_{j} = subgroup_matrix_result<f32, 16, 16>();"
+                     for i in range(g.fm) for j in range(g.fn))
     return f"""var<workgroup> Cs: array<array<f32, 256>, {g.sg_m * g.sg_n}>;
 @compute @workgroup_size({g.threads})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32{nwg}) {{
@@ -579,7 +584,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let batch = wid.z;
 {tile_origin(g.bm, g.bn, g.group)}
   let sg = li / {g.sg_size}u; let lane = li % {g.sg_size}u;
-  let sm = sg / {g.sg_n}u; let sn = sg % {g.sg_n}u;"""
+  let sm = sg / {g.sg_n}u; let sn = sg % {g.sg_n}u;
+{decl}"""
 
 
 def _sgmat_stores(g: SgmatTile) -> str:
@@ -604,8 +610,6 @@ def sgmat_direct_source(e: Epilogue, g: SgmatTile, a_axis: str, b_axis: str) -> 
     am, bw = fm * 16, fn * 16
     a_major, a_stride = ("true", "P.a.w") if a_axis == "rows" else ("false", "P.a.z")
     b_major, b_stride = ("true", "P.b.w") if b_axis == "rows" else ("false", "P.b.z")
-    decl = "\n".join(f"  var c{i}_{j} = subgroup_matrix_result<f32, 16, 16>();"
-                     for i in range(fm) for j in range(fn))
     mma = [f"    let a{i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&A, "
            f"abase + {i * 16}u * P.a.z + k * P.a.w, {a_major}, {a_stride});" for i in range(fm)]
     mma += [f"    let b{j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&B, "
@@ -615,7 +619,6 @@ def sgmat_direct_source(e: Epilogue, g: SgmatTile, a_axis: str, b_axis: str) -> 
     head = header(e, "f16", "f16", ("chromium_experimental_subgroup_matrix",))
     return SGMAT_DIAGNOSTICS + head + finish_fn(e) + f"""
 {_sgmat_entry(g)}
-{decl}
   let abase = P.a.x + batch * P.a.y + (m0 + sm * {am}u) * P.a.z;
   let bbase = P.b.x + batch * P.b.y + (n0 + sn * {bw}u) * P.b.w;
   for (var k = 0u; k < K; k += 16u) {{
