@@ -204,16 +204,6 @@ def test_subgroup_matrix_variant_source(caps):
     # subgroup, with the matrix builtins' workgroup-scope uniformity rule off
     multi = plan_matmul(p, tc, "sgmat.w4x2.f2x2.k32")
     assert multi.workgroup_size == (256, 1, 1) and multi.grid == (4, 2, 1)
-    # no K tiles: fragments straight from A and B (row-major A, B stored [N, K] here: column-major loads)
-    a, bb = operands(1, 256, 256, 256, "f16", tb=True)
-    direct = plan_matmul(problem(a, bb, "f16"), tc, "sgmat.w2x2.f4x4.direct")
-    assert "var<workgroup> As" not in direct.wgsl and direct.grid == (2, 2, 1)
-    assert "(&A, abase + 16u * P.a.z + k * P.a.w, false, P.a.z);" in direct.wgsl
-    assert "(&B, bbase + k * P.b.z + 48u * P.b.w, true, P.b.w);" in direct.wgsl
-    assert "var<storage, read> A: array<f16>;" in direct.wgsl
-    ragged = problem(*operands(1, 200, 256, 256, "f16"), "f16")   # M not a multiple of the tile
-    assert not any(".direct" in n for n in variants(ragged, tc))
-    assert "sgmat.w2x2.f4x4.direct" in names
     grouped = plan_matmul(p, tc, "sgmat.w2x2.f4x4.k32.g8")   # the grouped launch order of the tiles
     assert grouped.grid == (2, 2, 1) and "@builtin(num_workgroups) nwg" in grouped.wgsl
     assert "let m0 = (row0 + q % rows) * 128u;" in grouped.wgsl

@@ -177,7 +177,6 @@ class SgmatSpec:
     bk: int = 32
     pad: int = wgsl.SGMAT_ROW_PAD   # f16 elements of padding per workgroup-tile row (bank conflicts)
     group: int = 0       # tiles launched `group` rows at a time down each column (matmul_wgsl.tile_origin)
-    direct: bool = False  # fragments loaded straight from the operands, no K tiles (sgmat_direct_source)
 
     @property
     def tile(self) -> tuple[int, int]:
@@ -186,8 +185,6 @@ class SgmatSpec:
 
     def workgroup_bytes(self, dtype: str) -> int:
         """Workgroup memory: f16 K tiles and one f32 16×16 scratch per subgroup."""
-        if self.direct:
-            return wgsl.SgmatTile(self.sg_m, self.sg_n, self.fm, self.fn, 16, 1).results_bytes
         return max(wgsl.SgmatTile(self.sg_m, self.sg_n, self.fm, self.fn, self.bk, 1, self.pad, by_cols)
                    .workgroup_bytes for by_cols in (False, True))   # B stored by rows or by columns
 
@@ -216,8 +213,10 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     # unrolls them itself
     "tile128x128.r8x8.k8.l4.db": TiledSpec(128, 128, 8, 8, 8, True, double=True),
     "tile128x64.r8x4.k16.l4.db": TiledSpec(128, 64, 16, 8, 4, True, double=True),
-    # grouped launch order (".gN": N tile rows down each column before the next; not yet timed on a GPU,
-    # so after the candidates the autotuner times)
+    # grouped launch order (".gN": N tile rows down each column before the next). H200 f32 4096^3
+    # (benchmarks/results/h200-2026-12-04-probes2.md): 128x64.l4.g8 36.1 TFLOP/s against 35.9, within
+    # noise; other tile shapes and depths of the vec4-read tile (k8, k32, 64x128, 128x128.l4, 256x64,
+    # 4x8 per invocation) were all slower (27-32)
     "tile128x64.r8x4.k16.l4.g8": TiledSpec(128, 64, 16, 8, 4, True, group=8),
     "tile128x128.r8x8.k16.g8": TiledSpec(128, 128, 16, 8, 8, group=8),
     "gemv.k64n4.sg": GemvSpec(64, 4, True, True),
@@ -252,12 +251,7 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "sgmat.w4x4.f2x2.k32": SgmatSpec(4, 4, 2, 2),
     "sgmat.w2x4.f4x4.k32": SgmatSpec(2, 4, 4, 4),
     "sgmat.w4x2.f4x4.k32": SgmatSpec(4, 2, 4, 4),
-    "sgmat.w2x2.f4x4.k32.g8": SgmatSpec(2, 2, 4, 4, group=8),   # grouped launch order, not yet timed
-    # no K tiles in workgroup memory (staging them stores f16 elements one at a time: 64 stores per
-    # invocation per 32 of K at w2x2.f4x4); whole tiles only (direct_fits); not yet timed
-    "sgmat.w2x2.f4x4.direct": SgmatSpec(2, 2, 4, 4, direct=True),
-    "sgmat.w4x2.f4x4.direct": SgmatSpec(4, 2, 4, 4, direct=True),
-    "sgmat.w2x2.f4x4.direct.g8": SgmatSpec(2, 2, 4, 4, group=8, direct=True),
+    "sgmat.w2x2.f4x4.k32.g8": SgmatSpec(2, 2, 4, 4, group=8),   # grouped launch order of the tiles
 }
 # Split-K forms of the tiles that few-row f32 problems prefer (the H200's autotuner chose 32x64 for
 # ViT-B/16's 197-token matmuls: 84 workgroups for 132 SMs): "<tile>.s<splits>"
@@ -277,9 +271,12 @@ COMBINE_THREADS = 256
 # w2x2.f2x2.k64 25.4. Register prefetch of the next K tile was slower (register pressure), single-subgroup
 # 4x2/4x4 fragment tiles 3-5x slower. 64-deep K tiles (half the barriers per K) were slower still
 # (benchmarks/results/h200-2026-12-04-sgmat-k64.json: w2x2.f4x4.k64 34 TFLOP/s against 149 for k32,
-# w4x2.f2x2.k64 83 against 93).
-SGMAT_LARGE = ["sgmat.w2x2.f4x4.k32", "sgmat.w4x2.f4x4.k32", "sgmat.w2x4.f4x4.k32", "sgmat.w2x2.f2x4.k32",
-               "sgmat.w2x2.f4x2.k32", "sgmat.w4x2.f2x2.k32"]
+# w4x2.f2x2.k64 83 against 93). benchmarks/results/h200-2026-12-04-probes2.md: the grouped launch order
+# w2x2.f4x4.k32.g8 149-155 against 147-150 in five probes (first now); no K tiles (fragments from the
+# operands) 72; K tiles staged by subgroup-matrix loads and stores 54-65; skewed staging stores 60 (the
+# driver vectorises the unskewed ones); B fragments loaded one at a time 148 (unchanged).
+SGMAT_LARGE = ["sgmat.w2x2.f4x4.k32.g8", "sgmat.w2x2.f4x4.k32", "sgmat.w4x2.f4x4.k32", "sgmat.w2x4.f4x4.k32",
+               "sgmat.w2x2.f2x4.k32", "sgmat.w2x2.f4x2.k32"]
 SGMAT_SKINNY = ["sgmat.w1x1.f2x2.k32", "sgmat.w2x2.f2x2.k64", "sgmat.w2x2.f2x2.k32", "sgmat.w4x2.f2x2.k32",
                 "sgmat.w2x2.f4x2.k32", "sgmat.w2x2.f2x4.k32"]
 
@@ -324,14 +321,6 @@ def _tiled_modes(p: MatmulProblem) -> tuple[str, str]:
     else:
         b = "sk" if p.b.row_stride == 1 and p.b.col_stride != 1 else "si"
     return a, b
-
-
-def direct_fits(p: MatmulProblem, spec: SgmatSpec) -> bool:
-    """Whether the no-staging tensor-core kernel runs `p`: whole workgroup tiles and 16-deep K steps (its
-    loads have no bounds), each operand contiguous along an axis with 16-byte aligned offsets and strides."""
-    bm, bn = spec.tile
-    return (p.m % bm == 0 and p.n % bn == 0 and p.k % 16 == 0
-            and bool(vec8_axis(p.a, p.m, p.k)) and bool(vec8_axis(p.b, p.k, p.n)))
 
 
 def vec8_axis(lay: Layout, rows: int, cols: int) -> str:
@@ -433,8 +422,6 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
         for name in first + [n for n in VARIANTS if n.startswith("sgmat") and n not in first]:
             spec = VARIANTS[name]
             threads = spec.sg_m * spec.sg_n * sg
-            if spec.direct and not direct_fits(p, spec):
-                continue
             if _fits(caps, threads, spec.workgroup_bytes(p.dtype)):
                 names.append(name)
     a_mode, b_mode = _tiled_modes(p)
@@ -577,12 +564,8 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
         sg = _sg_size(caps)
         assert sg is not None
         vec_a, vec_b = vec8_axis(p.a, p.m, p.k), vec8_axis(p.b, p.k, p.n)
-        if spec.direct:
-            tile = wgsl.SgmatTile(spec.sg_m, spec.sg_n, spec.fm, spec.fn, 16, sg, group=spec.group)
-            src = wgsl.sgmat_direct_source(epi, tile, vec_a, vec_b)
-        else:
-            src = wgsl.sgmat_source(epi, spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg, vec_a, vec_b,
-                                    spec.pad, spec.group)
+        src = wgsl.sgmat_source(epi, spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg, vec_a, vec_b,
+                                spec.pad, spec.group)
         bm, bn = spec.tile
         grid = (ceil_div(p.n, bn), ceil_div(p.m, bm), p.batch)
         wg = (spec.sg_m * spec.sg_n * sg, 1, 1)

@@ -600,35 +600,6 @@ def _sgmat_stores(g: SgmatTile) -> str:
   workgroupBarrier();""" for i in range(g.fm) for j in range(g.fn))
 
 
-def sgmat_direct_source(e: Epilogue, g: SgmatTile, a_axis: str, b_axis: str) -> str:
-    """Tensor-core matmul with no workgroup staging: each subgroup loads its fragments of A and B straight
-    from the storage buffers every 16 of K (the L1 and L2 caches serve what its neighbours read too), so
-    no thread stores f16 elements one by one into workgroup memory and no barrier waits per K tile.
-    `a_axis`/`b_axis`: the operand's contiguous axis (matmul.vec8_axis: "cols" row-major, "rows"
-    column-major). Only for M and N multiples of the workgroup tile and K of 16 (matmul.direct_fits)."""
-    fm, fn = g.fm, g.fn
-    am, bw = fm * 16, fn * 16
-    a_major, a_stride = ("true", "P.a.w") if a_axis == "rows" else ("false", "P.a.z")
-    b_major, b_stride = ("true", "P.b.w") if b_axis == "rows" else ("false", "P.b.z")
-    mma = [f"    let a{i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&A, "
-           f"abase + {i * 16}u * P.a.z + k * P.a.w, {a_major}, {a_stride});" for i in range(fm)]
-    mma += [f"    let b{j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&B, "
-            f"bbase + k * P.b.z + {j * 16}u * P.b.w, {b_major}, {b_stride});" for j in range(fn)]
-    mma += [f"    c{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, c{i}_{j});"
-            for i in range(fm) for j in range(fn)]
-    head = header(e, "f16", "f16", ("chromium_experimental_subgroup_matrix",))
-    return SGMAT_DIAGNOSTICS + head + finish_fn(e) + f"""
-{_sgmat_entry(g)}
-  let abase = P.a.x + batch * P.a.y + (m0 + sm * {am}u) * P.a.z;
-  let bbase = P.b.x + batch * P.b.y + (n0 + sn * {bw}u) * P.b.w;
-  for (var k = 0u; k < K; k += 16u) {{
-{chr(10).join(mma)}
-  }}
-{_sgmat_stores(g)}
-}}
-"""
-
-
 def staging_vec8(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str,
                   store: str, along: str, threads: int) -> str:
     """WGSL staging of a rows x cols f16 tile in 8-element units along its contiguous axis ("cols":
