@@ -84,3 +84,13 @@ def test_a_full_reduction_is_checked_against_the_magnitudes_summed():
     x = (torch.randn(1 << 16) + 0.5).to(backend.device)
     assert time_figure(settings, backend, "micro", "sum", _Sum(), "sum", (x,)) is not None
     assert settings.failures == []
+
+
+def test_sync_spin_rows_per_setting():
+    """benchmarks.sync_spin times each spin setting of each case it is asked for (tiny MLP here)."""
+    from benchmarks import sync_spin
+
+    rows = sync_spin.run([0, 500], rounds=2, reps=2, bundles=None, only="^MLP$")
+    assert [(r["case"], r["backend"], r["spin_us"]) for r in rows] == [("MLP", "webgpu-eager", 0),
+                                                                       ("MLP", "webgpu-eager", 500)]
+    assert all(len(r["rounds"]) == 2 and r["ms_per_call"] > 0 for r in rows)

@@ -277,7 +277,7 @@ def test_submit_choice_reads_the_environment(monkeypatch):
 
 def test_sync_spin_reads_the_environment(monkeypatch):
     monkeypatch.delenv("TORCH_WEBGPU_SYNC_SPIN_US", raising=False)
-    assert nat.sync_spin_microseconds() == 1000
+    assert nat.sync_spin_microseconds() == 20000
     assert nat.sync_spin_microseconds(software=True) == 0
     monkeypatch.setenv("TORCH_WEBGPU_SYNC_SPIN_US", "250")
     assert nat.sync_spin_microseconds() == 250
