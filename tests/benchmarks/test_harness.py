@@ -94,3 +94,14 @@ def test_sync_spin_rows_per_setting():
     assert [(r["case"], r["backend"], r["spin_us"]) for r in rows] == [("MLP", "webgpu-eager", 0),
                                                                        ("MLP", "webgpu-eager", 500)]
     assert all(len(r["rounds"]) == 2 and r["ms_per_call"] > 0 for r in rows)
+
+
+def test_matmul_anatomy_times_each_part():
+    """benchmarks.matmul_anatomy's cut-down copies of a tiled f32 kernel all compile and run (lavapipe
+    has no subgroup matrices: the tensor-core variant is reported as not offered)."""
+    from benchmarks import matmul_anatomy
+
+    rows = matmul_anatomy.run(128, f16="sgmat.w2x2.f4x4.k32", f32="tile64x64.r4x4.k16.l4.v4", reps=1)
+    f32 = [r for r in rows if r["dtype"] == "f32"]
+    assert [r["part"] for r in f32] == ["full", "no staging", "no staging or barriers", "no multiplies"]
+    assert all(r["us"] > 0 and "error" not in r for r in f32)

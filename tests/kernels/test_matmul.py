@@ -204,6 +204,12 @@ def test_subgroup_matrix_variant_source(caps):
     # subgroup, with the matrix builtins' workgroup-scope uniformity rule off
     multi = plan_matmul(p, tc, "sgmat.w4x2.f2x2.k32")
     assert multi.workgroup_size == (256, 1, 1) and multi.grid == (4, 2, 1)
+    # pipelined: tile 0 staged before the K loop, the next tile's 16-byte loads (4 + 4 per invocation)
+    # before the multiplies and its stores after them
+    piped = plan_matmul(p, tc, "sgmat.w2x2.f4x4.k32.pl").wgsl
+    assert piped.count("vec4<u32>(0u);") == 16 and "let tn = t + 32u;" in piped
+    loop = piped[piped.index("for (var t = 0u;"):]
+    assert loop.index("wb3 = B[") < loop.index("subgroupMatrixMultiplyAccumulate") < loop.index("] = h.x;")
     grouped = plan_matmul(p, tc, "sgmat.w2x2.f4x4.k32.g8")   # the grouped launch order of the tiles
     assert grouped.grid == (2, 2, 1) and "@builtin(num_workgroups) nwg" in grouped.wgsl
     assert "let m0 = (row0 + q % rows) * 128u;" in grouped.wgsl
@@ -353,3 +359,47 @@ def test_split_k_needs_its_two_step_plan(caps):
         plan_matmul(p, caps, "tile32x64.r2x4.k32.s4.v4")
     one = plan_matmul_steps(p, caps, "tile32x64.r2x4.k32.v4")
     assert one.steps == (plan_matmul(p, caps, "tile32x64.r2x4.k32.v4"),) and one.scratch == {}
+
+
+@pytest.mark.parametrize("rows,cols,along,threads", [(128, 32, "cols", 128), (32, 128, "rows", 128),
+                                                      (64, 16, "rows", 96), (16, 64, "cols", 32)])
+def test_split_staging_keeps_every_element(rt, caps, rows, cols, along, threads):
+    """staging_vec8_split (the tensor-core kernels' batched staging: lavapipe has no subgroup matrices,
+    so the staging runs alone here) fills a padded f16 tile exactly as the matrix holds it, zeros past
+    the bounds, also when the units do not divide among the invocations (96)."""
+    from torch_webgpu.kernels.launch import PARAMS, KernelLaunch
+    from torch_webgpu.kernels.matmul_wgsl import staging_vec8_split
+
+    if not caps.shader_f16:
+        pytest.skip("no shader-f16")
+    pad = 8
+    lines, length = (rows, cols) if along == "cols" else (cols, rows)   # lines along the contiguous axis
+    stride = length + pad
+    store = f"T[r * {stride}u + c]" if along == "cols" else f"T[c * {stride}u + r]"
+    loads, stores = staging_vec8_split(rows, cols, "A", "a", "m0", f"{rows}u", "t", f"{cols - 8}u", store,
+                                       along, threads)
+    wgsl = f"""enable f16;
+struct Params {{ a: vec4<u32> }}
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<storage, read> A: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read_write> O: array<f16>;
+var<workgroup> T: array<f16, {lines * stride}>;
+@compute @workgroup_size({threads})
+fn main(@builtin(local_invocation_index) li: u32) {{
+  let batch = 0u; let m0 = 0u; let t = 0u;
+{loads}
+{stores}
+  workgroupBarrier();
+  for (var i = li; i < {lines * stride}u; i += {threads}u) {{ O[i] = T[i]; }}
+}}
+"""
+    x = torch.randn(rows, cols).half()
+    strides, data = ((cols, 1), x) if along == "cols" else ((1, rows), x.t().contiguous())
+    launch = KernelLaunch("staging", wgsl, (1, 1, 1), (threads, 1, 1), (PARAMS, "a", "out"),
+                          params=(0, 0, *strides), read_only=frozenset({1}))
+    got = run_launch(rt, launch, {"a": data.contiguous()},
+                     torch.full((lines * stride,), float("nan")).half())
+    got = got.reshape(lines, stride)[:, :length]
+    want = x.clone()
+    want[:, cols - 8:] = 0   # the units past the column bound: zeros
+    torch.testing.assert_close(got if along == "cols" else got.t(), want, rtol=0, atol=0)

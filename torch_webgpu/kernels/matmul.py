@@ -126,6 +126,7 @@ class TiledSpec:
     splits: int = 1      # split-K: K slices, each its own workgroup, summed by a combine pass
     double: bool = False  # two K-tile buffers: the next tile's loads overlap this one's FMAs
     group: int = 0       # tiles launched `group` rows at a time down each column (matmul_wgsl.tile_origin)
+    pipelined: bool = False  # next K tile fetched into registers during the FMAs (matmul_wgsl.tiled_source)
 
     @property
     def threads(self) -> int:
@@ -177,6 +178,7 @@ class SgmatSpec:
     bk: int = 32
     pad: int = wgsl.SGMAT_ROW_PAD   # f16 elements of padding per workgroup-tile row (bank conflicts)
     group: int = 0       # tiles launched `group` rows at a time down each column (matmul_wgsl.tile_origin)
+    pipelined: bool = False  # next K tile loaded during the multiplies (matmul_wgsl.sgmat_main's next_tile)
 
     @property
     def tile(self) -> tuple[int, int]:
@@ -219,6 +221,11 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     # 4x8 per invocation) were all slower (27-32)
     "tile128x64.r8x4.k16.l4.g8": TiledSpec(128, 64, 16, 8, 4, True, group=8),
     "tile128x128.r8x8.k16.g8": TiledSpec(128, 128, 16, 8, 8, group=8),
+    # the next K tile fetched into registers during the FMAs, one buffer (".pl"), not yet timed
+    "tile128x64.r8x4.k16.l4.pl": TiledSpec(128, 64, 16, 8, 4, True, pipelined=True),
+    "tile128x128.r8x8.k16.l4.pl": TiledSpec(128, 128, 16, 8, 8, True, pipelined=True),
+    "tile128x128.r8x8.k8.l4.pl": TiledSpec(128, 128, 8, 8, 8, True, pipelined=True),
+    "tile64x64.r4x4.k16.l4.pl": TiledSpec(64, 64, 16, 4, 4, True, pipelined=True),
     "gemv.k64n4.sg": GemvSpec(64, 4, True, True),
     "gemv.k64n4.wg": GemvSpec(64, 4, True),
     "gemv.k32n8.wg": GemvSpec(32, 8, True),
@@ -252,6 +259,15 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "sgmat.w2x4.f4x4.k32": SgmatSpec(2, 4, 4, 4),
     "sgmat.w4x2.f4x4.k32": SgmatSpec(4, 2, 4, 4),
     "sgmat.w2x2.f4x4.k32.g8": SgmatSpec(2, 2, 4, 4, group=8),   # grouped launch order of the tiles
+    # the next K tile loaded during the multiplies (".pl"), not yet timed
+    "sgmat.w2x2.f4x4.k32.pl": SgmatSpec(2, 2, 4, 4, pipelined=True),
+    "sgmat.w2x2.f4x4.k16.pl": SgmatSpec(2, 2, 4, 4, bk=16, pipelined=True),
+    "sgmat.w4x2.f2x4.k32.pl": SgmatSpec(4, 2, 2, 4, pipelined=True),
+    "sgmat.w2x4.f4x2.k32.pl": SgmatSpec(2, 4, 4, 2, pipelined=True),
+    "sgmat.w4x4.f2x2.k32.pl": SgmatSpec(4, 4, 2, 2, pipelined=True),
+    "sgmat.w2x2.f2x2.k32.pl": SgmatSpec(2, 2, 2, 2, pipelined=True),
+    "sgmat.w1x1.f2x2.k32.pl": SgmatSpec(1, 1, 2, 2, pipelined=True),
+    "sgmat.w2x2.f2x2.k64.pl": SgmatSpec(2, 2, 2, 2, bk=64, pipelined=True),
 }
 # Split-K forms of the tiles that few-row f32 problems prefer (the H200's autotuner chose 32x64 for
 # ViT-B/16's 197-token matmuls: 84 workgroups for 132 SMs): "<tile>.s<splits>"
@@ -540,7 +556,7 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
             a_mode = {"k": "sk", "i": "si"}.get(a_mode, a_mode)
             b_mode = {"k": "sk", "i": "si"}.get(b_mode, b_mode)
         src = wgsl.tiled_source(epi, spec.bm, spec.bn, spec.bk, spec.tm, spec.tn, a_mode, b_mode, spec.lds4,
-                                double=spec.double, group=spec.group)
+                                double=spec.double, group=spec.group, pipelined=spec.pipelined)
         grid = (ceil_div(p.n, spec.bn), ceil_div(p.m, spec.bm), p.batch)
         wg = (spec.bn // spec.tn, spec.bm // spec.tm, 1)
     elif isinstance(spec, GemvSpec) and spec.unroll:
@@ -565,7 +581,7 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
         assert sg is not None
         vec_a, vec_b = vec8_axis(p.a, p.m, p.k), vec8_axis(p.b, p.k, p.n)
         src = wgsl.sgmat_source(epi, spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg, vec_a, vec_b,
-                                spec.pad, spec.group)
+                                spec.pad, spec.group, spec.pipelined)
         bm, bn = spec.tile
         grid = (ceil_div(p.n, bn), ceil_div(p.m, bm), p.batch)
         wg = (spec.sg_m * spec.sg_n * sg, 1, 1)

@@ -232,7 +232,7 @@ def tile_origin(bm: int, bn: int, group: int) -> str:
 
 def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mode: str,
                  b_mode: str, lds4: bool = False, splits: int = 1, double: bool = False,
-                 group: int = 0) -> str:
+                 group: int = 0, pipelined: bool = False) -> str:
     """Register-tiled SIMT matmul: a (bm × bn) output tile per workgroup, (tm × tn) per invocation at
     rows ty + i * TY and cols tx + j * TX (conflict-free workgroup reads, coalesced stores). `lds4`:
     each invocation owns groups of 4 adjacent rows and columns (rows g·4·TY + 4·ty + i), so it reads
@@ -240,7 +240,9 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
     pass: workgroup z = slice * batches + batch sums K slice [slice·P.sk.x, +P.sk.x) of its tile and
     stores the raw f32 sums to the scratch W (`combine_source` finishes them). `double`: two K-tile
     buffers; the next tile's global loads are issued before this one is multiplied and stored after
-    it, one barrier per K tile. `group`: the launch order of the tiles (tile_origin)."""
+    it, one barrier per K tile. `group`: the launch order of the tiles (tile_origin). `pipelined`: one
+    buffer; each step fetches the next K tile into registers before this tile's FMAs and stores it after
+    them (_tile_fetch_stash), two barriers per K tile as in the plain loop."""
     t = e.dtype
     tx, ty = bn // tn, bm // tm
     threads = tx * ty
@@ -289,6 +291,8 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
     if double:
         k_loop = _double_buffered_k_loop(bm, bn, bk, a_mode, b_mode, threads, lds4, k_first, reads, fmas,
                                          a_words, b_words)
+    elif pipelined:
+        k_loop = _pipelined_k_loop(bm, bn, bk, a_mode, b_mode, threads, lds4, k_first, reads, fmas)
     else:
         k_loop = f"""  for (var t = {k_first}; t < K; t += {bk}u) {{
 {load_a}
@@ -313,6 +317,33 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
 {stores}
 }}
 """
+
+
+def _pipelined_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str, threads: int, lds4: bool,
+                      k_first: str, reads: str, fmas: str) -> str:
+    """The K loop of tiled_source's `pipelined` form: tile 0 staged before it; each step fetches the tile
+    at `tn` into registers, multiplies this one, and stores the fetched one after a barrier."""
+    def halves(k0: str) -> tuple[str, str]:
+        fa, sa = _tile_fetch_stash("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4, k0, "")
+        fb, sb = _tile_fetch_stash("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4, k0, "")
+        return fa + "\n" + fb, sa + "\n" + sb
+    fetch0, stash0 = halves(k_first)
+    fetch, stash = halves("tn")
+    return f"""  {{
+{fetch0}
+{stash0}
+  }}
+  for (var t = {k_first}; t < K; t += {bk}u) {{
+    workgroupBarrier();
+    let tn = t + {bk}u;
+{fetch}
+    for (var k = 0u; k < {bk}u; k++) {{
+{reads}
+{fmas}
+    }}
+    workgroupBarrier();
+{stash}
+  }}"""
 
 
 def _double_buffered_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str, threads: int,
@@ -484,25 +515,34 @@ class SgmatTile:
 
 
 def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, sg_size: int,
-                 vec_a: str = "", vec_b: str = "", pad: int = SGMAT_ROW_PAD, group: int = 0) -> str:
+                 vec_a: str = "", vec_b: str = "", pad: int = SGMAT_ROW_PAD, group: int = 0,
+                 pipelined: bool = False) -> str:
     """Tensor-core matmul (f16 operands, f32 results, 16×16×16 subgroup matrices) of two dense operands:
     see sgmat_main for the tile.
 
     `vec_a`/`vec_b`: "cols" or "rows" when that operand's tile is staged 8 f16 at a time along its
     contiguous axis (the operand is then bound as array<vec4<u32>>, one 16-byte load each); "" stages
-    element by element."""
+    element by element. `pipelined` (both operands staged 8 at a time): the next K tile's loads are
+    issued before this tile's multiplies and stored after them (sgmat_main's `next_tile`)."""
     # a K-contiguous B (a linear layer's [N, K] weight) is stored by columns: 16-byte runs stay runs
     g = SgmatTile(sg_m, sg_n, fm, fn, bk, sg_size, pad, b_cols=vec_b == "rows", group=group)
+    head = header(e, "vec4<u32>" if vec_a else e.dtype, "vec4<u32>" if vec_b else e.dtype,
+                  ("chromium_experimental_subgroup_matrix",))
+
+    def operands(k0: str):
+        return ((g.bm, bk, "A", "a", "m0", "M", k0, "K", g.a_store, vec_a),
+                (bk, g.bn, "B", "b", k0, "K", "n0", "N", g.b_store, vec_b))
+    if pipelined and vec_a and vec_b:
+        halves = [[staging_vec8_split(*o[:10], g.threads) for o in operands(k0)] for k0 in ("0u", "tn")]
+        first, nxt = ([h[0][i] + "\n" + h[1][i] for i in (0, 1)] for h in halves)
+        main = sgmat_main(g, f"  {{\n{first[0]}\n{first[1]}\n  }}", next_tile=(nxt[0], nxt[1]))
+        return SGMAT_DIAGNOSTICS + head + finish_fn(e) + main
     lds = []
-    for rows, cols, src, lay, r0, rdim, c0, cdim, store, vec in (
-            (g.bm, bk, "A", "a", "m0", "M", "t", "K", g.a_store, vec_a),
-            (bk, g.bn, "B", "b", "t", "K", "n0", "N", g.b_store, vec_b)):
+    for rows, cols, src, lay, r0, rdim, c0, cdim, store, vec in operands("t"):
         if vec:
             lds.append(staging_vec8(rows, cols, src, lay, r0, rdim, c0, cdim, store, vec, g.threads))
         else:
             lds.append(staging_scalar(rows, cols, src, lay, r0, rdim, c0, cdim, store, e.dtype, g.threads))
-    head = header(e, "vec4<u32>" if vec_a else e.dtype, "vec4<u32>" if vec_b else e.dtype,
-                  ("chromium_experimental_subgroup_matrix",))
     return SGMAT_DIAGNOSTICS + head + finish_fn(e) + sgmat_main(g, "\n".join(lds))
 
 
@@ -526,9 +566,12 @@ def staging_scalar(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str,
   }}"""
 
 
-def sgmat_main(g: SgmatTile, staging: str) -> str:
+def sgmat_main(g: SgmatTile, staging: str, next_tile: tuple[str, str] | None = None) -> str:
     """The workgroup arrays and entry point of a tensor-core matmul; `staging` fills the f16 tiles As and
-    Bs (through g.a_store / g.b_store) with the K tile at `t`.
+    Bs (through g.a_store / g.b_store) with the K tile at `t`. With `next_tile` = (loads, stores) of the
+    K tile at `tn` = t + bk, `staging` fills the first tile once before the K loop, and each step issues
+    the next tile's loads before its multiplies and stores them after (the global loads' latency hidden
+    behind the multiplies; past K the loads give zeros).
 
     Tint's uniformity analysis wants subgroup-matrix pointers and offsets workgroup-uniform; they only
     need to be uniform per subgroup, which a subgroup index `li / subgroup_size` is, so the
@@ -553,18 +596,30 @@ def sgmat_main(g: SgmatTile, staging: str) -> str:
     for i in range(fm):
         for j in range(fn):
             mma.append(f"      c{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, c{i}_{j});")
+    multiplies = f"""    for (var kk = 0u; kk < {bk}u; kk += 16u) {{
+{chr(10).join(mma)}
+    }}
+    workgroupBarrier();"""
+    if next_tile is None:
+        k_loop = f"""  for (var t = 0u; t < K; t += {bk}u) {{
+{staging}
+    workgroupBarrier();
+{multiplies}
+  }}"""
+    else:
+        k_loop = f"""{staging}
+  for (var t = 0u; t < K; t += {bk}u) {{
+    workgroupBarrier();
+    let tn = t + {bk}u;
+{next_tile[0]}
+{multiplies}
+{next_tile[1]}
+  }}"""
     return f"""
 var<workgroup> As: array<array<f16, {am * sa}>, {g.sg_m}>;
 var<workgroup> Bs: array<array<f16, {(bw if g.b_cols else bk) * sb}>, {g.sg_n}>;
 {_sgmat_entry(g)}
-  for (var t = 0u; t < K; t += {bk}u) {{
-{staging}
-    workgroupBarrier();
-    for (var kk = 0u; kk < {bk}u; kk += 16u) {{
-{chr(10).join(mma)}
-    }}
-    workgroupBarrier();
-  }}
+{k_loop}
 {_sgmat_stores(g)}
 }}
 """
@@ -629,6 +684,45 @@ def staging_vec8(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c
       }}
     }}
   }}"""
+
+
+def staging_vec8_split(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str,
+                       store: str, along: str, threads: int) -> tuple[str, str]:
+    """staging_vec8 in two halves, (loads, stores): every 16-byte load of this invocation's units into
+    its own register `w<lay><u>` first, then every store. In staging_vec8's loop each unit's stores wait
+    for its own load before the next load is issued: on the H200 staging alone took twice as long as the
+    whole f16 4096^3 kernel (benchmarks/results/h200-2026-12-04-anatomy.md)."""
+    units = rows * cols // 8
+    if along == "cols":
+        pos = f"let r = e / {cols // 8}u; let c = (e % {cols // 8}u) * 8u;"
+        lo, hi = ("r", "c + 2u * q"), ("r", "c + 2u * q + 1u")
+    else:
+        pos = f"let r = (e % {rows // 8}u) * 8u; let c = e / {rows // 8}u;"
+        lo, hi = ("r + 2u * q", "c"), ("r + 2u * q + 1u", "c")
+    loads, stores = [], []
+    for u in range(-(-units // threads)):
+        w = f"w{lay}{u}"
+        tail = (u + 1) * threads > units   # the last round of units that do not divide among the invocations
+        inside = f"e < {units}u && " if tail else ""
+        loads.append(f"""  var {w} = vec4<u32>(0u);
+  {{
+    let e = li + {u * threads}u;
+    {pos}
+    let gr = {r0} + r; let gc = {c0} + c;
+    if ({inside}gr < {rdim} && gc < {cdim}) {{
+      {w} = {src}[(P.{lay}.x + batch * P.{lay}.y + gr * P.{lay}.z + gc * P.{lay}.w) / 8u];
+    }}
+  }}""")
+        body = f"""    {pos}
+    for (var q = 0u; q < 4u; q++) {{
+      let h = bitcast<vec2<f16>>({w}[q]);
+      {tile_at(store, *lo)} = h.x;
+      {tile_at(store, *hi)} = h.y;
+    }}"""
+        if tail:
+            body = f"    if (e < {units}u) {{\n{body}\n    }}"
+        stores.append(f"  {{\n    let e = li + {u * threads}u;\n{body}\n  }}")
+    return "\n".join(loads), "\n".join(stores)
 
 
 def tile_at(store: str, r: str, c: str) -> str:

@@ -1,0 +1,141 @@
+"""Where a library matmul kernel's time goes: the kernel beside copies of it with one part taken out,
+timed on the raw runtime from GPU timestamps (the copies compute wrong results: timing only).
+
+`python -m benchmarks.matmul_anatomy [--size N] [--f16 VARIANTS] [--f32 VARIANTS] [--reps R] [--json FILE]`
+prints one JSON row per (dtype, part): microseconds and the TFLOP/s the full problem would have at that
+time. Parts of a tensor-core (sgmat) kernel: `full`; `no staging` (no global loads or stores into the K
+tiles: multiplies and fragment loads of whatever the tiles hold); `no staging or barriers` (that without
+any workgroupBarrier); `no multiplies` (staging and barriers
+only, the tiles kept alive by a read the compiler cannot rule out); `multiplies only` (fragments loaded
+once, before the K loop). Parts of a register-tiled f32 kernel: `full`, `no staging`, `no staging or
+barriers`, `no multiplies`. VARIANTS: comma-separated names of kernels/matmul.py's variants.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+
+import numpy as np
+
+from .matmul_library import _import_library, time_launches
+
+# an always-false branch the compiler cannot decide (M is a uniform): keeps the K tiles' stores alive,
+# and A and B bound (a part without the staging reads neither)
+_KEEP_TILES = ("  if (M == 123456789u) {{ O[li] = {cast}(As[{a}]) + {cast}(Bs[{b}]); "
+               "_ = A[0]; _ = B[0]; }}\n")
+
+
+def _drop_lines(src: str, pattern: str) -> str:
+    return "\n".join(line for line in src.splitlines() if not re.search(pattern, line)) + "\n"
+
+
+def _before_last_brace(src: str, text: str) -> str:
+    cut = src.rstrip().rfind("}")
+    return src[:cut] + text + src[cut:]
+
+
+def sgmat_parts(launch) -> dict[str, str]:
+    """The WGSL of each part of tensor-core kernel `launch` (see the module docstring)."""
+    src = launch.wgsl
+    fragments = r"subgroupMatrixLoad<subgroup_matrix_(left|right)"
+    loop = src.index("for (var t = ")
+    staged = src[loop:src.index("workgroupBarrier();", loop)]
+    no_staging = _before_last_brace(src.replace(staged[staged.index("\n") + 1:], ""),
+                                    "  if (M == 123456789u) { _ = A[0]; _ = B[0]; }\n")
+    hoisted = [line.replace("kk", "0u") for line in src.splitlines() if re.search(fragments, line)]
+    mma_only = _drop_lines(no_staging, fragments)
+    head = mma_only.index("  for (var t = ")
+    mma_only = mma_only[:head] + "\n".join(hoisted) + "\n" + mma_only[head:]
+    no_mma = _drop_lines(src, fragments + "|subgroupMatrixMultiplyAccumulate")
+    no_mma = _before_last_brace(no_mma, _KEEP_TILES.format(cast="f16", a="0][li", b="0][li"))
+    return {"full": src, "no staging": no_staging,
+            "no staging or barriers": _drop_lines(no_staging, "workgroupBarrier"),
+            "no multiplies": no_mma, "multiplies only": mma_only}
+
+
+def tiled_parts(launch) -> dict[str, str]:
+    """The WGSL of each part of register-tiled kernel `launch`."""
+    src = launch.wgsl
+    loop = src.index("  for (var t = ")
+    body = src.index("    workgroupBarrier();", loop)
+    no_staging = _before_last_brace(src[:src.index("\n", loop) + 1] + src[body:],
+                                    "  if (M == 123456789u) { _ = A[0]; _ = B[0]; }\n")
+    no_mma = _drop_lines(src, r"= fma\(|let [ab]\d+ = [AB]s\[")
+    elem = "f32" if "array<vec4<f32>," not in src else "vec4<f32>"
+    keep = (_KEEP_TILES.format(cast="f32", a="li", b="li") if elem == "f32"
+            else "  if (M == 123456789u) { O[li] = As[li].x + Bs[li].x; _ = A[0]; _ = B[0]; }\n")
+    return {"full": src, "no staging": no_staging,
+            "no staging or barriers": _drop_lines(no_staging, "workgroupBarrier"),
+            "no multiplies": _before_last_brace(no_mma, keep)}
+
+
+def run(size: int, f16: str, f32: str, reps: int) -> list[dict]:
+    """One row per (dtype, part)."""
+    runtime, kernels, mm = _import_library()
+    try:
+        from .backends import start_cuda
+    except ImportError:   # no torch
+        pass
+    else:
+        start_cuda()   # the H200 runs WebGPU work ~3x slower until the process has a CUDA context
+    rt = runtime.get_runtime()
+    caps = kernels.DeviceCaps.from_runtime(rt)
+    rows = []
+    wanted = [("f32", v) for v in f32.split(",") if v] + [("f16", v) for v in f16.split(",") if v]
+    for dtype, variant in wanted:
+        if dtype == "f16" and not caps.shader_f16:
+            continue
+        npt = np.float32 if dtype == "f32" else np.float16
+        ids = {}
+        for role in ("a", "b", "out"):
+            ids[role] = rt.allocate(size * size * np.dtype(npt).itemsize)
+        rt.upload(ids["a"], np.ones((size, size), npt))
+        rt.upload(ids["b"], np.ones((size, size), npt))
+        lay = mm.Layout(0, 0, size, 1)
+        p = mm.MatmulProblem(1, size, size, size, lay, lay, lay, dtype=dtype)
+        if variant not in mm.variants(p, caps):
+            rows.append({"dtype": dtype, "variant": variant, "error": "not offered on this device"})
+            print(json.dumps(rows[-1]), flush=True)
+            continue
+        launch = mm.plan_matmul(p, caps, variant)
+        parts = sgmat_parts(launch) if variant.startswith("sgmat") else tiled_parts(launch)
+        for part, src in parts.items():
+            row = {"dtype": dtype, "variant": variant, "part": part, "size": size}
+            try:
+                seconds = time_launches(rt, kernels, [(_with_wgsl(launch, src, part), ids)], reps)
+                row["us"] = round(seconds * 1e6, 1)
+                row["tflops_equivalent"] = round(2.0 * size ** 3 / seconds / 1e12, 2)
+            except Exception as exc:  # noqa: BLE001  (one part failing must not stop the others)
+                row["error"] = f"{type(exc).__name__}: {str(exc)[-1500:]}"
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+        for buf in ids.values():
+            rt.free(buf)
+    return rows
+
+
+def _with_wgsl(launch, src: str, part: str):
+    import dataclasses
+
+    return dataclasses.replace(launch, wgsl=src, name=f"{launch.name}.{part.replace(' ', '_')}")
+
+
+def main() -> None:
+    """Command line: print one JSON row per part and optionally write them all to --json."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", type=int, default=4096)
+    ap.add_argument("--f16", default="sgmat.w2x2.f4x4.k32")
+    ap.add_argument("--f32", default="tile128x64.r8x4.k16.l4.v4")
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    rows = run(args.size, args.f16, args.f32, args.reps)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
