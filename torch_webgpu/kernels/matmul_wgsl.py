@@ -655,33 +655,47 @@ def _sgmat_stores(g: SgmatTile) -> str:
   workgroupBarrier();""" for i in range(g.fm) for j in range(g.fn))
 
 
-def staging_vec8(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str,
-                  store: str, along: str, threads: int) -> str:
-    """WGSL staging of a rows x cols f16 tile in 8-element units along its contiguous axis ("cols":
-    stride 1 along columns, or "rows"), one 16-byte load each; a unit is wholly inside or outside the
-    matrix (the contiguous extent, offset and other strides are multiples of 8), outside ones are 0."""
-    units = rows * cols // 8
-    iters = -(-units // threads)
+def _vec8_unit(rows: int, cols: int, store: str, along: str, w: str) -> tuple[str, str]:
+    """(position, stores) of staging unit `e` of a rows x cols f16 tile: WGSL for its first element
+    (r, c), and the 8 stores of the loaded vec4<u32> `w` into the tile's lvalue `store`."""
     if along == "cols":
         pos = f"let r = e / {cols // 8}u; let c = (e % {cols // 8}u) * 8u;"
         lo, hi = ("r", "c + 2u * q"), ("r", "c + 2u * q + 1u")
     else:
         pos = f"let r = (e % {rows // 8}u) * 8u; let c = e / {rows // 8}u;"
         lo, hi = ("r + 2u * q", "c"), ("r + 2u * q + 1u", "c")
-    return f"""  for (var u = 0u; u < {iters}u; u++) {{
+    return pos, f"""for (var q = 0u; q < 4u; q++) {{
+        let h = bitcast<vec2<f16>>({w}[q]);
+        {tile_at(store, *lo)} = h.x;
+        {tile_at(store, *hi)} = h.y;
+      }}"""
+
+
+def _vec8_load(src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str, w: str,
+               inside: str = "") -> tuple[str, str]:
+    """(coordinates, load): WGSL for unit (r, c)'s matrix row and column `gr`, `gc`, and loading it into
+    `w` where it lies inside the rdim x cdim matrix (and `inside`)."""
+    return f"let gr = {r0} + r; let gc = {c0} + c;", f"""if ({inside}gr < {rdim} && gc < {cdim}) {{
+        {w} = {src}[(P.{lay}.x + batch * P.{lay}.y + gr * P.{lay}.z + gc * P.{lay}.w) / 8u];
+      }}"""
+
+
+def staging_vec8(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str,
+                  store: str, along: str, threads: int) -> str:
+    """WGSL staging of a rows x cols f16 tile in 8-element units along its contiguous axis ("cols":
+    stride 1 along columns, or "rows"), one 16-byte load each; a unit is wholly inside or outside the
+    matrix (the contiguous extent, offset and other strides are multiples of 8), outside ones are 0."""
+    units = rows * cols // 8
+    pos, stores = _vec8_unit(rows, cols, store, along, "w")
+    coords, load = _vec8_load(src, lay, r0, rdim, c0, cdim, "w")
+    return f"""  for (var u = 0u; u < {-(-units // threads)}u; u++) {{
     let e = li + u * {threads}u;
     if (e < {units}u) {{
       {pos}
-      let gr = {r0} + r; let gc = {c0} + c;
+      {coords}
       var w = vec4<u32>(0u);
-      if (gr < {rdim} && gc < {cdim}) {{
-        w = {src}[(P.{lay}.x + batch * P.{lay}.y + gr * P.{lay}.z + gc * P.{lay}.w) / 8u];
-      }}
-      for (var q = 0u; q < 4u; q++) {{
-        let h = bitcast<vec2<f16>>(w[q]);
-        {tile_at(store, *lo)} = h.x;
-        {tile_at(store, *hi)} = h.y;
-      }}
+      {load}
+      {stores}
     }}
   }}"""
 
@@ -693,32 +707,15 @@ def staging_vec8_split(rows: int, cols: int, src: str, lay: str, r0: str, rdim: 
     for its own load before the next load is issued: on the H200 staging alone took twice as long as the
     whole f16 4096^3 kernel (benchmarks/results/h200-2026-12-04-anatomy.md)."""
     units = rows * cols // 8
-    if along == "cols":
-        pos = f"let r = e / {cols // 8}u; let c = (e % {cols // 8}u) * 8u;"
-        lo, hi = ("r", "c + 2u * q"), ("r", "c + 2u * q + 1u")
-    else:
-        pos = f"let r = (e % {rows // 8}u) * 8u; let c = e / {rows // 8}u;"
-        lo, hi = ("r + 2u * q", "c"), ("r + 2u * q + 1u", "c")
     loads, stores = [], []
     for u in range(-(-units // threads)):
         w = f"w{lay}{u}"
+        pos, stash = _vec8_unit(rows, cols, store, along, w)
         tail = (u + 1) * threads > units   # the last round of units that do not divide among the invocations
-        inside = f"e < {units}u && " if tail else ""
-        loads.append(f"""  var {w} = vec4<u32>(0u);
-  {{
-    let e = li + {u * threads}u;
-    {pos}
-    let gr = {r0} + r; let gc = {c0} + c;
-    if ({inside}gr < {rdim} && gc < {cdim}) {{
-      {w} = {src}[(P.{lay}.x + batch * P.{lay}.y + gr * P.{lay}.z + gc * P.{lay}.w) / 8u];
-    }}
-  }}""")
-        body = f"""    {pos}
-    for (var q = 0u; q < 4u; q++) {{
-      let h = bitcast<vec2<f16>>({w}[q]);
-      {tile_at(store, *lo)} = h.x;
-      {tile_at(store, *hi)} = h.y;
-    }}"""
+        coords, load = _vec8_load(src, lay, r0, rdim, c0, cdim, w, f"e < {units}u && " if tail else "")
+        loads.append(f"  var {w} = vec4<u32>(0u);\n  {{\n    let e = li + {u * threads}u;\n      {pos}\n"
+                     f"      {coords}\n      {load}\n  }}")
+        body = f"      {pos}\n      {stash}"
         if tail:
             body = f"    if (e < {units}u) {{\n{body}\n    }}"
         stores.append(f"  {{\n    let e = li + {u * threads}u;\n{body}\n  }}")
