@@ -226,6 +226,8 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "tile128x128.r8x8.k16.l4.pl": TiledSpec(128, 128, 16, 8, 8, True, pipelined=True),
     "tile128x128.r8x8.k8.l4.pl": TiledSpec(128, 128, 8, 8, 8, True, pipelined=True),
     "tile64x64.r4x4.k16.l4.pl": TiledSpec(64, 64, 16, 4, 4, True, pipelined=True),
+    "tile128x64.r8x4.k8.l4.pl": TiledSpec(128, 64, 8, 8, 4, True, pipelined=True),
+    "tile128x128.r8x8.k16.pl": TiledSpec(128, 128, 16, 8, 8, pipelined=True),
     "gemv.k64n4.sg": GemvSpec(64, 4, True, True),
     "gemv.k64n4.wg": GemvSpec(64, 4, True),
     "gemv.k32n8.wg": GemvSpec(32, 8, True),
@@ -262,6 +264,10 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     # the next K tile loaded during the multiplies (".pl"), not yet timed
     "sgmat.w2x2.f4x4.k32.pl": SgmatSpec(2, 2, 4, 4, pipelined=True),
     "sgmat.w2x2.f4x4.k16.pl": SgmatSpec(2, 2, 4, 4, bk=16, pipelined=True),
+    # 256-row and 256-column tiles: a quarter less staging traffic per multiply than 128x128
+    "sgmat.w4x2.f4x4.k32.pl": SgmatSpec(4, 2, 4, 4, pipelined=True),
+    "sgmat.w2x4.f4x4.k32.pl": SgmatSpec(2, 4, 4, 4, pipelined=True),
+    "sgmat.w4x2.f4x4.k16.pl": SgmatSpec(4, 2, 4, 4, bk=16, pipelined=True),
     "sgmat.w4x2.f2x4.k32.pl": SgmatSpec(4, 2, 2, 4, pipelined=True),
     "sgmat.w2x4.f4x2.k32.pl": SgmatSpec(2, 4, 4, 2, pipelined=True),
     "sgmat.w4x4.f2x2.k32.pl": SgmatSpec(4, 4, 2, 2, pipelined=True),
