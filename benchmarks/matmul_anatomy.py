@@ -21,10 +21,12 @@ import numpy as np
 
 from .matmul_library import _import_library, time_launches
 
-# an always-false branch the compiler cannot decide (M is a uniform): keeps the K tiles' stores alive,
-# and A and B bound (a part without the staging reads neither)
-_KEEP_TILES = ("  if (M == 123456789u) {{ O[li] = {cast}(As[{a}]) + {cast}(Bs[{b}]); "
-               "_ = A[0]; _ = B[0]; }}\n")
+
+def _keep_alive(tiles: str = "") -> str:
+    """An always-false branch the compiler cannot decide (M is a uniform) that keeps A and B bound (a part
+    without the staging reads neither) and, with `tiles` (a read of the K tiles into O[li]), the stores
+    into the tiles alive."""
+    return f"  if (M == 123456789u) {{ {tiles + ' ' if tiles else ''}_ = A[0]; _ = B[0]; }}\n"
 
 
 def _drop_lines(src: str, pattern: str) -> str:
@@ -42,14 +44,13 @@ def sgmat_parts(launch) -> dict[str, str]:
     fragments = r"subgroupMatrixLoad<subgroup_matrix_(left|right)"
     loop = src.index("for (var t = ")
     staged = src[loop:src.index("workgroupBarrier();", loop)]
-    no_staging = _before_last_brace(src.replace(staged[staged.index("\n") + 1:], ""),
-                                    "  if (M == 123456789u) { _ = A[0]; _ = B[0]; }\n")
+    no_staging = _before_last_brace(src.replace(staged[staged.index("\n") + 1:], ""), _keep_alive())
     hoisted = [line.replace("kk", "0u") for line in src.splitlines() if re.search(fragments, line)]
     mma_only = _drop_lines(no_staging, fragments)
     head = mma_only.index("  for (var t = ")
     mma_only = mma_only[:head] + "\n".join(hoisted) + "\n" + mma_only[head:]
     no_mma = _drop_lines(src, fragments + "|subgroupMatrixMultiplyAccumulate")
-    no_mma = _before_last_brace(no_mma, _KEEP_TILES.format(cast="f16", a="0][li", b="0][li"))
+    no_mma = _before_last_brace(no_mma, _keep_alive("O[li] = f16(As[0][li]) + f16(Bs[0][li]);"))
     return {"full": src, "no staging": no_staging,
             "no staging or barriers": _drop_lines(no_staging, "workgroupBarrier"),
             "no multiplies": no_mma, "multiplies only": mma_only}
@@ -60,12 +61,10 @@ def tiled_parts(launch) -> dict[str, str]:
     src = launch.wgsl
     loop = src.index("  for (var t = ")
     body = src.index("    workgroupBarrier();", loop)
-    no_staging = _before_last_brace(src[:src.index("\n", loop) + 1] + src[body:],
-                                    "  if (M == 123456789u) { _ = A[0]; _ = B[0]; }\n")
+    no_staging = _before_last_brace(src[:src.index("\n", loop) + 1] + src[body:], _keep_alive())
     no_mma = _drop_lines(src, r"= fma\(|let [ab]\d+ = [AB]s\[")
-    elem = "f32" if "array<vec4<f32>," not in src else "vec4<f32>"
-    keep = (_KEEP_TILES.format(cast="f32", a="li", b="li") if elem == "f32"
-            else "  if (M == 123456789u) { O[li] = As[li].x + Bs[li].x; _ = A[0]; _ = B[0]; }\n")
+    x = ".x" if "array<vec4<f32>," in src else ""   # K tiles of vec4s (lds4) or of scalars
+    keep = _keep_alive(f"O[li] = As[li]{x} + Bs[li]{x};")
     return {"full": src, "no staging": no_staging,
             "no staging or barriers": _drop_lines(no_staging, "workgroupBarrier"),
             "no multiplies": _before_last_brace(no_mma, keep)}

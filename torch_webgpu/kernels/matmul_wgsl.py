@@ -533,9 +533,11 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
         return ((g.bm, bk, "A", "a", "m0", "M", k0, "K", g.a_store, vec_a),
                 (bk, g.bn, "B", "b", k0, "K", "n0", "N", g.b_store, vec_b))
     if pipelined and vec_a and vec_b:
-        halves = [[staging_vec8_split(*o[:10], g.threads) for o in operands(k0)] for k0 in ("0u", "tn")]
-        first, nxt = ([h[0][i] + "\n" + h[1][i] for i in (0, 1)] for h in halves)
-        main = sgmat_main(g, f"  {{\n{first[0]}\n{first[1]}\n  }}", next_tile=(nxt[0], nxt[1]))
+        def split(k0: str) -> tuple[str, str]:   # (loads, stores) of both tiles at K offset k0
+            (load_a, store_a), (load_b, store_b) = (staging_vec8_split(*o, g.threads) for o in operands(k0))
+            return load_a + "\n" + load_b, store_a + "\n" + store_b
+        loads, stores = split("0u")
+        main = sgmat_main(g, f"  {{\n{loads}\n{stores}\n  }}", next_tile=split("tn"))
         return SGMAT_DIAGNOSTICS + head + finish_fn(e) + main
     lds = []
     for rows, cols, src, lay, r0, rdim, c0, cdim, store, vec in operands("t"):
