@@ -7,8 +7,12 @@ time. Parts of a tensor-core (sgmat) kernel: `full`; `no staging` (no global loa
 tiles: multiplies and fragment loads of whatever the tiles hold); `no staging or barriers` (that without
 any workgroupBarrier); `no multiplies` (staging and barriers
 only, the tiles kept alive by a read the compiler cannot rule out); `multiplies only` (fragments loaded
-once, before the K loop). Parts of a register-tiled f32 kernel: `full`, `no staging`, `no staging or
-barriers`, `no multiplies`. VARIANTS: comma-separated names of kernels/matmul.py's variants.
+once, before the K loop); `global loads only` (no multiplies, the staging's loads folded into one value
+instead of stored into the K tiles); `tile stores only` (no multiplies, the staging's stores of values
+made from indices instead of loaded). Parts of a register-tiled f32 kernel: `full`, `no staging`, `no
+staging or barriers`, `no multiplies`, `global loads only`, `tile stores only`. Pipelined (`.plN`)
+kernels stage outside the loop's head: their `no staging` parts drop the staging's lines wherever they are
+(and have no `multiplies only`). VARIANTS: comma-separated names of kernels/matmul.py's variants.
 """
 
 from __future__ import annotations
@@ -38,6 +42,25 @@ def _before_last_brace(src: str, text: str) -> str:
     return src[:cut] + text + src[cut:]
 
 
+def _declare_keep(src: str, zero: str) -> str:
+    """`src` with `var keep` (what a loads-only part folds its loads into) declared at the entry's top."""
+    head = src.index("\n", src.index("  let M = P.mnkb.x;")) + 1
+    return src[:head] + f"  var keep = {zero};\n" + src[head:]
+
+
+def _loads_only(src: str, stash: str, fold: str, zero: str, out: str) -> str:
+    """`src` without its stores into the K tiles: each line matching `stash` (group 1: the register
+    stored) becomes `fold` of it into `keep`, which an always-false branch writes out as `out`."""
+    folded = "\n".join(re.sub(stash, fold, line) for line in src.splitlines()) + "\n"
+    return _before_last_brace(_declare_keep(folded, zero), _keep_alive(f"O[li] = {out};"))
+
+
+def _stores_only(src: str, load: str, fake: str, tiles: str) -> str:
+    """`src` without its global loads: each match of `load` becomes `fake` (a value of the invocation's
+    indices), the stores into the K tiles kept alive by `tiles`."""
+    return _before_last_brace(re.sub(load, fake, src), _keep_alive(tiles))
+
+
 def sgmat_parts(launch) -> dict[str, str]:
     """The WGSL of each part of tensor-core kernel `launch` (see the module docstring)."""
     src = launch.wgsl
@@ -51,9 +74,22 @@ def sgmat_parts(launch) -> dict[str, str]:
     mma_only = mma_only[:head] + "\n".join(hoisted) + "\n" + mma_only[head:]
     no_mma = _drop_lines(src, fragments + "|subgroupMatrixMultiplyAccumulate")
     no_mma = _before_last_brace(no_mma, _keep_alive("O[li] = f16(As[0][li]) + f16(Bs[0][li]);"))
-    return {"full": src, "no staging": no_staging,
-            "no staging or barriers": _drop_lines(no_staging, "workgroupBarrier"),
-            "no multiplies": no_mma, "multiplies only": mma_only}
+    no_mma_body = _drop_lines(src, fragments + "|subgroupMatrixMultiplyAccumulate")
+    loads = _loads_only(_drop_lines(no_mma_body, r"= h\.[xy];$"), r"let h = bitcast<vec2<f16>>\((.+)\);",
+                        r"keep ^= \1;", "0u", "f16(f32(keep))")
+    stores = _stores_only(no_mma_body, r"= [AB]\[\(.*\) / 8u\];", "= vec4<u32>(gr, gc, li, 7u);",
+                          "O[li] = f16(As[0][li]) + f16(Bs[0][li]);")
+    parts = {"full": src, "no staging": no_staging,
+             "no staging or barriers": _drop_lines(no_staging, "workgroupBarrier"),
+             "no multiplies": no_mma, "multiplies only": mma_only,
+             "global loads only": loads, "tile stores only": stores}
+    if "let tn = " in src:
+        # the pipelined forms stage before the loop and at its end: their staging lines taken out instead
+        parts.pop("multiplies only")
+        parts["no staging"] = _before_last_brace(
+            _drop_lines(src, r"= [AB]\[\(.*\) / 8u\];|= h\.[xy];$|let h = bitcast"), _keep_alive())
+        parts["no staging or barriers"] = _drop_lines(parts["no staging"], "workgroupBarrier")
+    return parts
 
 
 def tiled_parts(launch) -> dict[str, str]:
@@ -65,9 +101,18 @@ def tiled_parts(launch) -> dict[str, str]:
     no_mma = _drop_lines(src, r"= fma\(|let [ab]\d+ = [AB]s\[")
     x = ".x" if "array<vec4<f32>," in src else ""   # K tiles of vec4s (lds4) or of scalars
     keep = _keep_alive(f"O[li] = As[li]{x} + Bs[li]{x};")
-    return {"full": src, "no staging": no_staging,
-            "no staging or barriers": _drop_lines(no_staging, "workgroupBarrier"),
-            "no multiplies": _before_last_brace(no_mma, keep)}
+    loads = _loads_only(no_mma, r"^\s*[AB]s\[.*\] = (.+);$", r"    keep += \1;", "0.0", "keep")
+    stores = _stores_only(no_mma, r"= (vec4<f32>|f32)\([AB]\[.*\]\);", r"= \1(f32(li));",
+                          f"O[li] = As[li]{x} + Bs[li]{x};")
+    parts = {"full": src, "no staging": no_staging,
+             "no staging or barriers": _drop_lines(no_staging, "workgroupBarrier"),
+             "no multiplies": _before_last_brace(no_mma, keep),
+             "global loads only": loads, "tile stores only": stores}
+    if "let tn = " in src:   # pipelined: staged before the loop and at its end, those lines taken out
+        parts["no staging"] = _before_last_brace(
+            _drop_lines(src, r"= (vec4<f32>|f32)\([AB]\[|^\s*[AB]s\[.*\] = .+;$"), _keep_alive())
+        parts["no staging or barriers"] = _drop_lines(parts["no staging"], "workgroupBarrier")
+    return parts
 
 
 def run(size: int, f16: str, f32: str, reps: int) -> list[dict]:

@@ -126,7 +126,7 @@ class TiledSpec:
     splits: int = 1      # split-K: K slices, each its own workgroup, summed by a combine pass
     double: bool = False  # two K-tile buffers: the next tile's loads overlap this one's FMAs
     group: int = 0       # tiles launched `group` rows at a time down each column (matmul_wgsl.tile_origin)
-    pipelined: bool = False  # next K tile fetched into registers during the FMAs (matmul_wgsl.tiled_source)
+    pipelined: int = 0   # K tiles fetched into registers ahead, during the FMAs (matmul_wgsl.tiled_source)
 
     @property
     def threads(self) -> int:
@@ -178,7 +178,9 @@ class SgmatSpec:
     bk: int = 32
     pad: int = wgsl.SGMAT_ROW_PAD   # f16 elements of padding per workgroup-tile row (bank conflicts)
     group: int = 0       # tiles launched `group` rows at a time down each column (matmul_wgsl.tile_origin)
-    pipelined: bool = False  # next K tile loaded during the multiplies (matmul_wgsl.sgmat_main's next_tile)
+    pipelined: int = 0   # K tiles loaded ahead, during the multiplies (matmul_wgsl.sgmat_main's next_tiles)
+    rotate: bool = False   # staging stores rotated per invocation against bank conflicts (".rot")
+    double: bool = False   # two K-tile buffers, one barrier per K tile (".db")
 
     @property
     def tile(self) -> tuple[int, int]:
@@ -187,7 +189,8 @@ class SgmatSpec:
 
     def workgroup_bytes(self, dtype: str) -> int:
         """Workgroup memory: f16 K tiles and one f32 16×16 scratch per subgroup."""
-        return max(wgsl.SgmatTile(self.sg_m, self.sg_n, self.fm, self.fn, self.bk, 1, self.pad, by_cols)
+        return max(wgsl.SgmatTile(self.sg_m, self.sg_n, self.fm, self.fn, self.bk, 1, self.pad, by_cols,
+                                  buffers=2 if self.double else 1)
                    .workgroup_bytes for by_cols in (False, True))   # B stored by rows or by columns
 
 
@@ -228,6 +231,12 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "tile64x64.r4x4.k16.l4.pl": TiledSpec(64, 64, 16, 4, 4, True, pipelined=True),
     "tile128x64.r8x4.k8.l4.pl": TiledSpec(128, 64, 8, 8, 4, True, pipelined=True),
     "tile128x128.r8x8.k16.pl": TiledSpec(128, 128, 16, 8, 8, pipelined=True),
+    # two K tiles in flight (".pl2": two register sets, two steps per loop iteration), not yet timed
+    "tile128x128.r8x8.k8.l4.pl2": TiledSpec(128, 128, 8, 8, 8, True, pipelined=2),
+    "tile128x128.r8x8.k16.l4.pl2": TiledSpec(128, 128, 16, 8, 8, True, pipelined=2),
+    "tile128x64.r8x4.k16.l4.pl2": TiledSpec(128, 64, 16, 8, 4, True, pipelined=2),
+    "tile128x128.r8x8.k8.l4.pl.g8": TiledSpec(128, 128, 8, 8, 8, True, group=8, pipelined=True),
+    "tile128x128.r8x8.k8.l4.pl2.g8": TiledSpec(128, 128, 8, 8, 8, True, group=8, pipelined=2),
     "gemv.k64n4.sg": GemvSpec(64, 4, True, True),
     "gemv.k64n4.wg": GemvSpec(64, 4, True),
     "gemv.k32n8.wg": GemvSpec(32, 8, True),
@@ -274,6 +283,34 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "sgmat.w2x2.f2x2.k32.pl": SgmatSpec(2, 2, 2, 2, pipelined=True),
     "sgmat.w1x1.f2x2.k32.pl": SgmatSpec(1, 1, 2, 2, pipelined=True),
     "sgmat.w2x2.f2x2.k64.pl": SgmatSpec(2, 2, 2, 2, bk=64, pipelined=True),
+    # two K tiles in flight (".pl2"): staging alone ran at ~3 TB/s from L2, a tile per workgroup in flight
+    # (benchmarks/results/h200-2026-12-04-anatomy.md); not yet timed
+    "sgmat.w4x2.f4x4.k32.pl2": SgmatSpec(4, 2, 4, 4, pipelined=2),
+    "sgmat.w2x4.f4x4.k32.pl2": SgmatSpec(2, 4, 4, 4, pipelined=2),
+    "sgmat.w2x2.f4x4.k32.pl2": SgmatSpec(2, 2, 4, 4, pipelined=2),
+    "sgmat.w4x2.f4x4.k16.pl2": SgmatSpec(4, 2, 4, 4, bk=16, pipelined=2),
+    "sgmat.w4x2.f4x4.k16.pl3": SgmatSpec(4, 2, 4, 4, bk=16, pipelined=3),
+    "sgmat.w4x2.f4x4.k32.pl.g8": SgmatSpec(4, 2, 4, 4, group=8, pipelined=True),
+    "sgmat.w4x2.f4x4.k32.pl2.g8": SgmatSpec(4, 2, 4, 4, group=8, pipelined=2),
+    # staging stores rotated per invocation (".rot", matmul_wgsl.store_rotation), not yet timed
+    "sgmat.w4x2.f4x4.k32.pl.rot": SgmatSpec(4, 2, 4, 4, pipelined=True, rotate=True),
+    "sgmat.w4x2.f4x4.k32.pl2.g8.rot": SgmatSpec(4, 2, 4, 4, group=8, pipelined=2, rotate=True),
+    "sgmat.w4x2.f4x4.k32.pl.g8.rot": SgmatSpec(4, 2, 4, 4, group=8, pipelined=True, rotate=True),
+    "sgmat.w2x4.f4x4.k32.pl2.g8.rot": SgmatSpec(2, 4, 4, 4, group=8, pipelined=2, rotate=True),
+    "sgmat.w2x2.f4x4.k32.g8.rot": SgmatSpec(2, 2, 4, 4, group=8, rotate=True),
+    "sgmat.w2x2.f4x4.k32.pl.g8.rot": SgmatSpec(2, 2, 4, 4, group=8, pipelined=True, rotate=True),
+    "sgmat.w4x2.f4x4.k16.pl3.rot": SgmatSpec(4, 2, 4, 4, bk=16, pipelined=3, rotate=True),
+    "sgmat.w2x2.f4x4.k64.pl.g8.rot": SgmatSpec(2, 2, 4, 4, bk=64, group=8, pipelined=True, rotate=True),
+    "sgmat.w2x2.f2x2.k64.pl.rot": SgmatSpec(2, 2, 2, 2, bk=64, pipelined=True, rotate=True),
+    "sgmat.w2x2.f2x2.k32.pl.rot": SgmatSpec(2, 2, 2, 2, pipelined=True, rotate=True),
+    # two K-tile buffers, one barrier per tile (".db"), not yet timed
+    "sgmat.w2x2.f4x4.k32.db.g8.rot": SgmatSpec(2, 2, 4, 4, group=8, rotate=True, double=True),
+    "sgmat.w2x2.f4x4.k32.db.g8": SgmatSpec(2, 2, 4, 4, group=8, double=True),
+    "sgmat.w4x2.f2x4.k32.db.g8.rot": SgmatSpec(4, 2, 2, 4, group=8, rotate=True, double=True),
+    "sgmat.w4x2.f4x4.k16.db.g8.rot": SgmatSpec(4, 2, 4, 4, bk=16, group=8, rotate=True, double=True),
+    "sgmat.w2x4.f4x4.k16.db.g8.rot": SgmatSpec(2, 4, 4, 4, bk=16, group=8, rotate=True, double=True),
+    "sgmat.w4x2.f4x4.k16.db.g8": SgmatSpec(4, 2, 4, 4, bk=16, group=8, double=True),
+    "sgmat.w2x2.f2x2.k32.db.rot": SgmatSpec(2, 2, 2, 2, rotate=True, double=True),
 }
 # Split-K forms of the tiles that few-row f32 problems prefer (the H200's autotuner chose 32x64 for
 # ViT-B/16's 197-token matmuls: 84 workgroups for 132 SMs): "<tile>.s<splits>"
@@ -587,7 +624,7 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
         assert sg is not None
         vec_a, vec_b = vec8_axis(p.a, p.m, p.k), vec8_axis(p.b, p.k, p.n)
         src = wgsl.sgmat_source(epi, spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg, vec_a, vec_b,
-                                spec.pad, spec.group, spec.pipelined)
+                                spec.pad, spec.group, spec.pipelined, spec.rotate, spec.double)
         bm, bn = spec.tile
         grid = (ceil_div(p.n, bn), ceil_div(p.m, bm), p.batch)
         wg = (spec.sg_m * spec.sg_n * sg, 1, 1)

@@ -9,8 +9,11 @@ memory). Every variant accumulates in f32; `dtype` is only the storage type of t
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
+
+import numpy as np
 
 ACTIVATIONS = {
     None: "v",
@@ -165,17 +168,20 @@ def _tile_load(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, dim: st
 
 
 def _tile_fetch_stash(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, dim: str, mode: str,
-                      threads: int, i_is_row: bool, lds4: bool, k0: str, base: str) -> tuple[str, str]:
+                      threads: int, i_is_row: bool, lds4: bool, k0: str, base: str, tag: str = "",
+                      declare: bool = True) -> tuple[str, str]:
     """`_tile_load` in two halves, for double-buffered K tiles: `fetch` reads this invocation's share of
     the tile at K offset `k0` into registers (so the loads are in flight while the previous tile is
-    multiplied), `stash` writes them into the workgroup array `tile` from element `base` on."""
+    multiplied), `stash` writes them into the workgroup array `tile` from element `base` on. `tag` names
+    another register set; `declare` False assigns registers declared before (they outlive a step)."""
     si, sk = (f"P.{lay}.z", f"P.{lay}.w") if i_is_row else (f"P.{lay}.w", f"P.{lay}.z")
     origin = f"(P.{lay}.x + batch * P.{lay}.y)"
     vec = mode in ("k", "i")
     units = bi * bk // (4 if vec else 1)
     fetch, stash = [], []
+    var = "var " if declare else ""
     for u in range(-(-units // threads)):
-        r = f"{tile.lower()}{u}"
+        r = f"{tile.lower()}{tag}{u}"
         fetch.append(f"    let {r}e = li + {u * threads}u;")
         if mode in ("sk", "k"):
             kw = bk // 4 if vec else bk
@@ -192,13 +198,13 @@ def _tile_fetch_stash(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, 
         open_, close = (f"    if ({r}e < {units}u) {{", "    }") if last else ("", "")
         stash.append(open_)
         if not vec:
-            fetch += [f"    var {r} = 0.0;",
+            fetch += [f"    {var}{r} = 0.0;",
                       f"    if ({inside}) {{ {r} = f32({src}[{origin} + {r}gi * {si} + {r}gk * {sk}]); }}"]
             stash.append(f"    {_lds_at(tile, f'{r}k * {bi}u + {r}i', lds4, base)} = {r};")
         else:
             index = (f"({origin} + {r}gi * {si} + {r}gk) / 4u" if mode == "k"
                      else f"({origin} + {r}gi + {r}gk * {sk}) / 4u")
-            fetch += [f"    var {r} = vec4<f32>(0.0);",
+            fetch += [f"    {var}{r} = vec4<f32>(0.0);",
                       f"    if ({inside}) {{ {r} = vec4<f32>({src}[{index}]); }}"]
             for q in range(4):
                 dst = f"({r}k + {q}u) * {bi}u + {r}i" if mode == "k" else f"{r}k * {bi}u + {r}i + {q}u"
@@ -232,7 +238,7 @@ def tile_origin(bm: int, bn: int, group: int) -> str:
 
 def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mode: str,
                  b_mode: str, lds4: bool = False, splits: int = 1, double: bool = False,
-                 group: int = 0, pipelined: bool = False) -> str:
+                 group: int = 0, pipelined: int = 0) -> str:
     """Register-tiled SIMT matmul: a (bm × bn) output tile per workgroup, (tm × tn) per invocation at
     rows ty + i * TY and cols tx + j * TX (conflict-free workgroup reads, coalesced stores). `lds4`:
     each invocation owns groups of 4 adjacent rows and columns (rows g·4·TY + 4·ty + i), so it reads
@@ -240,9 +246,9 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
     pass: workgroup z = slice * batches + batch sums K slice [slice·P.sk.x, +P.sk.x) of its tile and
     stores the raw f32 sums to the scratch W (`combine_source` finishes them). `double`: two K-tile
     buffers; the next tile's global loads are issued before this one is multiplied and stored after
-    it, one barrier per K tile. `group`: the launch order of the tiles (tile_origin). `pipelined`: one
-    buffer; each step fetches the next K tile into registers before this tile's FMAs and stores it after
-    them (_tile_fetch_stash), two barriers per K tile as in the plain loop."""
+    it, one barrier per K tile. `group`: the launch order of the tiles (tile_origin). `pipelined` = D > 0: one
+    buffer; each step fetches the K tile D ahead into registers before this tile's FMAs and stores the
+    next one after them (_tile_fetch_stash), two barriers per K tile as in the plain loop."""
     t = e.dtype
     tx, ty = bn // tn, bm // tm
     threads = tx * ty
@@ -292,7 +298,8 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
         k_loop = _double_buffered_k_loop(bm, bn, bk, a_mode, b_mode, threads, lds4, k_first, reads, fmas,
                                          a_words, b_words)
     elif pipelined:
-        k_loop = _pipelined_k_loop(bm, bn, bk, a_mode, b_mode, threads, lds4, k_first, reads, fmas)
+        k_loop = _pipelined_k_loop(bm, bn, bk, a_mode, b_mode, threads, lds4, k_first, reads, fmas,
+                                   int(pipelined))
     else:
         k_loop = f"""  for (var t = {k_first}; t < K; t += {bk}u) {{
 {load_a}
@@ -320,16 +327,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
 
 
 def _pipelined_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str, threads: int, lds4: bool,
-                      k_first: str, reads: str, fmas: str) -> str:
+                      k_first: str, reads: str, fmas: str, depth: int = 1) -> str:
     """The K loop of tiled_source's `pipelined` form: tile 0 staged before it; each step fetches the tile
-    at `tn` into registers, multiplies this one, and stores the fetched one after a barrier."""
-    def halves(k0: str) -> tuple[str, str]:
-        fa, sa = _tile_fetch_stash("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4, k0, "")
-        fb, sb = _tile_fetch_stash("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4, k0, "")
+    `depth` ahead (at `tn`) into registers, multiplies this one, and stores the next one (fetched
+    `depth` - 1 steps before) after a barrier. With depth D > 1 a loop iteration is D steps, register set
+    s fetched in step s, and tiles 1 … D-1 are fetched before the loop."""
+    def halves(k0: str, tag: str = "", declare: bool = True) -> tuple[str, str]:
+        fa, sa = _tile_fetch_stash("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4, k0, "",
+                                   tag, declare)
+        fb, sb = _tile_fetch_stash("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4, k0, "",
+                                   tag, declare)
         return fa + "\n" + fb, sa + "\n" + sb
     fetch0, stash0 = halves(k_first)
-    fetch, stash = halves("tn")
-    return f"""  {{
+    multiply = f"""    for (var k = 0u; k < {bk}u; k++) {{
+{reads}
+{fmas}
+    }}
+    workgroupBarrier();"""
+    if depth == 1:
+        fetch, stash = halves("tn")
+        return f"""  {{
 {fetch0}
 {stash0}
   }}
@@ -337,12 +354,34 @@ def _pipelined_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str, threa
     workgroupBarrier();
     let tn = t + {bk}u;
 {fetch}
-    for (var k = 0u; k < {bk}u; k++) {{
-{reads}
-{fmas}
-    }}
-    workgroupBarrier();
+{multiply}
 {stash}
+  }}"""
+    tags = [f"s{d}" for d in range(depth)]
+    decls = "\n".join(ln for tag in tags for ln in halves(k_first, tag)[0].splitlines()
+                      if ln.lstrip().startswith("var "))
+    ahead = "\n".join(f"  {{\n{halves(f'{k_first} + {d * bk}u', tags[d], False)[0]}\n  }}"
+                      for d in range(1, depth))
+    # a set is stored a step after its fetch, in another block: its stores recompute the fetch's indices
+    sets = [(fetch, "\n".join(ln for ln in fetch.splitlines() if ln.lstrip().startswith("let ")
+                               and "gi = " not in ln) + "\n" + stash)
+            for fetch, stash in (halves("tn", tag, False) for tag in tags)]
+    steps = "\n".join(f"""    {f"if (t + {s * bk}u >= K) {{ break; }}" if s else ""}
+    {{
+    workgroupBarrier();
+    let tn = t + {(s + depth) * bk}u;
+{sets[s][0]}
+{multiply}
+{sets[(s + 1) % depth][1]}
+    }}""" for s in range(depth))
+    return f"""  {{
+{fetch0}
+{stash0}
+  }}
+{decls}
+{ahead}
+  for (var t = {k_first}; t < K; t += {depth * bk}u) {{
+{steps}
   }}"""
 
 
@@ -470,6 +509,8 @@ class SgmatTile:
     pad: int = SGMAT_ROW_PAD
     b_cols: bool = False   # the B tile stored column by column ([n][k]), read as column-major matrices
     group: int = 0         # launch order of the tiles (tile_origin)
+    rotate: bool = False   # staging stores rotated per invocation against bank conflicts (store_rotation)
+    buffers: int = 1       # K-tile buffers in workgroup memory (2: sgmat_source's `double`)
 
     @property
     def threads(self) -> int:
@@ -492,7 +533,7 @@ class SgmatTile:
         b_rows, b_row = (self.fn * 16, self.bk) if self.b_cols else (self.bk, self.fn * 16)
         a_tile = self.bm * (self.bk + self.pad)
         b_tile = self.sg_n * b_rows * (b_row + self.pad)
-        return 2 * (a_tile + b_tile) + self.results_bytes
+        return 2 * self.buffers * (a_tile + b_tile) + self.results_bytes
 
     @property
     def results_bytes(self) -> int:
@@ -502,47 +543,101 @@ class SgmatTile:
     @property
     def a_store(self) -> str:
         """The workgroup lvalue of A-tile element (r, c): one sub-array per subgroup row."""
+        return self.a_store_in("")
+
+    def a_store_in(self, buffer: str) -> str:
+        """a_store in K-tile buffer `buffer` (WGSL; "" the first): buffers are sg_m sub-arrays apart."""
         am = self.fm * 16
-        return f"As[r / {am}u][(r % {am}u) * {self.bk + self.pad}u + c]"
+        return f"As[{buffer_row(buffer, self.sg_m)}r / {am}u][(r % {am}u) * {self.bk + self.pad}u + c]"
+
+    def a_flat(self, r: int, c: int) -> int:
+        """The f16 offset of A-tile element (r, c) in As taken as one flat array (a_store's layout)."""
+        am, sa = self.fm * 16, self.bk + self.pad
+        return (r // am) * am * sa + (r % am) * sa + c
+
+    def b_flat(self, r: int, c: int) -> int:
+        """The f16 offset of B-tile element (r, c) in Bs taken as one flat array (b_store's layout)."""
+        bw = self.fn * 16
+        if self.b_cols:
+            return (c // bw) * bw * (self.bk + self.pad) + (c % bw) * (self.bk + self.pad) + r
+        return (c // bw) * self.bk * (bw + self.pad) + r * (bw + self.pad) + c % bw
 
     @property
     def b_store(self) -> str:
         """The workgroup lvalue of B-tile element (r, c): one sub-array per subgroup column."""
-        bw = self.fn * 16
+        return self.b_store_in("")
+
+    def b_store_in(self, buffer: str) -> str:
+        """b_store in K-tile buffer `buffer` (WGSL; "" the first): buffers are sg_n sub-arrays apart."""
+        bw, at = self.fn * 16, buffer_row(buffer, self.sg_n)
         if self.b_cols:
-            return f"Bs[c / {bw}u][(c % {bw}u) * {self.bk + self.pad}u + r]"
-        return f"Bs[c / {bw}u][r * {bw + self.pad}u + c % {bw}u]"
+            return f"Bs[{at}c / {bw}u][(c % {bw}u) * {self.bk + self.pad}u + r]"
+        return f"Bs[{at}c / {bw}u][r * {bw + self.pad}u + c % {bw}u]"
+
+
+def buffer_row(buffer: str, rows: int) -> str:
+    """The WGSL prefix of a sub-array index in K-tile buffer `buffer` of `rows` sub-arrays each."""
+    return f"{buffer} * {rows}u + " if buffer else ""
 
 
 def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, sg_size: int,
                  vec_a: str = "", vec_b: str = "", pad: int = SGMAT_ROW_PAD, group: int = 0,
-                 pipelined: bool = False) -> str:
+                 pipelined: int = 0, rotate: bool = False, double: bool = False) -> str:
     """Tensor-core matmul (f16 operands, f32 results, 16×16×16 subgroup matrices) of two dense operands:
     see sgmat_main for the tile.
 
     `vec_a`/`vec_b`: "cols" or "rows" when that operand's tile is staged 8 f16 at a time along its
     contiguous axis (the operand is then bound as array<vec4<u32>>, one 16-byte load each); "" stages
-    element by element. `pipelined` (both operands staged 8 at a time): the next K tile's loads are
-    issued before this tile's multiplies and stored after them (sgmat_main's `next_tile`)."""
+    element by element. `pipelined` = D > 0 (both operands staged 8 at a time): the loads of the K tile
+    D ahead are issued before this tile's multiplies, the next tile stored after them (sgmat_main's
+    `next_tiles`). `rotate`: the staging stores rotated per invocation (store_rotation): on the H200
+    the unrotated stores of 16-byte units hit 4 invocations per bank (f16 4096^3 w4x2.f4x4.k32.pl: the
+    stores alone 367 us of 775, benchmarks/results/h200-2026-12-04-anatomy2.md). `double` (both operands
+    staged 8 at a time): two K-tile buffers, the next tile's loads before this tile's multiplies and its
+    stores into the other buffer after them, one barrier per K tile (sgmat_main's `double`)."""
     # a K-contiguous B (a linear layer's [N, K] weight) is stored by columns: 16-byte runs stay runs
-    g = SgmatTile(sg_m, sg_n, fm, fn, bk, sg_size, pad, b_cols=vec_b == "rows", group=group)
+    double = double and bool(vec_a and vec_b)
+    g = SgmatTile(sg_m, sg_n, fm, fn, bk, sg_size, pad, b_cols=vec_b == "rows", group=group, rotate=rotate,
+                  buffers=2 if double else 1)
     head = header(e, "vec4<u32>" if vec_a else e.dtype, "vec4<u32>" if vec_b else e.dtype,
                   ("chromium_experimental_subgroup_matrix",))
 
-    def operands(k0: str):
-        return ((g.bm, bk, "A", "a", "m0", "M", k0, "K", g.a_store, vec_a),
-                (bk, g.bn, "B", "b", k0, "K", "n0", "N", g.b_store, vec_b))
-    if pipelined and vec_a and vec_b:
-        def split(k0: str) -> tuple[str, str]:   # (loads, stores) of both tiles at K offset k0
-            (load_a, store_a), (load_b, store_b) = (staging_vec8_split(*o, g.threads) for o in operands(k0))
-            return load_a + "\n" + load_b, store_a + "\n" + store_b
+    def operands(k0: str, buffer: str = ""):
+        return ((g.bm, bk, "A", "a", "m0", "M", k0, "K", g.a_store_in(buffer), vec_a),
+                (bk, g.bn, "B", "b", k0, "K", "n0", "N", g.b_store_in(buffer), vec_b))
+    # rotated stores where a unit's 8 halves are adjacent in workgroup memory too (not A transposed)
+    rotations = ((store_rotation(g.bm, bk, vec_a, g.threads, g.a_flat) if rotate and vec_a == "cols" else ""),
+                 (store_rotation(bk, g.bn, vec_b, g.threads, g.b_flat) if rotate and vec_b else ""))
+    def split(k0: str, tag: str = "", declare: bool = True, buffer: str = "") -> tuple[str, str]:
+        """(loads, stores) of both tiles at K offset k0 through register set `tag` into `buffer`."""
+        staged = zip(operands(k0, buffer), rotations, strict=True)
+        (load_a, store_a), (load_b, store_b) = (staging_vec8_split(*o, g.threads, tag, declare, rot)
+                                                for o, rot in staged)
+        return load_a + "\n" + load_b, store_a + "\n" + store_b
+    if double:
         loads, stores = split("0u")
-        main = sgmat_main(g, f"  {{\n{loads}\n{stores}\n  }}", next_tile=split("tn"))
+        main = sgmat_main(g, f"  {{\n{loads}\n{stores}\n  }}", [split("tn", buffer="(cur ^ 1u)")],
+                          double=True)
+        return SGMAT_DIAGNOSTICS + head + finish_fn(e) + main
+    if pipelined and vec_a and vec_b:
+        loads, stores = split("0u")
+        staging = f"  {{\n{loads}\n{stores}\n  }}"
+        if pipelined == 1:
+            return SGMAT_DIAGNOSTICS + head + finish_fn(e) + sgmat_main(g, staging, [split("tn")])
+        tags = [f"s{d}" for d in range(pipelined)]
+        # registers that live across loop steps: declared once, loaded with tiles 1 … depth-1 up front
+        for d, tag in enumerate(tags):
+            decl, _ = split("0u", tag)
+            staging += "\n" + "\n".join(ln for ln in decl.splitlines() if ln.lstrip().startswith("var "))
+            if d:
+                staging += "\n" + split(f"{d * bk}u", tag, declare=False)[0]
+        main = sgmat_main(g, staging, [split("tn", tag, declare=False) for tag in tags])
         return SGMAT_DIAGNOSTICS + head + finish_fn(e) + main
     lds = []
-    for rows, cols, src, lay, r0, rdim, c0, cdim, store, vec in operands("t"):
+    for operand, rot in zip(operands("t"), rotations, strict=True):
+        rows, cols, src, lay, r0, rdim, c0, cdim, store, vec = operand
         if vec:
-            lds.append(staging_vec8(rows, cols, src, lay, r0, rdim, c0, cdim, store, vec, g.threads))
+            lds.append(staging_vec8(rows, cols, src, lay, r0, rdim, c0, cdim, store, vec, g.threads, rot))
         else:
             lds.append(staging_scalar(rows, cols, src, lay, r0, rdim, c0, cdim, store, e.dtype, g.threads))
     return SGMAT_DIAGNOSTICS + head + finish_fn(e) + sgmat_main(g, "\n".join(lds))
@@ -568,12 +663,16 @@ def staging_scalar(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str,
   }}"""
 
 
-def sgmat_main(g: SgmatTile, staging: str, next_tile: tuple[str, str] | None = None) -> str:
+def sgmat_main(g: SgmatTile, staging: str, next_tiles: list[tuple[str, str]] | None = None,
+               double: bool = False) -> str:
     """The workgroup arrays and entry point of a tensor-core matmul; `staging` fills the f16 tiles As and
-    Bs (through g.a_store / g.b_store) with the K tile at `t`. With `next_tile` = (loads, stores) of the
-    K tile at `tn` = t + bk, `staging` fills the first tile once before the K loop, and each step issues
-    the next tile's loads before its multiplies and stores them after (the global loads' latency hidden
-    behind the multiplies; past K the loads give zeros).
+    Bs (through g.a_store / g.b_store) with the K tile at `t`. With `next_tiles`, one (loads, stores) per
+    register set, each loading the K tile at `tn`: `staging` fills the first tile once before the K loop
+    (and, for D > 1 sets, loads tiles 1 … D-1 into sets 1 … D-1); step s of the loop loads the tile D
+    ahead into set s before its multiplies and stores set s + 1 (the next tile) after them, so D tiles
+    of global loads are in flight behind the multiplies (past K the loads give zeros). `double` (one
+    set, g.buffers = 2): the multiplies read buffer `cur`, the next tile is stored into the other one
+    after them, and one barrier per K tile orders both.
 
     Tint's uniformity analysis wants subgroup-matrix pointers and offsets workgroup-uniform; they only
     need to be uniform per subgroup, which a subgroup index `li / subgroup_size` is, so the
@@ -588,38 +687,66 @@ def sgmat_main(g: SgmatTile, staging: str, next_tile: tuple[str, str] | None = N
     am, bw = fm * 16, fn * 16          # rows of A per subgroup row, columns of B per subgroup column
     sa, sb = bk + g.pad, (bk if g.b_cols else bw) + g.pad   # row strides of the A and B tiles
     mma = []
+    a_row, b_row = (buffer_row("cur", g.sg_m), buffer_row("cur", g.sg_n)) if double else ("", "")
     for i in range(fm):
-        mma.append(f"      let a{i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&As[sm], "
+        mma.append(f"      let a{i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&As[{a_row}sm], "
                    f"{i * 16 * sa}u + kk, false, {sa}u);")
     for j in range(fn):
         at = f"{j * 16 * sb}u + kk, true" if g.b_cols else f"kk * {sb}u + {j * 16}u, false"
-        mma.append(f"      let b{j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&Bs[sn], "
+        mma.append(f"      let b{j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&Bs[{b_row}sn], "
                    f"{at}, {sb}u);")
     for i in range(fm):
         for j in range(fn):
             mma.append(f"      c{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, c{i}_{j});")
-    multiplies = f"""    for (var kk = 0u; kk < {bk}u; kk += 16u) {{
+    product = f"""    for (var kk = 0u; kk < {bk}u; kk += 16u) {{
 {chr(10).join(mma)}
-    }}
-    workgroupBarrier();"""
-    if next_tile is None:
+    }}"""
+    multiplies = product + "\n    workgroupBarrier();"
+    if double:
+        assert next_tiles and len(next_tiles) == 1 and g.buffers == 2
+        k_loop = f"""{staging}
+  workgroupBarrier();
+  var cur = 0u;
+  for (var t = 0u; t < K; t += {bk}u) {{
+    let tn = t + {bk}u;
+{next_tiles[0][0]}
+{product}
+{next_tiles[0][1]}
+    workgroupBarrier();
+    cur ^= 1u;
+  }}"""
+    elif not next_tiles:
         k_loop = f"""  for (var t = 0u; t < K; t += {bk}u) {{
 {staging}
     workgroupBarrier();
 {multiplies}
   }}"""
-    else:
+    elif len(next_tiles) == 1:
         k_loop = f"""{staging}
   for (var t = 0u; t < K; t += {bk}u) {{
     workgroupBarrier();
     let tn = t + {bk}u;
-{next_tile[0]}
+{next_tiles[0][0]}
 {multiplies}
-{next_tile[1]}
+{next_tiles[0][1]}
+  }}"""
+    else:
+        depth = len(next_tiles)
+        steps = [f"""    {f"if (t + {s * bk}u >= K) {{ break; }}" if s else ""}
+    {{
+    workgroupBarrier();
+    let tn = t + {(s + depth) * bk}u;
+{next_tiles[s][0]}
+{multiplies}
+{next_tiles[(s + 1) % depth][1]}
+    }}""" for s in range(depth)]
+        k_loop = f"""{staging}
+  for (var t = 0u; t < K; t += {depth * bk}u) {{
+{chr(10).join(steps)}
   }}"""
     return f"""
-var<workgroup> As: array<array<f16, {am * sa}>, {g.sg_m}>;
-var<workgroup> Bs: array<array<f16, {(bw if g.b_cols else bk) * sb}>, {g.sg_n}>;
+var<workgroup> As: array<array<f16, {am * sa}>, {g.sg_m * g.buffers}>;
+var<workgroup> Bs: array<array<f16, {(bw if g.b_cols else bk) * sb}>, {g.sg_n * g.buffers}>;
 {_sgmat_entry(g)}
 {k_loop}
 {_sgmat_stores(g)}
@@ -657,20 +784,98 @@ def _sgmat_stores(g: SgmatTile) -> str:
   workgroupBarrier();""" for i in range(g.fm) for j in range(g.fn))
 
 
-def _vec8_unit(rows: int, cols: int, store: str, along: str, w: str) -> tuple[str, str]:
+def _vec8_unit(rows: int, cols: int, store: str, along: str, w: str,
+               rotation: str = "") -> tuple[str, str]:
     """(position, stores) of staging unit `e` of a rows x cols f16 tile: WGSL for its first element
-    (r, c), and the 8 stores of the loaded vec4<u32> `w` into the tile's lvalue `store`."""
+    (r, c), and the 8 stores of the loaded vec4<u32> `w` into the tile's lvalue `store`. `rotation` (a
+    WGSL u32 in 0…3 per invocation, store_rotation): the invocation's q-th pair of stores writes word
+    (q + rotation) % 4 of its unit, so that one store instruction's invocations spread over the banks
+    (the words are picked by selects, not by indexing `w`: a dynamically indexed vector goes to memory)."""
+    word = "((q + rot) & 3u)" if rotation else "q"
     if along == "cols":
         pos = f"let r = e / {cols // 8}u; let c = (e % {cols // 8}u) * 8u;"
-        lo, hi = ("r", "c + 2u * q"), ("r", "c + 2u * q + 1u")
+        lo, hi = ("r", f"c + 2u * {word}"), ("r", f"c + 2u * {word} + 1u")
     else:
         pos = f"let r = (e % {rows // 8}u) * 8u; let c = e / {rows // 8}u;"
-        lo, hi = ("r + 2u * q", "c"), ("r + 2u * q + 1u", "c")
-    return pos, f"""for (var q = 0u; q < 4u; q++) {{
-        let h = bitcast<vec2<f16>>({w}[q]);
-        {tile_at(store, *lo)} = h.x;
-        {tile_at(store, *hi)} = h.y;
+        lo, hi = (f"r + 2u * {word}", "c"), (f"r + 2u * {word} + 1u", "c")
+    src = w
+    head = ""
+    if rotation:
+        src = "wr"
+        head = (f"let rot = {rotation};\n        let wr = select(select({w}, {w}.yzwx, rot == 1u), "
+                f"select({w}.zwxy, {w}.wxyz, rot == 3u), rot >= 2u);\n        ")
+    return pos, f"""{head}for (var q = 0u; q < 4u; q++) {{
+        let h = bitcast<vec2<f16>>({src}[q]);
+        {unit_at(store, *lo)} = h.x;
+        {unit_at(store, *hi)} = h.y;
       }}"""
+
+
+def unit_at(store: str, r: str, c: str) -> str:
+    """tile_at for an element of the staging unit at (r, c) in a tile of sub-arrays (`X[sub][index]`): a
+    unit never straddles two sub-arrays, so the sub-array index takes the unit's own (r, c)."""
+    if "][" not in store:
+        return tile_at(store, r, c)
+    outer, inner = store.split("][", 1)
+    return tile_at(outer, "r", "c") + "][" + tile_at(inner, r, c)
+
+
+BANKS = 32          # 4-byte workgroup-memory banks (NVIDIA, AMD, Intel)
+BANK_WARP = 32      # invocations whose stores issue together (an NVIDIA warp)
+
+
+def unit_origin(e: int, rows: int, cols: int, along: str) -> tuple[int, int]:
+    """Element (r, c) that staging unit `e` of a rows x cols tile starts at (_vec8_unit's `pos`)."""
+    if along == "cols":
+        return e // (cols // 8), (e % (cols // 8)) * 8
+    return (e % (rows // 8)) * 8, e // (rows // 8)
+
+
+def store_cycles(words: np.ndarray, rotation: np.ndarray) -> int:
+    """Bank cycles of a tile's staging stores: `words` [round, invocation] is the first 4-byte word of each
+    unit (-1: none), `rotation` [invocation] its rotation; each of the 4 store pairs costs, per warp, the
+    most distinct words any bank gets."""
+    rounds, threads = words.shape
+    warp = np.arange(threads) // BANK_WARP
+    group = (np.arange(rounds)[:, None] * (warp[-1] + 1) + warp[None, :]) * BANKS
+    live = (words >= 0).ravel()
+    cycles = 0
+    for q in range(4):   # units are disjoint: the invocations of one store write distinct words
+        bank = (words + (q + rotation[None, :]) % 4) % BANKS
+        counts = np.bincount((group + bank).ravel()[live], minlength=rounds * (warp[-1] + 1) * BANKS)
+        cycles += int(counts.reshape(-1, BANKS).max(axis=1).sum())
+    return cycles
+
+
+@functools.cache
+def store_rotation(rows: int, cols: int, along: str, threads: int, flat) -> str:
+    """The WGSL rotation (0…3, from `li`) of a tile's staging stores with the fewest bank cycles
+    (store_cycles) on a model of 32 banks and 32-wide warps, among ((li >> p) * a + (li >> p2) * b) & 3;
+    `flat(r, c)` is the f16 offset of element (r, c) in the tile's workgroup array. "" where no rotation
+    beats none."""
+    units = rows * cols // 8
+    rounds = -(-units // threads)
+    li = np.arange(threads)
+    words = np.full((rounds, threads), -1)
+    for u in range(rounds):
+        for i in range(threads):
+            if u * threads + i < units:
+                words[u, i] = flat(*unit_origin(u * threads + i, rows, cols, along)) // 2
+    best, choice = store_cycles(words, np.zeros(threads, dtype=int)), ""
+    for p in range(6):
+        for a in range(1, 4):
+            for p2 in range(p + 1, 7):
+                for b in range(4):
+                    cycles = store_cycles(words, ((li >> p) * a + (li >> p2) * b) % 4)
+                    if cycles < best:
+                        best, choice = cycles, _rotation_wgsl(p, a, p2, b)
+    return choice
+
+
+def _rotation_wgsl(p: int, a: int, p2: int, b: int) -> str:
+    terms = [f"(li >> {q}u)" if q else "li" for q in (p, p2)]
+    terms = [t if k == 1 else f"{t} * {k}u" for t, k in zip(terms, (a, b), strict=True) if k]
+    return f"(({' + '.join(terms)}) & 3u)"
 
 
 def _vec8_load(src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str, w: str,
@@ -683,12 +888,12 @@ def _vec8_load(src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str, w: st
 
 
 def staging_vec8(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str,
-                  store: str, along: str, threads: int) -> str:
+                  store: str, along: str, threads: int, rotation: str = "") -> str:
     """WGSL staging of a rows x cols f16 tile in 8-element units along its contiguous axis ("cols":
     stride 1 along columns, or "rows"), one 16-byte load each; a unit is wholly inside or outside the
     matrix (the contiguous extent, offset and other strides are multiples of 8), outside ones are 0."""
     units = rows * cols // 8
-    pos, stores = _vec8_unit(rows, cols, store, along, "w")
+    pos, stores = _vec8_unit(rows, cols, store, along, "w", rotation)
     coords, load = _vec8_load(src, lay, r0, rdim, c0, cdim, "w")
     return f"""  for (var u = 0u; u < {-(-units // threads)}u; u++) {{
     let e = li + u * {threads}u;
@@ -703,19 +908,23 @@ def staging_vec8(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c
 
 
 def staging_vec8_split(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str,
-                       store: str, along: str, threads: int) -> tuple[str, str]:
+                       store: str, along: str, threads: int, tag: str = "",
+                       declare: bool = True, rotation: str = "") -> tuple[str, str]:
     """staging_vec8 in two halves, (loads, stores): every 16-byte load of this invocation's units into
     its own register `w<lay><u>` first, then every store. In staging_vec8's loop each unit's stores wait
     for its own load before the next load is issued: on the H200 staging alone took twice as long as the
-    whole f16 4096^3 kernel (benchmarks/results/h200-2026-12-04-anatomy.md)."""
+    whole f16 4096^3 kernel (benchmarks/results/h200-2026-12-04-anatomy.md). `tag` names a second set
+    of registers; `declare` False assigns registers declared elsewhere (staging_registers) so that they
+    outlive a loop step."""
     units = rows * cols // 8
     loads, stores = [], []
     for u in range(-(-units // threads)):
-        w = f"w{lay}{u}"
-        pos, stash = _vec8_unit(rows, cols, store, along, w)
+        w = f"w{lay}{tag}{u}"
+        pos, stash = _vec8_unit(rows, cols, store, along, w, rotation)
         tail = (u + 1) * threads > units   # the last round of units that do not divide among the invocations
         coords, load = _vec8_load(src, lay, r0, rdim, c0, cdim, w, f"e < {units}u && " if tail else "")
-        loads.append(f"  var {w} = vec4<u32>(0u);\n  {{\n    let e = li + {u * threads}u;\n      {pos}\n"
+        var = "var " if declare else ""
+        loads.append(f"  {var}{w} = vec4<u32>(0u);\n  {{\n    let e = li + {u * threads}u;\n      {pos}\n"
                      f"      {coords}\n      {load}\n  }}")
         body = f"      {pos}\n      {stash}"
         if tail:
