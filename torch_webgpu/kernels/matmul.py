@@ -224,14 +224,17 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     # 4x8 per invocation) were all slower (27-32)
     "tile128x64.r8x4.k16.l4.g8": TiledSpec(128, 64, 16, 8, 4, True, group=8),
     "tile128x128.r8x8.k16.g8": TiledSpec(128, 128, 16, 8, 8, group=8),
-    # the next K tile fetched into registers during the FMAs, one buffer (".pl"), not yet timed
+    # the next K tile fetched into registers during the FMAs, one buffer (".pl"). H200 f32 4096^3
+    # (benchmarks/results/h200-2026-12-04-pipelines.md): 128x128.k8.l4.pl 37.9 TFLOP/s in three probes
+    # (first for large problems), 128x128.k16.l4.pl 37.2, 128x64.l4.pl 34.5 against 35.9 unpipelined
     "tile128x64.r8x4.k16.l4.pl": TiledSpec(128, 64, 16, 8, 4, True, pipelined=True),
     "tile128x128.r8x8.k16.l4.pl": TiledSpec(128, 128, 16, 8, 8, True, pipelined=True),
     "tile128x128.r8x8.k8.l4.pl": TiledSpec(128, 128, 8, 8, 8, True, pipelined=True),
     "tile64x64.r4x4.k16.l4.pl": TiledSpec(64, 64, 16, 4, 4, True, pipelined=True),
     "tile128x64.r8x4.k8.l4.pl": TiledSpec(128, 64, 8, 8, 4, True, pipelined=True),
     "tile128x128.r8x8.k16.pl": TiledSpec(128, 128, 16, 8, 8, pipelined=True),
-    # two K tiles in flight (".pl2": two register sets, two steps per loop iteration), not yet timed
+    # two K tiles in flight (".pl2": two register sets, two steps per loop iteration): H200 f32 4096^3
+    # 128x128.k8.l4.pl2 37.2, k16 32.9, 128x64 33.5 (the FMAs bound f32: without staging 41.3)
     "tile128x128.r8x8.k8.l4.pl2": TiledSpec(128, 128, 8, 8, 8, True, pipelined=2),
     "tile128x128.r8x8.k16.l4.pl2": TiledSpec(128, 128, 16, 8, 8, True, pipelined=2),
     "tile128x64.r8x4.k16.l4.pl2": TiledSpec(128, 64, 16, 8, 4, True, pipelined=2),
@@ -270,10 +273,12 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "sgmat.w2x4.f4x4.k32": SgmatSpec(2, 4, 4, 4),
     "sgmat.w4x2.f4x4.k32": SgmatSpec(4, 2, 4, 4),
     "sgmat.w2x2.f4x4.k32.g8": SgmatSpec(2, 2, 4, 4, group=8),   # grouped launch order of the tiles
-    # the next K tile loaded during the multiplies (".pl"), not yet timed
+    # the next K tile loaded during the multiplies (".pl"). H200 f16 4096^3
+    # (benchmarks/results/h200-2026-12-04-pipelines.md): w2x2.f4x4.k32.pl 156.5 TFLOP/s against 147.5
     "sgmat.w2x2.f4x4.k32.pl": SgmatSpec(2, 2, 4, 4, pipelined=True),
     "sgmat.w2x2.f4x4.k16.pl": SgmatSpec(2, 2, 4, 4, bk=16, pipelined=True),
-    # 256-row and 256-column tiles: a quarter less staging traffic per multiply than 128x128
+    # 256-row and 256-column tiles: a quarter less staging traffic per multiply than 128x128 (H200:
+    # w4x2.f4x4.k32.pl 177-179, w2x4 162.5; the 64- and 32-row ones 66-131)
     "sgmat.w4x2.f4x4.k32.pl": SgmatSpec(4, 2, 4, 4, pipelined=True),
     "sgmat.w2x4.f4x4.k32.pl": SgmatSpec(2, 4, 4, 4, pipelined=True),
     "sgmat.w4x2.f4x4.k16.pl": SgmatSpec(4, 2, 4, 4, bk=16, pipelined=True),
@@ -283,8 +288,8 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "sgmat.w2x2.f2x2.k32.pl": SgmatSpec(2, 2, 2, 2, pipelined=True),
     "sgmat.w1x1.f2x2.k32.pl": SgmatSpec(1, 1, 2, 2, pipelined=True),
     "sgmat.w2x2.f2x2.k64.pl": SgmatSpec(2, 2, 2, 2, bk=64, pipelined=True),
-    # two K tiles in flight (".pl2"): staging alone ran at ~3 TB/s from L2, a tile per workgroup in flight
-    # (benchmarks/results/h200-2026-12-04-anatomy.md); not yet timed
+    # two K tiles in flight (".pl2"): H200 w4x2.f4x4.k32.pl2 178.9, .pl2.g8 185.7, k16.pl3 162.1 — the
+    # loads were not what held the staging back (its stores were: ".rot" below)
     "sgmat.w4x2.f4x4.k32.pl2": SgmatSpec(4, 2, 4, 4, pipelined=2),
     "sgmat.w2x4.f4x4.k32.pl2": SgmatSpec(2, 4, 4, 4, pipelined=2),
     "sgmat.w2x2.f4x4.k32.pl2": SgmatSpec(2, 2, 4, 4, pipelined=2),
@@ -292,7 +297,11 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "sgmat.w4x2.f4x4.k16.pl3": SgmatSpec(4, 2, 4, 4, bk=16, pipelined=3),
     "sgmat.w4x2.f4x4.k32.pl.g8": SgmatSpec(4, 2, 4, 4, group=8, pipelined=True),
     "sgmat.w4x2.f4x4.k32.pl2.g8": SgmatSpec(4, 2, 4, 4, group=8, pipelined=2),
-    # staging stores rotated per invocation (".rot", matmul_wgsl.store_rotation), not yet timed
+    # staging stores rotated per invocation (".rot", matmul_wgsl.store_rotation). H200 f16 4096^3: the
+    # stores alone 356-367 us of the pipelined 256x128 kernels' 744-775 (4 invocations per bank);
+    # w4x2.f4x4.k32.pl.g8.rot 217.4-217.5 TFLOP/s in two probes (first for large problems), .pl.rot
+    # 210.5-210.8, .pl2.g8.rot 175.7 (registers), w2x2.f4x4.k32.pl.g8.rot 181; the unpipelined
+    # w2x2.f4x4.k32.g8.rot 60.8 (its rotation of a loop-carried register costs more than it saves)
     "sgmat.w4x2.f4x4.k32.pl.rot": SgmatSpec(4, 2, 4, 4, pipelined=True, rotate=True),
     "sgmat.w4x2.f4x4.k32.pl2.g8.rot": SgmatSpec(4, 2, 4, 4, group=8, pipelined=2, rotate=True),
     "sgmat.w4x2.f4x4.k32.pl.g8.rot": SgmatSpec(4, 2, 4, 4, group=8, pipelined=True, rotate=True),
@@ -303,7 +312,8 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "sgmat.w2x2.f4x4.k64.pl.g8.rot": SgmatSpec(2, 2, 4, 4, bk=64, group=8, pipelined=True, rotate=True),
     "sgmat.w2x2.f2x2.k64.pl.rot": SgmatSpec(2, 2, 2, 2, bk=64, pipelined=True, rotate=True),
     "sgmat.w2x2.f2x2.k32.pl.rot": SgmatSpec(2, 2, 2, 2, pipelined=True, rotate=True),
-    # two K-tile buffers, one barrier per tile (".db"), not yet timed
+    # two K-tile buffers, one barrier per tile (".db"): all slower on the H200 (w4x2.f4x4.k16.db.g8 157.7,
+    # w2x4.f4x4.k16 155.9, w4x2.f2x4.k32 146.1, w2x2.f4x4.k32 90.5-108.7 against 217.4)
     "sgmat.w2x2.f4x4.k32.db.g8.rot": SgmatSpec(2, 2, 4, 4, group=8, rotate=True, double=True),
     "sgmat.w2x2.f4x4.k32.db.g8": SgmatSpec(2, 2, 4, 4, group=8, double=True),
     "sgmat.w4x2.f2x4.k32.db.g8.rot": SgmatSpec(4, 2, 2, 4, group=8, rotate=True, double=True),
@@ -334,8 +344,8 @@ COMBINE_THREADS = 256
 # w2x2.f4x4.k32.g8 149-155 against 147-150 in five probes (first now); no K tiles (fragments from the
 # operands) 72; K tiles staged by subgroup-matrix loads and stores 54-65; skewed staging stores 60 (the
 # driver vectorises the unskewed ones); B fragments loaded one at a time 148 (unchanged).
-SGMAT_LARGE = ["sgmat.w2x2.f4x4.k32.g8", "sgmat.w2x2.f4x4.k32", "sgmat.w4x2.f4x4.k32", "sgmat.w2x4.f4x4.k32",
-               "sgmat.w2x2.f2x4.k32", "sgmat.w2x2.f4x2.k32"]
+SGMAT_LARGE = ["sgmat.w4x2.f4x4.k32.pl.g8.rot", "sgmat.w4x2.f4x4.k32.pl.rot", "sgmat.w4x2.f4x4.k32.pl2.g8",
+               "sgmat.w2x2.f4x4.k32.pl.g8.rot", "sgmat.w2x2.f4x4.k32.g8", "sgmat.w2x4.f4x4.k32.pl"]
 SGMAT_SKINNY = ["sgmat.w1x1.f2x2.k32", "sgmat.w2x2.f2x2.k64", "sgmat.w2x2.f2x2.k32", "sgmat.w4x2.f2x2.k32",
                 "sgmat.w2x2.f4x2.k32", "sgmat.w2x2.f2x4.k32"]
 
@@ -486,9 +496,10 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
     a_mode, b_mode = _tiled_modes(p)
     vec = a_mode in ("k", "i") or b_mode in ("k", "i")
     tiled = [n for n, s in VARIANTS.items() if isinstance(s, TiledSpec) and s.splits == 1]
-    # default orders from the H200 run of 2026-12-01 (benchmarks/matmul_library.py)
+    # default orders from the H200 runs of 2026-12-01 and, for large problems, 2026-12-04 (.pl)
     if p.m * p.n >= 1 << 20 and p.m >= 256:
-        order = ["tile128x64.r8x4.k16.l4", "tile128x128.r8x8.k16"] + tiled
+        order = ["tile128x128.r8x8.k8.l4.pl", "tile128x64.r8x4.k16.l4", "tile128x128.r8x8.k16.l4.pl",
+                 "tile128x128.r8x8.k16"] + tiled
     elif p.m <= 16:
         order = ["tile16x64.r1x4.k32", "tile32x32.r2x2.k16", "tile32x64.r2x4.k32"]
     elif p.m <= 512 or p.m * p.n < 1 << 18:
