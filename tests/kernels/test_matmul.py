@@ -181,19 +181,23 @@ def test_grouped_launch_order_covers_every_tile_once(rt, caps, monkeypatch, grou
     check(rt, caps, p, a, bb, name, bias=bias)
 
 
-@pytest.mark.parametrize("depth", [2, 3])
+@pytest.mark.parametrize("form", ["pl2", "pl3", "db"])
 @pytest.mark.parametrize("k", [8, 40, 56], ids=lambda k: f"k{k}")
-def test_deep_pipelined_tiles_match_torch(rt, caps, monkeypatch, depth, k):
-    """Two or three K tiles of registers in flight: one K tile (fewer than the sets), an odd count (the
-    loop leaves after its first step) and a count the depth divides, batched, B transposed."""
-    name = f"tile64x64.r4x4.k16.l4.pl{depth}"
-    monkeypatch.setitem(VARIANTS, name, TiledSpec(64, 64, 16, 4, 4, True, pipelined=depth))
+def test_deep_pipelined_tiles_match_torch(rt, caps, monkeypatch, form, k):
+    """Two or three K tiles of registers in flight, or two K-tile buffers: one K tile (fewer than a loop
+    iteration's steps), an odd count (the loop leaves after its first step) and a count the steps
+    divide, batched, B transposed."""
+    name = f"tile64x64.r4x4.k16.l4.{form}"
+    depth = int(form[2:]) if form.startswith("pl") else 0
+    monkeypatch.setitem(VARIANTS, name, TiledSpec(64, 64, 16, 4, 4, True, pipelined=depth,
+                                                  double=form == "db"))
     gen = torch.Generator().manual_seed(k + depth)
     a, bb = operands(2, 40, 36, k, "f32", False, True, gen=gen)
     p = problem(a, bb, "f32")
     assert name in variants(p, caps)
     src = plan_matmul(p, caps, name).wgsl
-    assert src.count("workgroupBarrier();") == 2 * depth and f"t += {16 * depth}u" in src
+    steps = depth or 2
+    assert src.count("workgroupBarrier();") == (2 * depth or 3) and f"t += {16 * steps}u" in src
     check(rt, caps, p, a, bb, name)
 
 

@@ -187,6 +187,11 @@ class SgmatSpec:
         """(rows, cols) of the output tile of one workgroup."""
         return self.sg_m * self.fm * 16, self.sg_n * self.fn * 16
 
+    @property
+    def subgroups(self) -> int:
+        """Subgroups per workgroup."""
+        return self.sg_m * self.sg_n
+
     def workgroup_bytes(self, dtype: str) -> int:
         """Workgroup memory: f16 K tiles and one f32 16×16 scratch per subgroup."""
         return max(wgsl.SgmatTile(self.sg_m, self.sg_n, self.fm, self.fn, self.bk, 1, self.pad, by_cols,
@@ -218,6 +223,8 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     # unrolls them itself
     "tile128x128.r8x8.k8.l4.db": TiledSpec(128, 128, 8, 8, 8, True, double=True),
     "tile128x64.r8x4.k16.l4.db": TiledSpec(128, 64, 16, 8, 4, True, double=True),
+    "tile128x128.r8x8.k16.l4.db": TiledSpec(128, 128, 16, 8, 8, True, double=True),
+    "tile128x128.r8x8.k8.l4.db.g8": TiledSpec(128, 128, 8, 8, 8, True, double=True, group=8),
     # grouped launch order (".gN": N tile rows down each column before the next). H200 f32 4096^3
     # (benchmarks/results/h200-2026-12-04-probes2.md): 128x64.l4.g8 36.1 TFLOP/s against 35.9, within
     # noise; other tile shapes and depths of the vec4-read tile (k8, k32, 64x128, 128x128.l4, 256x64,
@@ -490,7 +497,7 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
         first = SGMAT_LARGE if min(p.m, p.n) >= 1024 else SGMAT_SKINNY
         for name in first + [n for n in VARIANTS if n.startswith("sgmat") and n not in first]:
             spec = VARIANTS[name]
-            threads = spec.sg_m * spec.sg_n * sg
+            threads = spec.subgroups * sg
             if _fits(caps, threads, spec.workgroup_bytes(p.dtype)):
                 names.append(name)
     a_mode, b_mode = _tiled_modes(p)
@@ -638,7 +645,7 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
                                 spec.pad, spec.group, spec.pipelined, spec.rotate, spec.double)
         bm, bn = spec.tile
         grid = (ceil_div(p.n, bn), ceil_div(p.m, bm), p.batch)
-        wg = (spec.sg_m * spec.sg_n * sg, 1, 1)
+        wg = (spec.subgroups * sg, 1, 1)
     _check(run, caps, grid)
     bindings = [PARAMS, "a", "b", "out"] + (["bias"] if p.bias else []) + (["residual"] if p.residual else [])
     if run is not p:  # transposed: A' is B and B' is A

@@ -252,32 +252,37 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
     t = e.dtype
     tx, ty = bn // tn, bm // tm
     threads = tx * ty
-    # the double-buffered form reads the K tile `cur` (0 or 1) of each array
-    abase, bbase = ("cur * " + str(bm * bk // (4 if lds4 else 1)) + "u + ",
-                    "cur * " + str(bn * bk // (4 if lds4 else 1)) + "u + ") if double else ("", "")
     a_elem = f"vec4<{t}>" if a_mode in ("k", "i") else t
     b_elem = f"vec4<{t}>" if b_mode in ("k", "i") else t
     accs = "\n".join(f"  var acc{i}_{j} = 0.0;" for i in range(tm) for j in range(tn))
+    a_words, b_words = (bm * bk // 4, bn * bk // 4) if lds4 else (bm * bk, bn * bk)
+
+    def k_step(buffer: int) -> str:
+        """Workgroup reads and FMAs of one k of the K tile in `buffer` (the double-buffered form's 2nd)."""
+        abase, bbase = (f"{a_words}u + ", f"{b_words}u + ") if buffer else ("", "")
+        if lds4:
+            reads = ([f"      let a{g} = As[{abase}k * {bm // 4}u + {g * ty}u + lid.y];"
+                      for g in range(tm // 4)]
+                     + [f"      let b{g} = Bs[{bbase}k * {bn // 4}u + {g * tx}u + lid.x];"
+                        for g in range(tn // 4)])
+            fmas = [f"      acc{i}_{j} = fma(a{i // 4}[{i % 4}], b{j // 4}[{j % 4}], acc{i}_{j});"
+                    for i in range(tm) for j in range(tn)]
+        else:
+            reads = ([f"      let a{i} = As[{abase}k * {bm}u + lid.y + {i * ty}u];" for i in range(tm)]
+                     + [f"      let b{j} = Bs[{bbase}k * {bn}u + lid.x + {j * tx}u];" for j in range(tn)])
+            fmas = [f"      acc{i}_{j} = fma(a{i}, b{j}, acc{i}_{j});" for i in range(tm) for j in range(tn)]
+        return "\n".join(reads) + "\n" + "\n".join(fmas)
+    reads_fmas = k_step(0)
+    reads, fmas = reads_fmas.split("\n      acc0_0 = fma(", 1)
+    fmas = "      acc0_0 = fma(" + fmas
     if lds4:
-        reads = "\n".join(
-            [f"      let a{g} = As[{abase}k * {bm // 4}u + {g * ty}u + lid.y];" for g in range(tm // 4)]
-            + [f"      let b{g} = Bs[{bbase}k * {bn // 4}u + {g * tx}u + lid.x];" for g in range(tn // 4)])
-        fmas = "\n".join(f"      acc{i}_{j} = fma(a{i // 4}[{i % 4}], b{j // 4}[{j % 4}], acc{i}_{j});"
-                         for i in range(tm) for j in range(tn))
         row = [f"{(i // 4) * 4 * ty}u + 4u * lid.y + {i % 4}u" for i in range(tm)]
         col = [f"{(j // 4) * 4 * tx}u + 4u * lid.x + {j % 4}u" for j in range(tn)]
         lds_t = "vec4<f32>"
-        a_words, b_words = bm * bk // 4, bn * bk // 4
     else:
-        reads = "\n".join(
-            [f"      let a{i} = As[{abase}k * {bm}u + lid.y + {i * ty}u];" for i in range(tm)]
-            + [f"      let b{j} = Bs[{bbase}k * {bn}u + lid.x + {j * tx}u];" for j in range(tn)])
-        fmas = "\n".join(f"      acc{i}_{j} = fma(a{i}, b{j}, acc{i}_{j});"
-                         for i in range(tm) for j in range(tn))
         row = [f"lid.y + {i * ty}u" for i in range(tm)]
         col = [f"lid.x + {j * tx}u" for j in range(tn)]
         lds_t = "f32"
-        a_words, b_words = bm * bk, bn * bk
     zb = "wid.z" if splits > 1 else "batch"
     stores = "\n".join(f"  finish({zb}, m0 + {row[i]}, n0 + {col[j]}, acc{i}_{j});"
                        for i in range(tm) for j in range(tn))
@@ -295,8 +300,8 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
         k_first = "0u"
     copies = 2 if double else 1
     if double:
-        k_loop = _double_buffered_k_loop(bm, bn, bk, a_mode, b_mode, threads, lds4, k_first, reads, fmas,
-                                         a_words, b_words)
+        k_loop = _double_buffered_k_loop(bm, bn, bk, a_mode, b_mode, threads, lds4, k_first,
+                                         [k_step(0), k_step(1)], a_words, b_words)
     elif pipelined:
         k_loop = _pipelined_k_loop(bm, bn, bk, a_mode, b_mode, threads, lds4, k_first, reads, fmas,
                                    int(pipelined))
@@ -386,39 +391,39 @@ def _pipelined_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str, threa
 
 
 def _double_buffered_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str, threads: int,
-                            lds4: bool, k_first: str, reads: str, fmas: str, a_words: int,
-                            b_words: int) -> str:
-    """The K loop of tiled_source's `double` form: tile 0 staged before it; in each step the next tile is
-    fetched into registers, the current one multiplied, the next stashed into the other buffer."""
-    def halves(k0: str, buf: str) -> tuple[str, str, str, str]:
+                            lds4: bool, k_first: str, steps: list[str], a_words: int, b_words: int) -> str:
+    """The K loop of tiled_source's `double` form: tile 0 staged before it into buffer 0; each step fetches
+    the next tile into registers, multiplies this one (`steps[b]`: the reads and FMAs of one k of buffer
+    b) and stashes the fetched one into the other buffer, one barrier per tile. A loop iteration is two
+    steps, so that every buffer offset is a constant (a `cur` index took the H200's 128x128.k8.l4 from
+    37.9 to 32.9 TFLOP/s, benchmarks/results/h200-2026-12-04-pipelines.md)."""
+    def halves(k0: str, buf: int) -> tuple[str, str]:
         fa, sa = _tile_fetch_stash("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4, k0,
-                                   f"{buf} * {a_words}u")
+                                   f"{buf * a_words}u" if buf else "")
         fb, sb = _tile_fetch_stash("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4, k0,
-                                   f"{buf} * {b_words}u")
-        return fa, sa, fb, sb
-    fa0, sa0, fb0, sb0 = halves(k_first, "0u")
-    fa, sa, fb, sb = halves("t + " + str(bk) + "u", "(cur ^ 1u)")
+                                   f"{buf * b_words}u" if buf else "")
+        return fa + "\n" + fb, sa + "\n" + sb
+    fetch0, stash0 = halves(k_first, 0)
+
+    def step(s: int) -> str:
+        fetch, stash = halves(f"t + {(s + 1) * bk}u", 1 - s)
+        return f"""    {{
+{fetch}
+    for (var k = 0u; k < {bk}u; k++) {{
+{steps[s]}
+    }}
+{stash}
+    }}
+    workgroupBarrier();"""
     return f"""  {{
-{fa0}
-{fb0}
-{sa0}
-{sb0}
+{fetch0}
+{stash0}
   }}
   workgroupBarrier();
-  var cur = 0u;
-  for (var t = {k_first}; t < K; t += {bk}u) {{
-{fa}
-{fb}
-    for (var k = 0u; k < {bk}u; k++) {{
-{reads}
-{fmas}
-    }}
-    if (t + {bk}u < K) {{
-{sa}
-{sb}
-    }}
-    workgroupBarrier();
-    cur ^= 1u;
+  for (var t = {k_first}; t < K; t += {2 * bk}u) {{
+{step(0)}
+    if (t + {bk}u >= K) {{ break; }}
+{step(1)}
   }}"""
 
 
@@ -608,6 +613,7 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
     # rotated stores where a unit's 8 halves are adjacent in workgroup memory too (not A transposed)
     rotations = ((store_rotation(g.bm, bk, vec_a, g.threads, g.a_flat) if rotate and vec_a == "cols" else ""),
                  (store_rotation(bk, g.bn, vec_b, g.threads, g.b_flat) if rotate and vec_b else ""))
+
     def split(k0: str, tag: str = "", declare: bool = True, buffer: str = "") -> tuple[str, str]:
         """(loads, stores) of both tiles at K offset k0 through register set `tag` into `buffer`."""
         staged = zip(operands(k0, buffer), rotations, strict=True)
@@ -616,8 +622,8 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
         return load_a + "\n" + load_b, store_a + "\n" + store_b
     if double:
         loads, stores = split("0u")
-        main = sgmat_main(g, f"  {{\n{loads}\n{stores}\n  }}", [split("tn", buffer="(cur ^ 1u)")],
-                          double=True)
+        steps = [split("tn", buffer=f"{1 - s}u") for s in (0, 1)]
+        main = sgmat_main(g, f"  {{\n{loads}\n{stores}\n  }}", steps, double=True)
         return SGMAT_DIAGNOSTICS + head + finish_fn(e) + main
     if pipelined and vec_a and vec_b:
         loads, stores = split("0u")
@@ -670,9 +676,10 @@ def sgmat_main(g: SgmatTile, staging: str, next_tiles: list[tuple[str, str]] | N
     register set, each loading the K tile at `tn`: `staging` fills the first tile once before the K loop
     (and, for D > 1 sets, loads tiles 1 … D-1 into sets 1 … D-1); step s of the loop loads the tile D
     ahead into set s before its multiplies and stores set s + 1 (the next tile) after them, so D tiles
-    of global loads are in flight behind the multiplies (past K the loads give zeros). `double` (one
-    set, g.buffers = 2): the multiplies read buffer `cur`, the next tile is stored into the other one
-    after them, and one barrier per K tile orders both.
+    of global loads are in flight behind the multiplies (past K the loads give zeros). `double`
+    (g.buffers = 2, `next_tiles` = the (loads, stores) of step 0 and step 1): two steps per loop
+    iteration, step s multiplying buffer s and storing the next tile into the other one, one barrier
+    per K tile (constant buffer offsets: a `cur` index ran at 90-109 TFLOP/s where .pl ran at 156-181).
 
     Tint's uniformity analysis wants subgroup-matrix pointers and offsets workgroup-uniform; they only
     need to be uniform per subgroup, which a subgroup index `li / subgroup_size` is, so the
@@ -686,34 +693,22 @@ def sgmat_main(g: SgmatTile, staging: str, next_tiles: list[tuple[str, str]] | N
     fm, fn, bk = g.fm, g.fn, g.bk
     am, bw = fm * 16, fn * 16          # rows of A per subgroup row, columns of B per subgroup column
     sa, sb = bk + g.pad, (bk if g.b_cols else bw) + g.pad   # row strides of the A and B tiles
-    mma = []
-    a_row, b_row = (buffer_row("cur", g.sg_m), buffer_row("cur", g.sg_n)) if double else ("", "")
-    for i in range(fm):
-        mma.append(f"      let a{i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&As[{a_row}sm], "
-                   f"{i * 16 * sa}u + kk, false, {sa}u);")
-    for j in range(fn):
-        at = f"{j * 16 * sb}u + kk, true" if g.b_cols else f"kk * {sb}u + {j * 16}u, false"
-        mma.append(f"      let b{j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&Bs[{b_row}sn], "
-                   f"{at}, {sb}u);")
-    for i in range(fm):
-        for j in range(fn):
-            mma.append(f"      c{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, c{i}_{j});")
-    product = f"""    for (var kk = 0u; kk < {bk}u; kk += 16u) {{
-{chr(10).join(mma)}
-    }}"""
-    multiplies = product + "\n    workgroupBarrier();"
+    multiplies = _sgmat_product(g, "") + "\n    workgroupBarrier();"
     if double:
-        assert next_tiles and len(next_tiles) == 1 and g.buffers == 2
+        assert next_tiles and len(next_tiles) == 2 and g.buffers == 2
+        steps = [f"""    {{
+    let tn = t + {(s + 1) * bk}u;
+{next_tiles[s][0]}
+{_sgmat_product(g, f"{s}u" if s else "")}
+{next_tiles[s][1]}
+    }}
+    workgroupBarrier();""" for s in (0, 1)]
         k_loop = f"""{staging}
   workgroupBarrier();
-  var cur = 0u;
-  for (var t = 0u; t < K; t += {bk}u) {{
-    let tn = t + {bk}u;
-{next_tiles[0][0]}
-{product}
-{next_tiles[0][1]}
-    workgroupBarrier();
-    cur ^= 1u;
+  for (var t = 0u; t < K; t += {2 * bk}u) {{
+{steps[0]}
+    if (t + {bk}u >= K) {{ break; }}
+{steps[1]}
   }}"""
     elif not next_tiles:
         k_loop = f"""  for (var t = 0u; t < K; t += {bk}u) {{
@@ -752,6 +747,28 @@ var<workgroup> Bs: array<array<f16, {(bw if g.b_cols else bk) * sb}>, {g.sg_n * 
 {_sgmat_stores(g)}
 }}
 """
+
+
+def _sgmat_product(g: SgmatTile, buffer: str) -> str:
+    """WGSL of one K tile's multiplies: this subgroup's fragments of K-tile buffer `buffer` (WGSL; "" the
+    first) into its results c{i}_{j}."""
+    bw = g.fn * 16
+    sa, sb = g.bk + g.pad, (g.bk if g.b_cols else bw) + g.pad   # row strides of the A and B tiles
+    a_row, b_row = buffer_row(buffer, g.sg_m), buffer_row(buffer, g.sg_n)
+    mma = []
+    for i in range(g.fm):
+        mma.append(f"      let a{i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&As[{a_row}sm], "
+                   f"{i * 16 * sa}u + kk, false, {sa}u);")
+    for j in range(g.fn):
+        at = f"{j * 16 * sb}u + kk, true" if g.b_cols else f"kk * {sb}u + {j * 16}u, false"
+        mma.append(f"      let b{j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&Bs[{b_row}sn], "
+                   f"{at}, {sb}u);")
+    for i in range(g.fm):
+        for j in range(g.fn):
+            mma.append(f"      c{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, c{i}_{j});")
+    return f"""    for (var kk = 0u; kk < {g.bk}u; kk += 16u) {{
+{chr(10).join(mma)}
+    }}"""
 
 
 def _sgmat_entry(g: SgmatTile) -> str:
