@@ -215,16 +215,26 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "tile16x64.r1x4.k32": TiledSpec(16, 64, 32, 1, 4),
     "tile32x32.r2x2.k16": TiledSpec(32, 32, 16, 2, 2),
     # double-buffered K tiles (".db": one barrier per tile, the next tile's loads in flight during the
-    # FMAs). H200 f32 4096^3 (benchmarks/results/h200-2026-12-02-f32-tiles.md): 128x128.k8.l4.db 35.3
-    # TFLOP/s, 128x64.l4.db 31.0, against 35.9 for 128x64.l4 — NVIDIA hides the latency by occupancy;
-    # kept as candidates for GPUs that cannot. K-tile loops and staging written out with constant
-    # offsets gained nothing either (benchmarks/results/h200-2026-12-03-unroll.json: 128x64.l4 33.6
-    # unrolled against 35.9, 128x128.k16.l4 35.3; f16 sgmat w2x2.f4x4 147.9 against 149.2): the driver
-    # unrolls them itself
+    # FMAs). H200 f32 4096^3 with a `cur` buffer index (benchmarks/results/h200-2026-12-02-f32-tiles.md):
+    # 128x128.k8.l4.db 35.3 TFLOP/s, 128x64.l4.db 31.0, against 35.9 for 128x64.l4; as two-step loop
+    # iterations with constant buffer offsets (h200-2026-12-04-pipelines.md) 128x64.l4.db 38.3-38.4 and
+    # 128x128.k8.l4.db 38.3 in three probes (first for large problems; the other shapes, depths and
+    # launch orders 27.7-38.3), 64x64.l4.db 15.2 at 128x768x3072 (first for few rows; 14.7 without).
+    # K-tile loops and staging written out with constant offsets gained nothing
+    # (benchmarks/results/h200-2026-12-03-unroll.json: 128x64.l4 33.6 unrolled against 35.9, 128x128.k16.l4
+    # 35.3; f16 sgmat w2x2.f4x4 147.9 against 149.2): the driver unrolls them itself
     "tile128x128.r8x8.k8.l4.db": TiledSpec(128, 128, 8, 8, 8, True, double=True),
     "tile128x64.r8x4.k16.l4.db": TiledSpec(128, 64, 16, 8, 4, True, double=True),
     "tile128x128.r8x8.k16.l4.db": TiledSpec(128, 128, 16, 8, 8, True, double=True),
     "tile128x128.r8x8.k8.l4.db.g8": TiledSpec(128, 128, 8, 8, 8, True, double=True, group=8),
+    "tile128x64.r8x4.k8.l4.db": TiledSpec(128, 64, 8, 8, 4, True, double=True),
+    "tile128x64.r8x4.k16.l4.db.g8": TiledSpec(128, 64, 16, 8, 4, True, double=True, group=8),
+    "tile128x64.r8x4.k32.l4.db": TiledSpec(128, 64, 32, 8, 4, True, double=True),
+    "tile64x128.r4x8.k16.l4.db": TiledSpec(64, 128, 16, 4, 8, True, double=True),
+    "tile128x128.r8x8.k4.l4.db": TiledSpec(128, 128, 4, 8, 8, True, double=True),
+    "tile64x64.r4x4.k16.l4.db": TiledSpec(64, 64, 16, 4, 4, True, double=True),
+    "tile128x64.r8x4.k16.l4.db.g4": TiledSpec(128, 64, 16, 8, 4, True, double=True, group=4),
+    "tile128x64.r8x4.k16.l4.db.g16": TiledSpec(128, 64, 16, 8, 4, True, double=True, group=16),
     # grouped launch order (".gN": N tile rows down each column before the next). H200 f32 4096^3
     # (benchmarks/results/h200-2026-12-04-probes2.md): 128x64.l4.g8 36.1 TFLOP/s against 35.9, within
     # noise; other tile shapes and depths of the vec4-read tile (k8, k32, 64x128, 128x128.l4, 256x64,
@@ -312,6 +322,9 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "sgmat.w4x2.f4x4.k32.pl.rot": SgmatSpec(4, 2, 4, 4, pipelined=True, rotate=True),
     "sgmat.w4x2.f4x4.k32.pl2.g8.rot": SgmatSpec(4, 2, 4, 4, group=8, pipelined=2, rotate=True),
     "sgmat.w4x2.f4x4.k32.pl.g8.rot": SgmatSpec(4, 2, 4, 4, group=8, pipelined=True, rotate=True),
+    "sgmat.w4x2.f4x4.k32.pl.g4.rot": SgmatSpec(4, 2, 4, 4, group=4, pipelined=True, rotate=True),
+    "sgmat.w4x2.f4x4.k32.pl.g16.rot": SgmatSpec(4, 2, 4, 4, group=16, pipelined=True, rotate=True),
+    "sgmat.w2x4.f4x4.k32.pl.g8.rot": SgmatSpec(2, 4, 4, 4, group=8, pipelined=True, rotate=True),
     "sgmat.w2x4.f4x4.k32.pl2.g8.rot": SgmatSpec(2, 4, 4, 4, group=8, pipelined=2, rotate=True),
     "sgmat.w2x2.f4x4.k32.g8.rot": SgmatSpec(2, 2, 4, 4, group=8, rotate=True),
     "sgmat.w2x2.f4x4.k32.pl.g8.rot": SgmatSpec(2, 2, 4, 4, group=8, pipelined=True, rotate=True),
@@ -503,15 +516,15 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
     a_mode, b_mode = _tiled_modes(p)
     vec = a_mode in ("k", "i") or b_mode in ("k", "i")
     tiled = [n for n, s in VARIANTS.items() if isinstance(s, TiledSpec) and s.splits == 1]
-    # default orders from the H200 runs of 2026-12-01 and, for large problems, 2026-12-04 (.pl)
+    # default orders from the H200 runs of 2026-12-01 and 2026-12-04 (.db: h200-2026-12-04-pipelines.md)
     if p.m * p.n >= 1 << 20 and p.m >= 256:
-        order = ["tile128x128.r8x8.k8.l4.pl", "tile128x64.r8x4.k16.l4", "tile128x128.r8x8.k16.l4.pl",
-                 "tile128x128.r8x8.k16"] + tiled
+        order = ["tile128x64.r8x4.k16.l4.db", "tile128x128.r8x8.k8.l4.db", "tile128x128.r8x8.k8.l4.pl",
+                 "tile128x64.r8x4.k16.l4", "tile128x128.r8x8.k16"] + tiled
     elif p.m <= 16:
         order = ["tile16x64.r1x4.k32", "tile32x32.r2x2.k16", "tile32x64.r2x4.k32"]
     elif p.m <= 512 or p.m * p.n < 1 << 18:
-        order = ["tile64x64.r4x4.k16.l4", "tile64x64.r4x4.k32", "tile64x64.r4x4.k16", "tile32x64.r2x4.k32",
-                 "tile32x32.r2x2.k16", "tile16x64.r1x4.k32"]
+        order = ["tile64x64.r4x4.k16.l4.db", "tile64x64.r4x4.k16.l4", "tile64x64.r4x4.k32",
+                 "tile64x64.r4x4.k16", "tile32x64.r2x4.k32", "tile32x32.r2x2.k16", "tile16x64.r1x4.k32"]
     else:
         order = ["tile64x64.r4x4.k16", "tile128x64.r8x4.k16", "tile64x64.r4x4.k32",
                  "tile128x128.r8x8.k16", "tile32x64.r2x4.k32"]
