@@ -332,8 +332,10 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "sgmat.w2x2.f4x4.k64.pl.g8.rot": SgmatSpec(2, 2, 4, 4, bk=64, group=8, pipelined=True, rotate=True),
     "sgmat.w2x2.f2x2.k64.pl.rot": SgmatSpec(2, 2, 2, 2, bk=64, pipelined=True, rotate=True),
     "sgmat.w2x2.f2x2.k32.pl.rot": SgmatSpec(2, 2, 2, 2, pipelined=True, rotate=True),
-    # two K-tile buffers, one barrier per tile (".db"): all slower on the H200 (w4x2.f4x4.k16.db.g8 157.7,
-    # w2x4.f4x4.k16 155.9, w4x2.f2x4.k32 146.1, w2x2.f4x4.k32 90.5-108.7 against 217.4)
+    # two K-tile buffers, one barrier per tile (".db"): all slower on the H200, with a `cur` buffer index
+    # or constant offsets (w4x2.f4x4.k16.db.g8 152-158, w2x4.f4x4.k16 156-158, w4x2.f2x4.k32 137-146,
+    # w2x2.f4x4.k32 90-109 against 217.4); warp-specialized tiles (subgroups that only stage) ran at
+    # 35-100 and went (h200-2026-12-04-pipelines.md)
     "sgmat.w2x2.f4x4.k32.db.g8.rot": SgmatSpec(2, 2, 4, 4, group=8, rotate=True, double=True),
     "sgmat.w2x2.f4x4.k32.db.g8": SgmatSpec(2, 2, 4, 4, group=8, double=True),
     "sgmat.w4x2.f2x4.k32.db.g8.rot": SgmatSpec(4, 2, 2, 4, group=8, rotate=True, double=True),
