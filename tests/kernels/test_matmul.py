@@ -393,6 +393,26 @@ def test_split_k_needs_its_two_step_plan(caps):
     assert one.steps == (plan_matmul(p, caps, "tile32x64.r2x4.k32.v4"),) and one.scratch == {}
 
 
+def staging_kernel(threads: int, tile: str, length: int, element: str, loads: str, stores: str) -> str:
+    """A kernel that runs one tile's staging (`loads`, `stores` into the workgroup array T of type `tile`)
+    and copies T's `length` elements (T's element i: `element`) out to O."""
+    return f"""enable f16;
+struct Params {{ a: vec4<u32> }}
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<storage, read> A: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read_write> O: array<f16>;
+var<workgroup> T: {tile};
+@compute @workgroup_size({threads})
+fn main(@builtin(local_invocation_index) li: u32) {{
+  let batch = 0u; let m0 = 0u; let t = 0u;
+{loads}
+{stores}
+  workgroupBarrier();
+  for (var i = li; i < {length}u; i += {threads}u) {{ O[i] = {element}; }}
+}}
+"""
+
+
 @pytest.mark.parametrize("rotation", ["", "((li + (li >> 3u) * 2u) & 3u)"], ids=["plain", "rotated"])
 @pytest.mark.parametrize("rows,cols,along,threads", [(128, 32, "cols", 128), (32, 128, "rows", 128),
                                                       (64, 16, "rows", 96), (16, 64, "cols", 32)])
@@ -413,21 +433,7 @@ def test_split_staging_keeps_every_element(rt, caps, rows, cols, along, threads,
     loads, stores = staging_vec8_split(rows, cols, "A", "a", "m0", f"{rows}u", "t", f"{cols - 8}u", store,
                                        along, threads, rotation=rotation)
     assert ("let rot = " in stores) == bool(rotation)
-    wgsl = f"""enable f16;
-struct Params {{ a: vec4<u32> }}
-@group(0) @binding(0) var<uniform> P: Params;
-@group(0) @binding(1) var<storage, read> A: array<vec4<u32>>;
-@group(0) @binding(2) var<storage, read_write> O: array<f16>;
-var<workgroup> T: array<f16, {lines * stride}>;
-@compute @workgroup_size({threads})
-fn main(@builtin(local_invocation_index) li: u32) {{
-  let batch = 0u; let m0 = 0u; let t = 0u;
-{loads}
-{stores}
-  workgroupBarrier();
-  for (var i = li; i < {lines * stride}u; i += {threads}u) {{ O[i] = T[i]; }}
-}}
-"""
+    wgsl = staging_kernel(threads, f"array<f16, {lines * stride}>", lines * stride, "T[i]", loads, stores)
     x = torch.randn(rows, cols).half()
     strides, data = ((cols, 1), x) if along == "cols" else ((1, rows), x.t().contiguous())
     launch = KernelLaunch("staging", wgsl, (1, 1, 1), (threads, 1, 1), (PARAMS, "a", "out"),
@@ -454,21 +460,8 @@ def test_split_staging_into_sub_arrays(rt, caps, rotation):
     loads, stores = staging_vec8_split(rows, cols, "A", "a", "m0", f"{rows}u", "t", f"{cols}u",
                                        f"T[c / {width}u][r * {stride}u + c % {width}u]", "cols", threads,
                                        rotation=rotation)
-    wgsl = f"""enable f16;
-struct Params {{ a: vec4<u32> }}
-@group(0) @binding(0) var<uniform> P: Params;
-@group(0) @binding(1) var<storage, read> A: array<vec4<u32>>;
-@group(0) @binding(2) var<storage, read_write> O: array<f16>;
-var<workgroup> T: array<array<f16, {size}>, 2>;
-@compute @workgroup_size({threads})
-fn main(@builtin(local_invocation_index) li: u32) {{
-  let batch = 0u; let m0 = 0u; let t = 0u;
-{loads}
-{stores}
-  workgroupBarrier();
-  for (var i = li; i < {2 * size}u; i += {threads}u) {{ O[i] = T[i / {size}u][i % {size}u]; }}
-}}
-"""
+    wgsl = staging_kernel(threads, f"array<array<f16, {size}>, 2>", 2 * size, f"T[i / {size}u][i % {size}u]",
+                          loads, stores)
     x = torch.randn(rows, cols).half()
     launch = KernelLaunch("staging", wgsl, (1, 1, 1), (threads, 1, 1), (PARAMS, "a", "out"),
                           params=(0, 0, cols, 1), read_only=frozenset({1}))
