@@ -127,7 +127,6 @@ class TiledSpec:
     double: bool = False  # two K-tile buffers: the next tile's loads overlap this one's FMAs
     group: int = 0       # tiles launched `group` rows at a time down each column (matmul_wgsl.tile_origin)
     pipelined: int = 0   # K tiles fetched into registers ahead, during the FMAs (matmul_wgsl.tiled_source)
-    vec_acc: bool = False   # vec4 accumulators, one vector FMA per 4 outputs (".va", with lds4)
 
     @property
     def threads(self) -> int:
@@ -236,12 +235,6 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "tile64x64.r4x4.k16.l4.db": TiledSpec(64, 64, 16, 4, 4, True, double=True),
     "tile128x64.r8x4.k16.l4.db.g4": TiledSpec(128, 64, 16, 8, 4, True, double=True, group=4),
     "tile128x64.r8x4.k16.l4.db.g16": TiledSpec(128, 64, 16, 8, 4, True, double=True, group=16),
-    # vec4 accumulators (".va"), not yet timed
-    "tile128x64.r8x4.k16.l4.db.va": TiledSpec(128, 64, 16, 8, 4, True, double=True, vec_acc=True),
-    "tile128x128.r8x8.k8.l4.db.va": TiledSpec(128, 128, 8, 8, 8, True, double=True, vec_acc=True),
-    "tile128x128.r8x8.k8.l4.pl.va": TiledSpec(128, 128, 8, 8, 8, True, pipelined=True, vec_acc=True),
-    "tile128x64.r8x4.k16.l4.va": TiledSpec(128, 64, 16, 8, 4, True, vec_acc=True),
-    "tile64x64.r4x4.k16.l4.db.va": TiledSpec(64, 64, 16, 4, 4, True, double=True, vec_acc=True),
     # grouped launch order (".gN": N tile rows down each column before the next). H200 f32 4096^3
     # (benchmarks/results/h200-2026-12-04-probes2.md): 128x64.l4.g8 36.1 TFLOP/s against 35.9, within
     # noise; other tile shapes and depths of the vec4-read tile (k8, k32, 64x128, 128x128.l4, 256x64,
@@ -639,8 +632,7 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
             a_mode = {"k": "sk", "i": "si"}.get(a_mode, a_mode)
             b_mode = {"k": "sk", "i": "si"}.get(b_mode, b_mode)
         src = wgsl.tiled_source(epi, spec.bm, spec.bn, spec.bk, spec.tm, spec.tn, a_mode, b_mode, spec.lds4,
-                                double=spec.double, group=spec.group, pipelined=spec.pipelined,
-                                vec_acc=spec.vec_acc)
+                                double=spec.double, group=spec.group, pipelined=spec.pipelined)
         grid = (ceil_div(p.n, spec.bn), ceil_div(p.m, spec.bm), p.batch)
         wg = (spec.bn // spec.tn, spec.bm // spec.tm, 1)
     elif isinstance(spec, GemvSpec) and spec.unroll:

@@ -238,7 +238,7 @@ def tile_origin(bm: int, bn: int, group: int) -> str:
 
 def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mode: str,
                  b_mode: str, lds4: bool = False, splits: int = 1, double: bool = False,
-                 group: int = 0, pipelined: int = 0, vec_acc: bool = False) -> str:
+                 group: int = 0, pipelined: int = 0) -> str:
     """Register-tiled SIMT matmul: a (bm × bn) output tile per workgroup, (tm × tn) per invocation at
     rows ty + i * TY and cols tx + j * TX (conflict-free workgroup reads, coalesced stores). `lds4`:
     each invocation owns groups of 4 adjacent rows and columns (rows g·4·TY + 4·ty + i), so it reads
@@ -248,41 +248,33 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
     buffers; the next tile's global loads are issued before this one is multiplied and stored after
     it, one barrier per K tile. `group`: the launch order of the tiles (tile_origin). `pipelined` = D > 0: one
     buffer; each step fetches the K tile D ahead into registers before this tile's FMAs and stores the
-    next one after them (_tile_fetch_stash), two barriers per K tile as in the plain loop. `vec_acc`
-    (with `lds4`): each row's outputs accumulate in vec4s, one vector FMA of a broadcast A value with a
-    B vec4 per 4 outputs."""
+    next one after them (_tile_fetch_stash), two barriers per K tile as in the plain loop."""
     t = e.dtype
     tx, ty = bn // tn, bm // tm
     threads = tx * ty
     a_elem = f"vec4<{t}>" if a_mode in ("k", "i") else t
     b_elem = f"vec4<{t}>" if b_mode in ("k", "i") else t
-    vec_acc = vec_acc and lds4
-    if vec_acc:
-        accs = "\n".join(f"  var acc{i}_{g} = vec4<f32>(0.0);" for i in range(tm) for g in range(tn // 4))
-    else:
-        accs = "\n".join(f"  var acc{i}_{j} = 0.0;" for i in range(tm) for j in range(tn))
+    accs = "\n".join(f"  var acc{i}_{j} = 0.0;" for i in range(tm) for j in range(tn))
     a_words, b_words = (bm * bk // 4, bn * bk // 4) if lds4 else (bm * bk, bn * bk)
 
-    def k_step(buffer: int) -> tuple[str, str]:
-        """(workgroup reads, FMAs) of one k of the K tile in `buffer` (the double-buffered form's 2nd)."""
+    def k_step(buffer: int) -> str:
+        """Workgroup reads and FMAs of one k of the K tile in `buffer` (the double-buffered form's 2nd)."""
         abase, bbase = (f"{a_words}u + ", f"{b_words}u + ") if buffer else ("", "")
         if lds4:
             reads = ([f"      let a{g} = As[{abase}k * {bm // 4}u + {g * ty}u + lid.y];"
                       for g in range(tm // 4)]
                      + [f"      let b{g} = Bs[{bbase}k * {bn // 4}u + {g * tx}u + lid.x];"
                         for g in range(tn // 4)])
-            if vec_acc:
-                fmas = [f"      acc{i}_{g} = fma(vec4<f32>(a{i // 4}[{i % 4}]), b{g}, acc{i}_{g});"
-                        for i in range(tm) for g in range(tn // 4)]
-            else:
-                fmas = [f"      acc{i}_{j} = fma(a{i // 4}[{i % 4}], b{j // 4}[{j % 4}], acc{i}_{j});"
-                        for i in range(tm) for j in range(tn)]
+            fmas = [f"      acc{i}_{j} = fma(a{i // 4}[{i % 4}], b{j // 4}[{j % 4}], acc{i}_{j});"
+                    for i in range(tm) for j in range(tn)]
         else:
             reads = ([f"      let a{i} = As[{abase}k * {bm}u + lid.y + {i * ty}u];" for i in range(tm)]
                      + [f"      let b{j} = Bs[{bbase}k * {bn}u + lid.x + {j * tx}u];" for j in range(tn)])
             fmas = [f"      acc{i}_{j} = fma(a{i}, b{j}, acc{i}_{j});" for i in range(tm) for j in range(tn)]
-        return "\n".join(reads), "\n".join(fmas)
-    reads, fmas = k_step(0)
+        return "\n".join(reads) + "\n" + "\n".join(fmas)
+    reads_fmas = k_step(0)
+    reads, fmas = reads_fmas.split("\n      acc0_0 = fma(", 1)
+    fmas = "      acc0_0 = fma(" + fmas
     if lds4:
         row = [f"{(i // 4) * 4 * ty}u + 4u * lid.y + {i % 4}u" for i in range(tm)]
         col = [f"{(j // 4) * 4 * tx}u + 4u * lid.x + {j % 4}u" for j in range(tn)]
@@ -292,9 +284,8 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
         col = [f"lid.x + {j * tx}u" for j in range(tn)]
         lds_t = "f32"
     zb = "wid.z" if splits > 1 else "batch"
-    acc = "acc{i}_{g}[{q}]" if vec_acc else "acc{i}_{j}"
-    stores = "\n".join(f"  finish({zb}, m0 + {row[i]}, n0 + {col[j]}, "
-                       f"{acc.format(i=i, j=j, g=j // 4, q=j % 4)});" for i in range(tm) for j in range(tn))
+    stores = "\n".join(f"  finish({zb}, m0 + {row[i]}, n0 + {col[j]}, acc{i}_{j});"
+                       for i in range(tm) for j in range(tn))
     load_a = _tile_load("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4)
     load_b = _tile_load("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4)
     if splits > 1:
@@ -310,7 +301,7 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
     copies = 2 if double else 1
     if double:
         k_loop = _double_buffered_k_loop(bm, bn, bk, a_mode, b_mode, threads, lds4, k_first,
-                                         ["\n".join(k_step(0)), "\n".join(k_step(1))], a_words, b_words)
+                                         [k_step(0), k_step(1)], a_words, b_words)
     elif pipelined:
         k_loop = _pipelined_k_loop(bm, bn, bk, a_mode, b_mode, threads, lds4, k_first, reads, fmas,
                                    int(pipelined))
