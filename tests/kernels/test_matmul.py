@@ -234,7 +234,7 @@ def test_subgroup_matrix_variant_source(caps):
     assert loop.index("wb3 = B[") < loop.index("subgroupMatrixMultiplyAccumulate") < loop.index("] = h.x;")
     # two tiles in flight: set 1 loaded with tile 1 before the loop; each of the two steps loads the
     # tile two ahead into its own set and stores the other set
-    deep = plan_matmul(p, tc, "sgmat.w2x2.f4x4.k32.pl2").wgsl
+    deep = plan_matmul(p, tc, "sgmat.w4x2.f4x4.k32.pl2").wgsl
     head, loop = deep[:deep.index("for (var t = 0u;")], deep[deep.index("for (var t = 0u;"):]
     assert "let gc = 32u + c;" in head and "was10 = A[" in head and "was00 = A[" not in head
     first, second = loop.split("if (t + 32u >= K) { break; }")

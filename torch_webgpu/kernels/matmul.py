@@ -219,22 +219,14 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     # 128x128.k8.l4.db 35.3 TFLOP/s, 128x64.l4.db 31.0, against 35.9 for 128x64.l4; as two-step loop
     # iterations with constant buffer offsets (h200-2026-12-04-pipelines.md) 128x64.l4.db 38.3-38.4 and
     # 128x128.k8.l4.db 38.3 in three probes (first for large problems; the other shapes, depths and
-    # launch orders 27.7-38.3), 64x64.l4.db 15.2 at 128x768x3072 (first for few rows; 14.7 without).
+    # launch orders 27.7-38.3: 128x128.k16, 128x64.k8 and .k32, 64x128, 128x128.k4, .g4/.g8/.g16, gone),
+    # 64x64.l4.db 15.2 at 128x768x3072 (first for few rows; 14.7 without).
     # K-tile loops and staging written out with constant offsets gained nothing
     # (benchmarks/results/h200-2026-12-03-unroll.json: 128x64.l4 33.6 unrolled against 35.9, 128x128.k16.l4
     # 35.3; f16 sgmat w2x2.f4x4 147.9 against 149.2): the driver unrolls them itself
     "tile128x128.r8x8.k8.l4.db": TiledSpec(128, 128, 8, 8, 8, True, double=True),
     "tile128x64.r8x4.k16.l4.db": TiledSpec(128, 64, 16, 8, 4, True, double=True),
-    "tile128x128.r8x8.k16.l4.db": TiledSpec(128, 128, 16, 8, 8, True, double=True),
-    "tile128x128.r8x8.k8.l4.db.g8": TiledSpec(128, 128, 8, 8, 8, True, double=True, group=8),
-    "tile128x64.r8x4.k8.l4.db": TiledSpec(128, 64, 8, 8, 4, True, double=True),
-    "tile128x64.r8x4.k16.l4.db.g8": TiledSpec(128, 64, 16, 8, 4, True, double=True, group=8),
-    "tile128x64.r8x4.k32.l4.db": TiledSpec(128, 64, 32, 8, 4, True, double=True),
-    "tile64x128.r4x8.k16.l4.db": TiledSpec(64, 128, 16, 4, 8, True, double=True),
-    "tile128x128.r8x8.k4.l4.db": TiledSpec(128, 128, 4, 8, 8, True, double=True),
     "tile64x64.r4x4.k16.l4.db": TiledSpec(64, 64, 16, 4, 4, True, double=True),
-    "tile128x64.r8x4.k16.l4.db.g4": TiledSpec(128, 64, 16, 8, 4, True, double=True, group=4),
-    "tile128x64.r8x4.k16.l4.db.g16": TiledSpec(128, 64, 16, 8, 4, True, double=True, group=16),
     # grouped launch order (".gN": N tile rows down each column before the next). H200 f32 4096^3
     # (benchmarks/results/h200-2026-12-04-probes2.md): 128x64.l4.g8 36.1 TFLOP/s against 35.9, within
     # noise; other tile shapes and depths of the vec4-read tile (k8, k32, 64x128, 128x128.l4, 256x64,
@@ -251,12 +243,9 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "tile128x64.r8x4.k8.l4.pl": TiledSpec(128, 64, 8, 8, 4, True, pipelined=True),
     "tile128x128.r8x8.k16.pl": TiledSpec(128, 128, 16, 8, 8, pipelined=True),
     # two K tiles in flight (".pl2": two register sets, two steps per loop iteration): H200 f32 4096^3
-    # 128x128.k8.l4.pl2 37.2, k16 32.9, 128x64 33.5 (the FMAs bound f32: without staging 41.3)
+    # 128x128.k8.l4.pl2 37.2, k16 32.9, 128x64 33.5, grouped 37.1-37.2 (the FMAs bound f32: without
+    # staging 41.3)
     "tile128x128.r8x8.k8.l4.pl2": TiledSpec(128, 128, 8, 8, 8, True, pipelined=2),
-    "tile128x128.r8x8.k16.l4.pl2": TiledSpec(128, 128, 16, 8, 8, True, pipelined=2),
-    "tile128x64.r8x4.k16.l4.pl2": TiledSpec(128, 64, 16, 8, 4, True, pipelined=2),
-    "tile128x128.r8x8.k8.l4.pl.g8": TiledSpec(128, 128, 8, 8, 8, True, group=8, pipelined=True),
-    "tile128x128.r8x8.k8.l4.pl2.g8": TiledSpec(128, 128, 8, 8, 8, True, group=8, pipelined=2),
     "gemv.k64n4.sg": GemvSpec(64, 4, True, True),
     "gemv.k64n4.wg": GemvSpec(64, 4, True),
     "gemv.k32n8.wg": GemvSpec(32, 8, True),
@@ -305,44 +294,29 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "sgmat.w2x2.f2x2.k32.pl": SgmatSpec(2, 2, 2, 2, pipelined=True),
     "sgmat.w1x1.f2x2.k32.pl": SgmatSpec(1, 1, 2, 2, pipelined=True),
     "sgmat.w2x2.f2x2.k64.pl": SgmatSpec(2, 2, 2, 2, bk=64, pipelined=True),
-    # two K tiles in flight (".pl2"): H200 w4x2.f4x4.k32.pl2 178.9, .pl2.g8 185.7, k16.pl3 162.1 — the
-    # loads were not what held the staging back (its stores were: ".rot" below)
+    # two K tiles in flight (".pl2"): H200 w4x2.f4x4.k32.pl2 178.9, .pl2.g8 185.7, k16.pl3 162.1 (w2x4
+    # 171.3, w2x2 139.2, k16.pl2 154.4, .pl.g8 177-179: gone) — the loads were not what held the staging
+    # back (its stores were: ".rot" below)
     "sgmat.w4x2.f4x4.k32.pl2": SgmatSpec(4, 2, 4, 4, pipelined=2),
-    "sgmat.w2x4.f4x4.k32.pl2": SgmatSpec(2, 4, 4, 4, pipelined=2),
-    "sgmat.w2x2.f4x4.k32.pl2": SgmatSpec(2, 2, 4, 4, pipelined=2),
-    "sgmat.w4x2.f4x4.k16.pl2": SgmatSpec(4, 2, 4, 4, bk=16, pipelined=2),
     "sgmat.w4x2.f4x4.k16.pl3": SgmatSpec(4, 2, 4, 4, bk=16, pipelined=3),
-    "sgmat.w4x2.f4x4.k32.pl.g8": SgmatSpec(4, 2, 4, 4, group=8, pipelined=True),
     "sgmat.w4x2.f4x4.k32.pl2.g8": SgmatSpec(4, 2, 4, 4, group=8, pipelined=2),
     # staging stores rotated per invocation (".rot", matmul_wgsl.store_rotation). H200 f16 4096^3: the
     # stores alone 356-367 us of the pipelined 256x128 kernels' 744-775 (4 invocations per bank);
     # w4x2.f4x4.k32.pl.g8.rot 217.4-217.5 TFLOP/s in two probes (first for large problems), .pl.rot
-    # 210.5-210.8, .pl2.g8.rot 175.7 (registers), w2x2.f4x4.k32.pl.g8.rot 181; the unpipelined
-    # w2x2.f4x4.k32.g8.rot 60.8 (its rotation of a loop-carried register costs more than it saves)
+    # 210.5-210.8, w2x2.f4x4.k32.pl.g8.rot 181; gone: .pl2.g8.rot 175.7 (registers), .g4/.g16 218.1/217.1,
+    # w2x4.pl2.g8.rot 159, k16.pl3.rot 158, w2x2.k64.pl.g8.rot 96, the unpipelined w2x2.f4x4.k32.g8.rot
+    # 60.8 (its rotation of a loop-carried register costs more than it saves)
     "sgmat.w4x2.f4x4.k32.pl.rot": SgmatSpec(4, 2, 4, 4, pipelined=True, rotate=True),
-    "sgmat.w4x2.f4x4.k32.pl2.g8.rot": SgmatSpec(4, 2, 4, 4, group=8, pipelined=2, rotate=True),
     "sgmat.w4x2.f4x4.k32.pl.g8.rot": SgmatSpec(4, 2, 4, 4, group=8, pipelined=True, rotate=True),
-    "sgmat.w4x2.f4x4.k32.pl.g4.rot": SgmatSpec(4, 2, 4, 4, group=4, pipelined=True, rotate=True),
-    "sgmat.w4x2.f4x4.k32.pl.g16.rot": SgmatSpec(4, 2, 4, 4, group=16, pipelined=True, rotate=True),
     "sgmat.w2x4.f4x4.k32.pl.g8.rot": SgmatSpec(2, 4, 4, 4, group=8, pipelined=True, rotate=True),
-    "sgmat.w2x4.f4x4.k32.pl2.g8.rot": SgmatSpec(2, 4, 4, 4, group=8, pipelined=2, rotate=True),
-    "sgmat.w2x2.f4x4.k32.g8.rot": SgmatSpec(2, 2, 4, 4, group=8, rotate=True),
     "sgmat.w2x2.f4x4.k32.pl.g8.rot": SgmatSpec(2, 2, 4, 4, group=8, pipelined=True, rotate=True),
-    "sgmat.w4x2.f4x4.k16.pl3.rot": SgmatSpec(4, 2, 4, 4, bk=16, pipelined=3, rotate=True),
-    "sgmat.w2x2.f4x4.k64.pl.g8.rot": SgmatSpec(2, 2, 4, 4, bk=64, group=8, pipelined=True, rotate=True),
-    "sgmat.w2x2.f2x2.k64.pl.rot": SgmatSpec(2, 2, 2, 2, bk=64, pipelined=True, rotate=True),
     "sgmat.w2x2.f2x2.k32.pl.rot": SgmatSpec(2, 2, 2, 2, pipelined=True, rotate=True),
     # two K-tile buffers, one barrier per tile (".db"): all slower on the H200, with a `cur` buffer index
     # or constant offsets (w4x2.f4x4.k16.db.g8 152-158, w2x4.f4x4.k16 156-158, w4x2.f2x4.k32 137-146,
     # w2x2.f4x4.k32 90-109 against 217.4); warp-specialized tiles (subgroups that only stage) ran at
     # 35-100 and went (h200-2026-12-04-pipelines.md)
-    "sgmat.w2x2.f4x4.k32.db.g8.rot": SgmatSpec(2, 2, 4, 4, group=8, rotate=True, double=True),
     "sgmat.w2x2.f4x4.k32.db.g8": SgmatSpec(2, 2, 4, 4, group=8, double=True),
-    "sgmat.w4x2.f2x4.k32.db.g8.rot": SgmatSpec(4, 2, 2, 4, group=8, rotate=True, double=True),
-    "sgmat.w4x2.f4x4.k16.db.g8.rot": SgmatSpec(4, 2, 4, 4, bk=16, group=8, rotate=True, double=True),
-    "sgmat.w2x4.f4x4.k16.db.g8.rot": SgmatSpec(2, 4, 4, 4, bk=16, group=8, rotate=True, double=True),
     "sgmat.w4x2.f4x4.k16.db.g8": SgmatSpec(4, 2, 4, 4, bk=16, group=8, double=True),
-    "sgmat.w2x2.f2x2.k32.db.rot": SgmatSpec(2, 2, 2, 2, rotate=True, double=True),
 }
 # Split-K forms of the tiles that few-row f32 problems prefer (the H200's autotuner chose 32x64 for
 # ViT-B/16's 197-token matmuls: 84 workgroups for 132 SMs): "<tile>.s<splits>"
