@@ -514,7 +514,6 @@ class SgmatTile:
     pad: int = SGMAT_ROW_PAD
     b_cols: bool = False   # the B tile stored column by column ([n][k]), read as column-major matrices
     group: int = 0         # launch order of the tiles (tile_origin)
-    rotate: bool = False   # staging stores rotated per invocation against bank conflicts (store_rotation)
     buffers: int = 1       # K-tile buffers in workgroup memory (2: sgmat_source's `double`)
 
     @property
@@ -602,7 +601,7 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
     stores into the other buffer after them, one barrier per K tile (sgmat_main's `double`)."""
     # a K-contiguous B (a linear layer's [N, K] weight) is stored by columns: 16-byte runs stay runs
     double = double and bool(vec_a and vec_b)
-    g = SgmatTile(sg_m, sg_n, fm, fn, bk, sg_size, pad, b_cols=vec_b == "rows", group=group, rotate=rotate,
+    g = SgmatTile(sg_m, sg_n, fm, fn, bk, sg_size, pad, b_cols=vec_b == "rows", group=group,
                   buffers=2 if double else 1)
     head = header(e, "vec4<u32>" if vec_a else e.dtype, "vec4<u32>" if vec_b else e.dtype,
                   ("chromium_experimental_subgroup_matrix",))
