@@ -5,8 +5,8 @@ first) and `plan_matmul` returns the `KernelLaunch` of one. Epilogue, in order: 
 `+ beta * bias` (broadcast by strides), activation, `+ residual`. Variants are parameters of the
 templates in matmul_wgsl.py: register-tiled SIMT (tile, outputs per invocation, K depth, vec4 loads),
 split-K matrix-vector (subgroup or workgroup reduction), streaming matrix-vector for decode at memory
-bandwidth (16-byte loads, several in flight per lane; the default on hardware GPUs), and tensor cores
-(subgroup matrices).
+bandwidth (16-byte loads, several in flight per lane; the default on hardware GPUs), and of
+sgmat_wgsl.py: tensor cores (subgroup matrices).
 Split-K tiled variants (".s4": `TiledSpec.splits`) are two dispatches, `plan_matmul_steps`: each of
 `splits` K slices of a tile writes its f32 partial sums to a scratch buffer ("partials"), then a combine
 pass sums them and applies the epilogue; they multiply the workgroups of problems with few output tiles
@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from . import matmul_wgsl as wgsl
+from . import sgmat_wgsl
 from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, f32_word, grid_within, record
 from .matmul_wgsl import ACTIVATIONS, ERF_WGSL
 
@@ -176,9 +177,9 @@ class SgmatSpec:
     fm: int
     fn: int
     bk: int = 32
-    pad: int = wgsl.SGMAT_ROW_PAD   # f16 elements of padding per workgroup-tile row (bank conflicts)
+    pad: int = sgmat_wgsl.SGMAT_ROW_PAD   # f16 elements of padding per workgroup-tile row (bank conflicts)
     group: int = 0       # tiles launched `group` rows at a time down each column (matmul_wgsl.tile_origin)
-    pipelined: int = 0   # K tiles loaded ahead, during the multiplies (matmul_wgsl.sgmat_main's next_tiles)
+    pipelined: int = 0   # K tiles loaded ahead, during the multiplies (sgmat_wgsl.sgmat_main's next_tiles)
     rotate: bool = False   # staging stores rotated per invocation against bank conflicts (".rot")
     double: bool = False   # two K-tile buffers, one barrier per K tile (".db")
 
@@ -194,7 +195,7 @@ class SgmatSpec:
 
     def workgroup_bytes(self, dtype: str) -> int:
         """Workgroup memory: f16 K tiles and one f32 16×16 scratch per subgroup."""
-        return max(wgsl.SgmatTile(self.sg_m, self.sg_n, self.fm, self.fn, self.bk, 1, self.pad, by_cols,
+        return max(sgmat_wgsl.SgmatTile(self.sg_m, self.sg_n, self.fm, self.fn, self.bk, 1, self.pad, by_cols,
                                   buffers=2 if self.double else 1)
                    .workgroup_bytes for by_cols in (False, True))   # B stored by rows or by columns
 
@@ -300,7 +301,7 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "sgmat.w4x2.f4x4.k32.pl2": SgmatSpec(4, 2, 4, 4, pipelined=2),
     "sgmat.w4x2.f4x4.k16.pl3": SgmatSpec(4, 2, 4, 4, bk=16, pipelined=3),
     "sgmat.w4x2.f4x4.k32.pl2.g8": SgmatSpec(4, 2, 4, 4, group=8, pipelined=2),
-    # staging stores rotated per invocation (".rot", matmul_wgsl.store_rotation). H200 f16 4096^3: the
+    # staging stores rotated per invocation (".rot", sgmat_wgsl.store_rotation). H200 f16 4096^3: the
     # stores alone 356-367 us of the pipelined 256x128 kernels' 744-775 (4 invocations per bank);
     # w4x2.f4x4.k32.pl.g8.rot 217.4-217.5 TFLOP/s in two probes (first for large problems), .pl.rot
     # 210.5-210.8, w2x2.f4x4.k32.pl.g8.rot 181; gone: .pl2.g8.rot 175.7 (registers), .g4/.g16 218.1/217.1,
@@ -630,7 +631,7 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
         sg = _sg_size(caps)
         assert sg is not None
         vec_a, vec_b = vec8_axis(p.a, p.m, p.k), vec8_axis(p.b, p.k, p.n)
-        src = wgsl.sgmat_source(epi, spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg, vec_a, vec_b,
+        src = sgmat_wgsl.sgmat_source(epi, spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg, vec_a, vec_b,
                                 spec.pad, spec.group, spec.pipelined, spec.rotate, spec.double)
         bm, bn = spec.tile
         grid = (ceil_div(p.n, bn), ceil_div(p.m, bm), p.batch)

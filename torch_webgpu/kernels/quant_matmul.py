@@ -32,9 +32,7 @@ from .matmul import GroupedProblems, Layout, SgmatSpec, tensor_core_subgroup_siz
 from .matmul_wgsl import (
     ACTIVATIONS,
     ERF_WGSL,
-    SGMAT_DIAGNOSTICS,
     Epilogue,
-    SgmatTile,
     finish_fn,
     glu_finish,
     glu_parts,
@@ -43,11 +41,9 @@ from .matmul_wgsl import (
     grouped_header,
     grouped_select,
     lane_reduce,
-    sgmat_main,
-    staging_scalar,
-    staging_vec8,
     tile_at,
 )
+from .sgmat_wgsl import SGMAT_DIAGNOSTICS, SgmatTile, sgmat_main, staging_scalar, staging_vec8
 
 __all__ = ["QuantWeight", "QuantMatmulProblem", "plan_quant_matmul", "quant_variants", "pack_weight",
            "pack_bytes", "pack_scales", "pack_constant", "WEIGHT_FORMATS", "GEMV_MAX_ROWS", "CHUNK",

@@ -1,0 +1,130 @@
+"""The tensor-core kernels' staging (sgmat_wgsl): lavapipe has no subgroup matrices, so the staging runs
+alone here, and the bank model behind the rotated stores is checked against the tiles' layouts."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from .helpers import run_launch
+
+
+def staging_kernel(threads: int, tile: str, length: int, element: str, loads: str, stores: str) -> str:
+    """A kernel that runs one tile's staging (`loads`, `stores` into the workgroup array T of type `tile`)
+    and copies T's `length` elements (T's element i: `element`) out to O."""
+    return f"""enable f16;
+struct Params {{ a: vec4<u32> }}
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<storage, read> A: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read_write> O: array<f16>;
+var<workgroup> T: {tile};
+@compute @workgroup_size({threads})
+fn main(@builtin(local_invocation_index) li: u32) {{
+  let batch = 0u; let m0 = 0u; let t = 0u;
+{loads}
+{stores}
+  workgroupBarrier();
+  for (var i = li; i < {length}u; i += {threads}u) {{ O[i] = {element}; }}
+}}
+"""
+
+
+@pytest.mark.parametrize("rotation", ["", "((li + (li >> 3u) * 2u) & 3u)"], ids=["plain", "rotated"])
+@pytest.mark.parametrize("rows,cols,along,threads", [(128, 32, "cols", 128), (32, 128, "rows", 128),
+                                                      (64, 16, "rows", 96), (16, 64, "cols", 32)])
+def test_split_staging_keeps_every_element(rt, caps, rows, cols, along, threads, rotation):
+    """staging_vec8_split (the tensor-core kernels' batched staging: lavapipe has no subgroup matrices,
+    so the staging runs alone here) fills a padded f16 tile exactly as the matrix holds it, zeros past
+    the bounds, also when the units do not divide among the invocations (96) and with each
+    invocation's stores rotated (every rotation 0…3 occurs)."""
+    from torch_webgpu.kernels.launch import PARAMS, KernelLaunch
+    from torch_webgpu.kernels.sgmat_wgsl import staging_vec8_split
+
+    if not caps.shader_f16:
+        pytest.skip("no shader-f16")
+    pad = 8
+    lines, length = (rows, cols) if along == "cols" else (cols, rows)   # lines along the contiguous axis
+    stride = length + pad
+    store = f"T[r * {stride}u + c]" if along == "cols" else f"T[c * {stride}u + r]"
+    loads, stores = staging_vec8_split(rows, cols, "A", "a", "m0", f"{rows}u", "t", f"{cols - 8}u", store,
+                                       along, threads, rotation=rotation)
+    assert ("let rot = " in stores) == bool(rotation)
+    wgsl = staging_kernel(threads, f"array<f16, {lines * stride}>", lines * stride, "T[i]", loads, stores)
+    x = torch.randn(rows, cols).half()
+    strides, data = ((cols, 1), x) if along == "cols" else ((1, rows), x.t().contiguous())
+    launch = KernelLaunch("staging", wgsl, (1, 1, 1), (threads, 1, 1), (PARAMS, "a", "out"),
+                          params=(0, 0, *strides), read_only=frozenset({1}))
+    got = run_launch(rt, launch, {"a": data.contiguous()},
+                     torch.full((lines * stride,), float("nan")).half())
+    got = got.reshape(lines, stride)[:, :length]
+    want = x.clone()
+    want[:, cols - 8:] = 0   # the units past the column bound: zeros
+    torch.testing.assert_close(got if along == "cols" else got.t(), want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("rotation", ["", "((li + (li >> 3u) * 2u) & 3u)"], ids=["plain", "rotated"])
+def test_split_staging_into_sub_arrays(rt, caps, rotation):
+    """The tensor-core B tile's layout: one padded sub-array per 64 columns (a unit's stores index the
+    sub-array by the unit's own column, unit_at)."""
+    from torch_webgpu.kernels.launch import PARAMS, KernelLaunch
+    from torch_webgpu.kernels.sgmat_wgsl import staging_vec8_split
+
+    if not caps.shader_f16:
+        pytest.skip("no shader-f16")
+    rows, cols, width, stride, threads = 32, 128, 64, 72, 128
+    size = rows * stride
+    loads, stores = staging_vec8_split(rows, cols, "A", "a", "m0", f"{rows}u", "t", f"{cols}u",
+                                       f"T[c / {width}u][r * {stride}u + c % {width}u]", "cols", threads,
+                                       rotation=rotation)
+    wgsl = staging_kernel(threads, f"array<array<f16, {size}>, 2>", 2 * size, f"T[i / {size}u][i % {size}u]",
+                          loads, stores)
+    x = torch.randn(rows, cols).half()
+    launch = KernelLaunch("staging", wgsl, (1, 1, 1), (threads, 1, 1), (PARAMS, "a", "out"),
+                          params=(0, 0, cols, 1), read_only=frozenset({1}))
+    got = run_launch(rt, launch, {"a": x}, torch.full((2 * size,), float("nan")).half())
+    halves = got.reshape(2, rows, stride)[:, :, :width]
+    torch.testing.assert_close(torch.cat([halves[0], halves[1]], dim=1), x, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("geometry", [(4, 2, 4, 4, 32, False), (2, 2, 4, 4, 32, False),
+                                      (4, 2, 4, 4, 32, True), (4, 2, 4, 4, 16, False)],
+                         ids=lambda g: "w{}x{}.f{}x{}.k{}.{}".format(*g))
+def test_store_rotation_spreads_the_staging_stores_over_the_banks(geometry):
+    """The tensor-core tiles' 16-byte staging units put 4 invocations of a store on each bank of the
+    model (32 banks, 32-wide warps); the rotation store_rotation picks takes each tile to one."""
+    import numpy as np
+
+    from torch_webgpu.kernels.sgmat_wgsl import SgmatTile, store_cycles, store_rotation, unit_origin
+
+    sm, sn, fm, fn, bk, b_cols = geometry
+    g = SgmatTile(sm, sn, fm, fn, bk, 32, b_cols=b_cols)
+    b_along = "rows" if b_cols else "cols"
+    for rows, cols, along, flat in ((g.bm, bk, "cols", g.a_flat), (bk, g.bn, b_along, g.b_flat)):
+        units = rows * cols // 8
+        rounds = -(-units // g.threads)
+        words = np.array([[flat(*unit_origin(u * g.threads + i, rows, cols, along)) // 2
+                           for i in range(g.threads)] for u in range(rounds)])
+        li = np.arange(g.threads)   # the WGSL rotation evaluated in numpy
+        rotation = store_rotation(rows, cols, along, g.threads, flat)
+        rotated = eval(rotation.replace("u", ""), {"li": li}) * np.ones(g.threads, dtype=int)
+        ideal = 4 * rounds * (g.threads // 32)   # one cycle per store pair and warp
+        assert store_cycles(words, np.zeros(g.threads, dtype=int)) == 4 * ideal
+        assert store_cycles(words, rotated) == ideal
+
+
+def test_tile_layouts_match_their_workgroup_lvalues():
+    """SgmatTile.a_flat / b_flat (the bank model's offsets) agree with the WGSL lvalues a_store / b_store
+    (sub-arrays of As and Bs laid end to end)."""
+    from torch_webgpu.kernels.sgmat_wgsl import SgmatTile, tile_at
+
+    for g in (SgmatTile(4, 2, 4, 4, 32, 32), SgmatTile(2, 4, 2, 4, 16, 32, b_cols=True)):
+        bw = g.fn * 16
+        b_sub = bw * (g.bk + g.pad) if g.b_cols else g.bk * (bw + g.pad)
+        for store, flat, sub, rows, cols in ((g.a_store, g.a_flat, g.fm * 16 * (g.bk + g.pad), g.bm, g.bk),
+                                             (g.b_store, g.b_flat, b_sub, g.bk, g.bn)):
+            for r, c in ((0, 0), (rows - 1, cols - 1), (rows // 2 + 1, cols // 2 + 3), (5, cols - 9)):
+                outer, inner = re.fullmatch(r"\w+\[(.*?)\]\[(.*)\]", tile_at(store, str(r), str(c))).groups()
+                at = [eval(x.replace("u", "").replace("/", "//")) for x in (outer, inner)]
+                assert at[0] * sub + at[1] == flat(r, c)

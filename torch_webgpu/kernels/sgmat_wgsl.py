@@ -1,0 +1,467 @@
+"""WGSL of the tensor-core matmuls (chromium-experimental-subgroup-matrix): the workgroup tile's geometry
+(SgmatTile), the staging of f16 K tiles into workgroup memory (element by element or in 16-byte units,
+optionally rotated against bank conflicts: store_rotation), and the K loop in its plain, pipelined and
+double-buffered forms. The params struct, epilogue and launch order come from matmul_wgsl.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from .matmul_wgsl import NUM_WORKGROUPS, Epilogue, finish_fn, header, tile_at, tile_origin
+
+# f16 elements of padding per workgroup-tile row, so the 16 rows one matrix load reads do not start in
+# the same banks (H200: benchmarks/results/h200-2026-12-01-sgmat-pad.md)
+SGMAT_ROW_PAD = 8
+
+
+@dataclass(frozen=True)
+class SgmatTile:
+    """The geometry of a tensor-core tile: `sg_m × sg_n` subgroups per workgroup, each owning fm × fn
+    16×16 results, bk-deep f16 K tiles whose workgroup rows are padded by `pad` halves."""
+
+    sg_m: int
+    sg_n: int
+    fm: int
+    fn: int
+    bk: int
+    sg_size: int
+    pad: int = SGMAT_ROW_PAD
+    b_cols: bool = False   # the B tile stored column by column ([n][k]), read as column-major matrices
+    group: int = 0         # launch order of the tiles (tile_origin)
+    buffers: int = 1       # K-tile buffers in workgroup memory (2: sgmat_source's `double`)
+
+    @property
+    def threads(self) -> int:
+        """Invocations per workgroup."""
+        return self.sg_m * self.sg_n * self.sg_size
+
+    @property
+    def bm(self) -> int:
+        """Rows of the workgroup's output tile."""
+        return self.sg_m * self.fm * 16
+
+    @property
+    def bn(self) -> int:
+        """Columns of the workgroup's output tile."""
+        return self.sg_n * self.fn * 16
+
+    @property
+    def workgroup_bytes(self) -> int:
+        """Workgroup memory: the padded f16 A and B tiles and one f32 16×16 scratch per subgroup."""
+        b_rows, b_row = (self.fn * 16, self.bk) if self.b_cols else (self.bk, self.fn * 16)
+        a_tile = self.bm * (self.bk + self.pad)
+        b_tile = self.sg_n * b_rows * (b_row + self.pad)
+        return 2 * self.buffers * (a_tile + b_tile) + self.results_bytes
+
+    @property
+    def results_bytes(self) -> int:
+        """Workgroup memory of the results scratch: one f32 16×16 matrix per subgroup."""
+        return 4 * 256 * self.sg_m * self.sg_n
+
+    @property
+    def a_store(self) -> str:
+        """The workgroup lvalue of A-tile element (r, c): one sub-array per subgroup row."""
+        return self.a_store_in("")
+
+    def a_store_in(self, buffer: str) -> str:
+        """a_store in K-tile buffer `buffer` (WGSL; "" the first): buffers are sg_m sub-arrays apart."""
+        am = self.fm * 16
+        return f"As[{buffer_row(buffer, self.sg_m)}r / {am}u][(r % {am}u) * {self.bk + self.pad}u + c]"
+
+    def a_flat(self, r: int, c: int) -> int:
+        """The f16 offset of A-tile element (r, c) in As taken as one flat array (a_store's layout)."""
+        am, sa = self.fm * 16, self.bk + self.pad
+        return (r // am) * am * sa + (r % am) * sa + c
+
+    def b_flat(self, r: int, c: int) -> int:
+        """The f16 offset of B-tile element (r, c) in Bs taken as one flat array (b_store's layout)."""
+        bw = self.fn * 16
+        if self.b_cols:
+            return (c // bw) * bw * (self.bk + self.pad) + (c % bw) * (self.bk + self.pad) + r
+        return (c // bw) * self.bk * (bw + self.pad) + r * (bw + self.pad) + c % bw
+
+    @property
+    def b_store(self) -> str:
+        """The workgroup lvalue of B-tile element (r, c): one sub-array per subgroup column."""
+        return self.b_store_in("")
+
+    def b_store_in(self, buffer: str) -> str:
+        """b_store in K-tile buffer `buffer` (WGSL; "" the first): buffers are sg_n sub-arrays apart."""
+        bw, at = self.fn * 16, buffer_row(buffer, self.sg_n)
+        if self.b_cols:
+            return f"Bs[{at}c / {bw}u][(c % {bw}u) * {self.bk + self.pad}u + r]"
+        return f"Bs[{at}c / {bw}u][r * {bw + self.pad}u + c % {bw}u]"
+
+
+def buffer_row(buffer: str, rows: int) -> str:
+    """The WGSL prefix of a sub-array index in K-tile buffer `buffer` of `rows` sub-arrays each."""
+    return f"{buffer} * {rows}u + " if buffer else ""
+
+
+def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, sg_size: int,
+                 vec_a: str = "", vec_b: str = "", pad: int = SGMAT_ROW_PAD, group: int = 0,
+                 pipelined: int = 0, rotate: bool = False, double: bool = False) -> str:
+    """Tensor-core matmul (f16 operands, f32 results, 16×16×16 subgroup matrices) of two dense operands:
+    see sgmat_main for the tile.
+
+    `vec_a`/`vec_b`: "cols" or "rows" when that operand's tile is staged 8 f16 at a time along its
+    contiguous axis (the operand is then bound as array<vec4<u32>>, one 16-byte load each); "" stages
+    element by element. `pipelined` = D > 0 (both operands staged 8 at a time): the loads of the K tile
+    D ahead are issued before this tile's multiplies, the next tile stored after them (sgmat_main's
+    `next_tiles`). `rotate`: the staging stores rotated per invocation (store_rotation): on the H200
+    the unrotated stores of 16-byte units hit 4 invocations per bank (f16 4096^3 w4x2.f4x4.k32.pl: the
+    stores alone 367 us of 775, benchmarks/results/h200-2026-12-04-anatomy2.md). `double` (both operands
+    staged 8 at a time): two K-tile buffers, the next tile's loads before this tile's multiplies and its
+    stores into the other buffer after them, one barrier per K tile (sgmat_main's `double`)."""
+    # a K-contiguous B (a linear layer's [N, K] weight) is stored by columns: 16-byte runs stay runs
+    double = double and bool(vec_a and vec_b)
+    g = SgmatTile(sg_m, sg_n, fm, fn, bk, sg_size, pad, b_cols=vec_b == "rows", group=group,
+                  buffers=2 if double else 1)
+    head = header(e, "vec4<u32>" if vec_a else e.dtype, "vec4<u32>" if vec_b else e.dtype,
+                  ("chromium_experimental_subgroup_matrix",))
+
+    def operands(k0: str, buffer: str = ""):
+        return ((g.bm, bk, "A", "a", "m0", "M", k0, "K", g.a_store_in(buffer), vec_a),
+                (bk, g.bn, "B", "b", k0, "K", "n0", "N", g.b_store_in(buffer), vec_b))
+    # rotated stores where a unit's 8 halves are adjacent in workgroup memory too (not A transposed)
+    rotations = ((store_rotation(g.bm, bk, vec_a, g.threads, g.a_flat) if rotate and vec_a == "cols" else ""),
+                 (store_rotation(bk, g.bn, vec_b, g.threads, g.b_flat) if rotate and vec_b else ""))
+
+    def split(k0: str, tag: str = "", declare: bool = True, buffer: str = "") -> tuple[str, str]:
+        """(loads, stores) of both tiles at K offset k0 through register set `tag` into `buffer`."""
+        staged = zip(operands(k0, buffer), rotations, strict=True)
+        (load_a, store_a), (load_b, store_b) = (staging_vec8_split(*o, g.threads, tag, declare, rot)
+                                                for o, rot in staged)
+        return load_a + "\n" + load_b, store_a + "\n" + store_b
+    if double:
+        loads, stores = split("0u")
+        steps = [split("tn", buffer=f"{1 - s}u") for s in (0, 1)]
+        main = sgmat_main(g, f"  {{\n{loads}\n{stores}\n  }}", steps, double=True)
+        return SGMAT_DIAGNOSTICS + head + finish_fn(e) + main
+    if pipelined and vec_a and vec_b:
+        loads, stores = split("0u")
+        staging = f"  {{\n{loads}\n{stores}\n  }}"
+        if pipelined == 1:
+            return SGMAT_DIAGNOSTICS + head + finish_fn(e) + sgmat_main(g, staging, [split("tn")])
+        tags = [f"s{d}" for d in range(pipelined)]
+        # registers that live across loop steps: declared once, loaded with tiles 1 … depth-1 up front
+        for d, tag in enumerate(tags):
+            decl, _ = split("0u", tag)
+            staging += "\n" + "\n".join(ln for ln in decl.splitlines() if ln.lstrip().startswith("var "))
+            if d:
+                staging += "\n" + split(f"{d * bk}u", tag, declare=False)[0]
+        main = sgmat_main(g, staging, [split("tn", tag, declare=False) for tag in tags])
+        return SGMAT_DIAGNOSTICS + head + finish_fn(e) + main
+    lds = []
+    for operand, rot in zip(operands("t"), rotations, strict=True):
+        rows, cols, src, lay, r0, rdim, c0, cdim, store, vec = operand
+        if vec:
+            lds.append(staging_vec8(rows, cols, src, lay, r0, rdim, c0, cdim, store, vec, g.threads, rot))
+        else:
+            lds.append(staging_scalar(rows, cols, src, lay, r0, rdim, c0, cdim, store, e.dtype, g.threads))
+    return SGMAT_DIAGNOSTICS + head + finish_fn(e) + sgmat_main(g, "\n".join(lds))
+
+
+SGMAT_DIAGNOSTICS = ("diagnostic(off, subgroup_uniformity);\n"
+                     "diagnostic(off, chromium.subgroup_matrix_uniformity);\n")
+
+
+def staging_scalar(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str,
+                   store: str, dtype: str, threads: int) -> str:
+    """WGSL staging of a rows x cols tile element by element (zero outside the matrix) as f16."""
+    return f"""  for (var u = 0u; u < {-(-rows * cols // threads)}u; u++) {{
+    let e = li + u * {threads}u;
+    if (e < {rows * cols}u) {{
+      let r = e / {cols}u; let c = e % {cols}u;
+      let gr = {r0} + r; let gc = {c0} + c;
+      var x = {dtype}(0.0);
+      if (gr < {rdim} && gc < {cdim}) {{ x = {dtype}({src}[P.{lay}.x + batch * P.{lay}.y + gr * P.{lay}.z
+                                                     + gc * P.{lay}.w]); }}
+      {store} = f16(x);
+    }}
+  }}"""
+
+
+def sgmat_main(g: SgmatTile, staging: str, next_tiles: list[tuple[str, str]] | None = None,
+               double: bool = False) -> str:
+    """The workgroup arrays and entry point of a tensor-core matmul; `staging` fills the f16 tiles As and
+    Bs (through g.a_store / g.b_store) with the K tile at `t`. With `next_tiles`, one (loads, stores) per
+    register set, each loading the K tile at `tn`: `staging` fills the first tile once before the K loop
+    (and, for D > 1 sets, loads tiles 1 … D-1 into sets 1 … D-1); step s of the loop loads the tile D
+    ahead into set s before its multiplies and stores set s + 1 (the next tile) after them, so D tiles
+    of global loads are in flight behind the multiplies (past K the loads give zeros). `double`
+    (g.buffers = 2, `next_tiles` = the (loads, stores) of step 0 and step 1): two steps per loop
+    iteration, step s multiplying buffer s and storing the next tile into the other one, one barrier
+    per K tile (constant buffer offsets: a `cur` index ran at 90-109 TFLOP/s where .pl ran at 156-181).
+
+    Tint's uniformity analysis wants subgroup-matrix pointers and offsets workgroup-uniform; they only
+    need to be uniform per subgroup, which a subgroup index `li / subgroup_size` is, so the
+    `chromium.subgroup_matrix_uniformity` diagnostic is off (SGMAT_DIAGNOSTICS). Workgroup memory is one
+    sub-array per subgroup row (A), column (B) and subgroup (results), so offsets inside them are loop
+    counters and constants.
+
+    Rows are padded by g.pad halves so the 16 rows a matrix load reads do not start in the same banks (a
+    row of 32, 64 or 128 halves is a multiple of half the 128-byte bank cycle); on the H200 8 took f16
+    4096^3 from 92 to 148 TFLOP/s (16 was slower than none)."""
+    fm, fn, bk = g.fm, g.fn, g.bk
+    am, bw = fm * 16, fn * 16          # rows of A per subgroup row, columns of B per subgroup column
+    sa, sb = bk + g.pad, (bk if g.b_cols else bw) + g.pad   # row strides of the A and B tiles
+    multiplies = _sgmat_product(g, "") + "\n    workgroupBarrier();"
+    if double:
+        assert next_tiles and len(next_tiles) == 2 and g.buffers == 2
+        steps = [f"""    {{
+    let tn = t + {(s + 1) * bk}u;
+{next_tiles[s][0]}
+{_sgmat_product(g, f"{s}u" if s else "")}
+{next_tiles[s][1]}
+    }}
+    workgroupBarrier();""" for s in (0, 1)]
+        k_loop = f"""{staging}
+  workgroupBarrier();
+  for (var t = 0u; t < K; t += {2 * bk}u) {{
+{steps[0]}
+    if (t + {bk}u >= K) {{ break; }}
+{steps[1]}
+  }}"""
+    elif not next_tiles:
+        k_loop = f"""  for (var t = 0u; t < K; t += {bk}u) {{
+{staging}
+    workgroupBarrier();
+{multiplies}
+  }}"""
+    elif len(next_tiles) == 1:
+        k_loop = f"""{staging}
+  for (var t = 0u; t < K; t += {bk}u) {{
+    workgroupBarrier();
+    let tn = t + {bk}u;
+{next_tiles[0][0]}
+{multiplies}
+{next_tiles[0][1]}
+  }}"""
+    else:
+        depth = len(next_tiles)
+        steps = [f"""    {f"if (t + {s * bk}u >= K) {{ break; }}" if s else ""}
+    {{
+    workgroupBarrier();
+    let tn = t + {(s + depth) * bk}u;
+{next_tiles[s][0]}
+{multiplies}
+{next_tiles[(s + 1) % depth][1]}
+    }}""" for s in range(depth)]
+        k_loop = f"""{staging}
+  for (var t = 0u; t < K; t += {depth * bk}u) {{
+{chr(10).join(steps)}
+  }}"""
+    return f"""
+var<workgroup> As: array<array<f16, {am * sa}>, {g.sg_m * g.buffers}>;
+var<workgroup> Bs: array<array<f16, {(bw if g.b_cols else bk) * sb}>, {g.sg_n * g.buffers}>;
+{_sgmat_entry(g)}
+{k_loop}
+{_sgmat_stores(g)}
+}}
+"""
+
+
+def _sgmat_product(g: SgmatTile, buffer: str) -> str:
+    """WGSL of one K tile's multiplies: this subgroup's fragments of K-tile buffer `buffer` (WGSL; "" the
+    first) into its results c{i}_{j}."""
+    bw = g.fn * 16
+    sa, sb = g.bk + g.pad, (g.bk if g.b_cols else bw) + g.pad   # row strides of the A and B tiles
+    a_row, b_row = buffer_row(buffer, g.sg_m), buffer_row(buffer, g.sg_n)
+    mma = []
+    for i in range(g.fm):
+        mma.append(f"      let a{i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&As[{a_row}sm], "
+                   f"{i * 16 * sa}u + kk, false, {sa}u);")
+    for j in range(g.fn):
+        at = f"{j * 16 * sb}u + kk, true" if g.b_cols else f"kk * {sb}u + {j * 16}u, false"
+        mma.append(f"      let b{j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&Bs[{b_row}sn], "
+                   f"{at}, {sb}u);")
+    for i in range(g.fm):
+        for j in range(g.fn):
+            mma.append(f"      c{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, c{i}_{j});")
+    return f"""    for (var kk = 0u; kk < {g.bk}u; kk += 16u) {{
+{chr(10).join(mma)}
+    }}"""
+
+
+def _sgmat_entry(g: SgmatTile) -> str:
+    """The results scratch and the entry point's head of a tensor-core matmul: tile origin (m0, n0),
+    subgroup `sg` at row `sm`, column `sn` of the workgroup's subgroups, its `lane`, and its zeroed result
+    matrices c{i}_{j}."""
+    nwg = NUM_WORKGROUPS if g.group else ""
+    decl = "\n".join(f"  var c{i}_{j} = subgroup_matrix_result<f32, 16, 16>();"
+                     for i in range(g.fm) for j in range(g.fn))
+    return f"""var<workgroup> Cs: array<array<f32, 256>, {g.sg_m * g.sg_n}>;
+@compute @workgroup_size({g.threads})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32{nwg}) {{
+  let M = P.mnkb.x; let N = P.mnkb.y; let K = P.mnkb.z;
+  let batch = wid.z;
+{tile_origin(g.bm, g.bn, g.group)}
+  let sg = li / {g.sg_size}u; let lane = li % {g.sg_size}u;
+  let sm = sg / {g.sg_n}u; let sn = sg % {g.sg_n}u;
+{decl}"""
+
+
+def _sgmat_stores(g: SgmatTile) -> str:
+    """Each result matrix c{i}_{j} through the subgroup's scratch into `finish` (the epilogue)."""
+    am, bw, per_lane = g.fm * 16, g.fn * 16, 256 // g.sg_size
+    return "\n".join(f"""  subgroupMatrixStore(&Cs[sg], 0u, c{i}_{j}, false, 16u);
+  workgroupBarrier();
+  for (var q = 0u; q < {per_lane}u; q++) {{
+    let x = lane + q * {g.sg_size}u;
+    finish(batch, m0 + sm * {am}u + {i * 16}u + x / 16u, n0 + sn * {bw}u + {j * 16}u + x % 16u, Cs[sg][x]);
+  }}
+  workgroupBarrier();""" for i in range(g.fm) for j in range(g.fn))
+
+
+def _vec8_unit(rows: int, cols: int, store: str, along: str, w: str,
+               rotation: str = "") -> tuple[str, str]:
+    """(position, stores) of staging unit `e` of a rows x cols f16 tile: WGSL for its first element
+    (r, c), and the 8 stores of the loaded vec4<u32> `w` into the tile's lvalue `store`. `rotation` (a
+    WGSL u32 in 0…3 per invocation, store_rotation): the invocation's q-th pair of stores writes word
+    (q + rotation) % 4 of its unit, so that one store instruction's invocations spread over the banks
+    (the words are picked by selects, not by indexing `w`: a dynamically indexed vector goes to memory)."""
+    word = "((q + rot) & 3u)" if rotation else "q"
+    if along == "cols":
+        pos = f"let r = e / {cols // 8}u; let c = (e % {cols // 8}u) * 8u;"
+        lo, hi = ("r", f"c + 2u * {word}"), ("r", f"c + 2u * {word} + 1u")
+    else:
+        pos = f"let r = (e % {rows // 8}u) * 8u; let c = e / {rows // 8}u;"
+        lo, hi = (f"r + 2u * {word}", "c"), (f"r + 2u * {word} + 1u", "c")
+    src = w
+    head = ""
+    if rotation:
+        src = "wr"
+        head = (f"let rot = {rotation};\n        let wr = select(select({w}, {w}.yzwx, rot == 1u), "
+                f"select({w}.zwxy, {w}.wxyz, rot == 3u), rot >= 2u);\n        ")
+    return pos, f"""{head}for (var q = 0u; q < 4u; q++) {{
+        let h = bitcast<vec2<f16>>({src}[q]);
+        {unit_at(store, *lo)} = h.x;
+        {unit_at(store, *hi)} = h.y;
+      }}"""
+
+
+def unit_at(store: str, r: str, c: str) -> str:
+    """tile_at for an element of the staging unit at (r, c) in a tile of sub-arrays (`X[sub][index]`): a
+    unit never straddles two sub-arrays, so the sub-array index takes the unit's own (r, c)."""
+    if "][" not in store:
+        return tile_at(store, r, c)
+    outer, inner = store.split("][", 1)
+    return tile_at(outer, "r", "c") + "][" + tile_at(inner, r, c)
+
+
+BANKS = 32          # 4-byte workgroup-memory banks (NVIDIA, AMD, Intel)
+BANK_WARP = 32      # invocations whose stores issue together (an NVIDIA warp)
+
+
+def unit_origin(e: int, rows: int, cols: int, along: str) -> tuple[int, int]:
+    """Element (r, c) that staging unit `e` of a rows x cols tile starts at (_vec8_unit's `pos`)."""
+    if along == "cols":
+        return e // (cols // 8), (e % (cols // 8)) * 8
+    return (e % (rows // 8)) * 8, e // (rows // 8)
+
+
+def store_cycles(words: np.ndarray, rotation: np.ndarray) -> int:
+    """Bank cycles of a tile's staging stores: `words` [round, invocation] is the first 4-byte word of each
+    unit (-1: none), `rotation` [invocation] its rotation; each of the 4 store pairs costs, per warp, the
+    most distinct words any bank gets."""
+    rounds, threads = words.shape
+    warp = np.arange(threads) // BANK_WARP
+    group = (np.arange(rounds)[:, None] * (warp[-1] + 1) + warp[None, :]) * BANKS
+    live = (words >= 0).ravel()
+    cycles = 0
+    for q in range(4):   # units are disjoint: the invocations of one store write distinct words
+        bank = (words + (q + rotation[None, :]) % 4) % BANKS
+        counts = np.bincount((group + bank).ravel()[live], minlength=rounds * (warp[-1] + 1) * BANKS)
+        cycles += int(counts.reshape(-1, BANKS).max(axis=1).sum())
+    return cycles
+
+
+@functools.cache
+def store_rotation(rows: int, cols: int, along: str, threads: int, flat) -> str:
+    """The WGSL rotation (0…3, from `li`) of a tile's staging stores with the fewest bank cycles
+    (store_cycles) on a model of 32 banks and 32-wide warps, among ((li >> p) * a + (li >> p2) * b) & 3;
+    `flat(r, c)` is the f16 offset of element (r, c) in the tile's workgroup array. "" where no rotation
+    beats none."""
+    units = rows * cols // 8
+    rounds = -(-units // threads)
+    li = np.arange(threads)
+    words = np.full((rounds, threads), -1)
+    for u in range(rounds):
+        for i in range(threads):
+            if u * threads + i < units:
+                words[u, i] = flat(*unit_origin(u * threads + i, rows, cols, along)) // 2
+    best, choice = store_cycles(words, np.zeros(threads, dtype=int)), ""
+    for p in range(6):
+        for a in range(1, 4):
+            for p2 in range(p + 1, 7):
+                for b in range(4):
+                    cycles = store_cycles(words, ((li >> p) * a + (li >> p2) * b) % 4)
+                    if cycles < best:
+                        best, choice = cycles, _rotation_wgsl(p, a, p2, b)
+    return choice
+
+
+def _rotation_wgsl(p: int, a: int, p2: int, b: int) -> str:
+    terms = [f"(li >> {q}u)" if q else "li" for q in (p, p2)]
+    terms = [t if k == 1 else f"{t} * {k}u" for t, k in zip(terms, (a, b), strict=True) if k]
+    return f"(({' + '.join(terms)}) & 3u)"
+
+
+def _vec8_load(src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str, w: str,
+               inside: str = "") -> tuple[str, str]:
+    """(coordinates, load): WGSL for unit (r, c)'s matrix row and column `gr`, `gc`, and loading it into
+    `w` where it lies inside the rdim x cdim matrix (and `inside`)."""
+    return f"let gr = {r0} + r; let gc = {c0} + c;", f"""if ({inside}gr < {rdim} && gc < {cdim}) {{
+        {w} = {src}[(P.{lay}.x + batch * P.{lay}.y + gr * P.{lay}.z + gc * P.{lay}.w) / 8u];
+      }}"""
+
+
+def staging_vec8(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str,
+                  store: str, along: str, threads: int, rotation: str = "") -> str:
+    """WGSL staging of a rows x cols f16 tile in 8-element units along its contiguous axis ("cols":
+    stride 1 along columns, or "rows"), one 16-byte load each; a unit is wholly inside or outside the
+    matrix (the contiguous extent, offset and other strides are multiples of 8), outside ones are 0."""
+    units = rows * cols // 8
+    pos, stores = _vec8_unit(rows, cols, store, along, "w", rotation)
+    coords, load = _vec8_load(src, lay, r0, rdim, c0, cdim, "w")
+    return f"""  for (var u = 0u; u < {-(-units // threads)}u; u++) {{
+    let e = li + u * {threads}u;
+    if (e < {units}u) {{
+      {pos}
+      {coords}
+      var w = vec4<u32>(0u);
+      {load}
+      {stores}
+    }}
+  }}"""
+
+
+def staging_vec8_split(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str,
+                       store: str, along: str, threads: int, tag: str = "",
+                       declare: bool = True, rotation: str = "") -> tuple[str, str]:
+    """staging_vec8 in two halves, (loads, stores): every 16-byte load of this invocation's units into
+    its own register `w<lay><u>` first, then every store. In staging_vec8's loop each unit's stores wait
+    for its own load before the next load is issued: on the H200 staging alone took twice as long as the
+    whole f16 4096^3 kernel (benchmarks/results/h200-2026-12-04-anatomy.md). `tag` names a second set
+    of registers; `declare` False assigns registers declared elsewhere (staging_registers) so that they
+    outlive a loop step."""
+    units = rows * cols // 8
+    loads, stores = [], []
+    for u in range(-(-units // threads)):
+        w = f"w{lay}{tag}{u}"
+        pos, stash = _vec8_unit(rows, cols, store, along, w, rotation)
+        tail = (u + 1) * threads > units   # the last round of units that do not divide among the invocations
+        coords, load = _vec8_load(src, lay, r0, rdim, c0, cdim, w, f"e < {units}u && " if tail else "")
+        var = "var " if declare else ""
+        loads.append(f"  {var}{w} = vec4<u32>(0u);\n  {{\n    let e = li + {u * threads}u;\n      {pos}\n"
+                     f"      {coords}\n      {load}\n  }}")
+        body = f"      {pos}\n      {stash}"
+        if tail:
+            body = f"    if (e < {units}u) {{\n{body}\n    }}"
+        stores.append(f"  {{\n    let e = li + {u * threads}u;\n{body}\n  }}")
+    return "\n".join(loads), "\n".join(stores)
