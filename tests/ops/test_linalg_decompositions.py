@@ -51,11 +51,14 @@ def test_pinv_lstsq(webgpu):
     A[:, 3] = A[:, 0]  # rank 3
     _close(torch.linalg.pinv(A.to(webgpu)), torch.linalg.pinv(A), 1e-3)
     B = torch.randn(6, 2)
+    # the minimum-norm solution gelsy and gelsd define, from torch CPU's SVD in float64: torch CPU's own
+    # gelsy/gelsd on this rank-deficient matrix return rank 2 and another solution now and then for the
+    # same input (11 of 2000 calls, one thread or many)
+    want = torch.linalg.pinv(A.double()) @ B.double()
     for driver in ("gelsy", "gelsd"):
         got = torch.linalg.lstsq(A.to(webgpu), B.to(webgpu), driver=driver)
-        want = torch.linalg.lstsq(A, B, driver=driver)
-        _close(got.solution, want.solution, 1e-3)
-        assert torch.equal(got.rank.cpu(), want.rank)
+        _close(got.solution, want.float(), 1e-3)
+        assert int(got.rank.cpu()) == 3
 
 
 def test_householder_product(webgpu):
