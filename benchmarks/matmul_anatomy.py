@@ -84,12 +84,16 @@ def sgmat_parts(launch) -> dict[str, str]:
              "no multiplies": no_mma, "multiplies only": mma_only,
              "global loads only": loads, "tile stores only": stores}
     if "let tn = " in src:
-        # the pipelined forms stage before the loop and at its end: their staging lines taken out instead
         parts.pop("multiplies only")
-        parts["no staging"] = _before_last_brace(
-            _drop_lines(src, r"= [AB]\[\(.*\) / 8u\];|= h\.[xy];$|let h = bitcast"), _keep_alive())
-        parts["no staging or barriers"] = _drop_lines(parts["no staging"], "workgroupBarrier")
+        _drop_pipelined_staging(parts, src, r"= [AB]\[\(.*\) / 8u\];|= h\.[xy];$|let h = bitcast")
     return parts
+
+
+def _drop_pipelined_staging(parts: dict[str, str], src: str, staging: str) -> None:
+    """The no-staging parts of a pipelined kernel, which stages before its K loop and at the end of each
+    step rather than at the loop's head: every line matching `staging` taken out."""
+    parts["no staging"] = _before_last_brace(_drop_lines(src, staging), _keep_alive())
+    parts["no staging or barriers"] = _drop_lines(parts["no staging"], "workgroupBarrier")
 
 
 def tiled_parts(launch) -> dict[str, str]:
@@ -108,10 +112,8 @@ def tiled_parts(launch) -> dict[str, str]:
              "no staging or barriers": _drop_lines(no_staging, "workgroupBarrier"),
              "no multiplies": _before_last_brace(no_mma, keep),
              "global loads only": loads, "tile stores only": stores}
-    if "let tn = " in src:   # pipelined: staged before the loop and at its end, those lines taken out
-        parts["no staging"] = _before_last_brace(
-            _drop_lines(src, r"= (vec4<f32>|f32)\([AB]\[|^\s*[AB]s\[.*\] = .+;$"), _keep_alive())
-        parts["no staging or barriers"] = _drop_lines(parts["no staging"], "workgroupBarrier")
+    if "let tn = " in src:
+        _drop_pipelined_staging(parts, src, r"= (vec4<f32>|f32)\([AB]\[|^\s*[AB]s\[.*\] = .+;$")
     return parts
 
 

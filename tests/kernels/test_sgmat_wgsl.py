@@ -96,16 +96,15 @@ def test_store_rotation_spreads_the_staging_stores_over_the_banks(geometry):
     model (32 banks, 32-wide warps); the rotation store_rotation picks takes each tile to one."""
     import numpy as np
 
-    from torch_webgpu.kernels.sgmat_wgsl import SgmatTile, store_cycles, store_rotation, unit_origin
+    from torch_webgpu.kernels.sgmat_wgsl import SgmatTile, staging_words, store_cycles, store_rotation
 
     sm, sn, fm, fn, bk, b_cols = geometry
     g = SgmatTile(sm, sn, fm, fn, bk, 32, b_cols=b_cols)
     b_along = "rows" if b_cols else "cols"
     for rows, cols, along, flat in ((g.bm, bk, "cols", g.a_flat), (bk, g.bn, b_along, g.b_flat)):
-        units = rows * cols // 8
-        rounds = -(-units // g.threads)
-        words = np.array([[flat(*unit_origin(u * g.threads + i, rows, cols, along)) // 2
-                           for i in range(g.threads)] for u in range(rounds)])
+        words = staging_words(rows, cols, along, g.threads, flat)
+        rounds = words.shape[0]
+        assert (words >= 0).all()   # every round full: the ideal below counts whole warps
         li = np.arange(g.threads)   # the WGSL rotation evaluated in numpy
         rotation = store_rotation(rows, cols, along, g.threads, flat)
         rotated = eval(rotation.replace("u", ""), {"li": li}) * np.ones(g.threads, dtype=int)

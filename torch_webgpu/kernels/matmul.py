@@ -188,11 +188,6 @@ class SgmatSpec:
         """(rows, cols) of the output tile of one workgroup."""
         return self.sg_m * self.fm * 16, self.sg_n * self.fn * 16
 
-    @property
-    def subgroups(self) -> int:
-        """Subgroups per workgroup."""
-        return self.sg_m * self.sg_n
-
     def workgroup_bytes(self, dtype: str) -> int:
         """Workgroup memory: f16 K tiles and one f32 16×16 scratch per subgroup."""
         return max(sgmat_wgsl.SgmatTile(self.sg_m, self.sg_n, self.fm, self.fn, self.bk, 1, self.pad, by_cols,
@@ -487,7 +482,7 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
         first = SGMAT_LARGE if min(p.m, p.n) >= 1024 else SGMAT_SKINNY
         for name in first + [n for n in VARIANTS if n.startswith("sgmat") and n not in first]:
             spec = VARIANTS[name]
-            threads = spec.subgroups * sg
+            threads = spec.sg_m * spec.sg_n * sg
             if _fits(caps, threads, spec.workgroup_bytes(p.dtype)):
                 names.append(name)
     a_mode, b_mode = _tiled_modes(p)
@@ -635,7 +630,7 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
                                 spec.pad, spec.group, spec.pipelined, spec.rotate, spec.double)
         bm, bn = spec.tile
         grid = (ceil_div(p.n, bn), ceil_div(p.m, bm), p.batch)
-        wg = (spec.subgroups * sg, 1, 1)
+        wg = (spec.sg_m * spec.sg_n * sg, 1, 1)
     _check(run, caps, grid)
     bindings = [PARAMS, "a", "b", "out"] + (["bias"] if p.bias else []) + (["residual"] if p.residual else [])
     if run is not p:  # transposed: A' is B and B' is A

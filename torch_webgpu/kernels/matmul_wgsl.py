@@ -255,8 +255,8 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
     accs = "\n".join(f"  var acc{i}_{j} = 0.0;" for i in range(tm) for j in range(tn))
     a_words, b_words = (bm * bk // 4, bn * bk // 4) if lds4 else (bm * bk, bn * bk)
 
-    def k_step(buffer: int) -> str:
-        """Workgroup reads and FMAs of one k of the K tile in `buffer` (the double-buffered form's 2nd)."""
+    def k_step(buffer: int) -> tuple[str, str]:
+        """(workgroup reads, FMAs) of one k of the K tile in `buffer` (the double-buffered form's 2nd)."""
         abase, bbase = (f"{a_words}u + ", f"{b_words}u + ") if buffer else ("", "")
         if lds4:
             reads = ([f"      let a{g} = As[{abase}k * {bm // 4}u + {g * ty}u + lid.y];"
@@ -269,10 +269,8 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
             reads = ([f"      let a{i} = As[{abase}k * {bm}u + lid.y + {i * ty}u];" for i in range(tm)]
                      + [f"      let b{j} = Bs[{bbase}k * {bn}u + lid.x + {j * tx}u];" for j in range(tn)])
             fmas = [f"      acc{i}_{j} = fma(a{i}, b{j}, acc{i}_{j});" for i in range(tm) for j in range(tn)]
-        return "\n".join(reads) + "\n" + "\n".join(fmas)
-    reads_fmas = k_step(0)
-    reads, fmas = reads_fmas.split("\n      acc0_0 = fma(", 1)
-    fmas = "      acc0_0 = fma(" + fmas
+        return "\n".join(reads), "\n".join(fmas)
+    reads, fmas = k_step(0)
     if lds4:
         row = [f"{(i // 4) * 4 * ty}u + 4u * lid.y + {i % 4}u" for i in range(tm)]
         col = [f"{(j // 4) * 4 * tx}u + 4u * lid.x + {j % 4}u" for j in range(tn)]
@@ -299,10 +297,10 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
     copies = 2 if double else 1
     if double:
         k_loop = _double_buffered_k_loop(bm, bn, bk, a_mode, b_mode, threads, lds4, k_first,
-                                         [k_step(0), k_step(1)], a_words, b_words)
+                                         ["\n".join(k_step(0)), "\n".join(k_step(1))], a_words, b_words)
     elif pipelined:
         k_loop = _pipelined_k_loop(bm, bn, bk, a_mode, b_mode, threads, lds4, k_first, reads, fmas,
-                                   int(pipelined))
+                                   pipelined)
     else:
         k_loop = f"""  for (var t = {k_first}; t < K; t += {bk}u) {{
 {load_a}
@@ -327,6 +325,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
 {stores}
 }}
 """
+
+
+def stepped_k_loop(k_first: str, bk: int, steps: list[str]) -> str:
+    """A K loop whose iteration is len(steps) steps, one K tile each (so register sets and buffer offsets
+    are constants in each step), leaving after the step whose tile is the last one."""
+    body = "\n".join((f"    if (t + {s * bk}u >= K) {{ break; }}\n" if s else "") + step
+                      for s, step in enumerate(steps))
+    return f"""  for (var t = {k_first}; t < K; t += {len(steps) * bk}u) {{
+{body}
+  }}"""
 
 
 def _pipelined_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str, threads: int, lds4: bool,
@@ -369,23 +377,20 @@ def _pipelined_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str, threa
     sets = [(fetch, "\n".join(ln for ln in fetch.splitlines() if ln.lstrip().startswith("let ")
                                and "gi = " not in ln) + "\n" + stash)
             for fetch, stash in (halves("tn", tag, False) for tag in tags)]
-    steps = "\n".join(f"""    {f"if (t + {s * bk}u >= K) {{ break; }}" if s else ""}
-    {{
+    steps = [f"""    {{
     workgroupBarrier();
     let tn = t + {(s + depth) * bk}u;
 {sets[s][0]}
 {multiply}
 {sets[(s + 1) % depth][1]}
-    }}""" for s in range(depth))
+    }}""" for s in range(depth)]
     return f"""  {{
 {fetch0}
 {stash0}
   }}
 {decls}
 {ahead}
-  for (var t = {k_first}; t < K; t += {depth * bk}u) {{
-{steps}
-  }}"""
+{stepped_k_loop(k_first, bk, steps)}"""
 
 
 def _double_buffered_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str, threads: int,
@@ -418,11 +423,7 @@ def _double_buffered_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str,
 {stash0}
   }}
   workgroupBarrier();
-  for (var t = {k_first}; t < K; t += {2 * bk}u) {{
-{step(0)}
-    if (t + {bk}u >= K) {{ break; }}
-{step(1)}
-  }}"""
+{stepped_k_loop(k_first, bk, [step(0), step(1)])}"""
 
 
 def gemv_source(e: Epilogue, lk: int, ln: int, mr: int, vec: bool, k_fast: bool,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .matmul_wgsl import NUM_WORKGROUPS, Epilogue, finish_fn, header, tile_at, tile_origin
+from .matmul_wgsl import NUM_WORKGROUPS, Epilogue, finish_fn, header, stepped_k_loop, tile_at, tile_origin
 
 # f16 elements of padding per workgroup-tile row, so the 16 rows one matrix load reads do not start in
 # the same banks (H200: benchmarks/results/h200-2026-12-01-sgmat-pad.md)
@@ -222,11 +222,7 @@ def sgmat_main(g: SgmatTile, staging: str, next_tiles: list[tuple[str, str]] | N
     workgroupBarrier();""" for s in (0, 1)]
         k_loop = f"""{staging}
   workgroupBarrier();
-  for (var t = 0u; t < K; t += {2 * bk}u) {{
-{steps[0]}
-    if (t + {bk}u >= K) {{ break; }}
-{steps[1]}
-  }}"""
+{stepped_k_loop("0u", bk, steps)}"""
     elif not next_tiles:
         k_loop = f"""  for (var t = 0u; t < K; t += {bk}u) {{
 {staging}
@@ -244,8 +240,7 @@ def sgmat_main(g: SgmatTile, staging: str, next_tiles: list[tuple[str, str]] | N
   }}"""
     else:
         depth = len(next_tiles)
-        steps = [f"""    {f"if (t + {s * bk}u >= K) {{ break; }}" if s else ""}
-    {{
+        steps = [f"""    {{
     workgroupBarrier();
     let tn = t + {(s + depth) * bk}u;
 {next_tiles[s][0]}
@@ -253,9 +248,7 @@ def sgmat_main(g: SgmatTile, staging: str, next_tiles: list[tuple[str, str]] | N
 {next_tiles[(s + 1) % depth][1]}
     }}""" for s in range(depth)]
         k_loop = f"""{staging}
-  for (var t = 0u; t < K; t += {depth * bk}u) {{
-{chr(10).join(steps)}
-  }}"""
+{stepped_k_loop("0u", bk, steps)}"""
     return f"""
 var<workgroup> As: array<array<f16, {am * sa}>, {g.sg_m * g.buffers}>;
 var<workgroup> Bs: array<array<f16, {(bw if g.b_cols else bk) * sb}>, {g.sg_n * g.buffers}>;
@@ -365,6 +358,17 @@ def unit_origin(e: int, rows: int, cols: int, along: str) -> tuple[int, int]:
     return (e % (rows // 8)) * 8, e // (rows // 8)
 
 
+def staging_words(rows: int, cols: int, along: str, threads: int, flat) -> np.ndarray:
+    """[round, invocation]: the first 4-byte word (in the tile's workgroup array, `flat(r, c)` the f16
+    offset of element (r, c)) of each staging unit of a rows x cols tile; -1 where a round has none."""
+    units = rows * cols // 8
+    rounds = -(-units // threads)
+    words = np.full((rounds, threads), -1)
+    for e in range(units):
+        words[e // threads, e % threads] = flat(*unit_origin(e, rows, cols, along)) // 2
+    return words
+
+
 def store_cycles(words: np.ndarray, rotation: np.ndarray) -> int:
     """Bank cycles of a tile's staging stores: `words` [round, invocation] is the first 4-byte word of each
     unit (-1: none), `rotation` [invocation] its rotation; each of the 4 store pairs costs, per warp, the
@@ -387,14 +391,8 @@ def store_rotation(rows: int, cols: int, along: str, threads: int, flat) -> str:
     (store_cycles) on a model of 32 banks and 32-wide warps, among ((li >> p) * a + (li >> p2) * b) & 3;
     `flat(r, c)` is the f16 offset of element (r, c) in the tile's workgroup array. "" where no rotation
     beats none."""
-    units = rows * cols // 8
-    rounds = -(-units // threads)
+    words = staging_words(rows, cols, along, threads, flat)
     li = np.arange(threads)
-    words = np.full((rounds, threads), -1)
-    for u in range(rounds):
-        for i in range(threads):
-            if u * threads + i < units:
-                words[u, i] = flat(*unit_origin(u * threads + i, rows, cols, along)) // 2
     best, choice = store_cycles(words, np.zeros(threads, dtype=int)), ""
     for p in range(6):
         for a in range(1, 4):
