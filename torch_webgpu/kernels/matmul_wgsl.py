@@ -337,6 +337,21 @@ def stepped_k_loop(k_first: str, bk: int, steps: list[str]) -> str:
   }}"""
 
 
+def register_pipelined_loop(k_first: str, bk: int, sets: list[tuple[str, str]], multiply: str) -> str:
+    """The K loop of D = len(sets) register sets of loads in flight: step s (a barrier, then `tn` = the
+    tile D ahead) issues set s's loads, multiplies this tile (`multiply`, ending in a barrier) and stores
+    set s + 1, which holds the next tile; `sets` = (loads, stores) of each set at `tn`."""
+    depth = len(sets)
+    steps = [f"""    {{
+    workgroupBarrier();
+    let tn = t + {(s + depth) * bk}u;
+{sets[s][0]}
+{multiply}
+{sets[(s + 1) % depth][1]}
+    }}""" for s in range(depth)]
+    return stepped_k_loop(k_first, bk, steps)
+
+
 def _pipelined_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str, threads: int, lds4: bool,
                       k_first: str, reads: str, fmas: str, depth: int = 1) -> str:
     """The K loop of tiled_source's `pipelined` form: tile 0 staged before it; each step fetches the tile
@@ -377,20 +392,13 @@ def _pipelined_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str, threa
     sets = [(fetch, "\n".join(ln for ln in fetch.splitlines() if ln.lstrip().startswith("let ")
                                and "gi = " not in ln) + "\n" + stash)
             for fetch, stash in (halves("tn", tag, False) for tag in tags)]
-    steps = [f"""    {{
-    workgroupBarrier();
-    let tn = t + {(s + depth) * bk}u;
-{sets[s][0]}
-{multiply}
-{sets[(s + 1) % depth][1]}
-    }}""" for s in range(depth)]
     return f"""  {{
 {fetch0}
 {stash0}
   }}
 {decls}
 {ahead}
-{stepped_k_loop(k_first, bk, steps)}"""
+{register_pipelined_loop(k_first, bk, sets, multiply)}"""
 
 
 def _double_buffered_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str, threads: int,

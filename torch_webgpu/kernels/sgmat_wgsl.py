@@ -11,7 +11,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .matmul_wgsl import NUM_WORKGROUPS, Epilogue, finish_fn, header, stepped_k_loop, tile_at, tile_origin
+from .matmul_wgsl import (
+    NUM_WORKGROUPS,
+    Epilogue,
+    finish_fn,
+    header,
+    register_pipelined_loop,
+    stepped_k_loop,
+    tile_at,
+    tile_origin,
+)
 
 # f16 elements of padding per workgroup-tile row, so the 16 rows one matrix load reads do not start in
 # the same banks (H200: benchmarks/results/h200-2026-12-01-sgmat-pad.md)
@@ -239,16 +248,8 @@ def sgmat_main(g: SgmatTile, staging: str, next_tiles: list[tuple[str, str]] | N
 {next_tiles[0][1]}
   }}"""
     else:
-        depth = len(next_tiles)
-        steps = [f"""    {{
-    workgroupBarrier();
-    let tn = t + {(s + depth) * bk}u;
-{next_tiles[s][0]}
-{multiplies}
-{next_tiles[(s + 1) % depth][1]}
-    }}""" for s in range(depth)]
         k_loop = f"""{staging}
-{stepped_k_loop("0u", bk, steps)}"""
+{register_pipelined_loop("0u", bk, next_tiles, multiplies)}"""
     return f"""
 var<workgroup> As: array<array<f16, {am * sa}>, {g.sg_m * g.buffers}>;
 var<workgroup> Bs: array<array<f16, {(bw if g.b_cols else bk) * sb}>, {g.sg_n * g.buffers}>;
