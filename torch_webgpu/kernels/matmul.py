@@ -128,6 +128,7 @@ class TiledSpec:
     double: bool = False  # two K-tile buffers: the next tile's loads overlap this one's FMAs
     group: int = 0       # tiles launched `group` rows at a time down each column (matmul_wgsl.tile_origin)
     pipelined: int = 0   # K tiles fetched into registers ahead, during the FMAs (matmul_wgsl.tiled_source)
+    a_rows: bool = False  # a K-contiguous A's tile kept [i][k], both tiles stored in whole vec4s (".ar")
 
     @property
     def threads(self) -> int:
@@ -136,7 +137,8 @@ class TiledSpec:
 
     def workgroup_bytes(self, dtype: str) -> int:
         """Workgroup memory of the K tiles (kept in f32)."""
-        return 4 * self.bk * (self.bm + self.bn) * (2 if self.double else 1)
+        a_row = self.bk + (wgsl.ROWS_PAD if self.a_rows else 0)
+        return 4 * (self.bm * a_row + self.bn * self.bk) * (2 if self.double else 1)
 
 
 @dataclass(frozen=True)
@@ -242,6 +244,14 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     # 128x128.k8.l4.pl2 37.2, k16 32.9, 128x64 33.5, grouped 37.1-37.2 (the FMAs bound f32: without
     # staging 41.3)
     "tile128x128.r8x8.k8.l4.pl2": TiledSpec(128, 128, 8, 8, 8, True, pipelined=2),
+    # untimed: A tiles kept [i][k] as loaded (".ar": whole-vec4 stores, none of the transposing scalar
+    # stores of a K-contiguous A, which hit 2-4 invocations per bank)
+    "tile128x64.r8x4.k16.l4.db.ar": TiledSpec(128, 64, 16, 8, 4, True, double=True, a_rows=True),
+    "tile128x128.r8x8.k8.l4.db.ar": TiledSpec(128, 128, 8, 8, 8, True, double=True, a_rows=True),
+    "tile128x128.r8x8.k16.l4.db.ar": TiledSpec(128, 128, 16, 8, 8, True, double=True, a_rows=True),
+    "tile128x128.r8x8.k8.l4.pl.ar": TiledSpec(128, 128, 8, 8, 8, True, pipelined=True, a_rows=True),
+    "tile128x64.r8x4.k16.l4.pl.ar": TiledSpec(128, 64, 16, 8, 4, True, pipelined=True, a_rows=True),
+    "tile64x64.r4x4.k16.l4.db.ar": TiledSpec(64, 64, 16, 4, 4, True, double=True, a_rows=True),
     "gemv.k64n4.sg": GemvSpec(64, 4, True, True),
     "gemv.k64n4.wg": GemvSpec(64, 4, True),
     "gemv.k32n8.wg": GemvSpec(32, 8, True),
@@ -313,6 +323,15 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     # 35-100 and went (h200-2026-12-04-pipelines.md)
     "sgmat.w2x2.f4x4.k32.db.g8": SgmatSpec(2, 2, 4, 4, group=8, double=True),
     "sgmat.w4x2.f4x4.k16.db.g8": SgmatSpec(4, 2, 4, 4, bk=16, group=8, double=True),
+    # untimed: the double-buffered tiles with rotated stores, and with their loads two tiles ahead
+    # (".db.pl2": a 16-deep tile's multiplies may end before its loads land); 512-invocation tiles of
+    # 256x128 (16 subgroups of 64x32 or 32x64 results: half the accumulators per invocation)
+    "sgmat.w4x2.f4x4.k16.db.g8.rot": SgmatSpec(4, 2, 4, 4, bk=16, group=8, rotate=True, double=True),
+    "sgmat.w4x2.f4x4.k16.db.pl2.g8.rot": SgmatSpec(4, 2, 4, 4, bk=16, group=8, pipelined=2, rotate=True,
+                                                  double=True),
+    "sgmat.w2x2.f4x4.k32.db.pl2.g8.rot": SgmatSpec(2, 2, 4, 4, group=8, pipelined=2, rotate=True, double=True),
+    "sgmat.w4x4.f4x2.k32.pl.g8.rot": SgmatSpec(4, 4, 4, 2, group=8, pipelined=True, rotate=True),
+    "sgmat.w8x2.f2x4.k32.pl.g8.rot": SgmatSpec(8, 2, 2, 4, group=8, pipelined=True, rotate=True),
 }
 # Split-K forms of the tiles that few-row f32 problems prefer (the H200's autotuner chose 32x64 for
 # ViT-B/16's 197-token matmuls: 84 workgroups for 132 SMs): "<tile>.s<splits>"
@@ -487,7 +506,9 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
                 names.append(name)
     a_mode, b_mode = _tiled_modes(p)
     vec = a_mode in ("k", "i") or b_mode in ("k", "i")
-    tiled = [n for n, s in VARIANTS.items() if isinstance(s, TiledSpec) and s.splits == 1]
+    # the [i][k] A tiles (".ar") read A in vec4s along K: offered in their vec4 form for such an A only
+    tiled = [n for n, s in VARIANTS.items() if isinstance(s, TiledSpec) and s.splits == 1
+             and (a_mode == "k" or not s.a_rows)]
     # default orders from the H200 runs of 2026-12-01 and 2026-12-04 (.db: h200-2026-12-04-pipelines.md)
     if p.m * p.n >= 1 << 20 and p.m >= 256:
         order = ["tile128x64.r8x4.k16.l4.db", "tile128x128.r8x8.k8.l4.db", "tile128x128.r8x8.k8.l4.pl",
@@ -503,7 +524,8 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
     fitting = [n for n in dict.fromkeys(order + tiled)
                if _fits(caps, VARIANTS[n].threads, VARIANTS[n].workgroup_bytes(p.dtype))]
     # vec4 forms first: the autotuner times the first few candidates only
-    tiled_names = ([n + VEC_SUFFIX for n in fitting] if vec else []) + fitting
+    tiled_names = (([n + VEC_SUFFIX for n in fitting] if vec else [])
+                   + [n for n in fitting if not VARIANTS[n].a_rows])
     tiled_names[SPLIT_AFTER:SPLIT_AFTER] = [n + (VEC_SUFFIX if vec else "") for n in _split_variants(p, caps)]
     return names + tiled_names
 
@@ -602,7 +624,8 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
             a_mode = {"k": "sk", "i": "si"}.get(a_mode, a_mode)
             b_mode = {"k": "sk", "i": "si"}.get(b_mode, b_mode)
         src = wgsl.tiled_source(epi, spec.bm, spec.bn, spec.bk, spec.tm, spec.tn, a_mode, b_mode, spec.lds4,
-                                double=spec.double, group=spec.group, pipelined=spec.pipelined)
+                                double=spec.double, group=spec.group, pipelined=spec.pipelined,
+                                a_rows=spec.a_rows)
         grid = (ceil_div(p.n, spec.bn), ceil_div(p.m, spec.bm), p.batch)
         wg = (spec.bn // spec.tn, spec.bm // spec.tm, 1)
     elif isinstance(spec, GemvSpec) and spec.unroll:

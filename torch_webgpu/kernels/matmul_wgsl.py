@@ -130,10 +130,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 
 
 def _tile_load(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, dim: str, mode: str,
-               threads: int, i_is_row: bool, lds4: bool = False) -> str:
+               threads: int, i_is_row: bool, lds4: bool = False, whole: bool = False) -> str:
     """Code that copies a (bi × bk) tile of operand `src` (outer index i, inner k) into the workgroup
     array `tile` laid out [k][i] (f32). `mode`: "k" / "i" (vec4 along that axis, stride 1) or a
-    scalar order "sk" / "si" (which axis consecutive invocations walk)."""
+    scalar order "sk" / "si" (which axis consecutive invocations walk). `whole` (vec4 tiles): each vec4
+    stored at once (_vec4_stash), A's "k" mode into an [i][k] tile (tiled_source's `a_rows`)."""
     # element (i, k) of the operand sits at base + i * si + k * sk
     si, sk = (f"P.{lay}.z", f"P.{lay}.w") if i_is_row else (f"P.{lay}.w", f"P.{lay}.z")
     base = f"(P.{lay}.x + batch * P.{lay}.y)"
@@ -158,20 +159,24 @@ def _tile_load(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, dim: st
         index = (f"({base} + gi * {si} + gk) / 4u" if mode == "k" else f"({base} + gi + gk * {sk}) / 4u")
         out += ["    var x = vec4<f32>(0.0);",
                 f"    if (gi < {dim} && gk < K) {{ x = vec4<f32>({src}[{index}]); }}"]
-        for q in range(4):
+        at_once = _vec4_stash(tile, "x", "ii", "kk", bi, bk, mode, i_is_row, "") if whole and lds4 else ""
+        for q in range(0 if at_once else 4):
             dst = f"(kk + {q}u) * {bi}u + ii" if mode == "k" else f"kk * {bi}u + ii + {q}u"
             out.append(f"    {_lds_at(tile, dst, lds4)} = x[{q}];")
+        if at_once:
+            out.append(at_once)
     out.append("  }")
     return "\n".join(out)
 
 
 def _tile_fetch_stash(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, dim: str, mode: str,
                       threads: int, i_is_row: bool, lds4: bool, k0: str, base: str, tag: str = "",
-                      declare: bool = True) -> tuple[str, str]:
+                      declare: bool = True, whole: bool = False) -> tuple[str, str]:
     """`_tile_load` in two halves, for double-buffered K tiles: `fetch` reads this invocation's share of
     the tile at K offset `k0` into registers (so the loads are in flight while the previous tile is
     multiplied), `stash` writes them into the workgroup array `tile` from element `base` on. `tag` names
-    another register set; `declare` False assigns registers declared before (they outlive a step)."""
+    another register set; `declare` False assigns registers declared before (they outlive a step);
+    `whole` as in _tile_load."""
     si, sk = (f"P.{lay}.z", f"P.{lay}.w") if i_is_row else (f"P.{lay}.w", f"P.{lay}.z")
     origin = f"(P.{lay}.x + batch * P.{lay}.y)"
     vec = mode in ("k", "i")
@@ -204,11 +209,51 @@ def _tile_fetch_stash(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, 
                      else f"({origin} + {r}gi + {r}gk * {sk}) / 4u")
             fetch += [f"    {var}{r} = vec4<f32>(0.0);",
                       f"    if ({inside}) {{ {r} = vec4<f32>({src}[{index}]); }}"]
-            for q in range(4):
+            at_once = (_vec4_stash(tile, r, f"{r}i", f"{r}k", bi, bk, mode, i_is_row, base)
+                       if whole and lds4 else "")
+            for q in range(0 if at_once else 4):
                 dst = f"({r}k + {q}u) * {bi}u + {r}i" if mode == "k" else f"{r}k * {bi}u + {r}i + {q}u"
                 stash.append(f"    {_lds_at(tile, dst, lds4, base)} = {r}[{q}];")
+            if at_once:
+                stash.append(at_once)
         stash.append(close)
     return "\n".join(fetch), "\n".join(line for line in stash if line)
+
+
+# f32 padding (one vec4) of each row of an [i][k] A tile (tiled_source's `a_rows`): the two rows one
+# warp's vec4 reads take (4 apart) then start 16 banks apart
+ROWS_PAD = 4
+
+
+def _vec4_stash(tile: str, x: str, ii: str, kk: str, bi: int, bk: int, mode: str, i_is_row: bool,
+                base: str) -> str:
+    """The one store of the loaded vec4 `x` (unit at element (ii, kk)) into a vec4 K tile, or "" where it
+    needs four (a K-contiguous B, transposed into the [k][i] tile): an "i"-mode unit at its place in the
+    [k][i] tile, a K-contiguous A unit into the [i][k] tile of rows padded by ROWS_PAD."""
+    at = f"{base} + " if base else ""
+    if mode == "i":
+        return f"    {tile}[{at}({kk} * {bi}u + {ii}) / 4u] = {x};"
+    if mode == "k" and i_is_row:
+        return f"    {tile}[{at}{ii} * {(bk + ROWS_PAD) // 4}u + {kk} / 4u] = {x};"
+    return ""
+
+
+def _rows_multiply(bm: int, bn: int, bk: int, tm: int, tn: int, abase: str, bbase: str) -> str:
+    """The FMAs over a K tile whose A part is stored [i][k] (tiled_source's `a_rows`, `lds4` rows): four k
+    per iteration, one vec4 read per row of A (its 4 k) and per 4 columns of B and k."""
+    tx, ty = bn // tn, bm // tm
+    stride = (bk + ROWS_PAD) // 4
+    lines = [f"      let a{i} = As[{abase}({(i // 4) * 4 * ty + i % 4}u + 4u * lid.y) * {stride}u + kq];"
+             for i in range(tm)]
+    for s in range(4):
+        lines += [f"      let b{s}_{g} = Bs[{bbase}(kq * 4u + {s}u) * {bn // 4}u + {g * tx}u + lid.x];"
+                  for g in range(tn // 4)]
+        lines += [f"      acc{i}_{j} = fma(a{i}[{s}], b{s}_{j // 4}[{j % 4}], acc{i}_{j});"
+                  for i in range(tm) for j in range(tn)]
+    body = "\n".join(lines)
+    return f"""    for (var kq = 0u; kq < {bk // 4}u; kq++) {{
+{body}
+    }}"""
 
 
 def _lds_at(tile: str, index: str, lds4: bool, base: str = "") -> str:
@@ -236,7 +281,7 @@ def tile_origin(bm: int, bn: int, group: int) -> str:
 
 def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mode: str,
                  b_mode: str, lds4: bool = False, splits: int = 1, double: bool = False,
-                 group: int = 0, pipelined: int = 0) -> str:
+                 group: int = 0, pipelined: int = 0, a_rows: bool = False) -> str:
     """Register-tiled SIMT matmul: a (bm × bn) output tile per workgroup, (tm × tn) per invocation at
     rows ty + i * TY and cols tx + j * TX (conflict-free workgroup reads, coalesced stores). `lds4`:
     each invocation owns groups of 4 adjacent rows and columns (rows g·4·TY + 4·ty + i), so it reads
@@ -246,18 +291,26 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
     buffers; the next tile's global loads are issued before this one is multiplied and stored after
     it, one barrier per K tile. `group`: the launch order of the tiles (tile_origin). `pipelined` = D > 0: one
     buffer; each step fetches the K tile D ahead into registers before this tile's FMAs and stores the
-    next one after them (_tile_fetch_stash), two barriers per K tile as in the plain loop."""
+    next one after them (_tile_fetch_stash), two barriers per K tile as in the plain loop. `a_rows` (a
+    K-contiguous A read as vec4, `lds4`): the A tile is kept as it is in memory, [i][k] with rows padded
+    by ROWS_PAD, and both tiles are stored in whole vec4s (no transposing scalar stores, which hit 2-4
+    invocations per bank); the FMAs read A four k at a time (_rows_multiply)."""
     t = e.dtype
     tx, ty = bn // tn, bm // tm
     threads = tx * ty
     a_elem = f"vec4<{t}>" if a_mode in ("k", "i") else t
     b_elem = f"vec4<{t}>" if b_mode in ("k", "i") else t
     accs = "\n".join(f"  var acc{i}_{j} = 0.0;" for i in range(tm) for j in range(tn))
+    a_rows = a_rows and lds4 and a_mode == "k"
     a_words, b_words = (bm * bk // 4, bn * bk // 4) if lds4 else (bm * bk, bn * bk)
+    if a_rows:
+        a_words = bm * (bk + ROWS_PAD) // 4
 
-    def k_step(buffer: int) -> tuple[str, str]:
-        """(workgroup reads, FMAs) of one k of the K tile in `buffer` (the double-buffered form's 2nd)."""
+    def multiply(buffer: int) -> str:
+        """The loop over the K tile in `buffer` (the double-buffered form's 2nd): workgroup reads, FMAs."""
         abase, bbase = (f"{a_words}u + ", f"{b_words}u + ") if buffer else ("", "")
+        if a_rows:
+            return _rows_multiply(bm, bn, bk, tm, tn, abase, bbase)
         if lds4:
             reads = ([f"      let a{g} = As[{abase}k * {bm // 4}u + {g * ty}u + lid.y];"
                       for g in range(tm // 4)]
@@ -269,8 +322,10 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
             reads = ([f"      let a{i} = As[{abase}k * {bm}u + lid.y + {i * ty}u];" for i in range(tm)]
                      + [f"      let b{j} = Bs[{bbase}k * {bn}u + lid.x + {j * tx}u];" for j in range(tn)])
             fmas = [f"      acc{i}_{j} = fma(a{i}, b{j}, acc{i}_{j});" for i in range(tm) for j in range(tn)]
-        return "\n".join(reads), "\n".join(fmas)
-    reads, fmas = k_step(0)
+        return f"""    for (var k = 0u; k < {bk}u; k++) {{
+{chr(10).join(reads)}
+{chr(10).join(fmas)}
+    }}"""
     if lds4:
         row = [f"{(i // 4) * 4 * ty}u + 4u * lid.y + {i % 4}u" for i in range(tm)]
         col = [f"{(j // 4) * 4 * tx}u + 4u * lid.x + {j % 4}u" for j in range(tn)]
@@ -282,8 +337,8 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
     zb = "wid.z" if splits > 1 else "batch"
     stores = "\n".join(f"  finish({zb}, m0 + {row[i]}, n0 + {col[j]}, acc{i}_{j});"
                        for i in range(tm) for j in range(tn))
-    load_a = _tile_load("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4)
-    load_b = _tile_load("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4)
+    load_a = _tile_load("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4, a_rows)
+    load_b = _tile_load("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4, a_rows)
     if splits > 1:
         # K of this slice ends at K (the loads' bound); slices past the end store zeros
         head = header(e, a_elem, b_elem, partials=True) + PARTIAL_FINISH
@@ -297,19 +352,16 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
     copies = 2 if double else 1
     if double:
         k_loop = _double_buffered_k_loop(bm, bn, bk, a_mode, b_mode, threads, lds4, k_first,
-                                         ["\n".join(k_step(0)), "\n".join(k_step(1))], a_words, b_words)
+                                         [multiply(0), multiply(1)], a_words, b_words, a_rows)
     elif pipelined:
-        k_loop = _pipelined_k_loop(bm, bn, bk, a_mode, b_mode, threads, lds4, k_first, reads, fmas,
-                                   pipelined)
+        k_loop = _pipelined_k_loop(bm, bn, bk, a_mode, b_mode, threads, lds4, k_first, multiply(0),
+                                   pipelined, a_rows)
     else:
         k_loop = f"""  for (var t = {k_first}; t < K; t += {bk}u) {{
 {load_a}
 {load_b}
     workgroupBarrier();
-    for (var k = 0u; k < {bk}u; k++) {{
-{reads}
-{fmas}
-    }}
+{multiply(0)}
     workgroupBarrier();
   }}"""
     return f"""{head}
@@ -353,22 +405,20 @@ def register_pipelined_loop(k_first: str, bk: int, sets: list[tuple[str, str]], 
 
 
 def _pipelined_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str, threads: int, lds4: bool,
-                      k_first: str, reads: str, fmas: str, depth: int = 1) -> str:
+                      k_first: str, k_tile: str, depth: int = 1, a_rows: bool = False) -> str:
     """The K loop of tiled_source's `pipelined` form: tile 0 staged before it; each step fetches the tile
     `depth` ahead (at `tn`) into registers, multiplies this one, and stores the next one (fetched
     `depth` - 1 steps before) after a barrier. With depth D > 1 a loop iteration is D steps, register set
-    s fetched in step s, and tiles 1 … D-1 are fetched before the loop."""
+    s fetched in step s, and tiles 1 … D-1 are fetched before the loop. `k_tile`: the loop over the K
+    tile (its reads and FMAs); `a_rows`: tiled_source's."""
     def halves(k0: str, tag: str = "", declare: bool = True) -> tuple[str, str]:
         fa, sa = _tile_fetch_stash("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4, k0, "",
-                                   tag, declare)
+                                   tag, declare, a_rows)
         fb, sb = _tile_fetch_stash("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4, k0, "",
-                                   tag, declare)
+                                   tag, declare, a_rows)
         return fa + "\n" + fb, sa + "\n" + sb
     fetch0, stash0 = halves(k_first)
-    multiply = f"""    for (var k = 0u; k < {bk}u; k++) {{
-{reads}
-{fmas}
-    }}
+    multiply = f"""{k_tile}
     workgroupBarrier();"""
     if depth == 1:
         fetch, stash = halves("tn")
@@ -402,17 +452,18 @@ def _pipelined_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str, threa
 
 
 def _double_buffered_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str, threads: int,
-                            lds4: bool, k_first: str, steps: list[str], a_words: int, b_words: int) -> str:
+                            lds4: bool, k_first: str, steps: list[str], a_words: int, b_words: int,
+                            a_rows: bool = False) -> str:
     """The K loop of tiled_source's `double` form: tile 0 staged before it into buffer 0; each step fetches
-    the next tile into registers, multiplies this one (`steps[b]`: the reads and FMAs of one k of buffer
-    b) and stashes the fetched one into the other buffer, one barrier per tile. A loop iteration is two
+    the next tile into registers, multiplies this one (`steps[b]`: the loop over K-tile buffer b) and
+    stashes the fetched one into the other buffer, one barrier per tile. A loop iteration is two
     steps, so that every buffer offset is a constant (a `cur` index took the H200's 128x128.k8.l4 from
     37.9 to 32.9 TFLOP/s, benchmarks/results/h200-2026-12-04-pipelines.md)."""
     def halves(k0: str, buf: int) -> tuple[str, str]:
         fa, sa = _tile_fetch_stash("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4, k0,
-                                   f"{buf * a_words}u" if buf else "")
+                                   f"{buf * a_words}u" if buf else "", whole=a_rows)
         fb, sb = _tile_fetch_stash("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4, k0,
-                                   f"{buf * b_words}u" if buf else "")
+                                   f"{buf * b_words}u" if buf else "", whole=a_rows)
         return fa + "\n" + fb, sa + "\n" + sb
     fetch0, stash0 = halves(k_first, 0)
 
@@ -420,9 +471,7 @@ def _double_buffered_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str,
         fetch, stash = halves(f"t + {(s + 1) * bk}u", 1 - s)
         return f"""    {{
 {fetch}
-    for (var k = 0u; k < {bk}u; k++) {{
 {steps[s]}
-    }}
 {stash}
     }}
     workgroupBarrier();"""

@@ -125,7 +125,8 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
     the unrotated stores of 16-byte units hit 4 invocations per bank (f16 4096^3 w4x2.f4x4.k32.pl: the
     stores alone 367 us of 775, benchmarks/results/h200-2026-12-04-anatomy2.md). `double` (both operands
     staged 8 at a time): two K-tile buffers, the next tile's loads before this tile's multiplies and its
-    stores into the other buffer after them, one barrier per K tile (sgmat_main's `double`)."""
+    stores into the other buffer after them, one barrier per K tile (sgmat_main's `double`); with
+    `pipelined` = 2 the loads run two tiles ahead (sgmat_main's `ahead`)."""
     # a K-contiguous B (a linear layer's [N, K] weight) is stored by columns: 16-byte runs stay runs
     double = double and bool(vec_a and vec_b)
     g = SgmatTile(sg_m, sg_n, fm, fn, bk, sg_size, pad, b_cols=vec_b == "rows", group=group,
@@ -148,8 +149,18 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
         return load_a + "\n" + load_b, store_a + "\n" + store_b
     if double:
         loads, stores = split("0u")
-        steps = [split("tn", buffer=f"{1 - s}u") for s in (0, 1)]
-        main = sgmat_main(g, f"  {{\n{loads}\n{stores}\n  }}", steps, double=True)
+        staging = f"  {{\n{loads}\n{stores}\n  }}"
+        if pipelined < 2:
+            steps = [split("tn", buffer=f"{1 - s}u") for s in (0, 1)]
+            return SGMAT_DIAGNOSTICS + head + finish_fn(e) + sgmat_main(g, staging, steps, double=True)
+        # two tiles ahead: register set s loads the tile two ahead in step s while set 1 - s (loaded a
+        # step before) is stored into the other buffer after the multiplies; set 1 gets tile 1 up front
+        staging += "\n" + "\n".join(ln for tag in ("s0", "s1") for ln in split("0u", tag)[0].splitlines()
+                                     if ln.lstrip().startswith("var "))
+        staging += "\n" + split(f"{bk}u", "s1", declare=False)[0]
+        steps = [(split("tn", f"s{s}", declare=False)[0],
+                  split("tn", f"s{1 - s}", declare=False, buffer=f"{1 - s}u")[1]) for s in (0, 1)]
+        main = sgmat_main(g, staging, steps, double=True, ahead=2)
         return SGMAT_DIAGNOSTICS + head + finish_fn(e) + main
     if pipelined and vec_a and vec_b:
         loads, stores = split("0u")
@@ -196,7 +207,7 @@ def staging_scalar(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str,
 
 
 def sgmat_main(g: SgmatTile, staging: str, next_tiles: list[tuple[str, str]] | None = None,
-               double: bool = False) -> str:
+               double: bool = False, ahead: int = 1) -> str:
     """The workgroup arrays and entry point of a tensor-core matmul; `staging` fills the f16 tiles As and
     Bs (through g.a_store / g.b_store) with the K tile at `t`. With `next_tiles`, one (loads, stores) per
     register set, each loading the K tile at `tn`: `staging` fills the first tile once before the K loop
@@ -205,7 +216,9 @@ def sgmat_main(g: SgmatTile, staging: str, next_tiles: list[tuple[str, str]] | N
     of global loads are in flight behind the multiplies (past K the loads give zeros). `double`
     (g.buffers = 2, `next_tiles` = the (loads, stores) of step 0 and step 1): two steps per loop
     iteration, step s multiplying buffer s and storing the next tile into the other one, one barrier
-    per K tile (constant buffer offsets: a `cur` index ran at 90-109 TFLOP/s where .pl ran at 156-181).
+    per K tile (constant buffer offsets: a `cur` index ran at 90-109 TFLOP/s where .pl ran at 156-181);
+    `ahead` = 2: each step's loads fetch the tile two ahead (`tn`), so a tile's loads have two steps of
+    multiplies to land before their stores (a 16-deep K tile's multiplies are shorter than a load's trip).
 
     Tint's uniformity analysis wants subgroup-matrix pointers and offsets workgroup-uniform; they only
     need to be uniform per subgroup, which a subgroup index `li / subgroup_size` is, so the
@@ -223,7 +236,7 @@ def sgmat_main(g: SgmatTile, staging: str, next_tiles: list[tuple[str, str]] | N
     if double:
         assert next_tiles and len(next_tiles) == 2 and g.buffers == 2
         steps = [f"""    {{
-    let tn = t + {(s + 1) * bk}u;
+    let tn = t + {(s + ahead) * bk}u;
 {next_tiles[s][0]}
 {_sgmat_product(g, f"{s}u" if s else "")}
 {next_tiles[s][1]}
