@@ -330,6 +330,9 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "sgmat.w4x2.f4x4.k16.db.pl2.g8.rot": SgmatSpec(4, 2, 4, 4, bk=16, group=8, pipelined=2, rotate=True,
                                                   double=True),
     "sgmat.w2x2.f4x4.k32.db.pl2.g8.rot": SgmatSpec(2, 2, 4, 4, group=8, pipelined=2, rotate=True, double=True),
+    "sgmat.w4x2.f4x4.k16.db.pl2.rot": SgmatSpec(4, 2, 4, 4, bk=16, pipelined=2, rotate=True, double=True),
+    "sgmat.w2x4.f4x4.k16.db.pl2.g8.rot": SgmatSpec(2, 4, 4, 4, bk=16, group=8, pipelined=2, rotate=True,
+                                                  double=True),
     "sgmat.w4x4.f4x2.k32.pl.g8.rot": SgmatSpec(4, 4, 4, 2, group=8, pipelined=True, rotate=True),
     "sgmat.w8x2.f2x4.k32.pl.g8.rot": SgmatSpec(8, 2, 2, 4, group=8, pipelined=True, rotate=True),
 }
