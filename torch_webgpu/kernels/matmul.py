@@ -358,8 +358,9 @@ COMBINE_THREADS = 256
 # w2x2.f4x4.k32.g8 149-155 against 147-150 in five probes (first now); no K tiles (fragments from the
 # operands) 72; K tiles staged by subgroup-matrix loads and stores 54-65; skewed staging stores 60 (the
 # driver vectorises the unskewed ones); B fragments loaded one at a time 148 (unchanged).
-SGMAT_LARGE = ["sgmat.w4x2.f4x4.k32.pl.g8.rot", "sgmat.w4x2.f4x4.k32.pl.rot", "sgmat.w4x2.f4x4.k32.pl2.g8",
-               "sgmat.w2x2.f4x4.k32.pl.g8.rot", "sgmat.w2x2.f4x4.k32.g8", "sgmat.w2x4.f4x4.k32.pl"]
+SGMAT_LARGE = ["sgmat.w4x2.f4x4.k32.pl.g8.rot", "sgmat.w4x2.f4x4.k16.db.pl2.g8.rot", "sgmat.w4x2.f4x4.k16.db.g8.rot",
+               "sgmat.w2x2.f4x4.k32.db.pl2.g8.rot", "sgmat.w4x4.f4x2.k32.pl.g8.rot", "sgmat.w8x2.f2x4.k32.pl.g8.rot",
+               "sgmat.w4x2.f4x4.k32.pl.rot", "sgmat.w4x2.f4x4.k32.pl2.g8", "sgmat.w2x2.f4x4.k32.pl.g8.rot"]
 SGMAT_SKINNY = ["sgmat.w1x1.f2x2.k32", "sgmat.w2x2.f2x2.k64", "sgmat.w2x2.f2x2.k32", "sgmat.w4x2.f2x2.k32",
                 "sgmat.w2x2.f4x2.k32", "sgmat.w2x2.f2x4.k32"]
 
@@ -514,18 +515,19 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
              and (a_mode == "k" or not s.a_rows)]
     # default orders from the H200 runs of 2026-12-01 and 2026-12-04 (.db: h200-2026-12-04-pipelines.md)
     if p.m * p.n >= 1 << 20 and p.m >= 256:
-        order = ["tile128x64.r8x4.k16.l4.db", "tile128x128.r8x8.k8.l4.db", "tile128x128.r8x8.k8.l4.pl",
-                 "tile128x64.r8x4.k16.l4", "tile128x128.r8x8.k16"] + tiled
+        order = ["tile128x64.r8x4.k16.l4.db", "tile128x64.r8x4.k16.l4.db.ar", "tile128x128.r8x8.k8.l4.db.ar",
+                 "tile128x128.r8x8.k8.l4.db", "tile128x128.r8x8.k16.l4.db.ar", "tile128x128.r8x8.k8.l4.pl.ar",
+                 "tile128x128.r8x8.k8.l4.pl", "tile128x64.r8x4.k16.l4", "tile128x128.r8x8.k16"] + tiled
     elif p.m <= 16:
         order = ["tile16x64.r1x4.k32", "tile32x32.r2x2.k16", "tile32x64.r2x4.k32"]
     elif p.m <= 512 or p.m * p.n < 1 << 18:
-        order = ["tile64x64.r4x4.k16.l4.db", "tile64x64.r4x4.k16.l4", "tile64x64.r4x4.k32",
+        order = ["tile64x64.r4x4.k16.l4.db", "tile64x64.r4x4.k16.l4.db.ar", "tile64x64.r4x4.k16.l4", "tile64x64.r4x4.k32",
                  "tile64x64.r4x4.k16", "tile32x64.r2x4.k32", "tile32x32.r2x2.k16", "tile16x64.r1x4.k32"]
     else:
         order = ["tile64x64.r4x4.k16", "tile128x64.r8x4.k16", "tile64x64.r4x4.k32",
                  "tile128x128.r8x8.k16", "tile32x64.r2x4.k32"]
     fitting = [n for n in dict.fromkeys(order + tiled)
-               if _fits(caps, VARIANTS[n].threads, VARIANTS[n].workgroup_bytes(p.dtype))]
+               if n in tiled and _fits(caps, VARIANTS[n].threads, VARIANTS[n].workgroup_bytes(p.dtype))]
     # vec4 forms first: the autotuner times the first few candidates only
     tiled_names = (([n + VEC_SUFFIX for n in fitting] if vec else [])
                    + [n for n in fitting if not VARIANTS[n].a_rows])
