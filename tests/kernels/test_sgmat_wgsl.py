@@ -1,5 +1,6 @@
-"""The tensor-core kernels' staging (sgmat_wgsl): lavapipe has no subgroup matrices, so the staging runs
-alone here, and the bank model behind the rotated stores is checked against the tiles' layouts."""
+"""The tensor-core kernels (sgmat_wgsl): lavapipe has no subgroup matrices, so the staging runs alone here,
+the bank model behind the rotated stores is checked against the tiles' layouts, and whole kernels run with
+their subgroup matrices emulated in plain WGSL (sgmat_emulation) against torch."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import re
 import pytest
 import torch
 
-from .helpers import run_launch
+from .helpers import run_launch, run_plan
 
 
 def staging_kernel(threads: int, tile: str, length: int, element: str, loads: str, stores: str) -> str:
@@ -127,3 +128,38 @@ def test_tile_layouts_match_their_workgroup_lvalues():
                 outer, inner = re.fullmatch(r"\w+\[(.*?)\]\[(.*)\]", tile_at(store, str(r), str(c))).groups()
                 at = [eval(x.replace("u", "").replace("/", "//")) for x in (outer, inner)]
                 assert at[0] * sub + at[1] == flat(r, c)
+
+
+# Each mechanism of the tensor-core K loop in a small tile (the big ones exceed lavapipe's 32 KiB of
+# workgroup memory or take it ~20 s to compile), plus the one 256x128 tile that fits: the kernel runs with
+# its subgroup matrices emulated (sgmat_emulation) against torch.
+EMULATED = {"sgmat.small.k32": dict(), "sgmat.small.k32.g8": dict(group=8), "sgmat.small.k32.pl": dict(pipelined=1),
+            "sgmat.small.k16.pl2.g8.rot": dict(bk=16, group=8, pipelined=2, rotate=True),
+            "sgmat.small.k16.pl3": dict(bk=16, pipelined=3), "sgmat.small.k16.db.rot": dict(bk=16, double=True, rotate=True),
+            "sgmat.small.k16.db.pl2.g8.rot": dict(bk=16, group=8, pipelined=2, rotate=True, double=True)}
+
+
+@pytest.mark.parametrize("name", [*EMULATED, "sgmat.w4x4.f4x2.k32.pl.g8.rot"])
+@pytest.mark.parametrize("m,n,k,b_nk", [(200, 130, 80, False), (96, 64, 16, True), (64, 160, 48, False)],
+                         ids=["odd-tiles", "one-tile-b-nk", "three-tiles"])
+def test_tensor_core_loop_with_emulated_matrices(rt, caps, monkeypatch, name, m, n, k, b_nk):
+    import dataclasses
+
+    from torch_webgpu.kernels.matmul import VARIANTS, SgmatSpec, plan_matmul_steps
+
+    from .sgmat_emulation import emulate_subgroup_matrices
+    from .test_matmul import lay, operands, problem
+
+    if name in EMULATED:
+        spec = dict(bk=32) | EMULATED[name]
+        monkeypatch.setitem(VARIANTS, name, SgmatSpec(2, 2, 2, 2, **spec))
+    tc = dataclasses.replace(caps, features=caps.features | {"chromium-experimental-subgroup-matrix"},
+                             subgroup_size=32, subgroup_matrix_configs=(("f16", "f32", 16, 16, 16),),
+                             limits=dict(caps.limits) | {"max-compute-workgroup-storage-size": 49152})
+    a, bb = operands(1, m, n, k, "f16", False, b_nk, gen=torch.Generator().manual_seed(k))
+    out = torch.full((1, m, n), float("nan"), dtype=torch.float16)
+    p = dataclasses.replace(problem(a, bb, "f16"), out=lay(out))
+    plan = plan_matmul_steps(p, tc, name)
+    emulated = dataclasses.replace(plan.steps[0], wgsl=emulate_subgroup_matrices(plan.steps[0].wgsl))
+    got = run_plan(rt, dataclasses.replace(plan, steps=(emulated,)), {"a": a, "b": bb}, out)
+    torch.testing.assert_close(got.float(), (a.float() @ bb.float()).half().float(), atol=2e-2, rtol=2e-2)
