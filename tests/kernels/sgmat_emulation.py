@@ -69,9 +69,11 @@ def emulate_subgroup_matrices(src: str) -> str:
     fns = _common(sg_size)
     src = src.replace("subgroup_matrix_result<f32, 16, 16>()", f"array<f32, {256 // sg_size}>()")
     for role, tile in (("left", "As"), ("right", "Bs")):
-        assert all(m.group(2) == tile for m in _LOAD.finditer(src) if m.group(1) == role), f"{role} not from {tile}"
+        assert all(m.group(2) == tile for m in _LOAD.finditer(src) if m.group(1) == role), \
+            f"{role} matrices not loaded from {tile}"
     src = _LOAD.sub(lambda m: f"SgmMatrix({m.group(3)}, ", src)
-    src = re.sub(r"(\w+) = subgroupMatrixMultiplyAccumulate\((\w+), (\w+), \1\);", r"sgm_mma(\2, \3, &\1, lane);", src)
+    src = re.sub(r"(\w+) = subgroupMatrixMultiplyAccumulate\((\w+), (\w+), \1\);",
+                 r"sgm_mma(\2, \3, &\1, lane);", src)
     src = re.sub(r"subgroupMatrixStore\((&Cs\[\w+\], [^;]*)\);", r"sgm_store(\1, lane);", src)
     assert "subgroupMatrix" not in src and "subgroup_matrix" not in src, "a subgroup-matrix builtin is left"
     entry = src.index("var<workgroup>")

@@ -133,9 +133,11 @@ def test_tile_layouts_match_their_workgroup_lvalues():
 # Each mechanism of the tensor-core K loop in a small tile (the big ones exceed lavapipe's 32 KiB of
 # workgroup memory or take it ~20 s to compile), plus the one 256x128 tile that fits: the kernel runs with
 # its subgroup matrices emulated (sgmat_emulation) against torch.
-EMULATED = {"sgmat.small.k32": dict(), "sgmat.small.k32.g8": dict(group=8), "sgmat.small.k32.pl": dict(pipelined=1),
+EMULATED = {"sgmat.small.k32": dict(), "sgmat.small.k32.g8": dict(group=8),
+            "sgmat.small.k32.pl": dict(pipelined=1),
             "sgmat.small.k16.pl2.g8.rot": dict(bk=16, group=8, pipelined=2, rotate=True),
-            "sgmat.small.k16.pl3": dict(bk=16, pipelined=3), "sgmat.small.k16.db.rot": dict(bk=16, double=True, rotate=True),
+            "sgmat.small.k16.pl3": dict(bk=16, pipelined=3),
+            "sgmat.small.k16.db.rot": dict(bk=16, double=True, rotate=True),
             "sgmat.small.k16.db.pl2.g8.rot": dict(bk=16, group=8, pipelined=2, rotate=True, double=True)}
 
 

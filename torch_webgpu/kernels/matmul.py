@@ -329,7 +329,8 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "sgmat.w4x2.f4x4.k16.db.g8.rot": SgmatSpec(4, 2, 4, 4, bk=16, group=8, rotate=True, double=True),
     "sgmat.w4x2.f4x4.k16.db.pl2.g8.rot": SgmatSpec(4, 2, 4, 4, bk=16, group=8, pipelined=2, rotate=True,
                                                   double=True),
-    "sgmat.w2x2.f4x4.k32.db.pl2.g8.rot": SgmatSpec(2, 2, 4, 4, group=8, pipelined=2, rotate=True, double=True),
+    "sgmat.w2x2.f4x4.k32.db.pl2.g8.rot": SgmatSpec(2, 2, 4, 4, group=8, pipelined=2, rotate=True,
+                                                  double=True),
     "sgmat.w4x2.f4x4.k16.db.pl2.rot": SgmatSpec(4, 2, 4, 4, bk=16, pipelined=2, rotate=True, double=True),
     "sgmat.w2x4.f4x4.k16.db.pl2.g8.rot": SgmatSpec(2, 4, 4, 4, bk=16, group=8, pipelined=2, rotate=True,
                                                   double=True),
@@ -358,9 +359,10 @@ COMBINE_THREADS = 256
 # w2x2.f4x4.k32.g8 149-155 against 147-150 in five probes (first now); no K tiles (fragments from the
 # operands) 72; K tiles staged by subgroup-matrix loads and stores 54-65; skewed staging stores 60 (the
 # driver vectorises the unskewed ones); B fragments loaded one at a time 148 (unchanged).
-SGMAT_LARGE = ["sgmat.w4x2.f4x4.k32.pl.g8.rot", "sgmat.w4x2.f4x4.k16.db.pl2.g8.rot", "sgmat.w4x2.f4x4.k16.db.g8.rot",
-               "sgmat.w2x2.f4x4.k32.db.pl2.g8.rot", "sgmat.w4x4.f4x2.k32.pl.g8.rot", "sgmat.w8x2.f2x4.k32.pl.g8.rot",
-               "sgmat.w4x2.f4x4.k32.pl.rot", "sgmat.w4x2.f4x4.k32.pl2.g8", "sgmat.w2x2.f4x4.k32.pl.g8.rot"]
+SGMAT_LARGE = ["sgmat.w4x2.f4x4.k32.pl.g8.rot", "sgmat.w4x2.f4x4.k16.db.pl2.g8.rot",
+               "sgmat.w4x2.f4x4.k16.db.g8.rot", "sgmat.w2x2.f4x4.k32.db.pl2.g8.rot",
+               "sgmat.w4x4.f4x2.k32.pl.g8.rot", "sgmat.w8x2.f2x4.k32.pl.g8.rot", "sgmat.w4x2.f4x4.k32.pl.rot",
+               "sgmat.w4x2.f4x4.k32.pl2.g8", "sgmat.w2x2.f4x4.k32.pl.g8.rot"]
 SGMAT_SKINNY = ["sgmat.w1x1.f2x2.k32", "sgmat.w2x2.f2x2.k64", "sgmat.w2x2.f2x2.k32", "sgmat.w4x2.f2x2.k32",
                 "sgmat.w2x2.f4x2.k32", "sgmat.w2x2.f2x4.k32"]
 
@@ -521,7 +523,8 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
     elif p.m <= 16:
         order = ["tile16x64.r1x4.k32", "tile32x32.r2x2.k16", "tile32x64.r2x4.k32"]
     elif p.m <= 512 or p.m * p.n < 1 << 18:
-        order = ["tile64x64.r4x4.k16.l4.db", "tile64x64.r4x4.k16.l4.db.ar", "tile64x64.r4x4.k16.l4", "tile64x64.r4x4.k32",
+        order = ["tile64x64.r4x4.k16.l4.db", "tile64x64.r4x4.k16.l4.db.ar", "tile64x64.r4x4.k16.l4",
+                 "tile64x64.r4x4.k32",
                  "tile64x64.r4x4.k16", "tile32x64.r2x4.k32", "tile32x32.r2x2.k16", "tile16x64.r1x4.k32"]
     else:
         order = ["tile64x64.r4x4.k16", "tile128x64.r8x4.k16", "tile64x64.r4x4.k32",
