@@ -252,6 +252,11 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "tile128x128.r8x8.k8.l4.pl.ar": TiledSpec(128, 128, 8, 8, 8, True, pipelined=True, a_rows=True),
     "tile128x64.r8x4.k16.l4.pl.ar": TiledSpec(128, 64, 16, 8, 4, True, pipelined=True, a_rows=True),
     "tile64x64.r4x4.k16.l4.db.ar": TiledSpec(64, 64, 16, 4, 4, True, double=True, a_rows=True),
+    # untimed: 512-invocation double-buffered tiles (a quarter less staging per FMA than 128x128)
+    "tile256x128.r8x8.k8.l4.db": TiledSpec(256, 128, 8, 8, 8, True, double=True),
+    "tile128x256.r8x8.k8.l4.db": TiledSpec(128, 256, 8, 8, 8, True, double=True),
+    "tile256x128.r8x8.k16.l4.db": TiledSpec(256, 128, 16, 8, 8, True, double=True),
+    "tile128x256.r8x8.k16.l4.db": TiledSpec(128, 256, 16, 8, 8, True, double=True),
     "gemv.k64n4.sg": GemvSpec(64, 4, True, True),
     "gemv.k64n4.wg": GemvSpec(64, 4, True),
     "gemv.k32n8.wg": GemvSpec(32, 8, True),
@@ -336,6 +341,13 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
                                                   double=True),
     "sgmat.w4x4.f4x2.k32.pl.g8.rot": SgmatSpec(4, 4, 4, 2, group=8, pipelined=True, rotate=True),
     "sgmat.w8x2.f2x4.k32.pl.g8.rot": SgmatSpec(8, 2, 2, 4, group=8, pipelined=True, rotate=True),
+    # untimed: around the 512-invocation 256x128 tile
+    "sgmat.w8x2.f2x4.k32.pl2.g8.rot": SgmatSpec(8, 2, 2, 4, group=8, pipelined=2, rotate=True),
+    "sgmat.w8x2.f2x4.k32.pl.rot": SgmatSpec(8, 2, 2, 4, pipelined=True, rotate=True),
+    "sgmat.w8x2.f2x4.k32.pl.g8": SgmatSpec(8, 2, 2, 4, group=8, pipelined=True),
+    "sgmat.w8x2.f2x4.k32.pl.g16.rot": SgmatSpec(8, 2, 2, 4, group=16, pipelined=True, rotate=True),
+    "sgmat.w4x4.f2x4.k32.pl.g8.rot": SgmatSpec(4, 4, 2, 4, group=8, pipelined=True, rotate=True),
+    "sgmat.w8x2.f2x4.k16.pl3.g8.rot": SgmatSpec(8, 2, 2, 4, bk=16, group=8, pipelined=3, rotate=True),
 }
 # Split-K forms of the tiles that few-row f32 problems prefer (the H200's autotuner chose 32x64 for
 # ViT-B/16's 197-token matmuls: 84 workgroups for 132 SMs): "<tile>.s<splits>"
