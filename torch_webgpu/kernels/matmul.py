@@ -371,10 +371,11 @@ COMBINE_THREADS = 256
 # w2x2.f4x4.k32.g8 149-155 against 147-150 in five probes (first now); no K tiles (fragments from the
 # operands) 72; K tiles staged by subgroup-matrix loads and stores 54-65; skewed staging stores 60 (the
 # driver vectorises the unskewed ones); B fragments loaded one at a time 148 (unchanged).
-SGMAT_LARGE = ["sgmat.w4x2.f4x4.k32.pl.g8.rot", "sgmat.w4x2.f4x4.k16.db.pl2.g8.rot",
-               "sgmat.w4x2.f4x4.k16.db.g8.rot", "sgmat.w2x2.f4x4.k32.db.pl2.g8.rot",
-               "sgmat.w4x4.f4x2.k32.pl.g8.rot", "sgmat.w8x2.f2x4.k32.pl.g8.rot", "sgmat.w4x2.f4x4.k32.pl.rot",
-               "sgmat.w4x2.f4x4.k32.pl2.g8", "sgmat.w2x2.f4x4.k32.pl.g8.rot"]
+# H100 (benchmarks/results/h100-2026-12-05-probes.md): 16 subgroups of 32x64 in the 256x128 tile 224.9
+# TFLOP/s against 216-217 for 8 of 64x64 (64x32: 207.7); every double-buffered form 99-161
+SGMAT_LARGE = ["sgmat.w8x2.f2x4.k32.pl.g8.rot", "sgmat.w4x2.f4x4.k32.pl.g8.rot",
+               "sgmat.w8x2.f2x4.k32.pl2.g8.rot", "sgmat.w8x2.f2x4.k32.pl.rot", "sgmat.w4x4.f2x4.k32.pl.g8.rot",
+               "sgmat.w4x2.f4x4.k32.pl.rot", "sgmat.w4x4.f4x2.k32.pl.g8.rot", "sgmat.w4x2.f4x4.k32.pl2.g8"]
 SGMAT_SKINNY = ["sgmat.w1x1.f2x2.k32", "sgmat.w2x2.f2x2.k64", "sgmat.w2x2.f2x2.k32", "sgmat.w4x2.f2x2.k32",
                 "sgmat.w2x2.f4x2.k32", "sgmat.w2x2.f2x4.k32"]
 
@@ -529,14 +530,13 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
              and (a_mode == "k" or not s.a_rows)]
     # default orders from the H200 runs of 2026-12-01 and 2026-12-04 (.db: h200-2026-12-04-pipelines.md)
     if p.m * p.n >= 1 << 20 and p.m >= 256:
-        order = ["tile128x64.r8x4.k16.l4.db", "tile128x64.r8x4.k16.l4.db.ar", "tile128x128.r8x8.k8.l4.db.ar",
-                 "tile128x128.r8x8.k8.l4.db", "tile128x128.r8x8.k16.l4.db.ar", "tile128x128.r8x8.k8.l4.pl.ar",
-                 "tile128x128.r8x8.k8.l4.pl", "tile128x64.r8x4.k16.l4", "tile128x128.r8x8.k16"] + tiled
+        order = ["tile128x64.r8x4.k16.l4.db", "tile128x128.r8x8.k8.l4.db", "tile256x128.r8x8.k8.l4.db",
+                 "tile128x256.r8x8.k8.l4.db", "tile128x128.r8x8.k8.l4.pl", "tile128x64.r8x4.k16.l4",
+                 "tile128x128.r8x8.k16"] + tiled
     elif p.m <= 16:
         order = ["tile16x64.r1x4.k32", "tile32x32.r2x2.k16", "tile32x64.r2x4.k32"]
     elif p.m <= 512 or p.m * p.n < 1 << 18:
-        order = ["tile64x64.r4x4.k16.l4.db", "tile64x64.r4x4.k16.l4.db.ar", "tile64x64.r4x4.k16.l4",
-                 "tile64x64.r4x4.k32",
+        order = ["tile64x64.r4x4.k16.l4.db", "tile64x64.r4x4.k16.l4", "tile64x64.r4x4.k32",
                  "tile64x64.r4x4.k16", "tile32x64.r2x4.k32", "tile32x32.r2x2.k16", "tile16x64.r1x4.k32"]
     else:
         order = ["tile64x64.r4x4.k16", "tile128x64.r8x4.k16", "tile64x64.r4x4.k32",
