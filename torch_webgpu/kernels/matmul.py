@@ -374,8 +374,9 @@ COMBINE_THREADS = 256
 # H100 (benchmarks/results/h100-2026-12-05-probes.md): 16 subgroups of 32x64 in the 256x128 tile 224.9
 # TFLOP/s against 216-217 for 8 of 64x64 (64x32: 207.7); every double-buffered form 99-161
 SGMAT_LARGE = ["sgmat.w8x2.f2x4.k32.pl.g8.rot", "sgmat.w4x2.f4x4.k32.pl.g8.rot",
-               "sgmat.w8x2.f2x4.k32.pl2.g8.rot", "sgmat.w8x2.f2x4.k32.pl.rot", "sgmat.w4x4.f2x4.k32.pl.g8.rot",
-               "sgmat.w4x2.f4x4.k32.pl.rot", "sgmat.w4x4.f4x2.k32.pl.g8.rot", "sgmat.w4x2.f4x4.k32.pl2.g8"]
+               "sgmat.w8x2.f2x4.k32.pl2.g8.rot", "sgmat.w8x2.f2x4.k32.pl.rot",
+               "sgmat.w4x4.f2x4.k32.pl.g8.rot", "sgmat.w4x2.f4x4.k32.pl.rot",
+               "sgmat.w4x4.f4x2.k32.pl.g8.rot", "sgmat.w4x2.f4x4.k32.pl2.g8"]
 SGMAT_SKINNY = ["sgmat.w1x1.f2x2.k32", "sgmat.w2x2.f2x2.k64", "sgmat.w2x2.f2x2.k32", "sgmat.w4x2.f2x2.k32",
                 "sgmat.w2x2.f4x2.k32", "sgmat.w2x2.f2x4.k32"]
 
