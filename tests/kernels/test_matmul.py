@@ -244,15 +244,15 @@ def test_subgroup_matrix_variant_source(caps):
     # two K-tile buffers with the loads two tiles ahead: tile 0 staged into buffer 0 and tile 1 loaded
     # into set 1 before the loop; step s loads the tile two ahead into set s, multiplies buffer s and
     # stores set 1 - s into buffer 1 - s, one barrier per step
-    dbl = plan_matmul(p, tc, "sgmat.w4x2.f4x4.k16.db.pl2.g8.rot").wgsl
+    dbl = plan_matmul(p, tc, "sgmat.w2x4.f4x4.k16.db.pl2.g8.rot").wgsl
     head, loop = dbl[:dbl.index("for (var t = 0u;")], dbl[dbl.index("for (var t = 0u;"):]
     assert "let gc = 16u + c;" in head and "was10 = A[" in head and "was00 = A[" not in head
     first, second = loop.split("if (t + 16u >= K) { break; }")
     assert "let tn = t + 32u;" in first and "let tn = t + 48u;" in second
     order = [first.index(x) for x in ("was00 = A[", "subgroupMatrixMultiplyAccumulate", "(was10, was10.yzwx")]
-    assert order == sorted(order) and "As[1u * 4u + (r) / 64u]" in first and "(&As[sm]," in first
-    assert "(was00, was00.yzwx" in second and "As[0u * 4u + (r) / 64u]" in second
-    assert "(&As[1u * 4u + sm]," in second and first.count("workgroupBarrier();") == 1
+    assert order == sorted(order) and "As[1u * 2u + (r) / 64u]" in first and "(&As[sm]," in first
+    assert "(was00, was00.yzwx" in second and "As[0u * 2u + (r) / 64u]" in second
+    assert "(&As[1u * 2u + sm]," in second and first.count("workgroupBarrier();") == 1
     grouped = plan_matmul(p, tc, "sgmat.w2x2.f4x4.k32.g8")   # the grouped launch order of the tiles
     assert grouped.grid == (2, 2, 1) and "@builtin(num_workgroups) nwg" in grouped.wgsl
     assert "let m0 = (row0 + q % rows) * 128u;" in grouped.wgsl

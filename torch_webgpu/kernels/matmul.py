@@ -244,14 +244,11 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     # 128x128.k8.l4.pl2 37.2, k16 32.9, 128x64 33.5, grouped 37.1-37.2 (the FMAs bound f32: without
     # staging 41.3)
     "tile128x128.r8x8.k8.l4.pl2": TiledSpec(128, 128, 8, 8, 8, True, pipelined=2),
-    # untimed: A tiles kept [i][k] as loaded (".ar": whole-vec4 stores, none of the transposing scalar
-    # stores of a K-contiguous A, which hit 2-4 invocations per bank)
-    "tile128x64.r8x4.k16.l4.db.ar": TiledSpec(128, 64, 16, 8, 4, True, double=True, a_rows=True),
+    # A tiles kept [i][k] as loaded (".ar": whole-vec4 stores, none of the transposing scalar stores of a
+    # K-contiguous A). H100 f32 4096^3 (benchmarks/results/h100-2026-12-05-probes.md): 128x128.k8.l4.db.ar
+    # 38.0-38.3 against 38.2-38.5 without; 128x128.k16.db 37.6-37.9, 128x64.k16.pl 34.3-34.5, 64x64.k16.db
+    # 32.1-32.4, 128x128.k8.pl 30.9-31.1, 128x64.k16.db 30.5-30.7 (eight A vec4s held over four k): gone
     "tile128x128.r8x8.k8.l4.db.ar": TiledSpec(128, 128, 8, 8, 8, True, double=True, a_rows=True),
-    "tile128x128.r8x8.k16.l4.db.ar": TiledSpec(128, 128, 16, 8, 8, True, double=True, a_rows=True),
-    "tile128x128.r8x8.k8.l4.pl.ar": TiledSpec(128, 128, 8, 8, 8, True, pipelined=True, a_rows=True),
-    "tile128x64.r8x4.k16.l4.pl.ar": TiledSpec(128, 64, 16, 8, 4, True, pipelined=True, a_rows=True),
-    "tile64x64.r4x4.k16.l4.db.ar": TiledSpec(64, 64, 16, 4, 4, True, double=True, a_rows=True),
     # untimed: 512-invocation double-buffered tiles (a quarter less staging per FMA than 128x128)
     "tile256x128.r8x8.k8.l4.db": TiledSpec(256, 128, 8, 8, 8, True, double=True),
     "tile128x256.r8x8.k8.l4.db": TiledSpec(128, 256, 8, 8, 8, True, double=True),
@@ -328,15 +325,12 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     # 35-100 and went (h200-2026-12-04-pipelines.md)
     "sgmat.w2x2.f4x4.k32.db.g8": SgmatSpec(2, 2, 4, 4, group=8, double=True),
     "sgmat.w4x2.f4x4.k16.db.g8": SgmatSpec(4, 2, 4, 4, bk=16, group=8, double=True),
-    # untimed: the double-buffered tiles with rotated stores, and with their loads two tiles ahead
-    # (".db.pl2": a 16-deep tile's multiplies may end before its loads land); 512-invocation tiles of
-    # 256x128 (16 subgroups of 64x32 or 32x64 results: half the accumulators per invocation)
-    "sgmat.w4x2.f4x4.k16.db.g8.rot": SgmatSpec(4, 2, 4, 4, bk=16, group=8, rotate=True, double=True),
-    "sgmat.w4x2.f4x4.k16.db.pl2.g8.rot": SgmatSpec(4, 2, 4, 4, bk=16, group=8, pipelined=2, rotate=True,
-                                                  double=True),
-    "sgmat.w2x2.f4x4.k32.db.pl2.g8.rot": SgmatSpec(2, 2, 4, 4, group=8, pipelined=2, rotate=True,
-                                                  double=True),
-    "sgmat.w4x2.f4x4.k16.db.pl2.rot": SgmatSpec(4, 2, 4, 4, bk=16, pipelined=2, rotate=True, double=True),
+    # the double-buffered tiles with rotated stores and with their loads two tiles ahead (".db.pl2": a
+    # 16-deep tile's multiplies may end before its loads land). H100 f16 4096^3: w2x4.f4x4.k16.db.pl2.g8.rot
+    # 160.7-161.0, w4x2.f4x4.k16.db.g8.rot 156.5, .db.pl2.rot 153.2, .db.pl2.g8.rot 152.2,
+    # w2x2.f4x4.k32.db.pl2.g8.rot 99.0 against 216-217 for w4x2.f4x4.k32.pl.g8.rot: gone but the first.
+    # 512-invocation tiles of 256x128 (16 subgroups of 64x32 or 32x64 results: half the accumulators per
+    # invocation): w8x2.f2x4 224.9 (first for large problems), w4x4.f4x2 207.7
     "sgmat.w2x4.f4x4.k16.db.pl2.g8.rot": SgmatSpec(2, 4, 4, 4, bk=16, group=8, pipelined=2, rotate=True,
                                                   double=True),
     "sgmat.w4x4.f4x2.k32.pl.g8.rot": SgmatSpec(4, 4, 4, 2, group=8, pipelined=True, rotate=True),
