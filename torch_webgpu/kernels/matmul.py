@@ -523,7 +523,9 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
     # the [i][k] A tiles (".ar") read A in vec4s along K: offered in their vec4 form for such an A only
     tiled = [n for n, s in VARIANTS.items() if isinstance(s, TiledSpec) and s.splits == 1
              and (a_mode == "k" or not s.a_rows)]
-    # default orders from the H200 runs of 2026-12-01 and 2026-12-04 (.db: h200-2026-12-04-pipelines.md)
+    # default orders from the H200 runs of 2026-12-01 and 2026-12-04 (.db: h200-2026-12-04-pipelines.md);
+    # the 512-invocation 256x128 and 128x256 tiles are untimed (h100-2026-12-05-probes.md): the autotuner
+    # times them where it runs
     if p.m * p.n >= 1 << 20 and p.m >= 256:
         order = ["tile128x64.r8x4.k16.l4.db", "tile128x128.r8x8.k8.l4.db", "tile256x128.r8x8.k8.l4.db",
                  "tile128x256.r8x8.k8.l4.db", "tile128x128.r8x8.k8.l4.pl", "tile128x64.r8x4.k16.l4",
