@@ -1,10 +1,10 @@
 """Tensor-core kernels on adapters without subgroup matrices (lavapipe): the subgroup-matrix builtins of a
 generated kernel replaced by plain WGSL, so the staging, K loops and epilogue around them run against torch.
 
-Every invocation computes its subgroup's whole 16×16 matrices in private arrays (a subgroup's invocations
-agree on every matrix, which is what the builtins' uniformity rules demand), the results scratch `Cs`
-becomes private too (it is only written by matrix stores and read back by the same subgroup), and the
-subgroup size the kernel was generated for stays what `li / size` says: no real subgroups are used.
+A matrix load becomes a reference (sub-array, offset, layout) that the multiply reads workgroup memory
+through; each lane keeps only the result elements it reads back from the results scratch `Cs`, which
+becomes private (it is only written by matrix stores and read back by the same lane); the subgroup size the
+kernel was generated for stays what `li / size` says: no real subgroups are used.
 """
 
 from __future__ import annotations

@@ -337,8 +337,8 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
     zb = "wid.z" if splits > 1 else "batch"
     stores = "\n".join(f"  finish({zb}, m0 + {row[i]}, n0 + {col[j]}, acc{i}_{j});"
                        for i in range(tm) for j in range(tn))
-    load_a = _tile_load("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4, a_rows)
-    load_b = _tile_load("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4, a_rows)
+    load_a = _tile_load("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4, whole=a_rows)
+    load_b = _tile_load("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4, whole=a_rows)
     if splits > 1:
         # K of this slice ends at K (the loads' bound); slices past the end store zeros
         head = header(e, a_elem, b_elem, partials=True) + PARTIAL_FINISH
@@ -389,6 +389,12 @@ def stepped_k_loop(k_first: str, bk: int, steps: list[str]) -> str:
   }}"""
 
 
+def declarations(loads: str) -> str:
+    """The `var` lines of a register set's loads (staging code made with declare=True): declared once,
+    before a loop whose steps assign them (declare=False), so the registers outlive a step."""
+    return "\n".join(ln for ln in loads.splitlines() if ln.lstrip().startswith("var "))
+
+
 def register_pipelined_loop(k_first: str, bk: int, sets: list[tuple[str, str]], multiply: str) -> str:
     """The K loop of D = len(sets) register sets of loads in flight: step s (a barrier, then `tn` = the
     tile D ahead) issues set s's loads, multiplies this tile (`multiply`, ending in a barrier) and stores
@@ -413,9 +419,9 @@ def _pipelined_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str, threa
     tile (its reads and FMAs); `a_rows`: tiled_source's."""
     def halves(k0: str, tag: str = "", declare: bool = True) -> tuple[str, str]:
         fa, sa = _tile_fetch_stash("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4, k0, "",
-                                   tag, declare, a_rows)
+                                   tag, declare, whole=a_rows)
         fb, sb = _tile_fetch_stash("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4, k0, "",
-                                   tag, declare, a_rows)
+                                   tag, declare, whole=a_rows)
         return fa + "\n" + fb, sa + "\n" + sb
     fetch0, stash0 = halves(k_first)
     multiply = f"""{k_tile}
@@ -434,8 +440,7 @@ def _pipelined_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str, threa
 {stash}
   }}"""
     tags = [f"s{d}" for d in range(depth)]
-    decls = "\n".join(ln for tag in tags for ln in halves(k_first, tag)[0].splitlines()
-                      if ln.lstrip().startswith("var "))
+    decls = "\n".join(declarations(halves(k_first, tag)[0]) for tag in tags)
     ahead = "\n".join(f"  {{\n{halves(f'{k_first} + {d * bk}u', tags[d], False)[0]}\n  }}"
                       for d in range(1, depth))
     # a set is stored a step after its fetch, in another block: its stores recompute the fetch's indices

@@ -14,6 +14,7 @@ import numpy as np
 from .matmul_wgsl import (
     NUM_WORKGROUPS,
     Epilogue,
+    declarations,
     finish_fn,
     header,
     register_pipelined_loop,
@@ -155,8 +156,7 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
             return SGMAT_DIAGNOSTICS + head + finish_fn(e) + sgmat_main(g, staging, steps, double=True)
         # two tiles ahead: register set s loads the tile two ahead in step s while set 1 - s (loaded a
         # step before) is stored into the other buffer after the multiplies; set 1 gets tile 1 up front
-        staging += "\n" + "\n".join(ln for tag in ("s0", "s1") for ln in split("0u", tag)[0].splitlines()
-                                     if ln.lstrip().startswith("var "))
+        staging += "\n" + "\n".join(declarations(split("0u", tag)[0]) for tag in ("s0", "s1"))
         staging += "\n" + split(f"{bk}u", "s1", declare=False)[0]
         steps = [(split("tn", f"s{s}", declare=False)[0],
                   split("tn", f"s{1 - s}", declare=False, buffer=f"{1 - s}u")[1]) for s in (0, 1)]
@@ -170,8 +170,7 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
         tags = [f"s{d}" for d in range(pipelined)]
         # registers that live across loop steps: declared once, loaded with tiles 1 … depth-1 up front
         for d, tag in enumerate(tags):
-            decl, _ = split("0u", tag)
-            staging += "\n" + "\n".join(ln for ln in decl.splitlines() if ln.lstrip().startswith("var "))
+            staging += "\n" + declarations(split("0u", tag)[0])
             if d:
                 staging += "\n" + split(f"{d * bk}u", tag, declare=False)[0]
         main = sgmat_main(g, staging, [split("tn", tag, declare=False) for tag in tags])
