@@ -32,14 +32,18 @@ fn main(@builtin(local_invocation_index) li: u32) {{
 """
 
 
-@pytest.mark.parametrize("rotation", ["", "((li + (li >> 3u) * 2u) & 3u)"], ids=["plain", "rotated"])
+ROTATION = "((li + (li >> 3u) * 2u) & 3u)"
+UNIT_ORDERS = {"plain": ("", False), "rotated": (ROTATION, False), "down": ("", True)}
+
+
+@pytest.mark.parametrize("order", UNIT_ORDERS)
 @pytest.mark.parametrize("rows,cols,along,threads", [(128, 32, "cols", 128), (32, 128, "rows", 128),
                                                       (64, 16, "rows", 96), (16, 64, "cols", 32)])
-def test_split_staging_keeps_every_element(rt, caps, rows, cols, along, threads, rotation):
+def test_split_staging_keeps_every_element(rt, caps, rows, cols, along, threads, order):
     """staging_vec8_split (the tensor-core kernels' batched staging: lavapipe has no subgroup matrices,
     so the staging runs alone here) fills a padded f16 tile exactly as the matrix holds it, zeros past
-    the bounds, also when the units do not divide among the invocations (96) and with each
-    invocation's stores rotated (every rotation 0…3 occurs)."""
+    the bounds, also when the units do not divide among the invocations (96), with each invocation's
+    stores rotated (every rotation 0…3 occurs) and with the units 8 lines at a time."""
     from torch_webgpu.kernels.launch import PARAMS, KernelLaunch
     from torch_webgpu.kernels.sgmat_wgsl import staging_vec8_split
 
@@ -49,8 +53,9 @@ def test_split_staging_keeps_every_element(rt, caps, rows, cols, along, threads,
     lines, length = (rows, cols) if along == "cols" else (cols, rows)   # lines along the contiguous axis
     stride = length + pad
     store = f"T[r * {stride}u + c]" if along == "cols" else f"T[c * {stride}u + r]"
+    rotation, down = UNIT_ORDERS[order]
     loads, stores = staging_vec8_split(rows, cols, "A", "a", "m0", f"{rows}u", "t", f"{cols - 8}u", store,
-                                       along, threads, rotation=rotation)
+                                       along, threads, rotation=rotation, down=down)
     assert ("let rot = " in stores) == bool(rotation)
     wgsl = staging_kernel(threads, f"array<f16, {lines * stride}>", lines * stride, "T[i]", loads, stores)
     x = torch.randn(rows, cols).half()
@@ -65,8 +70,8 @@ def test_split_staging_keeps_every_element(rt, caps, rows, cols, along, threads,
     torch.testing.assert_close(got if along == "cols" else got.t(), want, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("rotation", ["", "((li + (li >> 3u) * 2u) & 3u)"], ids=["plain", "rotated"])
-def test_split_staging_into_sub_arrays(rt, caps, rotation):
+@pytest.mark.parametrize("order", UNIT_ORDERS)
+def test_split_staging_into_sub_arrays(rt, caps, order):
     """The tensor-core B tile's layout: one padded sub-array per 64 columns (a unit's stores index the
     sub-array by the unit's own column, unit_at)."""
     from torch_webgpu.kernels.launch import PARAMS, KernelLaunch
@@ -76,9 +81,10 @@ def test_split_staging_into_sub_arrays(rt, caps, rotation):
         pytest.skip("no shader-f16")
     rows, cols, width, stride, threads = 32, 128, 64, 72, 128
     size = rows * stride
+    rotation, down = UNIT_ORDERS[order]
     loads, stores = staging_vec8_split(rows, cols, "A", "a", "m0", f"{rows}u", "t", f"{cols}u",
                                        f"T[c / {width}u][r * {stride}u + c % {width}u]", "cols", threads,
-                                       rotation=rotation)
+                                       rotation=rotation, down=down)
     wgsl = staging_kernel(threads, f"array<array<f16, {size}>, 2>", 2 * size, f"T[i / {size}u][i % {size}u]",
                           loads, stores)
     x = torch.randn(rows, cols).half()
@@ -114,6 +120,24 @@ def test_store_rotation_spreads_the_staging_stores_over_the_banks(geometry):
         assert store_cycles(words, rotated) == ideal
 
 
+@pytest.mark.parametrize("geometry", [(8, 2, 2, 4, 32), (4, 2, 4, 4, 32), (8, 2, 2, 4, 16)],
+                         ids=lambda g: "w{}x{}.f{}x{}.k{}".format(*g))
+def test_down_order_takes_whole_unit_stores_off_each_others_banks(geometry):
+    """Stored 16 bytes at a time (WIDE_PHASE invocations a cycle), the A tile's units along its rows put
+    two invocations on some banks; 8 lines at a time (unit_origin's `down`) every operand's stores take
+    the least, 4 cycles per warp, in both layouts of B."""
+    from torch_webgpu.kernels.sgmat_wgsl import SgmatTile, staging_words, wide_store_cycles
+
+    for b_cols in (False, True):
+        g = SgmatTile(*geometry, 32, b_cols=b_cols)
+        tiles = ((g.bm, g.bk, "cols", g.a_flat), (g.bk, g.bn, "rows" if b_cols else "cols", g.b_flat))
+        for rows, cols, along, flat in tiles:
+            least = 4 * rows * cols // 8 // 32
+            assert wide_store_cycles(staging_words(rows, cols, along, g.threads, flat, down=True)) == least
+        a_along = staging_words(g.bm, g.bk, "cols", g.threads, g.a_flat)
+        assert wide_store_cycles(a_along) == 2 * 4 * g.bm * g.bk // 8 // 32
+
+
 def test_tile_layouts_match_their_workgroup_lvalues():
     """SgmatTile.a_flat / b_flat (the bank model's offsets) agree with the WGSL lvalues a_store / b_store
     (sub-arrays of As and Bs laid end to end)."""
@@ -138,6 +162,8 @@ EMULATED = {"sgmat.small.k32": dict(), "sgmat.small.k32.g8": dict(group=8),
             "sgmat.small.k16.pl2.g8.rot": dict(bk=16, group=8, pipelined=2, rotate=True),
             "sgmat.small.k16.pl3": dict(bk=16, pipelined=3),
             "sgmat.small.k16.db.rot": dict(bk=16, double=True, rotate=True),
+            "sgmat.small.k32.pl.g8.dn": dict(group=8, pipelined=1, down=True),
+            "sgmat.small.k16.db.dn": dict(bk=16, double=True, down=True),
             "sgmat.small.k16.db.pl2.g8.rot": dict(bk=16, group=8, pipelined=2, rotate=True, double=True)}
 
 

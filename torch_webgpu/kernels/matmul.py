@@ -184,6 +184,7 @@ class SgmatSpec:
     pipelined: int = 0   # K tiles loaded ahead, during the multiplies (sgmat_wgsl.sgmat_main's next_tiles)
     rotate: bool = False   # staging stores rotated per invocation against bank conflicts (".rot")
     double: bool = False   # two K-tile buffers, one barrier per K tile (".db")
+    down: bool = False     # staging units 8 lines at a time: 16-byte stores off each other's banks (".dn")
 
     @property
     def tile(self) -> tuple[int, int]:
@@ -342,6 +343,11 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "sgmat.w8x2.f2x4.k32.pl.g16.rot": SgmatSpec(8, 2, 2, 4, group=16, pipelined=True, rotate=True),
     "sgmat.w4x4.f2x4.k32.pl.g8.rot": SgmatSpec(4, 4, 2, 4, group=8, pipelined=True, rotate=True),
     "sgmat.w8x2.f2x4.k16.pl3.g8.rot": SgmatSpec(8, 2, 2, 4, bk=16, group=8, pipelined=3, rotate=True),
+    # untimed: staging units 8 lines at a time (".dn"): on a 16-byte-store bank model the A tile's stores of
+    # the 256x128 tiles take 8 cycles a warp unrotated, 4 (the least) this way, with a quarter of .rot's
+    # store instructions and none of its selects
+    "sgmat.w8x2.f2x4.k32.pl.g8.dn": SgmatSpec(8, 2, 2, 4, group=8, pipelined=True, down=True),
+    "sgmat.w4x2.f4x4.k32.pl.g8.dn": SgmatSpec(4, 2, 4, 4, group=8, pipelined=True, down=True),
 }
 # Split-K forms of the tiles that few-row f32 problems prefer (the H200's autotuner chose 32x64 for
 # ViT-B/16's 197-token matmuls: 84 workgroups for 132 SMs): "<tile>.s<splits>"
@@ -667,7 +673,7 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
         assert sg is not None
         vec_a, vec_b = vec8_axis(p.a, p.m, p.k), vec8_axis(p.b, p.k, p.n)
         src = sgmat_wgsl.sgmat_source(epi, spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg, vec_a, vec_b,
-                                spec.pad, spec.group, spec.pipelined, spec.rotate, spec.double)
+                                spec.pad, spec.group, spec.pipelined, spec.rotate, spec.double, spec.down)
         bm, bn = spec.tile
         grid = (ceil_div(p.n, bn), ceil_div(p.m, bm), p.batch)
         wg = (spec.sg_m * spec.sg_n * sg, 1, 1)

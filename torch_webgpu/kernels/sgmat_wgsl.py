@@ -114,7 +114,7 @@ def buffer_row(buffer: str, rows: int) -> str:
 
 def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, sg_size: int,
                  vec_a: str = "", vec_b: str = "", pad: int = SGMAT_ROW_PAD, group: int = 0,
-                 pipelined: int = 0, rotate: bool = False, double: bool = False) -> str:
+                 pipelined: int = 0, rotate: bool = False, double: bool = False, down: bool = False) -> str:
     """Tensor-core matmul (f16 operands, f32 results, 16×16×16 subgroup matrices) of two dense operands:
     see sgmat_main for the tile.
 
@@ -127,7 +127,11 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
     stores alone 367 us of 775, benchmarks/results/h200-2026-12-04-anatomy2.md). `double` (both operands
     staged 8 at a time): two K-tile buffers, the next tile's loads before this tile's multiplies and its
     stores into the other buffer after them, one barrier per K tile (sgmat_main's `double`); with
-    `pipelined` = 2 the loads run two tiles ahead (sgmat_main's `ahead`)."""
+    `pipelined` = 2 the loads run two tiles ahead (sgmat_main's `ahead`). `down` (instead of `rotate`,
+    16-byte staged operands): staging units in unit_origin's `down` order, so that each operand's
+    unrotated stores, which the driver merges into one 16-byte store per unit, miss each other's banks
+    (wide_store_cycles)."""
+    assert not (rotate and down), "rotated stores assume units along the contiguous axis"
     # a K-contiguous B (a linear layer's [N, K] weight) is stored by columns: 16-byte runs stay runs
     double = double and bool(vec_a and vec_b)
     g = SgmatTile(sg_m, sg_n, fm, fn, bk, sg_size, pad, b_cols=vec_b == "rows", group=group,
@@ -145,7 +149,7 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
     def split(k0: str, tag: str = "", declare: bool = True, buffer: str = "") -> tuple[str, str]:
         """(loads, stores) of both tiles at K offset k0 through register set `tag` into `buffer`."""
         staged = zip(operands(k0, buffer), rotations, strict=True)
-        (load_a, store_a), (load_b, store_b) = (staging_vec8_split(*o, g.threads, tag, declare, rot)
+        (load_a, store_a), (load_b, store_b) = (staging_vec8_split(*o, g.threads, tag, declare, rot, down)
                                                 for o, rot in staged)
         return load_a + "\n" + load_b, store_a + "\n" + store_b
     if double:
@@ -179,7 +183,8 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
     for operand, rot in zip(operands("t"), rotations, strict=True):
         rows, cols, src, lay, r0, rdim, c0, cdim, store, vec = operand
         if vec:
-            lds.append(staging_vec8(rows, cols, src, lay, r0, rdim, c0, cdim, store, vec, g.threads, rot))
+            lds.append(staging_vec8(rows, cols, src, lay, r0, rdim, c0, cdim, store, vec, g.threads, rot,
+                                    down))
         else:
             lds.append(staging_scalar(rows, cols, src, lay, r0, rdim, c0, cdim, store, e.dtype, g.threads))
     return SGMAT_DIAGNOSTICS + head + finish_fn(e) + sgmat_main(g, "\n".join(lds))
@@ -325,18 +330,23 @@ def _sgmat_stores(g: SgmatTile) -> str:
 
 
 def _vec8_unit(rows: int, cols: int, store: str, along: str, w: str,
-               rotation: str = "") -> tuple[str, str]:
+               rotation: str = "", down: bool = False) -> tuple[str, str]:
     """(position, stores) of staging unit `e` of a rows x cols f16 tile: WGSL for its first element
     (r, c), and the 8 stores of the loaded vec4<u32> `w` into the tile's lvalue `store`. `rotation` (a
     WGSL u32 in 0…3 per invocation, store_rotation): the invocation's q-th pair of stores writes word
     (q + rotation) % 4 of its unit, so that one store instruction's invocations spread over the banks
-    (the words are picked by selects, not by indexing `w`: a dynamically indexed vector goes to memory)."""
+    (the words are picked by selects, not by indexing `w`: a dynamically indexed vector goes to memory).
+    `down`: units in unit_origin's `down` order."""
     word = "((q + rot) & 3u)" if rotation else "q"
     if along == "cols":
-        pos = f"let r = e / {cols // 8}u; let c = (e % {cols // 8}u) * 8u;"
+        runs = cols // 8
+        pos = (f"let r = (e / {8 * runs}u) * 8u + e % 8u; let c = ((e / 8u) % {runs}u) * 8u;" if down else
+               f"let r = e / {runs}u; let c = (e % {runs}u) * 8u;")
         lo, hi = ("r", f"c + 2u * {word}"), ("r", f"c + 2u * {word} + 1u")
     else:
-        pos = f"let r = (e % {rows // 8}u) * 8u; let c = e / {rows // 8}u;"
+        runs = rows // 8
+        pos = (f"let r = ((e / 8u) % {runs}u) * 8u; let c = (e / {8 * runs}u) * 8u + e % 8u;" if down else
+               f"let r = (e % {runs}u) * 8u; let c = e / {runs}u;")
         lo, hi = (f"r + 2u * {word}", "c"), (f"r + 2u * {word} + 1u", "c")
     src = w
     head = ""
@@ -364,22 +374,49 @@ BANKS = 32          # 4-byte workgroup-memory banks (NVIDIA, AMD, Intel)
 BANK_WARP = 32      # invocations whose stores issue together (an NVIDIA warp)
 
 
-def unit_origin(e: int, rows: int, cols: int, along: str) -> tuple[int, int]:
-    """Element (r, c) that staging unit `e` of a rows x cols tile starts at (_vec8_unit's `pos`)."""
+def unit_origin(e: int, rows: int, cols: int, along: str, down: bool = False) -> tuple[int, int]:
+    """Element (r, c) that staging unit `e` of a rows x cols tile starts at (_vec8_unit's `pos`): units
+    run along the contiguous axis, or with `down` 8 at a time across it (8 consecutive invocations, the
+    ones one 16-byte store instruction serves per cycle, write the same run of 8 lines: with a padded
+    line stride their stores miss each other's banks, as the matrix loads of 8 lines do)."""
     if along == "cols":
-        return e // (cols // 8), (e % (cols // 8)) * 8
-    return (e % (rows // 8)) * 8, e // (rows // 8)
+        runs = cols // 8
+        if down:
+            return (e // (8 * runs)) * 8 + e % 8, ((e // 8) % runs) * 8
+        return e // runs, (e % runs) * 8
+    runs = rows // 8
+    if down:
+        return ((e // 8) % runs) * 8, (e // (8 * runs)) * 8 + e % 8
+    return (e % runs) * 8, e // runs
 
 
-def staging_words(rows: int, cols: int, along: str, threads: int, flat) -> np.ndarray:
+def staging_words(rows: int, cols: int, along: str, threads: int, flat, down: bool = False) -> np.ndarray:
     """[round, invocation]: the first 4-byte word (in the tile's workgroup array, `flat(r, c)` the f16
     offset of element (r, c)) of each staging unit of a rows x cols tile; -1 where a round has none."""
     units = rows * cols // 8
     rounds = -(-units // threads)
     words = np.full((rounds, threads), -1)
     for e in range(units):
-        words[e // threads, e % threads] = flat(*unit_origin(e, rows, cols, along)) // 2
+        words[e // threads, e % threads] = flat(*unit_origin(e, rows, cols, along, down)) // 2
     return words
+
+
+WIDE_PHASE = 8      # invocations one 16-byte store instruction serves per cycle (8 x 16 bytes = 32 banks)
+
+
+def wide_store_cycles(words: np.ndarray) -> int:
+    """Bank cycles of a tile's staging stores issued as one 16-byte store per unit (the driver merges a
+    unit's 8 unrotated stores): `words` as store_cycles'; each phase of WIDE_PHASE invocations costs the
+    most words any bank gets, so a round of a 32-wide warp costs at least 4."""
+    rounds, threads = words.shape
+    cycles = 0
+    for phase in words.reshape(rounds, threads // WIDE_PHASE, WIDE_PHASE):
+        for lanes in phase:
+            live = lanes[lanes >= 0]
+            if live.size:
+                banks = (live[:, None] + np.arange(4)[None, :]) % BANKS
+                cycles += int(np.bincount(banks.ravel(), minlength=BANKS).max())
+    return cycles
 
 
 def store_cycles(words: np.ndarray, rotation: np.ndarray) -> int:
@@ -433,12 +470,13 @@ def _vec8_load(src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str, w: st
 
 
 def staging_vec8(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str,
-                  store: str, along: str, threads: int, rotation: str = "") -> str:
+                  store: str, along: str, threads: int, rotation: str = "", down: bool = False) -> str:
     """WGSL staging of a rows x cols f16 tile in 8-element units along its contiguous axis ("cols":
     stride 1 along columns, or "rows"), one 16-byte load each; a unit is wholly inside or outside the
-    matrix (the contiguous extent, offset and other strides are multiples of 8), outside ones are 0."""
+    matrix (the contiguous extent, offset and other strides are multiples of 8), outside ones are 0.
+    `down`: units in unit_origin's `down` order."""
     units = rows * cols // 8
-    pos, stores = _vec8_unit(rows, cols, store, along, "w", rotation)
+    pos, stores = _vec8_unit(rows, cols, store, along, "w", rotation, down)
     coords, load = _vec8_load(src, lay, r0, rdim, c0, cdim, "w")
     return f"""  for (var u = 0u; u < {-(-units // threads)}u; u++) {{
     let e = li + u * {threads}u;
@@ -454,18 +492,18 @@ def staging_vec8(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c
 
 def staging_vec8_split(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str,
                        store: str, along: str, threads: int, tag: str = "",
-                       declare: bool = True, rotation: str = "") -> tuple[str, str]:
+                       declare: bool = True, rotation: str = "", down: bool = False) -> tuple[str, str]:
     """staging_vec8 in two halves, (loads, stores): every 16-byte load of this invocation's units into
     its own register `w<lay><u>` first, then every store. In staging_vec8's loop each unit's stores wait
     for its own load before the next load is issued: on the H200 staging alone took twice as long as the
     whole f16 4096^3 kernel (benchmarks/results/h200-2026-12-04-anatomy.md). `tag` names a second set
     of registers; `declare` False assigns registers declared elsewhere (staging_registers) so that they
-    outlive a loop step."""
+    outlive a loop step; `down` as staging_vec8's."""
     units = rows * cols // 8
     loads, stores = [], []
     for u in range(-(-units // threads)):
         w = f"w{lay}{tag}{u}"
-        pos, stash = _vec8_unit(rows, cols, store, along, w, rotation)
+        pos, stash = _vec8_unit(rows, cols, store, along, w, rotation, down)
         tail = (u + 1) * threads > units   # the last round of units that do not divide among the invocations
         coords, load = _vec8_load(src, lay, r0, rdim, c0, cdim, w, f"e < {units}u && " if tail else "")
         var = "var " if declare else ""
