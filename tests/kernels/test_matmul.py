@@ -13,6 +13,7 @@ from torch_webgpu.kernels.matmul import (
     ACTIVATIONS,
     SPLIT_AFTER,
     VARIANTS,
+    VEC_SUFFIX,
     Layout,
     MatmulProblem,
     TiledSpec,
@@ -180,20 +181,25 @@ def test_grouped_launch_order_covers_every_tile_once(rt, caps, monkeypatch, grou
     check(rt, caps, p, a, bb, name, bias=bias)
 
 
-@pytest.mark.parametrize("form", ["pl2", "pl3", "db"])
+@pytest.mark.parametrize("form", ["pl2", "pl3", "db", "db.ap"])
 @pytest.mark.parametrize("k", [8, 40, 56], ids=lambda k: f"k{k}")
 def test_deep_pipelined_tiles_match_torch(rt, caps, monkeypatch, form, k):
-    """Two or three K tiles of registers in flight, or two K-tile buffers: one K tile (fewer than a loop
-    iteration's steps), an odd count (the loop leaves after its first step) and a count the steps
-    divide, batched, B transposed."""
+    """Two or three K tiles of registers in flight, or two K-tile buffers (also with the A tile's lines
+    padded, ".ap", offered in the vec4 form only): one K tile (fewer than a loop iteration's steps), an
+    odd count (the loop leaves after its first step) and a count the steps divide, batched, B
+    transposed."""
     name = f"tile64x64.r4x4.k16.l4.{form}"
     depth = int(form[2:]) if form.startswith("pl") else 0
     monkeypatch.setitem(VARIANTS, name, TiledSpec(64, 64, 16, 4, 4, True, pipelined=depth,
-                                                  double=form == "db"))
+                                                  double=form.startswith("db"), a_pad=form.endswith("ap")))
     gen = torch.Generator().manual_seed(k + depth)
     a, bb = operands(2, 40, 36, k, "f32", False, True, gen=gen)
     p = problem(a, bb, "f32")
-    assert name in variants(p, caps)
+    offered = variants(p, caps)
+    if form.endswith("ap"):
+        assert name not in offered
+        name += VEC_SUFFIX
+    assert name in offered
     src = plan_matmul(p, caps, name).wgsl
     steps = depth or 2
     assert src.count("workgroupBarrier();") == (2 * depth or 3) and f"t += {16 * steps}u" in src
@@ -402,3 +408,25 @@ def test_split_k_needs_its_two_step_plan(caps):
         plan_matmul(p, caps, "tile32x64.r2x4.k32.s4.v4")
     one = plan_matmul_steps(p, caps, "tile32x64.r2x4.k32.v4")
     assert one.steps == (plan_matmul(p, caps, "tile32x64.r2x4.k32.v4"),) and one.scratch == {}
+
+
+@pytest.mark.parametrize("bm,bk", [(128, 16), (128, 8), (256, 8)], ids=lambda x: str(x))
+def test_padded_a_tile_stores_miss_each_others_banks(bm, bk):
+    """The transposing stores of a K-contiguous A into the [k][i] tile (4 per vec4 unit, component q to
+    line k + q): along the rows a warp's units put 2-4 invocations on a bank; two units per row at a
+    time (_k_unit) into lines LINE_PAD words apart, every warp's 32 stores fall on 32 banks."""
+    import numpy as np
+
+    from torch_webgpu.kernels.matmul_wgsl import LINE_PAD, _k_unit
+
+    e = np.arange(bm * bk // 4)
+    kk, ii = (eval(x.replace("u", "").replace("/", "//"), {"e": e}) for x in _k_unit("e", bm, bk))
+    assert sorted(zip(kk.tolist(), ii.tolist(), strict=True)) == [(k, i) for k in range(0, bk, 4)
+                                                                  for i in range(bm)]
+    for q in range(4):
+        padded = ((kk + q) * (bm + LINE_PAD) + ii) % 32
+        along_rows = ((e % (bk // 4)) * 4 + q) * bm + e // (bk // 4)
+        for warp in range(len(e) // 32):
+            lanes = slice(32 * warp, 32 * warp + 32)
+            assert len(set(padded[lanes])) == 32
+            assert len(set(along_rows[lanes] % 32)) <= 16

@@ -129,6 +129,7 @@ class TiledSpec:
     group: int = 0       # tiles launched `group` rows at a time down each column (matmul_wgsl.tile_origin)
     pipelined: int = 0   # K tiles fetched into registers ahead, during the FMAs (matmul_wgsl.tiled_source)
     a_rows: bool = False  # a K-contiguous A's tile kept [i][k], both tiles stored in whole vec4s (".ar")
+    a_pad: bool = False   # [k][i] A tile of padded lines: its stores off each other's banks (".ap")
 
     @property
     def threads(self) -> int:
@@ -138,7 +139,8 @@ class TiledSpec:
     def workgroup_bytes(self, dtype: str) -> int:
         """Workgroup memory of the K tiles (kept in f32)."""
         a_row = self.bk + (wgsl.ROWS_PAD if self.a_rows else 0)
-        return 4 * (self.bm * a_row + self.bn * self.bk) * (2 if self.double else 1)
+        a_lines = wgsl.LINE_PAD * self.bk if self.a_pad else 0
+        return 4 * (self.bm * a_row + a_lines + self.bn * self.bk) * (2 if self.double else 1)
 
 
 @dataclass(frozen=True)
@@ -255,6 +257,11 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "tile128x256.r8x8.k8.l4.db": TiledSpec(128, 256, 8, 8, 8, True, double=True),
     "tile256x128.r8x8.k16.l4.db": TiledSpec(256, 128, 16, 8, 8, True, double=True),
     "tile128x256.r8x8.k16.l4.db": TiledSpec(128, 256, 16, 8, 8, True, double=True),
+    # untimed: the [k][i] A tile's lines padded and its units two per row (".ap", matmul_wgsl._k_unit): the
+    # transposing stores of a K-contiguous A, 2-4 invocations per bank, on 32 distinct banks
+    "tile128x64.r8x4.k16.l4.db.ap": TiledSpec(128, 64, 16, 8, 4, True, double=True, a_pad=True),
+    "tile128x128.r8x8.k8.l4.db.ap": TiledSpec(128, 128, 8, 8, 8, True, double=True, a_pad=True),
+    "tile256x128.r8x8.k8.l4.db.ap": TiledSpec(256, 128, 8, 8, 8, True, double=True, a_pad=True),
     "gemv.k64n4.sg": GemvSpec(64, 4, True, True),
     "gemv.k64n4.wg": GemvSpec(64, 4, True),
     "gemv.k32n8.wg": GemvSpec(32, 8, True),
@@ -526,9 +533,10 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
                 names.append(name)
     a_mode, b_mode = _tiled_modes(p)
     vec = a_mode in ("k", "i") or b_mode in ("k", "i")
-    # the [i][k] A tiles (".ar") read A in vec4s along K: offered in their vec4 form for such an A only
+    # the [i][k] A tiles (".ar") and padded [k][i] ones (".ap") read A in vec4s along K: offered in their
+    # vec4 form for such an A only
     tiled = [n for n, s in VARIANTS.items() if isinstance(s, TiledSpec) and s.splits == 1
-             and (a_mode == "k" or not s.a_rows)]
+             and (a_mode == "k" or not (s.a_rows or s.a_pad))]
     # default orders from the H200 runs of 2026-12-01 and 2026-12-04 (.db: h200-2026-12-04-pipelines.md);
     # the 512-invocation 256x128 and 128x256 tiles are untimed (h100-2026-12-05-probes.md): the autotuner
     # times them where it runs
@@ -548,7 +556,7 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
                if n in tiled and _fits(caps, VARIANTS[n].threads, VARIANTS[n].workgroup_bytes(p.dtype))]
     # vec4 forms first: the autotuner times the first few candidates only
     tiled_names = (([n + VEC_SUFFIX for n in fitting] if vec else [])
-                   + [n for n in fitting if not VARIANTS[n].a_rows])
+                   + [n for n in fitting if not (VARIANTS[n].a_rows or VARIANTS[n].a_pad)])
     tiled_names[SPLIT_AFTER:SPLIT_AFTER] = [n + (VEC_SUFFIX if vec else "") for n in _split_variants(p, caps)]
     return names + tiled_names
 
@@ -648,7 +656,7 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
             b_mode = {"k": "sk", "i": "si"}.get(b_mode, b_mode)
         src = wgsl.tiled_source(epi, spec.bm, spec.bn, spec.bk, spec.tm, spec.tn, a_mode, b_mode, spec.lds4,
                                 double=spec.double, group=spec.group, pipelined=spec.pipelined,
-                                a_rows=spec.a_rows)
+                                a_rows=spec.a_rows, a_pad=spec.a_pad)
         grid = (ceil_div(p.n, spec.bn), ceil_div(p.m, spec.bm), p.batch)
         wg = (spec.bn // spec.tn, spec.bm // spec.tm, 1)
     elif isinstance(spec, GemvSpec) and spec.unroll:

@@ -130,11 +130,13 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 
 
 def _tile_load(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, dim: str, mode: str,
-               threads: int, i_is_row: bool, lds4: bool = False, whole: bool = False) -> str:
+               threads: int, i_is_row: bool, lds4: bool = False, whole: bool = False, pad: int = 0) -> str:
     """Code that copies a (bi × bk) tile of operand `src` (outer index i, inner k) into the workgroup
     array `tile` laid out [k][i] (f32). `mode`: "k" / "i" (vec4 along that axis, stride 1) or a
     scalar order "sk" / "si" (which axis consecutive invocations walk). `whole` (vec4 tiles): each vec4
-    stored at once (_vec4_stash), A's "k" mode into an [i][k] tile (tiled_source's `a_rows`)."""
+    stored at once (_vec4_stash), A's "k" mode into an [i][k] tile (tiled_source's `a_rows`). `pad`:
+    words after each k line of the [k][i] tile, with "k" units two per line (_k_unit) (tiled_source's
+    `a_pad`)."""
     # element (i, k) of the operand sits at base + i * si + k * sk
     si, sk = (f"P.{lay}.z", f"P.{lay}.w") if i_is_row else (f"P.{lay}.w", f"P.{lay}.z")
     base = f"(P.{lay}.x + batch * P.{lay}.y)"
@@ -144,7 +146,10 @@ def _tile_load(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, dim: st
     out = [f"  for (var u = 0u; u < {iters}u; u++) {{", f"    let e = li + u * {threads}u;"]
     if units % threads:
         out.append(f"    if (e >= {units}u) {{ break; }}")
-    if mode in ("sk", "k"):
+    line = bi + pad
+    if pad and mode == "k":
+        out += [f"    let {v} = {x};" for v, x in zip(("kk", "ii"), _k_unit("e", bi, bk), strict=True)]
+    elif mode in ("sk", "k"):
         kw = bk // 4 if vec else bk
         out += [f"    let kk = (e % {kw}u){' * 4u' if vec else ''};", f"    let ii = e / {kw}u;"]
     else:
@@ -154,14 +159,14 @@ def _tile_load(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, dim: st
     if not vec:
         out += ["    var x = 0.0;",
                 f"    if (gi < {dim} && gk < K) {{ x = f32({src}[{base} + gi * {si} + gk * {sk}]); }}",
-                f"    {_lds_at(tile, f'kk * {bi}u + ii', lds4)} = x;"]
+                f"    {_lds_at(tile, f'kk * {line}u + ii', lds4)} = x;"]
     else:
         index = (f"({base} + gi * {si} + gk) / 4u" if mode == "k" else f"({base} + gi + gk * {sk}) / 4u")
         out += ["    var x = vec4<f32>(0.0);",
                 f"    if (gi < {dim} && gk < K) {{ x = vec4<f32>({src}[{index}]); }}"]
         at_once = _vec4_stash(tile, "x", "ii", "kk", bi, bk, mode, i_is_row, "") if whole and lds4 else ""
         for q in range(0 if at_once else 4):
-            dst = f"(kk + {q}u) * {bi}u + ii" if mode == "k" else f"kk * {bi}u + ii + {q}u"
+            dst = f"(kk + {q}u) * {line}u + ii" if mode == "k" else f"kk * {line}u + ii + {q}u"
             out.append(f"    {_lds_at(tile, dst, lds4)} = x[{q}];")
         if at_once:
             out.append(at_once)
@@ -171,22 +176,25 @@ def _tile_load(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, dim: st
 
 def _tile_fetch_stash(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, dim: str, mode: str,
                       threads: int, i_is_row: bool, lds4: bool, k0: str, base: str, tag: str = "",
-                      declare: bool = True, whole: bool = False) -> tuple[str, str]:
+                      declare: bool = True, whole: bool = False, pad: int = 0) -> tuple[str, str]:
     """`_tile_load` in two halves, for double-buffered K tiles: `fetch` reads this invocation's share of
     the tile at K offset `k0` into registers (so the loads are in flight while the previous tile is
     multiplied), `stash` writes them into the workgroup array `tile` from element `base` on. `tag` names
     another register set; `declare` False assigns registers declared before (they outlive a step);
-    `whole` as in _tile_load."""
+    `whole` and `pad` as in _tile_load."""
     si, sk = (f"P.{lay}.z", f"P.{lay}.w") if i_is_row else (f"P.{lay}.w", f"P.{lay}.z")
     origin = f"(P.{lay}.x + batch * P.{lay}.y)"
     vec = mode in ("k", "i")
     units = bi * bk // (4 if vec else 1)
     fetch, stash = [], []
     var = "var " if declare else ""
+    line = bi + pad
     for u in range(-(-units // threads)):
         r = f"{tile.lower()}{tag}{u}"
         fetch.append(f"    let {r}e = li + {u * threads}u;")
-        if mode in ("sk", "k"):
+        if pad and mode == "k":
+            fetch += [f"    let {r}{v} = {x};" for v, x in zip("ki", _k_unit(f"{r}e", bi, bk), strict=True)]
+        elif mode in ("sk", "k"):
             kw = bk // 4 if vec else bk
             fetch += [f"    let {r}k = ({r}e % {kw}u){' * 4u' if vec else ''};",
                       f"    let {r}i = {r}e / {kw}u;"]
@@ -203,7 +211,7 @@ def _tile_fetch_stash(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, 
         if not vec:
             fetch += [f"    {var}{r} = 0.0;",
                       f"    if ({inside}) {{ {r} = f32({src}[{origin} + {r}gi * {si} + {r}gk * {sk}]); }}"]
-            stash.append(f"    {_lds_at(tile, f'{r}k * {bi}u + {r}i', lds4, base)} = {r};")
+            stash.append(f"    {_lds_at(tile, f'{r}k * {line}u + {r}i', lds4, base)} = {r};")
         else:
             index = (f"({origin} + {r}gi * {si} + {r}gk) / 4u" if mode == "k"
                      else f"({origin} + {r}gi + {r}gk * {sk}) / 4u")
@@ -212,12 +220,24 @@ def _tile_fetch_stash(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, 
             at_once = (_vec4_stash(tile, r, f"{r}i", f"{r}k", bi, bk, mode, i_is_row, base)
                        if whole and lds4 else "")
             for q in range(0 if at_once else 4):
-                dst = f"({r}k + {q}u) * {bi}u + {r}i" if mode == "k" else f"{r}k * {bi}u + {r}i + {q}u"
+                dst = f"({r}k + {q}u) * {line}u + {r}i" if mode == "k" else f"{r}k * {line}u + {r}i + {q}u"
                 stash.append(f"    {_lds_at(tile, dst, lds4, base)} = {r}[{q}];")
             if at_once:
                 stash.append(at_once)
         stash.append(close)
     return "\n".join(fetch), "\n".join(line for line in stash if line)
+
+
+# f32 padding (one vec4) of each k line of a [k][i] A tile (tiled_source's `a_pad`)
+LINE_PAD = 4
+
+
+def _k_unit(e: str, bi: int, bk: int) -> tuple[str, str]:
+    """WGSL (kk, ii) of vec4 unit `e` of a K-contiguous operand's bi × bk tile, two units per row at a
+    time: a warp's 32 units are 16 rows × 2 k-quads (whole 32-byte sectors of the rows), whose
+    transposing stores into a [k][i] tile of lines bi + LINE_PAD apart fall on 32 distinct banks (units
+    along the rows put bk / 4 k-quads in a warp: 2-4 invocations per bank)."""
+    return f"((({e}) % 2u) + 2u * (({e}) / {2 * bi}u)) * 4u", f"(({e}) / 2u) % {bi}u"
 
 
 # f32 padding (one vec4) of each row of an [i][k] A tile (tiled_source's `a_rows`): the two rows one
@@ -281,7 +301,7 @@ def tile_origin(bm: int, bn: int, group: int) -> str:
 
 def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mode: str,
                  b_mode: str, lds4: bool = False, splits: int = 1, double: bool = False,
-                 group: int = 0, pipelined: int = 0, a_rows: bool = False) -> str:
+                 group: int = 0, pipelined: int = 0, a_rows: bool = False, a_pad: bool = False) -> str:
     """Register-tiled SIMT matmul: a (bm × bn) output tile per workgroup, (tm × tn) per invocation at
     rows ty + i * TY and cols tx + j * TX (conflict-free workgroup reads, coalesced stores). `lds4`:
     each invocation owns groups of 4 adjacent rows and columns (rows g·4·TY + 4·ty + i), so it reads
@@ -294,7 +314,9 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
     next one after them (_tile_fetch_stash), two barriers per K tile as in the plain loop. `a_rows` (a
     K-contiguous A read as vec4, `lds4`): the A tile is kept as it is in memory, [i][k] with rows padded
     by ROWS_PAD, and both tiles are stored in whole vec4s (no transposing scalar stores, which hit 2-4
-    invocations per bank); the FMAs read A four k at a time (_rows_multiply)."""
+    invocations per bank); the FMAs read A four k at a time (_rows_multiply). `a_pad` (a K-contiguous A
+    read as vec4, `lds4`, an even number of k-quads): the [k][i] A tile's lines LINE_PAD words apart and
+    its units two per row at a time (_k_unit), so its transposing stores miss each other's banks."""
     t = e.dtype
     tx, ty = bn // tn, bm // tm
     threads = tx * ty
@@ -302,9 +324,11 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
     b_elem = f"vec4<{t}>" if b_mode in ("k", "i") else t
     accs = "\n".join(f"  var acc{i}_{j} = 0.0;" for i in range(tm) for j in range(tn))
     a_rows = a_rows and lds4 and a_mode == "k"
+    pad = LINE_PAD if a_pad and lds4 and a_mode == "k" and not a_rows and bk % 8 == 0 else 0
     a_words, b_words = (bm * bk // 4, bn * bk // 4) if lds4 else (bm * bk, bn * bk)
     if a_rows:
         a_words = bm * (bk + ROWS_PAD) // 4
+    a_words += pad * bk // 4
 
     def multiply(buffer: int) -> str:
         """The loop over the K tile in `buffer` (the double-buffered form's 2nd): workgroup reads, FMAs."""
@@ -312,7 +336,7 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
         if a_rows:
             return _rows_multiply(bm, bn, bk, tm, tn, abase, bbase)
         if lds4:
-            reads = ([f"      let a{g} = As[{abase}k * {bm // 4}u + {g * ty}u + lid.y];"
+            reads = ([f"      let a{g} = As[{abase}k * {(bm + pad) // 4}u + {g * ty}u + lid.y];"
                       for g in range(tm // 4)]
                      + [f"      let b{g} = Bs[{bbase}k * {bn // 4}u + {g * tx}u + lid.x];"
                         for g in range(tn // 4)])
@@ -337,7 +361,7 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
     zb = "wid.z" if splits > 1 else "batch"
     stores = "\n".join(f"  finish({zb}, m0 + {row[i]}, n0 + {col[j]}, acc{i}_{j});"
                        for i in range(tm) for j in range(tn))
-    load_a = _tile_load("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4, whole=a_rows)
+    load_a = _tile_load("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4, whole=a_rows, pad=pad)
     load_b = _tile_load("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4, whole=a_rows)
     if splits > 1:
         # K of this slice ends at K (the loads' bound); slices past the end store zeros
@@ -352,10 +376,10 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
     copies = 2 if double else 1
     if double:
         k_loop = _double_buffered_k_loop(bm, bn, bk, a_mode, b_mode, threads, lds4, k_first,
-                                         [multiply(0), multiply(1)], a_words, b_words, a_rows)
+                                         [multiply(0), multiply(1)], a_words, b_words, a_rows, pad)
     elif pipelined:
         k_loop = _pipelined_k_loop(bm, bn, bk, a_mode, b_mode, threads, lds4, k_first, multiply(0),
-                                   pipelined, a_rows)
+                                   pipelined, a_rows, pad)
     else:
         k_loop = f"""  for (var t = {k_first}; t < K; t += {bk}u) {{
 {load_a}
@@ -411,15 +435,15 @@ def register_pipelined_loop(k_first: str, bk: int, sets: list[tuple[str, str]], 
 
 
 def _pipelined_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str, threads: int, lds4: bool,
-                      k_first: str, k_tile: str, depth: int = 1, a_rows: bool = False) -> str:
+                      k_first: str, k_tile: str, depth: int = 1, a_rows: bool = False, pad: int = 0) -> str:
     """The K loop of tiled_source's `pipelined` form: tile 0 staged before it; each step fetches the tile
     `depth` ahead (at `tn`) into registers, multiplies this one, and stores the next one (fetched
     `depth` - 1 steps before) after a barrier. With depth D > 1 a loop iteration is D steps, register set
     s fetched in step s, and tiles 1 … D-1 are fetched before the loop. `k_tile`: the loop over the K
-    tile (its reads and FMAs); `a_rows`: tiled_source's."""
+    tile (its reads and FMAs); `a_rows`: tiled_source's; `pad`: the A tile's (_tile_load's)."""
     def halves(k0: str, tag: str = "", declare: bool = True) -> tuple[str, str]:
         fa, sa = _tile_fetch_stash("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4, k0, "",
-                                   tag, declare, whole=a_rows)
+                                   tag, declare, whole=a_rows, pad=pad)
         fb, sb = _tile_fetch_stash("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4, k0, "",
                                    tag, declare, whole=a_rows)
         return fa + "\n" + fb, sa + "\n" + sb
@@ -458,7 +482,7 @@ def _pipelined_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str, threa
 
 def _double_buffered_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str, threads: int,
                             lds4: bool, k_first: str, steps: list[str], a_words: int, b_words: int,
-                            a_rows: bool = False) -> str:
+                            a_rows: bool = False, pad: int = 0) -> str:
     """The K loop of tiled_source's `double` form: tile 0 staged before it into buffer 0; each step fetches
     the next tile into registers, multiplies this one (`steps[b]`: the loop over K-tile buffer b) and
     stashes the fetched one into the other buffer, one barrier per tile. A loop iteration is two
@@ -466,7 +490,7 @@ def _double_buffered_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str,
     37.9 to 32.9 TFLOP/s, benchmarks/results/h200-2026-12-04-pipelines.md)."""
     def halves(k0: str, buf: int) -> tuple[str, str]:
         fa, sa = _tile_fetch_stash("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4, k0,
-                                   f"{buf * a_words}u" if buf else "", whole=a_rows)
+                                   f"{buf * a_words}u" if buf else "", whole=a_rows, pad=pad)
         fb, sb = _tile_fetch_stash("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4, k0,
                                    f"{buf * b_words}u" if buf else "", whole=a_rows)
         return fa + "\n" + fb, sa + "\n" + sb
