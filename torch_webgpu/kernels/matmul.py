@@ -262,6 +262,7 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "tile128x64.r8x4.k16.l4.db.ap": TiledSpec(128, 64, 16, 8, 4, True, double=True, a_pad=True),
     "tile128x128.r8x8.k8.l4.db.ap": TiledSpec(128, 128, 8, 8, 8, True, double=True, a_pad=True),
     "tile256x128.r8x8.k8.l4.db.ap": TiledSpec(256, 128, 8, 8, 8, True, double=True, a_pad=True),
+    "tile128x128.r8x8.k16.l4.db.ap": TiledSpec(128, 128, 16, 8, 8, True, double=True, a_pad=True),
     "gemv.k64n4.sg": GemvSpec(64, 4, True, True),
     "gemv.k64n4.wg": GemvSpec(64, 4, True),
     "gemv.k32n8.wg": GemvSpec(32, 8, True),
