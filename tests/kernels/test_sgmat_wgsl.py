@@ -164,6 +164,8 @@ EMULATED = {"sgmat.small.k32": dict(), "sgmat.small.k32.g8": dict(group=8),
             "sgmat.small.k16.db.rot": dict(bk=16, double=True, rotate=True),
             "sgmat.small.k32.pl.g8.dn": dict(group=8, pipelined=1, down=True),
             "sgmat.small.k16.db.dn": dict(bk=16, double=True, down=True),
+            "sgmat.small.k16.db.pl2.dn.cs2": dict(bk=16, double=True, pipelined=2, down=True,
+                                                  results_rounds=2),
             "sgmat.small.k16.db.pl2.g8.rot": dict(bk=16, group=8, pipelined=2, rotate=True, double=True)}
 
 

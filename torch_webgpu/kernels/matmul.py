@@ -187,6 +187,7 @@ class SgmatSpec:
     rotate: bool = False   # staging stores rotated per invocation against bank conflicts (".rot")
     double: bool = False   # two K-tile buffers, one barrier per K tile (".db")
     down: bool = False     # staging units 8 lines at a time: 16-byte stores off each other's banks (".dn")
+    results_rounds: int = 1   # results through a scratch this fraction the size, in turns (".cs2")
 
     @property
     def tile(self) -> tuple[int, int]:
@@ -196,7 +197,7 @@ class SgmatSpec:
     def workgroup_bytes(self, dtype: str) -> int:
         """Workgroup memory: f16 K tiles and one f32 16×16 scratch per subgroup."""
         return max(sgmat_wgsl.SgmatTile(self.sg_m, self.sg_n, self.fm, self.fn, self.bk, 1, self.pad, by_cols,
-                                  buffers=2 if self.double else 1)
+                                        buffers=2 if self.double else 1, results_rounds=self.results_rounds)
                    .workgroup_bytes for by_cols in (False, True))   # B stored by rows or by columns
 
 
@@ -356,6 +357,12 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     # store instructions and none of its selects
     "sgmat.w8x2.f2x4.k32.pl.g8.dn": SgmatSpec(8, 2, 2, 4, group=8, pipelined=True, down=True),
     "sgmat.w4x2.f4x4.k32.pl.g8.dn": SgmatSpec(4, 2, 4, 4, group=8, pipelined=True, down=True),
+    # untimed: two 16-deep K-tile buffers of the 16-subgroup 256x128 tile, one barrier per K tile, which fit
+    # in 48 KiB with the results passed through half a scratch in two turns (".cs2")
+    "sgmat.w8x2.f2x4.k16.db.g8.dn.cs2": SgmatSpec(8, 2, 2, 4, bk=16, group=8, double=True, down=True,
+                                                 results_rounds=2),
+    "sgmat.w8x2.f2x4.k16.db.pl2.g8.dn.cs2": SgmatSpec(8, 2, 2, 4, bk=16, group=8, pipelined=2, double=True,
+                                                     down=True, results_rounds=2),
 }
 # Split-K forms of the tiles that few-row f32 problems prefer (the H200's autotuner chose 32x64 for
 # ViT-B/16's 197-token matmuls: 84 workgroups for 132 SMs): "<tile>.s<splits>"
@@ -682,7 +689,8 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
         assert sg is not None
         vec_a, vec_b = vec8_axis(p.a, p.m, p.k), vec8_axis(p.b, p.k, p.n)
         src = sgmat_wgsl.sgmat_source(epi, spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg, vec_a, vec_b,
-                                spec.pad, spec.group, spec.pipelined, spec.rotate, spec.double, spec.down)
+                                spec.pad, spec.group, spec.pipelined, spec.rotate, spec.double, spec.down,
+                                spec.results_rounds)
         bm, bn = spec.tile
         grid = (ceil_div(p.n, bn), ceil_div(p.m, bm), p.batch)
         wg = (spec.sg_m * spec.sg_n * sg, 1, 1)

@@ -43,6 +43,7 @@ class SgmatTile:
     b_cols: bool = False   # the B tile stored column by column ([n][k]), read as column-major matrices
     group: int = 0         # launch order of the tiles (tile_origin)
     buffers: int = 1       # K-tile buffers in workgroup memory (2: sgmat_source's `double`)
+    results_rounds: int = 1   # the subgroups' results pass through the scratch in this many rounds
 
     @property
     def threads(self) -> int:
@@ -69,8 +70,13 @@ class SgmatTile:
 
     @property
     def results_bytes(self) -> int:
-        """Workgroup memory of the results scratch: one f32 16×16 matrix per subgroup."""
-        return 4 * 256 * self.sg_m * self.sg_n
+        """Workgroup memory of the results scratch: one f32 16×16 matrix per subgroup of a round."""
+        return 4 * 256 * self.scratch_matrices
+
+    @property
+    def scratch_matrices(self) -> int:
+        """16×16 matrices in the results scratch: the subgroups of one round (_sgmat_stores)."""
+        return self.sg_m * self.sg_n // self.results_rounds
 
     @property
     def a_store(self) -> str:
@@ -114,7 +120,8 @@ def buffer_row(buffer: str, rows: int) -> str:
 
 def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, sg_size: int,
                  vec_a: str = "", vec_b: str = "", pad: int = SGMAT_ROW_PAD, group: int = 0,
-                 pipelined: int = 0, rotate: bool = False, double: bool = False, down: bool = False) -> str:
+                 pipelined: int = 0, rotate: bool = False, double: bool = False, down: bool = False,
+                 results_rounds: int = 1) -> str:
     """Tensor-core matmul (f16 operands, f32 results, 16×16×16 subgroup matrices) of two dense operands:
     see sgmat_main for the tile.
 
@@ -130,12 +137,13 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
     `pipelined` = 2 the loads run two tiles ahead (sgmat_main's `ahead`). `down` (instead of `rotate`,
     16-byte staged operands): staging units in unit_origin's `down` order, so that each operand's
     unrotated stores, which the driver merges into one 16-byte store per unit, miss each other's banks
-    (wide_store_cycles)."""
+    (wide_store_cycles). `results_rounds` > 1: the subgroups pass their results through a scratch that
+    fraction the size (_sgmat_stores), so that two 256x128 K-tile buffers fit in 48 KiB."""
     assert not (rotate and down), "rotated stores assume units along the contiguous axis"
     # a K-contiguous B (a linear layer's [N, K] weight) is stored by columns: 16-byte runs stay runs
     double = double and bool(vec_a and vec_b)
     g = SgmatTile(sg_m, sg_n, fm, fn, bk, sg_size, pad, b_cols=vec_b == "rows", group=group,
-                  buffers=2 if double else 1)
+                  buffers=2 if double else 1, results_rounds=results_rounds)
     head = header(e, "vec4<u32>" if vec_a else e.dtype, "vec4<u32>" if vec_b else e.dtype,
                   ("chromium_experimental_subgroup_matrix",))
 
@@ -306,27 +314,39 @@ def _sgmat_entry(g: SgmatTile) -> str:
     nwg = NUM_WORKGROUPS if g.group else ""
     decl = "\n".join(f"  var c{i}_{j} = subgroup_matrix_result<f32, 16, 16>();"
                      for i in range(g.fm) for j in range(g.fn))
-    return f"""var<workgroup> Cs: array<array<f32, 256>, {g.sg_m * g.sg_n}>;
+    scratch = f"\n  let cs = sg % {g.scratch_matrices}u;" if g.results_rounds > 1 else ""
+    return f"""var<workgroup> Cs: array<array<f32, 256>, {g.scratch_matrices}>;
 @compute @workgroup_size({g.threads})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32{nwg}) {{
   let M = P.mnkb.x; let N = P.mnkb.y; let K = P.mnkb.z;
   let batch = wid.z;
 {tile_origin(g.bm, g.bn, g.group)}
   let sg = li / {g.sg_size}u; let lane = li % {g.sg_size}u;
-  let sm = sg / {g.sg_n}u; let sn = sg % {g.sg_n}u;
+  let sm = sg / {g.sg_n}u; let sn = sg % {g.sg_n}u;{scratch}
 {decl}"""
 
 
 def _sgmat_stores(g: SgmatTile) -> str:
-    """Each result matrix c{i}_{j} through the subgroup's scratch into `finish` (the epilogue)."""
+    """Each result matrix c{i}_{j} through the subgroup's scratch into `finish` (the epilogue);
+    with g.results_rounds > 1 the subgroups of round h (sg / scratch_matrices) take their turn between
+    barriers that all of them reach."""
     am, bw, per_lane = g.fm * 16, g.fn * 16, 256 // g.sg_size
-    return "\n".join(f"""  subgroupMatrixStore(&Cs[sg], 0u, c{i}_{j}, false, 16u);
-  workgroupBarrier();
-  for (var q = 0u; q < {per_lane}u; q++) {{
+    cs = "cs" if g.results_rounds > 1 else "sg"
+    out = []
+    for i in range(g.fm):
+        for j in range(g.fn):
+            store = f"subgroupMatrixStore(&Cs[{cs}], 0u, c{i}_{j}, false, 16u);"
+            finish = f"""for (var q = 0u; q < {per_lane}u; q++) {{
     let x = lane + q * {g.sg_size}u;
-    finish(batch, m0 + sm * {am}u + {i * 16}u + x / 16u, n0 + sn * {bw}u + {j * 16}u + x % 16u, Cs[sg][x]);
-  }}
-  workgroupBarrier();""" for i in range(g.fm) for j in range(g.fn))
+    finish(batch, m0 + sm * {am}u + {i * 16}u + x / 16u, n0 + sn * {bw}u + {j * 16}u + x % 16u, Cs[{cs}][x]);
+  }}"""
+            if g.results_rounds == 1:
+                out.append(f"  {store}\n  workgroupBarrier();\n  {finish}\n  workgroupBarrier();")
+            for h in range(g.results_rounds if g.results_rounds > 1 else 0):
+                turn = f"if (sg / {g.scratch_matrices}u == {h}u)"
+                out.append(f"  {turn} {{ {store} }}\n  workgroupBarrier();\n  {turn} {{\n  {finish}\n  }}\n"
+                           "  workgroupBarrier();")
+    return "\n".join(out)
 
 
 def _vec8_unit(rows: int, cols: int, store: str, along: str, w: str,
