@@ -388,8 +388,11 @@ COMBINE_THREADS = 256
 # driver vectorises the unskewed ones); B fragments loaded one at a time 148 (unchanged).
 # H100 (benchmarks/results/h100-2026-12-05-probes.md): 16 subgroups of 32x64 in the 256x128 tile 224.9
 # TFLOP/s against 216-217 for 8 of 64x64 (64x32: 207.7); every double-buffered form 99-161
-SGMAT_LARGE = ["sgmat.w8x2.f2x4.k32.pl.g8.rot", "sgmat.w4x2.f4x4.k32.pl.g8.rot",
-               "sgmat.w8x2.f2x4.k32.pl2.g8.rot", "sgmat.w8x2.f2x4.k32.pl.rot",
+# The autotuner times six: the leader and five untimed forms (.dn, .db with .cs2, .pl2), then the rest
+SGMAT_LARGE = ["sgmat.w8x2.f2x4.k32.pl.g8.rot", "sgmat.w8x2.f2x4.k32.pl.g8.dn",
+               "sgmat.w4x2.f4x4.k32.pl.g8.dn", "sgmat.w8x2.f2x4.k16.db.pl2.g8.dn.cs2",
+               "sgmat.w8x2.f2x4.k16.db.g8.dn.cs2", "sgmat.w8x2.f2x4.k32.pl2.g8.rot",
+               "sgmat.w4x2.f4x4.k32.pl.g8.rot", "sgmat.w8x2.f2x4.k32.pl.rot",
                "sgmat.w4x4.f2x4.k32.pl.g8.rot", "sgmat.w4x2.f4x4.k32.pl.rot",
                "sgmat.w4x4.f4x2.k32.pl.g8.rot", "sgmat.w4x2.f4x4.k32.pl2.g8"]
 SGMAT_SKINNY = ["sgmat.w1x1.f2x2.k32", "sgmat.w2x2.f2x2.k64", "sgmat.w2x2.f2x2.k32", "sgmat.w4x2.f2x2.k32",
@@ -546,12 +549,13 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
     tiled = [n for n, s in VARIANTS.items() if isinstance(s, TiledSpec) and s.splits == 1
              and (a_mode == "k" or not (s.a_rows or s.a_pad))]
     # default orders from the H200 runs of 2026-12-01 and 2026-12-04 (.db: h200-2026-12-04-pipelines.md);
-    # the 512-invocation 256x128 and 128x256 tiles are untimed (h100-2026-12-05-probes.md): the autotuner
-    # times them where it runs
+    # the padded A tiles (.ap) and the 512-invocation 256x128 tile are untimed: the autotuner times them
+    # (the first six) where it runs
     if p.m * p.n >= 1 << 20 and p.m >= 256:
-        order = ["tile128x64.r8x4.k16.l4.db", "tile128x128.r8x8.k8.l4.db", "tile256x128.r8x8.k8.l4.db",
-                 "tile128x256.r8x8.k8.l4.db", "tile128x128.r8x8.k8.l4.pl", "tile128x64.r8x4.k16.l4",
-                 "tile128x128.r8x8.k16"] + tiled
+        order = ["tile128x64.r8x4.k16.l4.db", "tile128x64.r8x4.k16.l4.db.ap", "tile128x128.r8x8.k8.l4.db.ap",
+                 "tile256x128.r8x8.k8.l4.db", "tile256x128.r8x8.k8.l4.db.ap", "tile128x128.r8x8.k16.l4.db.ap",
+                 "tile128x128.r8x8.k8.l4.db", "tile128x256.r8x8.k8.l4.db", "tile128x128.r8x8.k8.l4.pl",
+                 "tile128x64.r8x4.k16.l4", "tile128x128.r8x8.k16"] + tiled
     elif p.m <= 16:
         order = ["tile16x64.r1x4.k32", "tile32x32.r2x2.k16", "tile32x64.r2x4.k32"]
     elif p.m <= 512 or p.m * p.n < 1 << 18:
