@@ -410,23 +410,20 @@ def test_split_k_needs_its_two_step_plan(caps):
     assert one.steps == (plan_matmul(p, caps, "tile32x64.r2x4.k32.v4"),) and one.scratch == {}
 
 
-@pytest.mark.parametrize("bm,bk", [(128, 16), (128, 8), (256, 8)], ids=lambda x: str(x))
-def test_padded_a_tile_stores_miss_each_others_banks(bm, bk):
-    """The transposing stores of a K-contiguous A into the [k][i] tile (4 per vec4 unit, component q to
-    line k + q): along the rows a warp's units put 2-4 invocations on a bank; two units per row at a
-    time (_k_unit) into lines LINE_PAD words apart, every warp's 32 stores fall on 32 banks."""
+@pytest.mark.parametrize("bm,bk,banks,unpadded", [(128, 8, 32, 16), (256, 8, 32, 16), (64, 16, 16, 8)],
+                         ids=str)
+def test_padded_a_tile_spreads_the_transposing_stores(bm, bk, banks, unpadded):
+    """The transposing stores of a K-contiguous A into the [k][i] tile (unit e at row e / (bk/4), k-quad
+    e % (bk/4); component q to line k + q): unpadded, every warp's 32 stores fall on 16 banks (k8) or 8
+    (k16); with lines LINE_PAD words apart on 32 or 16."""
     import numpy as np
 
-    from torch_webgpu.kernels.matmul_wgsl import LINE_PAD, _k_unit
+    from torch_webgpu.kernels.matmul_wgsl import LINE_PAD
 
-    e = np.arange(bm * bk // 4)
-    kk, ii = (eval(x.replace("u", "").replace("/", "//"), {"e": e}) for x in _k_unit("e", bm, bk))
-    assert sorted(zip(kk.tolist(), ii.tolist(), strict=True)) == [(k, i) for k in range(0, bk, 4)
-                                                                  for i in range(bm)]
+    quads = bk // 4
+    e = np.arange(bm * quads)
+    kk, ii = (e % quads) * 4, e // quads
     for q in range(4):
-        padded = ((kk + q) * (bm + LINE_PAD) + ii) % 32
-        along_rows = ((e % (bk // 4)) * 4 + q) * bm + e // (bk // 4)
-        for warp in range(len(e) // 32):
-            lanes = slice(32 * warp, 32 * warp + 32)
-            assert len(set(padded[lanes])) == 32
-            assert len(set(along_rows[lanes] % 32)) <= 16
+        for line, want in ((bm + LINE_PAD, banks), (bm, unpadded)):
+            words = (kk + q) * line + ii
+            assert {len(set(words[w:w + 32] % 32)) for w in range(0, len(e), 32)} == {want}

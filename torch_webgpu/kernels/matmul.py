@@ -253,17 +253,20 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     # 38.0-38.3 against 38.2-38.5 without; 128x128.k16.db 37.6-37.9, 128x64.k16.pl 34.3-34.5, 64x64.k16.db
     # 32.1-32.4, 128x128.k8.pl 30.9-31.1, 128x64.k16.db 30.5-30.7 (eight A vec4s held over four k): gone
     "tile128x128.r8x8.k8.l4.db.ar": TiledSpec(128, 128, 8, 8, 8, True, double=True, a_rows=True),
-    # untimed: 512-invocation double-buffered tiles (a quarter less staging per FMA than 128x128)
+    # 512-invocation double-buffered tiles (a quarter less staging per FMA than 128x128). H100 f32 4096^3
+    # (benchmarks/results/h100-2026-12-05-probes2.md): 256x128.k8.db 37.7, 128x256 37.0, both k16 37.6
+    # against 38.5 for 128x128.k8.db: gone but the first
     "tile256x128.r8x8.k8.l4.db": TiledSpec(256, 128, 8, 8, 8, True, double=True),
-    "tile128x256.r8x8.k8.l4.db": TiledSpec(128, 256, 8, 8, 8, True, double=True),
-    "tile256x128.r8x8.k16.l4.db": TiledSpec(256, 128, 16, 8, 8, True, double=True),
-    "tile128x256.r8x8.k16.l4.db": TiledSpec(128, 256, 16, 8, 8, True, double=True),
-    # untimed: the [k][i] A tile's lines padded and its units two per row (".ap", matmul_wgsl._k_unit): the
-    # transposing stores of a K-contiguous A, 2-4 invocations per bank, on 32 distinct banks
-    "tile128x64.r8x4.k16.l4.db.ap": TiledSpec(128, 64, 16, 8, 4, True, double=True, a_pad=True),
+    # the [k][i] A tile's lines padded (".ap", matmul_wgsl.LINE_PAD): a K-contiguous A's transposing stores
+    # on 32 banks at k8 instead of 8. H100 f32 4096^3 (h100-2026-12-05-probes2.md): 128x128.k8.l4.db.ap
+    # 40.3 TFLOP/s = 0.80x torch CUDA against 38.5 unpadded (first for large problems); 256x128.k8.db.ap 37.3
+    # (gone). Untimed: the padded k16 tiles (16 banks; units two per row, 32 banks, ran at 33.6-33.9: twice
+    # the lines per warp load) and the leader pipelined or grouped
     "tile128x128.r8x8.k8.l4.db.ap": TiledSpec(128, 128, 8, 8, 8, True, double=True, a_pad=True),
-    "tile256x128.r8x8.k8.l4.db.ap": TiledSpec(256, 128, 8, 8, 8, True, double=True, a_pad=True),
+    "tile128x64.r8x4.k16.l4.db.ap": TiledSpec(128, 64, 16, 8, 4, True, double=True, a_pad=True),
     "tile128x128.r8x8.k16.l4.db.ap": TiledSpec(128, 128, 16, 8, 8, True, double=True, a_pad=True),
+    "tile128x128.r8x8.k8.l4.pl.ap": TiledSpec(128, 128, 8, 8, 8, True, pipelined=True, a_pad=True),
+    "tile128x128.r8x8.k8.l4.db.g8.ap": TiledSpec(128, 128, 8, 8, 8, True, double=True, group=8, a_pad=True),
     "gemv.k64n4.sg": GemvSpec(64, 4, True, True),
     "gemv.k64n4.wg": GemvSpec(64, 4, True),
     "gemv.k32n8.wg": GemvSpec(32, 8, True),
@@ -345,22 +348,18 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
                                                   double=True),
     "sgmat.w4x4.f4x2.k32.pl.g8.rot": SgmatSpec(4, 4, 4, 2, group=8, pipelined=True, rotate=True),
     "sgmat.w8x2.f2x4.k32.pl.g8.rot": SgmatSpec(8, 2, 2, 4, group=8, pipelined=True, rotate=True),
-    # untimed: around the 512-invocation 256x128 tile
-    "sgmat.w8x2.f2x4.k32.pl2.g8.rot": SgmatSpec(8, 2, 2, 4, group=8, pipelined=2, rotate=True),
-    "sgmat.w8x2.f2x4.k32.pl.rot": SgmatSpec(8, 2, 2, 4, pipelined=True, rotate=True),
-    "sgmat.w8x2.f2x4.k32.pl.g8": SgmatSpec(8, 2, 2, 4, group=8, pipelined=True),
+    # around the 512-invocation 256x128 tile. H100 f16 4096^3 (benchmarks/results/h100-2026-12-05-probes2.md,
+    # the leader 223.1 there): tiles 16 rows down each column (.g16) 223.7 and the 128x256 tile of 16
+    # subgroups 223.0, level with it; .pl2 174.7, ungrouped 189.6, unrotated 184.7, k16.pl3 145.3: gone
     "sgmat.w8x2.f2x4.k32.pl.g16.rot": SgmatSpec(8, 2, 2, 4, group=16, pipelined=True, rotate=True),
     "sgmat.w4x4.f2x4.k32.pl.g8.rot": SgmatSpec(4, 4, 2, 4, group=8, pipelined=True, rotate=True),
-    "sgmat.w8x2.f2x4.k16.pl3.g8.rot": SgmatSpec(8, 2, 2, 4, bk=16, group=8, pipelined=3, rotate=True),
-    # untimed: staging units 8 lines at a time (".dn"): on a 16-byte-store bank model the A tile's stores of
-    # the 256x128 tiles take 8 cycles a warp unrotated, 4 (the least) this way, with a quarter of .rot's
-    # store instructions and none of its selects
+    # staging units 8 lines at a time (".dn": on a 16-byte-store bank model the 256x128 tiles' A stores
+    # take the least, 4 cycles a warp, unrotated 8): H100 w8x2.f2x4.k32.pl.g8.dn 129.7 TFLOP/s,
+    # w4x2.f4x4 127.3 against 184.7 unrotated: a quarter-warp's 16-byte loads then read 8 rows' lines,
+    # not 2 (gone but the first). Two 16-deep K-tile buffers of the 16-subgroup 256x128 tile (one
+    # barrier per K tile), which fit in 48 KiB with the results passed through half a scratch in two
+    # turns (".cs2"): .db.pl2.g8.dn.cs2 136.5, .db.g8.dn.cs2 119.5 (gone but the first)
     "sgmat.w8x2.f2x4.k32.pl.g8.dn": SgmatSpec(8, 2, 2, 4, group=8, pipelined=True, down=True),
-    "sgmat.w4x2.f4x4.k32.pl.g8.dn": SgmatSpec(4, 2, 4, 4, group=8, pipelined=True, down=True),
-    # untimed: two 16-deep K-tile buffers of the 16-subgroup 256x128 tile, one barrier per K tile, which fit
-    # in 48 KiB with the results passed through half a scratch in two turns (".cs2")
-    "sgmat.w8x2.f2x4.k16.db.g8.dn.cs2": SgmatSpec(8, 2, 2, 4, bk=16, group=8, double=True, down=True,
-                                                 results_rounds=2),
     "sgmat.w8x2.f2x4.k16.db.pl2.g8.dn.cs2": SgmatSpec(8, 2, 2, 4, bk=16, group=8, pipelined=2, double=True,
                                                      down=True, results_rounds=2),
 }
@@ -388,13 +387,10 @@ COMBINE_THREADS = 256
 # driver vectorises the unskewed ones); B fragments loaded one at a time 148 (unchanged).
 # H100 (benchmarks/results/h100-2026-12-05-probes.md): 16 subgroups of 32x64 in the 256x128 tile 224.9
 # TFLOP/s against 216-217 for 8 of 64x64 (64x32: 207.7); every double-buffered form 99-161
-# The autotuner times six: the leader and five untimed forms (.dn, .db with .cs2, .pl2), then the rest
-SGMAT_LARGE = ["sgmat.w8x2.f2x4.k32.pl.g8.rot", "sgmat.w8x2.f2x4.k32.pl.g8.dn",
-               "sgmat.w4x2.f4x4.k32.pl.g8.dn", "sgmat.w8x2.f2x4.k16.db.pl2.g8.dn.cs2",
-               "sgmat.w8x2.f2x4.k16.db.g8.dn.cs2", "sgmat.w8x2.f2x4.k32.pl2.g8.rot",
-               "sgmat.w4x2.f4x4.k32.pl.g8.rot", "sgmat.w8x2.f2x4.k32.pl.rot",
-               "sgmat.w4x4.f2x4.k32.pl.g8.rot", "sgmat.w4x2.f4x4.k32.pl.rot",
-               "sgmat.w4x4.f4x2.k32.pl.g8.rot", "sgmat.w4x2.f4x4.k32.pl2.g8"]
+# H100 (h100-2026-12-05-probes2.md): .g16 223.7 and w4x4.f2x4 223.0 level with the leader (223.1)
+SGMAT_LARGE = ["sgmat.w8x2.f2x4.k32.pl.g8.rot", "sgmat.w8x2.f2x4.k32.pl.g16.rot",
+               "sgmat.w4x4.f2x4.k32.pl.g8.rot", "sgmat.w4x2.f4x4.k32.pl.g8.rot",
+               "sgmat.w4x2.f4x4.k32.pl.rot", "sgmat.w4x4.f4x2.k32.pl.g8.rot", "sgmat.w4x2.f4x4.k32.pl2.g8"]
 SGMAT_SKINNY = ["sgmat.w1x1.f2x2.k32", "sgmat.w2x2.f2x2.k64", "sgmat.w2x2.f2x2.k32", "sgmat.w4x2.f2x2.k32",
                 "sgmat.w2x2.f4x2.k32", "sgmat.w2x2.f2x4.k32"]
 
@@ -549,12 +545,12 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
     tiled = [n for n, s in VARIANTS.items() if isinstance(s, TiledSpec) and s.splits == 1
              and (a_mode == "k" or not (s.a_rows or s.a_pad))]
     # default orders from the H200 runs of 2026-12-01 and 2026-12-04 (.db: h200-2026-12-04-pipelines.md);
-    # the padded A tiles (.ap) and the 512-invocation 256x128 tile are untimed: the autotuner times them
-    # (the first six) where it runs
+    # the padded A tile first (h100-2026-12-05-probes2.md), then four untimed padded forms the autotuner
+    # times (the first six) where it runs
     if p.m * p.n >= 1 << 20 and p.m >= 256:
-        order = ["tile128x64.r8x4.k16.l4.db", "tile128x64.r8x4.k16.l4.db.ap", "tile128x128.r8x8.k8.l4.db.ap",
-                 "tile256x128.r8x8.k8.l4.db", "tile256x128.r8x8.k8.l4.db.ap", "tile128x128.r8x8.k16.l4.db.ap",
-                 "tile128x128.r8x8.k8.l4.db", "tile128x256.r8x8.k8.l4.db", "tile128x128.r8x8.k8.l4.pl",
+        order = ["tile128x128.r8x8.k8.l4.db.ap", "tile128x64.r8x4.k16.l4.db", "tile128x64.r8x4.k16.l4.db.ap",
+                 "tile128x128.r8x8.k16.l4.db.ap", "tile128x128.r8x8.k8.l4.pl.ap",
+                 "tile128x128.r8x8.k8.l4.db.g8.ap", "tile128x128.r8x8.k8.l4.db", "tile128x128.r8x8.k8.l4.pl",
                  "tile128x64.r8x4.k16.l4", "tile128x128.r8x8.k16"] + tiled
     elif p.m <= 16:
         order = ["tile16x64.r1x4.k32", "tile32x32.r2x2.k16", "tile32x64.r2x4.k32"]

@@ -135,8 +135,7 @@ def _tile_load(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, dim: st
     array `tile` laid out [k][i] (f32). `mode`: "k" / "i" (vec4 along that axis, stride 1) or a
     scalar order "sk" / "si" (which axis consecutive invocations walk). `whole` (vec4 tiles): each vec4
     stored at once (_vec4_stash), A's "k" mode into an [i][k] tile (tiled_source's `a_rows`). `pad`:
-    words after each k line of the [k][i] tile, with "k" units two per line (_k_unit) (tiled_source's
-    `a_pad`)."""
+    words after each k line of the [k][i] tile (tiled_source's `a_pad`)."""
     # element (i, k) of the operand sits at base + i * si + k * sk
     si, sk = (f"P.{lay}.z", f"P.{lay}.w") if i_is_row else (f"P.{lay}.w", f"P.{lay}.z")
     base = f"(P.{lay}.x + batch * P.{lay}.y)"
@@ -147,9 +146,7 @@ def _tile_load(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, dim: st
     if units % threads:
         out.append(f"    if (e >= {units}u) {{ break; }}")
     line = bi + pad
-    if pad and mode == "k":
-        out += [f"    let {v} = {x};" for v, x in zip(("kk", "ii"), _k_unit("e", bi, bk), strict=True)]
-    elif mode in ("sk", "k"):
+    if mode in ("sk", "k"):
         kw = bk // 4 if vec else bk
         out += [f"    let kk = (e % {kw}u){' * 4u' if vec else ''};", f"    let ii = e / {kw}u;"]
     else:
@@ -192,9 +189,7 @@ def _tile_fetch_stash(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, 
     for u in range(-(-units // threads)):
         r = f"{tile.lower()}{tag}{u}"
         fetch.append(f"    let {r}e = li + {u * threads}u;")
-        if pad and mode == "k":
-            fetch += [f"    let {r}{v} = {x};" for v, x in zip("ki", _k_unit(f"{r}e", bi, bk), strict=True)]
-        elif mode in ("sk", "k"):
+        if mode in ("sk", "k"):
             kw = bk // 4 if vec else bk
             fetch += [f"    let {r}k = ({r}e % {kw}u){' * 4u' if vec else ''};",
                       f"    let {r}i = {r}e / {kw}u;"]
@@ -228,16 +223,12 @@ def _tile_fetch_stash(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, 
     return "\n".join(fetch), "\n".join(line for line in stash if line)
 
 
-# f32 padding (one vec4) of each k line of a [k][i] A tile (tiled_source's `a_pad`)
+# f32 padding (one vec4) of each k line of a [k][i] A tile (tiled_source's `a_pad`): a warp's transposing
+# stores of a K-contiguous A (32 / (bk/4) rows x bk/4 k-quads of 16-byte units) then spread over 32 banks
+# at bk = 8 and 16 at bk = 16, where unpadded lines put them on 16 and 8. Units two per row (16 rows a
+# warp, 32 banks at any bk) ran slower on the H100 (128x64.k16.db 33.6 TFLOP/s against 38.6): twice the
+# 128-byte lines per warp load
 LINE_PAD = 4
-
-
-def _k_unit(e: str, bi: int, bk: int) -> tuple[str, str]:
-    """WGSL (kk, ii) of vec4 unit `e` of a K-contiguous operand's bi × bk tile, two units per row at a
-    time: a warp's 32 units are 16 rows × 2 k-quads (whole 32-byte sectors of the rows), whose
-    transposing stores into a [k][i] tile of lines bi + LINE_PAD apart fall on 32 distinct banks (units
-    along the rows put bk / 4 k-quads in a warp: 2-4 invocations per bank)."""
-    return f"((({e}) % 2u) + 2u * (({e}) / {2 * bi}u)) * 4u", f"(({e}) / 2u) % {bi}u"
 
 
 # f32 padding (one vec4) of each row of an [i][k] A tile (tiled_source's `a_rows`): the two rows one
@@ -315,8 +306,8 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
     K-contiguous A read as vec4, `lds4`): the A tile is kept as it is in memory, [i][k] with rows padded
     by ROWS_PAD, and both tiles are stored in whole vec4s (no transposing scalar stores, which hit 2-4
     invocations per bank); the FMAs read A four k at a time (_rows_multiply). `a_pad` (a K-contiguous A
-    read as vec4, `lds4`, an even number of k-quads): the [k][i] A tile's lines LINE_PAD words apart and
-    its units two per row at a time (_k_unit), so its transposing stores miss each other's banks."""
+    read as vec4, `lds4`): the [k][i] A tile's lines LINE_PAD words apart, so that its transposing stores
+    spread over the banks."""
     t = e.dtype
     tx, ty = bn // tn, bm // tm
     threads = tx * ty
@@ -324,7 +315,7 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
     b_elem = f"vec4<{t}>" if b_mode in ("k", "i") else t
     accs = "\n".join(f"  var acc{i}_{j} = 0.0;" for i in range(tm) for j in range(tn))
     a_rows = a_rows and lds4 and a_mode == "k"
-    pad = LINE_PAD if a_pad and lds4 and a_mode == "k" and not a_rows and bk % 8 == 0 else 0
+    pad = LINE_PAD if a_pad and lds4 and a_mode == "k" and not a_rows else 0
     a_words, b_words = (bm * bk // 4, bn * bk // 4) if lds4 else (bm * bk, bn * bk)
     if a_rows:
         a_words = bm * (bk + ROWS_PAD) // 4
