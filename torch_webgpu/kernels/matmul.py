@@ -258,15 +258,13 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     # against 38.5 for 128x128.k8.db: gone but the first
     "tile256x128.r8x8.k8.l4.db": TiledSpec(256, 128, 8, 8, 8, True, double=True),
     # the [k][i] A tile's lines padded (".ap", matmul_wgsl.LINE_PAD): a K-contiguous A's transposing stores
-    # on 32 banks at k8 instead of 8. H100 f32 4096^3 (h100-2026-12-05-probes2.md): 128x128.k8.l4.db.ap
-    # 40.3 TFLOP/s = 0.80x torch CUDA against 38.5 unpadded (first for large problems); 256x128.k8.db.ap 37.3
-    # (gone). Untimed: the padded k16 tiles (16 banks; units two per row, 32 banks, ran at 33.6-33.9: twice
-    # the lines per warp load) and the leader pipelined or grouped
+    # on 32 banks at k8 instead of 16. f32 4096^3 (h100-2026-12-05-probes2.md): 128x128.k8.l4.db.ap 39.97
+    # TFLOP/s on the H200 (both processes; 40.3 on the H100) against 38.26 unpadded, first for large
+    # problems, its grouped form level (39.97; the H200 harness's autotuner took it), pipelined 38.4;
+    # 256x128.k8.db.ap 37.3 and the padded k16 tiles 33.5-34.7 (16 banks, yet slower than unpadded): gone
     "tile128x128.r8x8.k8.l4.db.ap": TiledSpec(128, 128, 8, 8, 8, True, double=True, a_pad=True),
-    "tile128x64.r8x4.k16.l4.db.ap": TiledSpec(128, 64, 16, 8, 4, True, double=True, a_pad=True),
-    "tile128x128.r8x8.k16.l4.db.ap": TiledSpec(128, 128, 16, 8, 8, True, double=True, a_pad=True),
-    "tile128x128.r8x8.k8.l4.pl.ap": TiledSpec(128, 128, 8, 8, 8, True, pipelined=True, a_pad=True),
     "tile128x128.r8x8.k8.l4.db.g8.ap": TiledSpec(128, 128, 8, 8, 8, True, double=True, group=8, a_pad=True),
+    "tile128x128.r8x8.k8.l4.pl.ap": TiledSpec(128, 128, 8, 8, 8, True, pipelined=True, a_pad=True),
     "gemv.k64n4.sg": GemvSpec(64, 4, True, True),
     "gemv.k64n4.wg": GemvSpec(64, 4, True),
     "gemv.k32n8.wg": GemvSpec(32, 8, True),
@@ -545,13 +543,11 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
     tiled = [n for n, s in VARIANTS.items() if isinstance(s, TiledSpec) and s.splits == 1
              and (a_mode == "k" or not (s.a_rows or s.a_pad))]
     # default orders from the H200 runs of 2026-12-01 and 2026-12-04 (.db: h200-2026-12-04-pipelines.md);
-    # the padded A tile first (h100-2026-12-05-probes2.md), then four untimed padded forms the autotuner
-    # times (the first six) where it runs
+    # the padded A tiles first (h100-2026-12-05-probes2.md: H100 and H200)
     if p.m * p.n >= 1 << 20 and p.m >= 256:
-        order = ["tile128x128.r8x8.k8.l4.db.ap", "tile128x64.r8x4.k16.l4.db", "tile128x64.r8x4.k16.l4.db.ap",
-                 "tile128x128.r8x8.k16.l4.db.ap", "tile128x128.r8x8.k8.l4.pl.ap",
-                 "tile128x128.r8x8.k8.l4.db.g8.ap", "tile128x128.r8x8.k8.l4.db", "tile128x128.r8x8.k8.l4.pl",
-                 "tile128x64.r8x4.k16.l4", "tile128x128.r8x8.k16"] + tiled
+        order = ["tile128x128.r8x8.k8.l4.db.ap", "tile128x128.r8x8.k8.l4.db.g8.ap",
+                 "tile128x64.r8x4.k16.l4.db", "tile128x128.r8x8.k8.l4.pl.ap", "tile128x128.r8x8.k8.l4.db",
+                 "tile128x128.r8x8.k8.l4.pl", "tile128x64.r8x4.k16.l4", "tile128x128.r8x8.k16"] + tiled
     elif p.m <= 16:
         order = ["tile16x64.r1x4.k32", "tile32x32.r2x2.k16", "tile32x64.r2x4.k32"]
     elif p.m <= 512 or p.m * p.n < 1 << 18:
