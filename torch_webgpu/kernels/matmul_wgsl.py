@@ -145,7 +145,7 @@ def _tile_load(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, dim: st
     out = [f"  for (var u = 0u; u < {iters}u; u++) {{", f"    let e = li + u * {threads}u;"]
     if units % threads:
         out.append(f"    if (e >= {units}u) {{ break; }}")
-    line = bi + pad
+    k_line = bi + pad   # words from one k line of the [k][i] tile to the next
     if mode in ("sk", "k"):
         kw = bk // 4 if vec else bk
         out += [f"    let kk = (e % {kw}u){' * 4u' if vec else ''};", f"    let ii = e / {kw}u;"]
@@ -156,14 +156,14 @@ def _tile_load(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, dim: st
     if not vec:
         out += ["    var x = 0.0;",
                 f"    if (gi < {dim} && gk < K) {{ x = f32({src}[{base} + gi * {si} + gk * {sk}]); }}",
-                f"    {_lds_at(tile, f'kk * {line}u + ii', lds4)} = x;"]
+                f"    {_lds_at(tile, f'kk * {k_line}u + ii', lds4)} = x;"]
     else:
         index = (f"({base} + gi * {si} + gk) / 4u" if mode == "k" else f"({base} + gi + gk * {sk}) / 4u")
         out += ["    var x = vec4<f32>(0.0);",
                 f"    if (gi < {dim} && gk < K) {{ x = vec4<f32>({src}[{index}]); }}"]
         at_once = _vec4_stash(tile, "x", "ii", "kk", bi, bk, mode, i_is_row, "") if whole and lds4 else ""
         for q in range(0 if at_once else 4):
-            dst = f"(kk + {q}u) * {line}u + ii" if mode == "k" else f"kk * {line}u + ii + {q}u"
+            dst = f"(kk + {q}u) * {k_line}u + ii" if mode == "k" else f"kk * {k_line}u + ii + {q}u"
             out.append(f"    {_lds_at(tile, dst, lds4)} = x[{q}];")
         if at_once:
             out.append(at_once)
@@ -185,7 +185,7 @@ def _tile_fetch_stash(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, 
     units = bi * bk // (4 if vec else 1)
     fetch, stash = [], []
     var = "var " if declare else ""
-    line = bi + pad
+    k_line = bi + pad   # words from one k line of the [k][i] tile to the next
     for u in range(-(-units // threads)):
         r = f"{tile.lower()}{tag}{u}"
         fetch.append(f"    let {r}e = li + {u * threads}u;")
@@ -206,7 +206,7 @@ def _tile_fetch_stash(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, 
         if not vec:
             fetch += [f"    {var}{r} = 0.0;",
                       f"    if ({inside}) {{ {r} = f32({src}[{origin} + {r}gi * {si} + {r}gk * {sk}]); }}"]
-            stash.append(f"    {_lds_at(tile, f'{r}k * {line}u + {r}i', lds4, base)} = {r};")
+            stash.append(f"    {_lds_at(tile, f'{r}k * {k_line}u + {r}i', lds4, base)} = {r};")
         else:
             index = (f"({origin} + {r}gi * {si} + {r}gk) / 4u" if mode == "k"
                      else f"({origin} + {r}gi + {r}gk * {sk}) / 4u")
@@ -215,7 +215,8 @@ def _tile_fetch_stash(src: str, lay: str, tile: str, bi: int, bk: int, i0: str, 
             at_once = (_vec4_stash(tile, r, f"{r}i", f"{r}k", bi, bk, mode, i_is_row, base)
                        if whole and lds4 else "")
             for q in range(0 if at_once else 4):
-                dst = f"({r}k + {q}u) * {line}u + {r}i" if mode == "k" else f"{r}k * {line}u + {r}i + {q}u"
+                dst = (f"({r}k + {q}u) * {k_line}u + {r}i" if mode == "k"
+                       else f"{r}k * {k_line}u + {r}i + {q}u")
                 stash.append(f"    {_lds_at(tile, dst, lds4, base)} = {r}[{q}];")
             if at_once:
                 stash.append(at_once)
@@ -478,7 +479,8 @@ def _double_buffered_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str,
     the next tile into registers, multiplies this one (`steps[b]`: the loop over K-tile buffer b) and
     stashes the fetched one into the other buffer, one barrier per tile. A loop iteration is two
     steps, so that every buffer offset is a constant (a `cur` index took the H200's 128x128.k8.l4 from
-    37.9 to 32.9 TFLOP/s, benchmarks/results/h200-2026-12-04-pipelines.md)."""
+    37.9 to 32.9 TFLOP/s, benchmarks/results/h200-2026-12-04-pipelines.md). `a_rows`: tiled_source's;
+    `pad`: the A tile's (_tile_load's)."""
     def halves(k0: str, buf: int) -> tuple[str, str]:
         fa, sa = _tile_fetch_stash("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4, k0,
                                    f"{buf * a_words}u" if buf else "", whole=a_rows, pad=pad)

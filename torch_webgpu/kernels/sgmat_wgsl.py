@@ -135,10 +135,11 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
     staged 8 at a time): two K-tile buffers, the next tile's loads before this tile's multiplies and its
     stores into the other buffer after them, one barrier per K tile (sgmat_main's `double`); with
     `pipelined` = 2 the loads run two tiles ahead (sgmat_main's `ahead`). `down` (instead of `rotate`,
-    16-byte staged operands): staging units in unit_origin's `down` order, so that each operand's
-    unrotated stores, which the driver merges into one 16-byte store per unit, miss each other's banks
-    (wide_store_cycles). `results_rounds` > 1: the subgroups pass their results through a scratch that
-    fraction the size (_sgmat_stores), so that two 256x128 K-tile buffers fit in 48 KiB."""
+    16-byte staged operands): staging units in unit_origin's `down` order, whose unrotated stores miss
+    each other's banks if the driver merges a unit's stores into one 16-byte store (wide_store_cycles); on
+    the H100 it ran a third slower than the order along the rows (matmul.py's ".dn" figures).
+    `results_rounds` > 1: the subgroups pass their results through a scratch that fraction the size
+    (_sgmat_stores), so that two 256x128 K-tile buffers fit in 48 KiB."""
     assert not (rotate and down), "rotated stores assume units along the contiguous axis"
     # a K-contiguous B (a linear layer's [N, K] weight) is stored by columns: 16-byte runs stay runs
     double = double and bool(vec_a and vec_b)
@@ -342,7 +343,8 @@ def _sgmat_stores(g: SgmatTile) -> str:
   }}"""
             if g.results_rounds == 1:
                 out.append(f"  {store}\n  workgroupBarrier();\n  {finish}\n  workgroupBarrier();")
-            for h in range(g.results_rounds if g.results_rounds > 1 else 0):
+                continue
+            for h in range(g.results_rounds):
                 turn = f"if (sg / {g.scratch_matrices}u == {h}u)"
                 out.append(f"  {turn} {{ {store} }}\n  workgroupBarrier();\n  {turn} {{\n  {finish}\n  }}\n"
                            "  workgroupBarrier();")
@@ -425,8 +427,8 @@ WIDE_PHASE = 8      # invocations one 16-byte store instruction serves per cycle
 
 
 def wide_store_cycles(words: np.ndarray) -> int:
-    """Bank cycles of a tile's staging stores issued as one 16-byte store per unit (the driver merges a
-    unit's 8 unrotated stores): `words` as store_cycles'; each phase of WIDE_PHASE invocations costs the
+    """Bank cycles of a tile's staging stores on a model where each unit's 8 unrotated stores issue as one
+    16-byte store: `words` as store_cycles'; each phase of WIDE_PHASE invocations costs the
     most words any bank gets, so a round of a 32-wide warp costs at least 4."""
     rounds, threads = words.shape
     cycles = 0
