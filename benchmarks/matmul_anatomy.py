@@ -68,7 +68,9 @@ def sgmat_parts(launch) -> dict[str, str]:
     loop = src.index("for (var t = ")
     staged = src[loop:src.index("workgroupBarrier();", loop)]
     no_staging = _before_last_brace(src.replace(staged[staged.index("\n") + 1:], ""), _keep_alive())
-    hoisted = [line.replace("kk", "0u") for line in src.splitlines() if re.search(fragments, line)]
+    # each fragment's first load (the K tile's 16-deep blocks load them again at other offsets)
+    hoisted = list({line.split("=")[0]: line for line in reversed(src.splitlines())
+                    if re.search(fragments, line)}.values())[::-1]
     mma_only = _drop_lines(no_staging, fragments)
     head = mma_only.index("  for (var t = ")
     mma_only = mma_only[:head] + "\n".join(hoisted) + "\n" + mma_only[head:]

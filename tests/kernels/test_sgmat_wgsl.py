@@ -33,7 +33,7 @@ fn main(@builtin(local_invocation_index) li: u32) {{
 
 
 ROTATION = "((li + (li >> 3u) * 2u) & 3u)"
-UNIT_ORDERS = {"plain": ("", False), "rotated": (ROTATION, False), "down": ("", True)}
+UNIT_ORDERS = {"plain": ("", ""), "rotated": (ROTATION, ""), "down": ("", "down"), "pairs": ("", "pairs")}
 
 
 @pytest.mark.parametrize("order", UNIT_ORDERS)
@@ -53,9 +53,9 @@ def test_split_staging_keeps_every_element(rt, caps, rows, cols, along, threads,
     lines, length = (rows, cols) if along == "cols" else (cols, rows)   # lines along the contiguous axis
     stride = length + pad
     store = f"T[r * {stride}u + c]" if along == "cols" else f"T[c * {stride}u + r]"
-    rotation, down = UNIT_ORDERS[order]
+    rotation, unit_order = UNIT_ORDERS[order]
     loads, stores = staging_vec8_split(rows, cols, "A", "a", "m0", f"{rows}u", "t", f"{cols - 8}u", store,
-                                       along, threads, rotation=rotation, down=down)
+                                       along, threads, rotation=rotation, order=unit_order)
     assert ("let rot = " in stores) == bool(rotation)
     wgsl = staging_kernel(threads, f"array<f16, {lines * stride}>", lines * stride, "T[i]", loads, stores)
     x = torch.randn(rows, cols).half()
@@ -81,10 +81,10 @@ def test_split_staging_into_sub_arrays(rt, caps, order):
         pytest.skip("no shader-f16")
     rows, cols, width, stride, threads = 32, 128, 64, 72, 128
     size = rows * stride
-    rotation, down = UNIT_ORDERS[order]
+    rotation, unit_order = UNIT_ORDERS[order]
     loads, stores = staging_vec8_split(rows, cols, "A", "a", "m0", f"{rows}u", "t", f"{cols}u",
                                        f"T[c / {width}u][r * {stride}u + c % {width}u]", "cols", threads,
-                                       rotation=rotation, down=down)
+                                       rotation=rotation, order=unit_order)
     wgsl = staging_kernel(threads, f"array<array<f16, {size}>, 2>", 2 * size, f"T[i / {size}u][i % {size}u]",
                           loads, stores)
     x = torch.randn(rows, cols).half()
@@ -133,9 +133,35 @@ def test_down_order_takes_whole_unit_stores_off_each_others_banks(geometry):
         tiles = ((g.bm, g.bk, "cols", g.a_flat), (g.bk, g.bn, "rows" if b_cols else "cols", g.b_flat))
         for rows, cols, along, flat in tiles:
             least = 4 * rows * cols // 8 // 32
-            assert wide_store_cycles(staging_words(rows, cols, along, g.threads, flat, down=True)) == least
+            assert wide_store_cycles(staging_words(rows, cols, along, g.threads, flat, order="down")) == least
         a_along = staging_words(g.bm, g.bk, "cols", g.threads, g.a_flat)
         assert wide_store_cycles(a_along) == 2 * 4 * g.bm * g.bk // 8 // 32
+
+
+@pytest.mark.parametrize("geometry", [(8, 2, 2, 4, 32), (4, 4, 2, 4, 32), (4, 2, 4, 4, 32)],
+                         ids=lambda g: "w{}x{}.f{}x{}.k{}".format(*g))
+def test_pairs_order_takes_whole_unit_stores_off_each_others_banks_and_keeps_loads_on_two_lines(geometry):
+    """The 32-deep A tile's units in `pairs` (lines j and j + 4 in one 16-byte store phase): its stores
+    take the least, 4 cycles per warp (along the rows: 8), and each phase's global loads still read 2
+    lines of A (`down`: 8); B, 16 units a line, keeps the order along its rows."""
+    from torch_webgpu.kernels.sgmat_wgsl import (
+        WIDE_PHASE,
+        SgmatTile,
+        staging_words,
+        unit_origin,
+        wide_store_cycles,
+    )
+
+    g = SgmatTile(*geometry, 32)
+    least = 4 * g.bm * g.bk // 8 // 32
+    assert wide_store_cycles(staging_words(g.bm, g.bk, "cols", g.threads, g.a_flat, order="pairs")) == least
+    for order, lines in (("pairs", 2), ("", 2), ("down", 8)):
+        phases = [{unit_origin(e, g.bm, g.bk, "cols", order)[0] for e in range(p, p + WIDE_PHASE)}
+                  for p in range(0, g.bm * g.bk // 8, WIDE_PHASE)]
+        assert max(len(rows) for rows in phases) == lines, order
+    b_units = g.bk * g.bn // 8
+    assert ([unit_origin(e, g.bk, g.bn, "cols", "pairs") for e in range(b_units)]
+            == [unit_origin(e, g.bk, g.bn, "cols") for e in range(b_units)])
 
 
 def test_tile_layouts_match_their_workgroup_lvalues():
@@ -162,9 +188,12 @@ EMULATED = {"sgmat.small.k32": dict(), "sgmat.small.k32.g8": dict(group=8),
             "sgmat.small.k16.pl2.g8.rot": dict(bk=16, group=8, pipelined=2, rotate=True),
             "sgmat.small.k16.pl3": dict(bk=16, pipelined=3),
             "sgmat.small.k16.db.rot": dict(bk=16, double=True, rotate=True),
-            "sgmat.small.k32.pl.g8.dn": dict(group=8, pipelined=1, down=True),
-            "sgmat.small.k16.db.dn": dict(bk=16, double=True, down=True),
-            "sgmat.small.k16.db.pl2.dn.cs2": dict(bk=16, double=True, pipelined=2, down=True,
+            "sgmat.small.k32.pl.g8.dn": dict(group=8, pipelined=1, order="down"),
+            "sgmat.small.k32.pl.g8.pr": dict(group=8, pipelined=1, order="pairs"),
+            "sgmat.small.k48.pl.g8.rot.cs4": dict(bk=48, group=8, pipelined=1, rotate=True, results_rounds=4),
+            "sgmat.small.k32.pl.g8.rot.bp": dict(group=8, pipelined=1, rotate=True, plain_b=True),
+            "sgmat.small.k16.db.dn": dict(bk=16, double=True, order="down"),
+            "sgmat.small.k16.db.pl2.dn.cs2": dict(bk=16, double=True, pipelined=2, order="down",
                                                   results_rounds=2),
             "sgmat.small.k16.db.pl2.g8.rot": dict(bk=16, group=8, pipelined=2, rotate=True, double=True)}
 
@@ -193,3 +222,46 @@ def test_tensor_core_loop_with_emulated_matrices(rt, caps, monkeypatch, name, m,
     emulated = dataclasses.replace(plan.steps[0], wgsl=emulate_subgroup_matrices(plan.steps[0].wgsl))
     got = run_plan(rt, dataclasses.replace(plan, steps=(emulated,)), {"a": a, "b": bb}, out)
     torch.testing.assert_close(got.float(), (a.float() @ bb.float()).half().float(), atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("b_cols", [False, True])
+def test_unit_step_is_the_tile_layouts_distance_between_neighbouring_halves(b_cols):
+    """unit_step read off a tile lvalue agrees with the tile's flat layout (SgmatTile.a_flat / b_flat)
+    along the axis its units run, so a unit's stores `at + k * step` land where the per-element formula
+    would put them."""
+    from torch_webgpu.kernels.sgmat_wgsl import SgmatTile, unit_step
+
+    g = SgmatTile(4, 4, 2, 4, 32, 32, b_cols=b_cols)
+    b_along = "rows" if b_cols else "cols"
+    for store, flat, along in ((g.a_store, g.a_flat, "cols"), (g.a_store, g.a_flat, "rows"),
+                               (g.b_store, g.b_flat, b_along)):
+        r, c = 8, 16
+        step = flat(r, c + 1) - flat(r, c) if along == "cols" else flat(r + 1, c) - flat(r, c)
+        assert unit_step(store, along) == step
+
+
+def test_every_tensor_core_variant_loads_its_fragments_at_constant_offsets(caps):
+    """Tint's robustness wraps a subgroup-matrix load in a bounds branch unless its offset, stride and
+    array length are constants: every library variant's fragment loads have literal offsets and strides
+    into fixed-size sub-arrays (on the H100 the branches cost 2-4%, h100-2026-12-05-probes3.md)."""
+    import dataclasses
+    import re
+
+    from torch_webgpu.kernels.matmul import VARIANTS, SgmatSpec, plan_matmul
+
+    from .test_matmul import problem
+
+    matrices = {"shader-f16", "chromium-experimental-subgroup-matrix"}
+    tc = dataclasses.replace(caps, features=caps.features | matrices,
+                             subgroup_size=32, subgroup_matrix_configs=(("f16", "f32", 16, 16, 16),),
+                             limits=dict(caps.limits) | {"max-compute-workgroup-storage-size": 49152})
+    a, b = torch.zeros(1, 512, 512, dtype=torch.float16), torch.zeros(1, 512, 512, dtype=torch.float16)
+    p = problem(a, b, "f16")
+    load = re.compile(r"subgroupMatrixLoad<[^>]+>>\(&[AB]s\[[^\]]+\], ([^,]+), (?:true|false), ([^)]+)\)")
+    for name, spec in VARIANTS.items():
+        if not isinstance(spec, SgmatSpec):
+            continue
+        loads = load.findall(plan_matmul(p, tc, name).wgsl)
+        assert loads, name
+        literal = re.compile(r"\d+u")
+        assert all(literal.fullmatch(off) and literal.fullmatch(stride) for off, stride in loads), name

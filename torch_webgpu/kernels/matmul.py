@@ -186,7 +186,9 @@ class SgmatSpec:
     pipelined: int = 0   # K tiles loaded ahead, during the multiplies (sgmat_wgsl.sgmat_main's next_tiles)
     rotate: bool = False   # staging stores rotated per invocation against bank conflicts (".rot")
     double: bool = False   # two K-tile buffers, one barrier per K tile (".db")
-    down: bool = False     # staging units 8 lines at a time: 16-byte stores off each other's banks (".dn")
+    order: str = ""        # staging units "down" 8 lines at a time (".dn") or in "pairs" of lines 4 apart
+    #                        (".pr"): unrotated 16-byte stores off each other's banks (sgmat_wgsl.unit_origin)
+    plain_b: bool = False  # with `rotate`, B's stores unrotated: whole 16-byte stores along its rows (".bp")
     results_rounds: int = 1   # results through a scratch this fraction the size, in turns (".cs2")
 
     @property
@@ -357,9 +359,24 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     # not 2 (gone but the first). Two 16-deep K-tile buffers of the 16-subgroup 256x128 tile (one
     # barrier per K tile), which fit in 48 KiB with the results passed through half a scratch in two
     # turns (".cs2"): .db.pl2.g8.dn.cs2 136.5, .db.g8.dn.cs2 119.5 (gone but the first)
-    "sgmat.w8x2.f2x4.k32.pl.g8.dn": SgmatSpec(8, 2, 2, 4, group=8, pipelined=True, down=True),
+    "sgmat.w8x2.f2x4.k32.pl.g8.dn": SgmatSpec(8, 2, 2, 4, group=8, pipelined=True, order="down"),
+    # the staging stores indexed from one base per unit (no robustness clamps) and the fragment loads at
+    # constant offsets (no robustness branches). H100 f16 4096^3
+    # (benchmarks/results/h100-2026-12-05-probes3.md):
+    # w8x2.f2x4.k32.pl.g8.rot 224.9 -> 244.2 -> 249-251, the 128x256 tile of 16 subgroups 32x64
+    # (w4x4.f2x4.k32.pl.g8.rot) 223 -> 255 -> 258-261 (first for large problems), .g4 259.2, .g16 258.6,
+    # ungrouped 254.0; B stored in whole 16-byte units along its rows (".bp", A rotated) 255.0 on the
+    # 256x128 tile, 243-245 on 128x256; units in pairs of lines 4 apart (".pr", 16-byte stores on all
+    # 32 banks, unrotated) 222.4 (the rotated stores alone 156 us, these 199); 48-deep K tiles with the
+    # results in four turns (k48.cs4, a third fewer barriers) 178.2 and 157.4, and the turns alone
+    # (k32.cs4) 219.6; unrotated 217.2 / 202.0, 64x32 subgroups w2x8.f4x2 248.2, 128x128 tiles of 256
+    # invocations (w4x2.f2x4, two workgroups an SM if they fit) 165.0, of 512 (w4x4.f2x2) 169.9: gone
+    "sgmat.w4x4.f2x4.k32.pl.g4.rot": SgmatSpec(4, 4, 2, 4, group=4, pipelined=True, rotate=True),
+    "sgmat.w8x2.f2x4.k32.pl.g8.rot.bp": SgmatSpec(8, 2, 2, 4, group=8, pipelined=True, rotate=True,
+                                                 plain_b=True),
+    "sgmat.w4x4.f2x4.k32.pl.g8.pr": SgmatSpec(4, 4, 2, 4, group=8, pipelined=True, order="pairs"),
     "sgmat.w8x2.f2x4.k16.db.pl2.g8.dn.cs2": SgmatSpec(8, 2, 2, 4, bk=16, group=8, pipelined=2, double=True,
-                                                     down=True, results_rounds=2),
+                                                     order="down", results_rounds=2),
 }
 # Split-K forms of the tiles that few-row f32 problems prefer (the H200's autotuner chose 32x64 for
 # ViT-B/16's 197-token matmuls: 84 workgroups for 132 SMs): "<tile>.s<splits>"
@@ -386,9 +403,12 @@ COMBINE_THREADS = 256
 # H100 (benchmarks/results/h100-2026-12-05-probes.md): 16 subgroups of 32x64 in the 256x128 tile 224.9
 # TFLOP/s against 216-217 for 8 of 64x64 (64x32: 207.7); every double-buffered form 99-161
 # H100 (h100-2026-12-05-probes2.md): .g16 223.7 and w4x4.f2x4 223.0 level with the leader (223.1)
-SGMAT_LARGE = ["sgmat.w8x2.f2x4.k32.pl.g8.rot", "sgmat.w8x2.f2x4.k32.pl.g16.rot",
-               "sgmat.w4x4.f2x4.k32.pl.g8.rot", "sgmat.w4x2.f4x4.k32.pl.g8.rot",
-               "sgmat.w4x2.f4x4.k32.pl.rot", "sgmat.w4x4.f4x2.k32.pl.g8.rot", "sgmat.w4x2.f4x4.k32.pl2.g8"]
+# H100 (h100-2026-12-05-probes3.md): without robustness clamps and branches the 128x256 tile of 16
+# subgroups leads, 258-261 TFLOP/s (0.38-0.39x torch CUDA), the 256x128 one 249-255
+SGMAT_LARGE = ["sgmat.w4x4.f2x4.k32.pl.g8.rot", "sgmat.w4x4.f2x4.k32.pl.g4.rot",
+               "sgmat.w8x2.f2x4.k32.pl.g8.rot.bp", "sgmat.w8x2.f2x4.k32.pl.g16.rot",
+               "sgmat.w8x2.f2x4.k32.pl.g8.rot", "sgmat.w4x4.f4x2.k32.pl.g8.rot",
+               "sgmat.w4x2.f4x4.k32.pl.g8.rot", "sgmat.w4x2.f4x4.k32.pl.rot", "sgmat.w4x2.f4x4.k32.pl2.g8"]
 SGMAT_SKINNY = ["sgmat.w1x1.f2x2.k32", "sgmat.w2x2.f2x2.k64", "sgmat.w2x2.f2x2.k32", "sgmat.w4x2.f2x2.k32",
                 "sgmat.w2x2.f4x2.k32", "sgmat.w2x2.f2x4.k32"]
 
@@ -685,8 +705,8 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
         assert sg is not None
         vec_a, vec_b = vec8_axis(p.a, p.m, p.k), vec8_axis(p.b, p.k, p.n)
         src = sgmat_wgsl.sgmat_source(epi, spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg, vec_a, vec_b,
-                                spec.pad, spec.group, spec.pipelined, spec.rotate, spec.double, spec.down,
-                                spec.results_rounds)
+                                spec.pad, spec.group, spec.pipelined, spec.rotate, spec.double, spec.order,
+                                spec.results_rounds, spec.plain_b)
         bm, bn = spec.tile
         grid = (ceil_div(p.n, bn), ceil_div(p.m, bm), p.batch)
         wg = (spec.sg_m * spec.sg_n * sg, 1, 1)

@@ -7,6 +7,7 @@ double-buffered forms. The params struct, epilogue and launch order come from ma
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -120,8 +121,8 @@ def buffer_row(buffer: str, rows: int) -> str:
 
 def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, sg_size: int,
                  vec_a: str = "", vec_b: str = "", pad: int = SGMAT_ROW_PAD, group: int = 0,
-                 pipelined: int = 0, rotate: bool = False, double: bool = False, down: bool = False,
-                 results_rounds: int = 1) -> str:
+                 pipelined: int = 0, rotate: bool = False, double: bool = False, order: str = "",
+                 results_rounds: int = 1, plain_b: bool = False) -> str:
     """Tensor-core matmul (f16 operands, f32 results, 16×16×16 subgroup matrices) of two dense operands:
     see sgmat_main for the tile.
 
@@ -134,13 +135,15 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
     stores alone 367 us of 775, benchmarks/results/h200-2026-12-04-anatomy2.md). `double` (both operands
     staged 8 at a time): two K-tile buffers, the next tile's loads before this tile's multiplies and its
     stores into the other buffer after them, one barrier per K tile (sgmat_main's `double`); with
-    `pipelined` = 2 the loads run two tiles ahead (sgmat_main's `ahead`). `down` (instead of `rotate`,
-    16-byte staged operands): staging units in unit_origin's `down` order, whose unrotated stores miss
-    each other's banks if the driver merges a unit's stores into one 16-byte store (wide_store_cycles); on
-    the H100 it ran a third slower than the order along the rows (matmul.py's ".dn" figures).
+    `pipelined` = 2 the loads run two tiles ahead (sgmat_main's `ahead`). `order` (instead of `rotate`,
+    16-byte staged operands): staging units in unit_origin's `down` or `pairs` order, whose unrotated
+    stores (which the driver merges into one 16-byte store per unit) miss each other's banks
+    (wide_store_cycles); `down` ran a third slower than the order along the rows on the H100 (matmul.py's
+    ".dn" figures: its global loads touch 8 lines a quarter-warp). `plain_b` (with `rotate`): B's stores
+    unrotated, whole 16-byte stores along its rows, which miss each other's banks already.
     `results_rounds` > 1: the subgroups pass their results through a scratch that fraction the size
     (_sgmat_stores), so that two 256x128 K-tile buffers fit in 48 KiB."""
-    assert not (rotate and down), "rotated stores assume units along the contiguous axis"
+    assert not (rotate and order), "rotated stores assume units along the contiguous axis"
     # a K-contiguous B (a linear layer's [N, K] weight) is stored by columns: 16-byte runs stay runs
     double = double and bool(vec_a and vec_b)
     g = SgmatTile(sg_m, sg_n, fm, fn, bk, sg_size, pad, b_cols=vec_b == "rows", group=group,
@@ -153,12 +156,13 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
                 (bk, g.bn, "B", "b", k0, "K", "n0", "N", g.b_store_in(buffer), vec_b))
     # rotated stores where a unit's 8 halves are adjacent in workgroup memory too (not A transposed)
     rotations = ((store_rotation(g.bm, bk, vec_a, g.threads, g.a_flat) if rotate and vec_a == "cols" else ""),
-                 (store_rotation(bk, g.bn, vec_b, g.threads, g.b_flat) if rotate and vec_b else ""))
+                 (store_rotation(bk, g.bn, vec_b, g.threads, g.b_flat)
+                  if rotate and vec_b and not plain_b else ""))
 
     def split(k0: str, tag: str = "", declare: bool = True, buffer: str = "") -> tuple[str, str]:
         """(loads, stores) of both tiles at K offset k0 through register set `tag` into `buffer`."""
         staged = zip(operands(k0, buffer), rotations, strict=True)
-        (load_a, store_a), (load_b, store_b) = (staging_vec8_split(*o, g.threads, tag, declare, rot, down)
+        (load_a, store_a), (load_b, store_b) = (staging_vec8_split(*o, g.threads, tag, declare, rot, order)
                                                 for o, rot in staged)
         return load_a + "\n" + load_b, store_a + "\n" + store_b
     if double:
@@ -193,7 +197,7 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
         rows, cols, src, lay, r0, rdim, c0, cdim, store, vec = operand
         if vec:
             lds.append(staging_vec8(rows, cols, src, lay, r0, rdim, c0, cdim, store, vec, g.threads, rot,
-                                    down))
+                                    order))
         else:
             lds.append(staging_scalar(rows, cols, src, lay, r0, rdim, c0, cdim, store, e.dtype, g.threads))
     return SGMAT_DIAGNOSTICS + head + finish_fn(e) + sgmat_main(g, "\n".join(lds))
@@ -288,24 +292,28 @@ var<workgroup> Bs: array<array<f16, {(bw if g.b_cols else bk) * sb}>, {g.sg_n * 
 
 def _sgmat_product(g: SgmatTile, buffer: str) -> str:
     """WGSL of one K tile's multiplies: this subgroup's fragments of K-tile buffer `buffer` (WGSL; "" the
-    first) into its results c{i}_{j}."""
+    first) into its results c{i}_{j}, one block per 16 deep. The blocks are written out so that every
+    matrix load has a constant offset into a fixed-size sub-array: Tint then proves it in bounds and
+    robustness does not wrap it in a branch (with a `kk` loop each load was predicated; on the H100 the
+    16-subgroup 256x128 tile ran 4% faster with robustness off, h100-2026-12-05-probes3.md)."""
     bw = g.fn * 16
     sa, sb = g.bk + g.pad, (g.bk if g.b_cols else bw) + g.pad   # row strides of the A and B tiles
     a_row, b_row = buffer_row(buffer, g.sg_m), buffer_row(buffer, g.sg_n)
-    mma = []
-    for i in range(g.fm):
-        mma.append(f"      let a{i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&As[{a_row}sm], "
-                   f"{i * 16 * sa}u + kk, false, {sa}u);")
-    for j in range(g.fn):
-        at = f"{j * 16 * sb}u + kk, true" if g.b_cols else f"kk * {sb}u + {j * 16}u, false"
-        mma.append(f"      let b{j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&Bs[{b_row}sn], "
-                   f"{at}, {sb}u);")
-    for i in range(g.fm):
+    blocks = []
+    for kk in range(0, g.bk, 16):
+        mma = []
+        for i in range(g.fm):
+            mma.append(f"      let a{i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>"
+                       f"(&As[{a_row}sm], {i * 16 * sa + kk}u, false, {sa}u);")
         for j in range(g.fn):
-            mma.append(f"      c{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, c{i}_{j});")
-    return f"""    for (var kk = 0u; kk < {g.bk}u; kk += 16u) {{
-{chr(10).join(mma)}
-    }}"""
+            at = f"{j * 16 * sb + kk}u, true" if g.b_cols else f"{kk * sb + j * 16}u, false"
+            mma.append(f"      let b{j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>"
+                       f"(&Bs[{b_row}sn], {at}, {sb}u);")
+        for i in range(g.fm):
+            for j in range(g.fn):
+                mma.append(f"      c{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, c{i}_{j});")
+        blocks.append("    {\n" + "\n".join(mma) + "\n    }")
+    return "\n".join(blocks)
 
 
 def _sgmat_entry(g: SgmatTile) -> str:
@@ -352,74 +360,102 @@ def _sgmat_stores(g: SgmatTile) -> str:
 
 
 def _vec8_unit(rows: int, cols: int, store: str, along: str, w: str,
-               rotation: str = "", down: bool = False) -> tuple[str, str]:
+               rotation: str = "", order: str = "") -> tuple[str, str]:
     """(position, stores) of staging unit `e` of a rows x cols f16 tile: WGSL for its first element
     (r, c), and the 8 stores of the loaded vec4<u32> `w` into the tile's lvalue `store`. `rotation` (a
     WGSL u32 in 0…3 per invocation, store_rotation): the invocation's q-th pair of stores writes word
     (q + rotation) % 4 of its unit, so that one store instruction's invocations spread over the banks
     (the words are picked by selects, not by indexing `w`: a dynamically indexed vector goes to memory).
-    `down`: units in unit_origin's `down` order."""
-    word = "((q + rot) & 3u)" if rotation else "q"
+    `order`: units in unit_origin's order of that name."""
+    word = "((q + rot) % 4u)" if rotation else "q"
     if along == "cols":
         runs = cols // 8
-        pos = (f"let r = (e / {8 * runs}u) * 8u + e % 8u; let c = ((e / 8u) % {runs}u) * 8u;" if down else
-               f"let r = e / {runs}u; let c = (e % {runs}u) * 8u;")
-        lo, hi = ("r", f"c + 2u * {word}"), ("r", f"c + 2u * {word} + 1u")
+        pos = {"down": f"let r = (e / {8 * runs}u) * 8u + e % 8u; let c = ((e / 8u) % {runs}u) * 8u;",
+               "pairs": ("let r = (e / 32u) * 8u + (e % 32u) / 8u + ((e % 8u) / 4u) * 4u; "
+                         "let c = (e % 4u) * 8u;"),
+               }.get(order if order != "pairs" or runs == 4 else "",
+                     f"let r = e / {runs}u; let c = (e % {runs}u) * 8u;")
     else:
         runs = rows // 8
-        pos = (f"let r = ((e / 8u) % {runs}u) * 8u; let c = (e / {8 * runs}u) * 8u + e % 8u;" if down else
-               f"let r = (e % {runs}u) * 8u; let c = e / {runs}u;")
-        lo, hi = (f"r + 2u * {word}", "c"), (f"r + 2u * {word} + 1u", "c")
+        pos = (f"let r = ((e / 8u) % {runs}u) * 8u; let c = (e / {8 * runs}u) * 8u + e % 8u;"
+               if order == "down" else f"let r = (e % {runs}u) * 8u; let c = e / {runs}u;")
+    array, base = unit_base(store)
+    step = unit_step(store, along)
+    half = f"2u * {word}" if step == 1 else f"2u * {word} * {step}u"
     src = w
-    head = ""
+    head = f"let at = {base};\n        "
     if rotation:
         src = "wr"
-        head = (f"let rot = {rotation};\n        let wr = select(select({w}, {w}.yzwx, rot == 1u), "
-                f"select({w}.zwxy, {w}.wxyz, rot == 3u), rot >= 2u);\n        ")
+        head += (f"let rot = {rotation};\n        let wr = select(select({w}, {w}.yzwx, rot == 1u), "
+                 f"select({w}.zwxy, {w}.wxyz, rot == 3u), rot >= 2u);\n        ")
     return pos, f"""{head}for (var q = 0u; q < 4u; q++) {{
         let h = bitcast<vec2<f16>>({src}[q]);
-        {unit_at(store, *lo)} = h.x;
-        {unit_at(store, *hi)} = h.y;
+        {array}[at + {half}] = h.x;
+        {array}[at + {half} + {step}u] = h.y;
       }}"""
 
 
-def unit_at(store: str, r: str, c: str) -> str:
-    """tile_at for an element of the staging unit at (r, c) in a tile of sub-arrays (`X[sub][index]`): a
-    unit never straddles two sub-arrays, so the sub-array index takes the unit's own (r, c)."""
-    if "][" not in store:
-        return tile_at(store, r, c)
-    outer, inner = store.split("][", 1)
-    return tile_at(outer, "r", "c") + "][" + tile_at(inner, r, c)
+def unit_base(store: str) -> tuple[str, str]:
+    """(array, index) of the first element of the staging unit at (r, c) in the tile lvalue `store`: the
+    array (`X[sub]` for a tile of sub-arrays: a unit never straddles two, so the sub-array is the unit's
+    own) and the element's index in it. The unit's stores index `array` at `index` plus constants (one
+    base and offsets, not eight formulas: Tint's range analysis then proves them inside the array, so
+    robustness adds no clamps that would keep the driver from merging neighbouring stores)."""
+    if "][" in store:
+        outer, inner = store.split("][", 1)
+        return tile_at(outer, "r", "c") + "]", tile_at(inner[:-1], "r", "c")
+    name, index = store.split("[", 1)
+    return name, tile_at(index[:-1], "r", "c")
+
+
+def unit_step(store: str, along: str) -> int:
+    """How far apart in its array (unit_base) two neighbouring halves of a staging unit lie: the tile
+    lvalue's index is affine in the unit's axis `along` inside a unit (its `%` and `/` by multiples of 8
+    do not cut a unit), so the step is the index at (0, 1) or (1, 0) less the index at (0, 0)."""
+    index = unit_base(store)[1]
+    expr = re.sub(r"\b(\d+)u\b", r"\1", index).replace("/", "//")
+    if not re.fullmatch(r"[\d\s()+*/%rc]*", expr):
+        raise ValueError(f"staging store index {index!r} is not affine arithmetic in r and c")
+
+    def at(r: int, c: int) -> int:
+        return eval(expr, {"__builtins__": {}}, {"r": r, "c": c})   # digits, r, c and arithmetic only
+
+    return at(0, 1) - at(0, 0) if along == "cols" else at(1, 0) - at(0, 0)
 
 
 BANKS = 32          # 4-byte workgroup-memory banks (NVIDIA, AMD, Intel)
 BANK_WARP = 32      # invocations whose stores issue together (an NVIDIA warp)
 
 
-def unit_origin(e: int, rows: int, cols: int, along: str, down: bool = False) -> tuple[int, int]:
+def unit_origin(e: int, rows: int, cols: int, along: str, order: str = "") -> tuple[int, int]:
     """Element (r, c) that staging unit `e` of a rows x cols tile starts at (_vec8_unit's `pos`): units
-    run along the contiguous axis, or with `down` 8 at a time across it (8 consecutive invocations, the
+    run along the contiguous axis; with order `down` 8 at a time across it (8 consecutive invocations, the
     ones one 16-byte store instruction serves per cycle, write the same run of 8 lines: with a padded
-    line stride their stores miss each other's banks, as the matrix loads of 8 lines do)."""
+    line stride their stores miss each other's banks, as the matrix loads of 8 lines do); with `pairs`
+    (lines of 4 units along the columns, a 32-deep K tile) those 8 invocations take lines j and j + 4 of
+    each 8: 4 lines of the padded 80-byte stride apart start 64 bytes apart in the banks, so their
+    16-byte stores fill all 32 banks, and their global loads read 2 lines as along the rows."""
     if along == "cols":
         runs = cols // 8
-        if down:
+        if order == "down":
             return (e // (8 * runs)) * 8 + e % 8, ((e // 8) % runs) * 8
+        if order == "pairs" and runs == 4:
+            return (e // 32) * 8 + (e % 32) // 8 + ((e % 8) // 4) * 4, (e % 4) * 8
         return e // runs, (e % runs) * 8
     runs = rows // 8
-    if down:
+    if order == "down":
         return ((e // 8) % runs) * 8, (e // (8 * runs)) * 8 + e % 8
     return (e % runs) * 8, e // runs
 
 
-def staging_words(rows: int, cols: int, along: str, threads: int, flat, down: bool = False) -> np.ndarray:
+def staging_words(rows: int, cols: int, along: str, threads: int, flat, order: str = "") -> np.ndarray:
     """[round, invocation]: the first 4-byte word (in the tile's workgroup array, `flat(r, c)` the f16
     offset of element (r, c)) of each staging unit of a rows x cols tile; -1 where a round has none."""
     units = rows * cols // 8
     rounds = -(-units // threads)
     words = np.full((rounds, threads), -1)
     for e in range(units):
-        words[e // threads, e % threads] = flat(*unit_origin(e, rows, cols, along, down)) // 2
+        words[e // threads, e % threads] = flat(*unit_origin(e, rows, cols, along, order)) // 2
     return words
 
 
@@ -492,13 +528,13 @@ def _vec8_load(src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str, w: st
 
 
 def staging_vec8(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str,
-                  store: str, along: str, threads: int, rotation: str = "", down: bool = False) -> str:
+                  store: str, along: str, threads: int, rotation: str = "", order: str = "") -> str:
     """WGSL staging of a rows x cols f16 tile in 8-element units along its contiguous axis ("cols":
     stride 1 along columns, or "rows"), one 16-byte load each; a unit is wholly inside or outside the
     matrix (the contiguous extent, offset and other strides are multiples of 8), outside ones are 0.
-    `down`: units in unit_origin's `down` order."""
+    `order`: units in unit_origin's order of that name."""
     units = rows * cols // 8
-    pos, stores = _vec8_unit(rows, cols, store, along, "w", rotation, down)
+    pos, stores = _vec8_unit(rows, cols, store, along, "w", rotation, order)
     coords, load = _vec8_load(src, lay, r0, rdim, c0, cdim, "w")
     return f"""  for (var u = 0u; u < {-(-units // threads)}u; u++) {{
     let e = li + u * {threads}u;
@@ -514,18 +550,18 @@ def staging_vec8(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c
 
 def staging_vec8_split(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str,
                        store: str, along: str, threads: int, tag: str = "",
-                       declare: bool = True, rotation: str = "", down: bool = False) -> tuple[str, str]:
+                       declare: bool = True, rotation: str = "", order: str = "") -> tuple[str, str]:
     """staging_vec8 in two halves, (loads, stores): every 16-byte load of this invocation's units into
     its own register `w<lay><u>` first, then every store. In staging_vec8's loop each unit's stores wait
     for its own load before the next load is issued: on the H200 staging alone took twice as long as the
     whole f16 4096^3 kernel (benchmarks/results/h200-2026-12-04-anatomy.md). `tag` names a second set
     of registers; `declare` False assigns registers declared elsewhere (staging_registers) so that they
-    outlive a loop step; `down` as staging_vec8's."""
+    outlive a loop step; `order` as staging_vec8's."""
     units = rows * cols // 8
     loads, stores = [], []
     for u in range(-(-units // threads)):
         w = f"w{lay}{tag}{u}"
-        pos, stash = _vec8_unit(rows, cols, store, along, w, rotation, down)
+        pos, stash = _vec8_unit(rows, cols, store, along, w, rotation, order)
         tail = (u + 1) * threads > units   # the last round of units that do not divide among the invocations
         coords, load = _vec8_load(src, lay, r0, rdim, c0, cdim, w, f"e < {units}u && " if tail else "")
         var = "var " if declare else ""
