@@ -17,13 +17,19 @@ _LOAD = re.compile(r"subgroupMatrixLoad<subgroup_matrix_(left|right)<f16, 16, 16
 _SCRATCH = re.compile(r"var<workgroup> Cs: (array<array<f32, 256>, \d+>);\n")
 
 
-def _common(sg_size: int) -> str:
+def _common(sg_size: int, fours: bool) -> str:
     """The multiply and the store of the emulated matrices: a result matrix holds only the 256 / sg_size
-    elements its lane reads back from the scratch (e = lane + q * sg_size, row-major), as the real
-    ones spread theirs over the lanes."""
+    elements its lane reads back from the scratch (row-major e = lane + q * sg_size, or with `fours`, the
+    ".o4" epilogue's groups of 4 adjacent ones from 4 * (lane + (q / 4) * sg_size)), as the real ones
+    spread theirs over the lanes."""
     per = 256 // sg_size
+    elem = (f"(lane + (q / 4u) * {sg_size}u) * 4u + q % 4u" if fours else f"lane + q * {sg_size}u")
     return f"""
 struct SgmMatrix {{ sub: u32, off: u32, col_major: bool, stride: u32 }}
+
+fn sgm_elem(lane: u32, q: u32) -> u32 {{
+  return {elem};
+}}
 
 fn sgm_at(m: SgmMatrix, r: u32, c: u32) -> u32 {{
   return m.off + select(r * m.stride + c, c * m.stride + r, m.col_major);
@@ -34,7 +40,7 @@ fn sgm_mma(a: SgmMatrix, b: SgmMatrix, c: ptr<function, array<f32, {per}>>, lane
   let n = select({per}u, 0u, P.mnkb.z == 0xFFFFFFFFu);
   let depth = select(16u, 0u, P.mnkb.z == 0xFFFFFFFFu);
   for (var q = 0u; q < n; q++) {{
-    let e = lane + q * {sg_size}u;
+    let e = sgm_elem(lane, q);
     var s = (*c)[q];
     for (var k = 0u; k < depth; k++) {{
       s = fma(f32(As[a.sub][sgm_at(a, e / 16u, k)]), f32(Bs[b.sub][sgm_at(b, k, e % 16u)]), s);
@@ -46,7 +52,7 @@ fn sgm_mma(a: SgmMatrix, b: SgmMatrix, c: ptr<function, array<f32, {per}>>, lane
 fn sgm_store(p: ptr<function, array<f32, 256>>, off: u32, m: array<f32, {per}>, col_major: bool, stride: u32,
              lane: u32) {{
   for (var q = 0u; q < {per}u; q++) {{
-    let e = lane + q * {sg_size}u;
+    let e = sgm_elem(lane, q);
     if (col_major) {{ (*p)[off + (e % 16u) * stride + e / 16u] = m[q]; }}
     else {{ (*p)[off + (e / 16u) * stride + e % 16u] = m[q]; }}
   }}
@@ -66,7 +72,7 @@ def emulate_subgroup_matrices(src: str) -> str:
     src = src.replace(scratch.group(0), "")
     head = src.index("{\n", src.index("fn main(")) + 2
     src = src[:head] + f"  var Cs: {scratch.group(1)};\n" + src[head:]
-    fns = _common(sg_size)
+    fns = _common(sg_size, "finish4(" in src)
     src = src.replace("subgroup_matrix_result<f32, 16, 16>()", f"array<f32, {256 // sg_size}>()")
     for role, tile in (("left", "As"), ("right", "Bs")):
         assert all(m.group(2) == tile for m in _LOAD.finditer(src) if m.group(1) == role), \

@@ -206,6 +206,27 @@ def test_deep_pipelined_tiles_match_torch(rt, caps, monkeypatch, form, k):
     check(rt, caps, p, a, bb, name)
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_vector_stored_outputs_match_torch(rt, caps, monkeypatch, dtype):
+    """".o4": each invocation's groups of 4 adjacent outputs stored at once (finish4), through every
+    epilogue step, on tiles cut by M and N (the partial tile's groups past N store nothing), batched, B
+    transposed; offered only where the output's rows are 4-aligned."""
+    name = "tile64x64.r4x4.k16.l4.db.o4"
+    monkeypatch.setitem(VARIANTS, name, TiledSpec(64, 64, 16, 4, 4, True, double=True, out_vec=True))
+    gen = torch.Generator().manual_seed(7)
+    a, bb = operands(2, 70, 132, 40, dtype, False, True, gen=gen)
+    t = TORCH[dtype]
+    bias = torch.randn(132, generator=gen).to(t).expand(2, 70, 132)
+    residual = torch.randn(2, 70, 132, generator=gen).to(t)
+    p = problem(a, bb, dtype, bias=lay(bias), residual=lay(residual), activation="gelu", alpha=0.5, beta=2.0)
+    assert name + VEC_SUFFIX in variants(p, caps) and name not in variants(p, caps)
+    src = plan_matmul(p, caps, name + VEC_SUFFIX).wgsl
+    assert f"O: array<vec4<{dtype}>>" in src and src.count("  finish4(batch") == 4
+    check(rt, caps, p, a, bb, name + VEC_SUFFIX, bias, residual, "gelu", 0.5, 2.0)
+    a, bb = operands(1, 70, 130, 40, dtype, gen=gen)   # rows of 130: not offered
+    assert not any(v.endswith(".o4" + VEC_SUFFIX) for v in variants(problem(a, bb, dtype), caps))
+
+
 def test_subgroup_matrix_variant_source(caps):
     tc = dataclasses.replace(caps, features=caps.features | {"shader-f16",
                                                              "chromium-experimental-subgroup-matrix"},

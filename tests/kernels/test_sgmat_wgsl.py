@@ -196,12 +196,32 @@ EMULATED = {"sgmat.small.k32": dict(), "sgmat.small.k32.g8": dict(group=8),
             "sgmat.small.k16.db.pl2.dn.cs2": dict(bk=16, double=True, pipelined=2, order="down",
                                                   results_rounds=2),
             "sgmat.small.k16.db.pl2.g8.rot": dict(bk=16, group=8, pipelined=2, rotate=True, double=True)}
+# results stored 4 adjacent columns at a time (".o4"): offered where the output's rows are 4-aligned
+EMULATED_O4 = {"sgmat.small.k32.pl.g8.rot.o4": dict(group=8, pipelined=1, rotate=True, out_vec=True),
+               "sgmat.small.k48.pl.g8.rot.cs4.o4": dict(bk=48, group=8, pipelined=1, rotate=True,
+                                                        results_rounds=4, out_vec=True)}
 
 
 @pytest.mark.parametrize("name", [*EMULATED, "sgmat.w4x4.f4x2.k32.pl.g8.rot"])
 @pytest.mark.parametrize("m,n,k,b_nk", [(200, 130, 80, False), (96, 64, 16, True), (64, 160, 48, False)],
                          ids=["odd-tiles", "one-tile-b-nk", "three-tiles"])
 def test_tensor_core_loop_with_emulated_matrices(rt, caps, monkeypatch, name, m, n, k, b_nk):
+    _emulated_against_torch(rt, caps, monkeypatch, name, EMULATED, m, n, k, b_nk)
+
+
+@pytest.mark.parametrize("name", [*EMULATED_O4, "sgmat.w4x4.f2x4.k32.pl.g8.rot.o4"])
+@pytest.mark.parametrize("m,n,k,b_nk", [(200, 132, 80, False), (96, 64, 16, True), (64, 168, 48, False)],
+                         ids=["odd-tiles-b-scalar", "one-tile-b-nk", "three-tiles"])
+def test_tensor_core_results_stored_four_at_a_time(rt, caps, monkeypatch, name, m, n, k, b_nk):
+    """".o4": each lane's 4 adjacent results through finish4, in whole and cut tiles (columns past N
+    store nothing), B staged element by element (N = 132) or 8 at a time."""
+    src = _emulated_against_torch(rt, caps, monkeypatch, name, EMULATED_O4, m, n, k, b_nk)
+    assert "O: array<vec4<f16>>" in src and "finish4(batch" in src
+
+
+def _emulated_against_torch(rt, caps, monkeypatch, name, small, m, n, k, b_nk) -> str:
+    """Run tensor-core variant `name` (one of `small`'s 2x2-subgroup forms, or a library variant) with its
+    subgroup matrices emulated against torch; its WGSL."""
     import dataclasses
 
     from torch_webgpu.kernels.matmul import VARIANTS, SgmatSpec, plan_matmul_steps
@@ -209,8 +229,8 @@ def test_tensor_core_loop_with_emulated_matrices(rt, caps, monkeypatch, name, m,
     from .sgmat_emulation import emulate_subgroup_matrices
     from .test_matmul import lay, operands, problem
 
-    if name in EMULATED:
-        spec = dict(bk=32) | EMULATED[name]
+    if name in small:
+        spec = dict(bk=32) | small[name]
         monkeypatch.setitem(VARIANTS, name, SgmatSpec(2, 2, 2, 2, **spec))
     tc = dataclasses.replace(caps, features=caps.features | {"chromium-experimental-subgroup-matrix"},
                              subgroup_size=32, subgroup_matrix_configs=(("f16", "f32", 16, 16, 16),),
@@ -222,6 +242,7 @@ def test_tensor_core_loop_with_emulated_matrices(rt, caps, monkeypatch, name, m,
     emulated = dataclasses.replace(plan.steps[0], wgsl=emulate_subgroup_matrices(plan.steps[0].wgsl))
     got = run_plan(rt, dataclasses.replace(plan, steps=(emulated,)), {"a": a, "b": bb}, out)
     torch.testing.assert_close(got.float(), (a.float() @ bb.float()).half().float(), atol=2e-2, rtol=2e-2)
+    return plan.steps[0].wgsl
 
 
 @pytest.mark.parametrize("b_cols", [False, True])

@@ -130,6 +130,7 @@ class TiledSpec:
     pipelined: int = 0   # K tiles fetched into registers ahead, during the FMAs (matmul_wgsl.tiled_source)
     a_rows: bool = False  # a K-contiguous A's tile kept [i][k], both tiles stored in whole vec4s (".ar")
     a_pad: bool = False   # [k][i] A tile of padded lines: its stores off each other's banks (".ap")
+    out_vec: bool = False  # each group of 4 adjacent outputs stored at once (".o4", rows 4-aligned only)
 
     @property
     def threads(self) -> int:
@@ -190,6 +191,7 @@ class SgmatSpec:
     #                        (".pr"): unrotated 16-byte stores off each other's banks (sgmat_wgsl.unit_origin)
     plain_b: bool = False  # with `rotate`, B's stores unrotated: whole 16-byte stores along its rows (".bp")
     results_rounds: int = 1   # results through a scratch this fraction the size, in turns (".cs2")
+    out_vec: bool = False  # results stored 4 adjacent columns a lane (".o4", rows 4-aligned only)
 
     @property
     def tile(self) -> tuple[int, int]:
@@ -267,6 +269,12 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "tile128x128.r8x8.k8.l4.db.ap": TiledSpec(128, 128, 8, 8, 8, True, double=True, a_pad=True),
     "tile128x128.r8x8.k8.l4.db.g8.ap": TiledSpec(128, 128, 8, 8, 8, True, double=True, group=8, a_pad=True),
     "tile128x128.r8x8.k8.l4.pl.ap": TiledSpec(128, 128, 8, 8, 8, True, pipelined=True, a_pad=True),
+    # each group of 4 adjacent outputs stored at once (".o4", finish4: 16 vector stores an invocation
+    # instead of 64 scalar ones, where the output's rows are 4-aligned); not yet timed on a GPU
+    "tile128x128.r8x8.k8.l4.db.ap.o4": TiledSpec(128, 128, 8, 8, 8, True, double=True, a_pad=True,
+                                                 out_vec=True),
+    "tile128x128.r8x8.k8.l4.db.g8.ap.o4": TiledSpec(128, 128, 8, 8, 8, True, double=True, group=8,
+                                                    a_pad=True, out_vec=True),
     "gemv.k64n4.sg": GemvSpec(64, 4, True, True),
     "gemv.k64n4.wg": GemvSpec(64, 4, True),
     "gemv.k32n8.wg": GemvSpec(32, 8, True),
@@ -377,6 +385,15 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "sgmat.w4x4.f2x4.k32.pl.g8.pr": SgmatSpec(4, 4, 2, 4, group=8, pipelined=True, order="pairs"),
     "sgmat.w8x2.f2x4.k16.db.pl2.g8.dn.cs2": SgmatSpec(8, 2, 2, 4, bk=16, group=8, pipelined=2, double=True,
                                                      order="down", results_rounds=2),
+    # results stored 4 adjacent columns a lane (".o4", finish4: per 16x16 matrix two 8-byte stores a lane
+    # instead of eight 2-byte ones, and a quarter of the epilogue's index arithmetic and bounds checks,
+    # where the output's rows are 4-aligned); not yet timed on a GPU
+    "sgmat.w4x4.f2x4.k32.pl.g8.rot.o4": SgmatSpec(4, 4, 2, 4, group=8, pipelined=True, rotate=True,
+                                                 out_vec=True),
+    "sgmat.w4x4.f2x4.k32.pl.g4.rot.o4": SgmatSpec(4, 4, 2, 4, group=4, pipelined=True, rotate=True,
+                                                 out_vec=True),
+    "sgmat.w8x2.f2x4.k32.pl.g8.rot.bp.o4": SgmatSpec(8, 2, 2, 4, group=8, pipelined=True, rotate=True,
+                                                    plain_b=True, out_vec=True),
 }
 # Split-K forms of the tiles that few-row f32 problems prefer (the H200's autotuner chose 32x64 for
 # ViT-B/16's 197-token matmuls: 84 workgroups for 132 SMs): "<tile>.s<splits>"
@@ -405,8 +422,12 @@ COMBINE_THREADS = 256
 # H100 (h100-2026-12-05-probes2.md): .g16 223.7 and w4x4.f2x4 223.0 level with the leader (223.1)
 # H100 (h100-2026-12-05-probes3.md): without robustness clamps and branches the 128x256 tile of 16
 # subgroups leads, 258-261 TFLOP/s (0.38-0.39x torch CUDA), the 256x128 one 249-255
-SGMAT_LARGE = ["sgmat.w4x4.f2x4.k32.pl.g8.rot", "sgmat.w4x4.f2x4.k32.pl.g4.rot",
+# The untimed ".o4" forms of the leaders sit second and third, inside the autotuner's six (where the
+# output's rows are not 4-aligned they are not offered and the list closes up).
+SGMAT_LARGE = ["sgmat.w4x4.f2x4.k32.pl.g8.rot", "sgmat.w4x4.f2x4.k32.pl.g8.rot.o4",
+               "sgmat.w8x2.f2x4.k32.pl.g8.rot.bp.o4", "sgmat.w4x4.f2x4.k32.pl.g4.rot",
                "sgmat.w8x2.f2x4.k32.pl.g8.rot.bp", "sgmat.w8x2.f2x4.k32.pl.g16.rot",
+               "sgmat.w4x4.f2x4.k32.pl.g4.rot.o4",
                "sgmat.w8x2.f2x4.k32.pl.g8.rot", "sgmat.w4x4.f4x2.k32.pl.g8.rot",
                "sgmat.w4x2.f4x4.k32.pl.g8.rot", "sgmat.w4x2.f4x4.k32.pl.rot", "sgmat.w4x2.f4x4.k32.pl2.g8"]
 SGMAT_SKINNY = ["sgmat.w1x1.f2x2.k32", "sgmat.w2x2.f2x2.k64", "sgmat.w2x2.f2x2.k32", "sgmat.w4x2.f2x2.k32",
@@ -549,10 +570,13 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
         if caps.cpu:
             names += stream
     sg = tensor_core_subgroup_size(caps)
+    out4 = p.out.vec4_along("col", p.n)   # the ".o4" forms store 4 adjacent outputs at once
     if p.dtype == "f16" and sg and min(p.m, p.n) >= 16:
         first = SGMAT_LARGE if min(p.m, p.n) >= 1024 else SGMAT_SKINNY
         for name in first + [n for n in VARIANTS if n.startswith("sgmat") and n not in first]:
             spec = VARIANTS[name]
+            if spec.out_vec and not (out4 and sg <= 64):
+                continue
             threads = spec.sg_m * spec.sg_n * sg
             if _fits(caps, threads, spec.workgroup_bytes(p.dtype)):
                 names.append(name)
@@ -561,11 +585,12 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
     # the [i][k] A tiles (".ar") and padded [k][i] ones (".ap") read A in vec4s along K: offered in their
     # vec4 form for such an A only
     tiled = [n for n, s in VARIANTS.items() if isinstance(s, TiledSpec) and s.splits == 1
-             and (a_mode == "k" or not (s.a_rows or s.a_pad))]
+             and (a_mode == "k" or not (s.a_rows or s.a_pad)) and (out4 or not s.out_vec)]
     # default orders from the H200 runs of 2026-12-01 and 2026-12-04 (.db: h200-2026-12-04-pipelines.md);
     # the padded A tiles first (h100-2026-12-05-probes2.md: H100 and H200)
     if p.m * p.n >= 1 << 20 and p.m >= 256:
-        order = ["tile128x128.r8x8.k8.l4.db.ap", "tile128x128.r8x8.k8.l4.db.g8.ap",
+        order = ["tile128x128.r8x8.k8.l4.db.ap", "tile128x128.r8x8.k8.l4.db.ap.o4",
+                 "tile128x128.r8x8.k8.l4.db.g8.ap.o4", "tile128x128.r8x8.k8.l4.db.g8.ap",
                  "tile128x64.r8x4.k16.l4.db", "tile128x128.r8x8.k8.l4.pl.ap", "tile128x128.r8x8.k8.l4.db",
                  "tile128x128.r8x8.k8.l4.pl", "tile128x64.r8x4.k16.l4", "tile128x128.r8x8.k16"] + tiled
     elif p.m <= 16:
@@ -580,7 +605,8 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
                if n in tiled and _fits(caps, VARIANTS[n].threads, VARIANTS[n].workgroup_bytes(p.dtype))]
     # vec4 forms first: the autotuner times the first few candidates only
     tiled_names = (([n + VEC_SUFFIX for n in fitting] if vec else [])
-                   + [n for n in fitting if not (VARIANTS[n].a_rows or VARIANTS[n].a_pad)])
+                   + [n for n in fitting if not (VARIANTS[n].a_rows or VARIANTS[n].a_pad
+                                                 or VARIANTS[n].out_vec)])
     tiled_names[SPLIT_AFTER:SPLIT_AFTER] = [n + (VEC_SUFFIX if vec else "") for n in _split_variants(p, caps)]
     return names + tiled_names
 
@@ -680,7 +706,7 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
             b_mode = {"k": "sk", "i": "si"}.get(b_mode, b_mode)
         src = wgsl.tiled_source(epi, spec.bm, spec.bn, spec.bk, spec.tm, spec.tn, a_mode, b_mode, spec.lds4,
                                 double=spec.double, group=spec.group, pipelined=spec.pipelined,
-                                a_rows=spec.a_rows, a_pad=spec.a_pad)
+                                a_rows=spec.a_rows, a_pad=spec.a_pad, out_vec=spec.out_vec)
         grid = (ceil_div(p.n, spec.bn), ceil_div(p.m, spec.bm), p.batch)
         wg = (spec.bn // spec.tn, spec.bm // spec.tm, 1)
     elif isinstance(spec, GemvSpec) and spec.unroll:
@@ -706,7 +732,7 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
         vec_a, vec_b = vec8_axis(p.a, p.m, p.k), vec8_axis(p.b, p.k, p.n)
         src = sgmat_wgsl.sgmat_source(epi, spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg, vec_a, vec_b,
                                 spec.pad, spec.group, spec.pipelined, spec.rotate, spec.double, spec.order,
-                                spec.results_rounds, spec.plain_b)
+                                spec.results_rounds, spec.plain_b, spec.out_vec)
         bm, bn = spec.tile
         grid = (ceil_div(p.n, bn), ceil_div(p.m, bm), p.batch)
         wg = (spec.sg_m * spec.sg_n * sg, 1, 1)

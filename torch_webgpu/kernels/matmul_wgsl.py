@@ -60,17 +60,19 @@ def _enables(t: str, extra: tuple[str, ...] = ()) -> str:
 
 
 def header(e: Epilogue, a_elem: str, b_elem: str, extra_enables: tuple[str, ...] = (),
-           partials: bool = False) -> str:
+           partials: bool = False, out_vec: bool = False) -> str:
     """Enables, the params struct and the bindings (A and B typed `a_elem`/`b_elem`: scalar or vec4).
     `partials`: the first pass of a split-K matmul, whose binding 3 is the f32 scratch W of per-slice
-    partial sums (no epilogue operands; `combine_source` applies the epilogue)."""
+    partial sums (no epilogue operands; `combine_source` applies the epilogue). `out_vec`: O is an array
+    of vec4 (finish_fn's `finish4`)."""
     t = e.dtype
     lines = [_enables(t, extra_enables), *_params_struct(partials),
              f"@group(0) @binding(1) var<storage, read> A: array<{a_elem}>;",
              f"@group(0) @binding(2) var<storage, read> B: array<{b_elem}>;"]
     if partials:
         return "\n".join(lines + ["@group(0) @binding(3) var<storage, read_write> W: array<f32>;"]) + "\n"
-    lines.append(f"@group(0) @binding(3) var<storage, read_write> O: array<{t}>;")
+    out_t = f"vec4<{t}>" if out_vec else t
+    lines.append(f"@group(0) @binding(3) var<storage, read_write> O: array<{out_t}>;")
     if e.bias:
         lines.append(f"@group(0) @binding(4) var<storage, read> C: array<{t}>;")
     if e.residual:
@@ -78,11 +80,39 @@ def header(e: Epilogue, a_elem: str, b_elem: str, extra_enables: tuple[str, ...]
     return "\n".join(lines) + "\n" + (ERF_WGSL if e.activation == "gelu" else "")
 
 
-def finish_fn(e: Epilogue) -> str:
-    """`finish(batch, row, col, acc)`: bounds check, alpha, bias*beta, activation, residual, store."""
+def finish_fn(e: Epilogue, out_vec: bool = False) -> str:
+    """`finish(batch, row, col, acc)`: bounds check, alpha, bias*beta, activation, residual, store.
+    `out_vec` (O an array of vec4, the output's rows contiguous and 4-aligned): also `finish4(batch,
+    row, col, acc)` for the 4 columns from `col` (a multiple of 4), one 16-byte (f32) or 8-byte (f16)
+    store where all 4 are inside the output."""
     bias = ("  v = v + P.ab.y * f32(C[P.c.x + batch * P.c.y + row * P.c.z + col * P.c.w]);\n"
             if e.bias else "")
     res = "  v = v + f32(R[P.r.x + batch * P.r.y + row * P.r.z + col * P.r.w]);\n" if e.residual else ""
+    if out_vec:
+        return f"""
+fn epilogue(batch: u32, row: u32, col: u32, acc: f32) -> f32 {{
+  var v = P.ab.x * acc;
+{bias}  v = {ACTIVATIONS[e.activation]};
+{res}  return v;
+}}
+
+fn finish(batch: u32, row: u32, col: u32, acc: f32) {{
+  if (row >= P.mnkb.x || col >= P.mnkb.y) {{ return; }}
+  let at = P.o.x + batch * P.o.y + row * P.o.z + col * P.o.w;
+  O[at / 4u][at % 4u] = {e.dtype}(epilogue(batch, row, col, acc));
+}}
+
+fn finish4(batch: u32, row: u32, col: u32, acc: vec4<f32>) {{
+  if (row >= P.mnkb.x) {{ return; }}
+  if (col + 4u > P.mnkb.y) {{
+    for (var j = 0u; j < 4u; j++) {{ finish(batch, row, col + j, acc[j]); }}
+    return;
+  }}
+  let v = vec4<f32>(epilogue(batch, row, col, acc.x), epilogue(batch, row, col + 1u, acc.y),
+                    epilogue(batch, row, col + 2u, acc.z), epilogue(batch, row, col + 3u, acc.w));
+  O[(P.o.x + batch * P.o.y + row * P.o.z + col) / 4u] = vec4<{e.dtype}>(v);
+}}
+"""
     return f"""
 fn finish(batch: u32, row: u32, col: u32, acc: f32) {{
   if (row >= P.mnkb.x || col >= P.mnkb.y) {{ return; }}
@@ -293,7 +323,8 @@ def tile_origin(bm: int, bn: int, group: int) -> str:
 
 def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mode: str,
                  b_mode: str, lds4: bool = False, splits: int = 1, double: bool = False,
-                 group: int = 0, pipelined: int = 0, a_rows: bool = False, a_pad: bool = False) -> str:
+                 group: int = 0, pipelined: int = 0, a_rows: bool = False, a_pad: bool = False,
+                 out_vec: bool = False) -> str:
     """Register-tiled SIMT matmul: a (bm × bn) output tile per workgroup, (tm × tn) per invocation at
     rows ty + i * TY and cols tx + j * TX (conflict-free workgroup reads, coalesced stores). `lds4`:
     each invocation owns groups of 4 adjacent rows and columns (rows g·4·TY + 4·ty + i), so it reads
@@ -308,7 +339,8 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
     by ROWS_PAD, and both tiles are stored in whole vec4s (no transposing scalar stores, which hit 2-4
     invocations per bank); the FMAs read A four k at a time (_rows_multiply). `a_pad` (a K-contiguous A
     read as vec4, `lds4`): the [k][i] A tile's lines LINE_PAD words apart, so that its transposing stores
-    spread over the banks."""
+    spread over the banks. `out_vec` (`lds4`, one pass): each invocation's groups of 4 adjacent outputs
+    stored as one vector (finish_fn's `finish4`; O an array of vec4)."""
     t = e.dtype
     tx, ty = bn // tn, bm // tm
     threads = tx * ty
@@ -351,8 +383,14 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
         col = [f"lid.x + {j * tx}u" for j in range(tn)]
         lds_t = "f32"
     zb = "wid.z" if splits > 1 else "batch"
-    stores = "\n".join(f"  finish({zb}, m0 + {row[i]}, n0 + {col[j]}, acc{i}_{j});"
-                       for i in range(tm) for j in range(tn))
+    out_vec = out_vec and lds4 and splits == 1
+    if out_vec:
+        stores = "\n".join(f"  finish4(batch, m0 + {row[i]}, n0 + {col[j]}, vec4<f32>("
+                           + ", ".join(f"acc{i}_{j + x}" for x in range(4)) + "));"
+                           for i in range(tm) for j in range(0, tn, 4))
+    else:
+        stores = "\n".join(f"  finish({zb}, m0 + {row[i]}, n0 + {col[j]}, acc{i}_{j});"
+                           for i in range(tm) for j in range(tn))
     load_a = _tile_load("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4, whole=a_rows, pad=pad)
     load_b = _tile_load("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4, whole=a_rows)
     if splits > 1:
@@ -362,7 +400,7 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
               "  let M = P.mnkb.x; let N = P.mnkb.y; let K = min(P.mnkb.z, k0 + P.sk.x);")
         k_first = "k0"
     else:
-        head = header(e, a_elem, b_elem) + finish_fn(e)
+        head = header(e, a_elem, b_elem, out_vec=out_vec) + finish_fn(e, out_vec)
         ks = "  let M = P.mnkb.x; let N = P.mnkb.y; let K = P.mnkb.z;\n  let batch = wid.z;"
         k_first = "0u"
     copies = 2 if double else 1

@@ -45,6 +45,7 @@ class SgmatTile:
     group: int = 0         # launch order of the tiles (tile_origin)
     buffers: int = 1       # K-tile buffers in workgroup memory (2: sgmat_source's `double`)
     results_rounds: int = 1   # the subgroups' results pass through the scratch in this many rounds
+    out_vec: bool = False     # results leave 4 adjacent columns a store (matmul_wgsl.finish_fn's finish4)
 
     @property
     def threads(self) -> int:
@@ -122,7 +123,7 @@ def buffer_row(buffer: str, rows: int) -> str:
 def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, sg_size: int,
                  vec_a: str = "", vec_b: str = "", pad: int = SGMAT_ROW_PAD, group: int = 0,
                  pipelined: int = 0, rotate: bool = False, double: bool = False, order: str = "",
-                 results_rounds: int = 1, plain_b: bool = False) -> str:
+                 results_rounds: int = 1, plain_b: bool = False, out_vec: bool = False) -> str:
     """Tensor-core matmul (f16 operands, f32 results, 16×16×16 subgroup matrices) of two dense operands:
     see sgmat_main for the tile.
 
@@ -142,14 +143,16 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
     ".dn" figures: its global loads touch 8 lines a quarter-warp). `plain_b` (with `rotate`): B's stores
     unrotated, whole 16-byte stores along its rows, which miss each other's banks already.
     `results_rounds` > 1: the subgroups pass their results through a scratch that fraction the size
-    (_sgmat_stores), so that two 256x128 K-tile buffers fit in 48 KiB."""
+    (_sgmat_stores), so that two 256x128 K-tile buffers fit in 48 KiB. `out_vec` (the output's rows
+    contiguous and 4-aligned, a subgroup of at most 64): each lane stores 4 adjacent results at once."""
     assert not (rotate and order), "rotated stores assume units along the contiguous axis"
     # a K-contiguous B (a linear layer's [N, K] weight) is stored by columns: 16-byte runs stay runs
     double = double and bool(vec_a and vec_b)
+    out_vec = out_vec and sg_size <= 64
     g = SgmatTile(sg_m, sg_n, fm, fn, bk, sg_size, pad, b_cols=vec_b == "rows", group=group,
-                  buffers=2 if double else 1, results_rounds=results_rounds)
+                  buffers=2 if double else 1, results_rounds=results_rounds, out_vec=out_vec)
     head = header(e, "vec4<u32>" if vec_a else e.dtype, "vec4<u32>" if vec_b else e.dtype,
-                  ("chromium_experimental_subgroup_matrix",))
+                  ("chromium_experimental_subgroup_matrix",), out_vec=out_vec) + finish_fn(e, out_vec)
 
     def operands(k0: str, buffer: str = ""):
         return ((g.bm, bk, "A", "a", "m0", "M", k0, "K", g.a_store_in(buffer), vec_a),
@@ -170,7 +173,7 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
         staging = f"  {{\n{loads}\n{stores}\n  }}"
         if pipelined < 2:
             steps = [split("tn", buffer=f"{1 - s}u") for s in (0, 1)]
-            return SGMAT_DIAGNOSTICS + head + finish_fn(e) + sgmat_main(g, staging, steps, double=True)
+            return SGMAT_DIAGNOSTICS + head + sgmat_main(g, staging, steps, double=True)
         # two tiles ahead: register set s loads the tile two ahead in step s while set 1 - s (loaded a
         # step before) is stored into the other buffer after the multiplies; set 1 gets tile 1 up front
         staging += "\n" + "\n".join(declarations(split("0u", tag)[0]) for tag in ("s0", "s1"))
@@ -178,12 +181,12 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
         steps = [(split("tn", f"s{s}", declare=False)[0],
                   split("tn", f"s{1 - s}", declare=False, buffer=f"{1 - s}u")[1]) for s in (0, 1)]
         main = sgmat_main(g, staging, steps, double=True, ahead=2)
-        return SGMAT_DIAGNOSTICS + head + finish_fn(e) + main
+        return SGMAT_DIAGNOSTICS + head + main
     if pipelined and vec_a and vec_b:
         loads, stores = split("0u")
         staging = f"  {{\n{loads}\n{stores}\n  }}"
         if pipelined == 1:
-            return SGMAT_DIAGNOSTICS + head + finish_fn(e) + sgmat_main(g, staging, [split("tn")])
+            return SGMAT_DIAGNOSTICS + head + sgmat_main(g, staging, [split("tn")])
         tags = [f"s{d}" for d in range(pipelined)]
         # registers that live across loop steps: declared once, loaded with tiles 1 … depth-1 up front
         for d, tag in enumerate(tags):
@@ -191,7 +194,7 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
             if d:
                 staging += "\n" + split(f"{d * bk}u", tag, declare=False)[0]
         main = sgmat_main(g, staging, [split("tn", tag, declare=False) for tag in tags])
-        return SGMAT_DIAGNOSTICS + head + finish_fn(e) + main
+        return SGMAT_DIAGNOSTICS + head + main
     lds = []
     for operand, rot in zip(operands("t"), rotations, strict=True):
         rows, cols, src, lay, r0, rdim, c0, cdim, store, vec = operand
@@ -200,7 +203,7 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
                                     order))
         else:
             lds.append(staging_scalar(rows, cols, src, lay, r0, rdim, c0, cdim, store, e.dtype, g.threads))
-    return SGMAT_DIAGNOSTICS + head + finish_fn(e) + sgmat_main(g, "\n".join(lds))
+    return SGMAT_DIAGNOSTICS + head + sgmat_main(g, "\n".join(lds))
 
 
 SGMAT_DIAGNOSTICS = ("diagnostic(off, subgroup_uniformity);\n"
@@ -345,9 +348,17 @@ def _sgmat_stores(g: SgmatTile) -> str:
     for i in range(g.fm):
         for j in range(g.fn):
             store = f"subgroupMatrixStore(&Cs[{cs}], 0u, c{i}_{j}, false, 16u);"
-            finish = f"""for (var q = 0u; q < {per_lane}u; q++) {{
+            at = f"m0 + sm * {am}u + {i * 16}u + x / 16u, n0 + sn * {bw}u + {j * 16}u + x % 16u"
+            if g.out_vec:
+                # 4 adjacent results a lane: the scratch reads of a quarter-warp are 128 contiguous bytes
+                finish = f"""for (var q = 0u; q < {per_lane // 4}u; q++) {{
+    let x = (lane + q * {g.sg_size}u) * 4u;
+    finish4(batch, {at}, vec4<f32>(Cs[{cs}][x], Cs[{cs}][x + 1u], Cs[{cs}][x + 2u], Cs[{cs}][x + 3u]));
+  }}"""
+            else:
+                finish = f"""for (var q = 0u; q < {per_lane}u; q++) {{
     let x = lane + q * {g.sg_size}u;
-    finish(batch, m0 + sm * {am}u + {i * 16}u + x / 16u, n0 + sn * {bw}u + {j * 16}u + x % 16u, Cs[{cs}][x]);
+    finish(batch, {at}, Cs[{cs}][x]);
   }}"""
             if g.results_rounds == 1:
                 out.append(f"  {store}\n  workgroupBarrier();\n  {finish}\n  workgroupBarrier();")
