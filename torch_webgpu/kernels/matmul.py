@@ -575,7 +575,7 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
         first = SGMAT_LARGE if min(p.m, p.n) >= 1024 else SGMAT_SKINNY
         for name in first + [n for n in VARIANTS if n.startswith("sgmat") and n not in first]:
             spec = VARIANTS[name]
-            if spec.out_vec and not (out4 and sg <= 64):
+            if spec.out_vec and not (out4 and sg <= sgmat_wgsl.OUT_VEC_MAX_SUBGROUP):
                 continue
             threads = spec.sg_m * spec.sg_n * sg
             if _fits(caps, threads, spec.workgroup_bytes(p.dtype)):

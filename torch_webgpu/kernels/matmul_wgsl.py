@@ -88,12 +88,11 @@ def finish_fn(e: Epilogue, out_vec: bool = False) -> str:
     bias = ("  v = v + P.ab.y * f32(C[P.c.x + batch * P.c.y + row * P.c.z + col * P.c.w]);\n"
             if e.bias else "")
     res = "  v = v + f32(R[P.r.x + batch * P.r.y + row * P.r.z + col * P.r.w]);\n" if e.residual else ""
+    steps = f"  var v = P.ab.x * acc;\n{bias}  v = {ACTIVATIONS[e.activation]};\n{res}"
     if out_vec:
         return f"""
 fn epilogue(batch: u32, row: u32, col: u32, acc: f32) -> f32 {{
-  var v = P.ab.x * acc;
-{bias}  v = {ACTIVATIONS[e.activation]};
-{res}  return v;
+{steps}  return v;
 }}
 
 fn finish(batch: u32, row: u32, col: u32, acc: f32) {{
@@ -116,9 +115,7 @@ fn finish4(batch: u32, row: u32, col: u32, acc: vec4<f32>) {{
     return f"""
 fn finish(batch: u32, row: u32, col: u32, acc: f32) {{
   if (row >= P.mnkb.x || col >= P.mnkb.y) {{ return; }}
-  var v = P.ab.x * acc;
-{bias}  v = {ACTIVATIONS[e.activation]};
-{res}  O[P.o.x + batch * P.o.y + row * P.o.z + col * P.o.w] = {e.dtype}(v);
+{steps}  O[P.o.x + batch * P.o.y + row * P.o.z + col * P.o.w] = {e.dtype}(v);
 }}
 """
 

@@ -27,6 +27,8 @@ from .matmul_wgsl import (
 # f16 elements of padding per workgroup-tile row, so the 16 rows one matrix load reads do not start in
 # the same banks (H200: benchmarks/results/h200-2026-12-01-sgmat-pad.md)
 SGMAT_ROW_PAD = 8
+# the largest subgroup whose lanes each take whole groups of 4 of a 16x16 result (".o4": 256 / 64 = 4)
+OUT_VEC_MAX_SUBGROUP = 64
 
 
 @dataclass(frozen=True)
@@ -148,7 +150,7 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
     assert not (rotate and order), "rotated stores assume units along the contiguous axis"
     # a K-contiguous B (a linear layer's [N, K] weight) is stored by columns: 16-byte runs stay runs
     double = double and bool(vec_a and vec_b)
-    out_vec = out_vec and sg_size <= 64
+    out_vec = out_vec and sg_size <= OUT_VEC_MAX_SUBGROUP
     g = SgmatTile(sg_m, sg_n, fm, fn, bk, sg_size, pad, b_cols=vec_b == "rows", group=group,
                   buffers=2 if double else 1, results_rounds=results_rounds, out_vec=out_vec)
     head = header(e, "vec4<u32>" if vec_a else e.dtype, "vec4<u32>" if vec_b else e.dtype,
