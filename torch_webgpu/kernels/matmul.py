@@ -270,7 +270,8 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "tile128x128.r8x8.k8.l4.db.g8.ap": TiledSpec(128, 128, 8, 8, 8, True, double=True, group=8, a_pad=True),
     "tile128x128.r8x8.k8.l4.pl.ap": TiledSpec(128, 128, 8, 8, 8, True, pipelined=True, a_pad=True),
     # each group of 4 adjacent outputs stored at once (".o4", finish4: 16 vector stores an invocation
-    # instead of 64 scalar ones, where the output's rows are 4-aligned); not yet timed on a GPU
+    # instead of 64 scalar ones, where the output's rows are 4-aligned). H100 4096^3 f32: 35.8 TFLOP/s
+    # against 40.0 for the scalar stores (h100-2026-12-06-probe-o4.md): kept out of the large-problem order
     "tile128x128.r8x8.k8.l4.db.ap.o4": TiledSpec(128, 128, 8, 8, 8, True, double=True, a_pad=True,
                                                  out_vec=True),
     "tile128x128.r8x8.k8.l4.db.g8.ap.o4": TiledSpec(128, 128, 8, 8, 8, True, double=True, group=8,
@@ -422,14 +423,15 @@ COMBINE_THREADS = 256
 # H100 (h100-2026-12-05-probes2.md): .g16 223.7 and w4x4.f2x4 223.0 level with the leader (223.1)
 # H100 (h100-2026-12-05-probes3.md): without robustness clamps and branches the 128x256 tile of 16
 # subgroups leads, 258-261 TFLOP/s (0.38-0.39x torch CUDA), the 256x128 one 249-255
-# The untimed ".o4" forms of the leaders sit second and third, inside the autotuner's six (where the
-# output's rows are not 4-aligned they are not offered and the list closes up).
-SGMAT_LARGE = ["sgmat.w4x4.f2x4.k32.pl.g8.rot", "sgmat.w4x4.f2x4.k32.pl.g8.rot.o4",
-               "sgmat.w8x2.f2x4.k32.pl.g8.rot.bp.o4", "sgmat.w4x4.f2x4.k32.pl.g4.rot",
-               "sgmat.w8x2.f2x4.k32.pl.g8.rot.bp", "sgmat.w8x2.f2x4.k32.pl.g16.rot",
-               "sgmat.w4x4.f2x4.k32.pl.g4.rot.o4",
-               "sgmat.w8x2.f2x4.k32.pl.g8.rot", "sgmat.w4x4.f4x2.k32.pl.g8.rot",
-               "sgmat.w4x2.f4x4.k32.pl.g8.rot", "sgmat.w4x2.f4x4.k32.pl.rot", "sgmat.w4x2.f4x4.k32.pl2.g8"]
+# H100 (h100-2026-12-06-probe-o4.md): the ".o4" forms lead, g4.rot.o4 267.3 and g8.rot.o4 267.1 TFLOP/s
+# against 263.9 and 259.3 for their scalar-store forms (the run's autotuner: 531 us against 538-539).
+# Where the output's rows are not 4-aligned the .o4 forms are not offered and the list closes up.
+SGMAT_LARGE = ["sgmat.w4x4.f2x4.k32.pl.g8.rot.o4", "sgmat.w4x4.f2x4.k32.pl.g4.rot.o4",
+               "sgmat.w4x4.f2x4.k32.pl.g8.rot", "sgmat.w4x4.f2x4.k32.pl.g4.rot",
+               "sgmat.w8x2.f2x4.k32.pl.g8.rot.bp.o4", "sgmat.w8x2.f2x4.k32.pl.g8.rot.bp",
+               "sgmat.w8x2.f2x4.k32.pl.g16.rot", "sgmat.w8x2.f2x4.k32.pl.g8.rot",
+               "sgmat.w4x4.f4x2.k32.pl.g8.rot", "sgmat.w4x2.f4x4.k32.pl.g8.rot",
+               "sgmat.w4x2.f4x4.k32.pl.rot", "sgmat.w4x2.f4x4.k32.pl2.g8"]
 SGMAT_SKINNY = ["sgmat.w1x1.f2x2.k32", "sgmat.w2x2.f2x2.k64", "sgmat.w2x2.f2x2.k32", "sgmat.w4x2.f2x2.k32",
                 "sgmat.w2x2.f4x2.k32", "sgmat.w2x2.f2x4.k32"]
 
@@ -589,8 +591,7 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
     # default orders from the H200 runs of 2026-12-01 and 2026-12-04 (.db: h200-2026-12-04-pipelines.md);
     # the padded A tiles first (h100-2026-12-05-probes2.md: H100 and H200)
     if p.m * p.n >= 1 << 20 and p.m >= 256:
-        order = ["tile128x128.r8x8.k8.l4.db.ap", "tile128x128.r8x8.k8.l4.db.ap.o4",
-                 "tile128x128.r8x8.k8.l4.db.g8.ap.o4", "tile128x128.r8x8.k8.l4.db.g8.ap",
+        order = ["tile128x128.r8x8.k8.l4.db.ap", "tile128x128.r8x8.k8.l4.db.g8.ap",
                  "tile128x64.r8x4.k16.l4.db", "tile128x128.r8x8.k8.l4.pl.ap", "tile128x128.r8x8.k8.l4.db",
                  "tile128x128.r8x8.k8.l4.pl", "tile128x64.r8x4.k16.l4", "tile128x128.r8x8.k16"] + tiled
     elif p.m <= 16:
