@@ -131,6 +131,7 @@ class TiledSpec:
     a_rows: bool = False  # a K-contiguous A's tile kept [i][k], both tiles stored in whole vec4s (".ar")
     a_pad: bool = False   # [k][i] A tile of padded lines: its stores off each other's banks (".ap")
     out_vec: bool = False  # each group of 4 adjacent outputs stored at once (".o4", rows 4-aligned only)
+    fetch_k: int = 0      # with `double`: the next K tile fetched this many lines at a time (".f<n>")
 
     @property
     def threads(self) -> int:
@@ -276,6 +277,13 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
                                                  out_vec=True),
     "tile128x128.r8x8.k8.l4.db.g8.ap.o4": TiledSpec(128, 128, 8, 8, 8, True, double=True, group=8,
                                                     a_pad=True, out_vec=True),
+    # 16-deep double-buffered K tiles fetched and stashed 8 lines at a time (".f8"): half the barriers of
+    # the k8 leaders with their registers and their stores' banks (the padded k16 tiles lost on both, 33.5-
+    # 34.7 TFLOP/s); not yet timed on a GPU
+    "tile128x128.r8x8.k16.l4.db.f8.ap": TiledSpec(128, 128, 16, 8, 8, True, double=True, a_pad=True,
+                                                  fetch_k=8),
+    "tile128x128.r8x8.k16.l4.db.f8.g8.ap": TiledSpec(128, 128, 16, 8, 8, True, double=True, group=8,
+                                                     a_pad=True, fetch_k=8),
     "gemv.k64n4.sg": GemvSpec(64, 4, True, True),
     "gemv.k64n4.wg": GemvSpec(64, 4, True),
     "gemv.k32n8.wg": GemvSpec(32, 8, True),
@@ -592,6 +600,7 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
     # the padded A tiles first (h100-2026-12-05-probes2.md: H100 and H200)
     if p.m * p.n >= 1 << 20 and p.m >= 256:
         order = ["tile128x128.r8x8.k8.l4.db.ap", "tile128x128.r8x8.k8.l4.db.g8.ap",
+                 "tile128x128.r8x8.k16.l4.db.f8.ap", "tile128x128.r8x8.k16.l4.db.f8.g8.ap",
                  "tile128x64.r8x4.k16.l4.db", "tile128x128.r8x8.k8.l4.pl.ap", "tile128x128.r8x8.k8.l4.db",
                  "tile128x128.r8x8.k8.l4.pl", "tile128x64.r8x4.k16.l4", "tile128x128.r8x8.k16"] + tiled
     elif p.m <= 16:
@@ -707,7 +716,8 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
             b_mode = {"k": "sk", "i": "si"}.get(b_mode, b_mode)
         src = wgsl.tiled_source(epi, spec.bm, spec.bn, spec.bk, spec.tm, spec.tn, a_mode, b_mode, spec.lds4,
                                 double=spec.double, group=spec.group, pipelined=spec.pipelined,
-                                a_rows=spec.a_rows, a_pad=spec.a_pad, out_vec=spec.out_vec)
+                                a_rows=spec.a_rows, a_pad=spec.a_pad, out_vec=spec.out_vec,
+                                fetch_k=spec.fetch_k)
         grid = (ceil_div(p.n, spec.bn), ceil_div(p.m, spec.bm), p.batch)
         wg = (spec.bn // spec.tn, spec.bm // spec.tm, 1)
     elif isinstance(spec, GemvSpec) and spec.unroll:
