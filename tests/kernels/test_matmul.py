@@ -181,18 +181,17 @@ def test_grouped_launch_order_covers_every_tile_once(rt, caps, monkeypatch, grou
     check(rt, caps, p, a, bb, name, bias=bias)
 
 
-@pytest.mark.parametrize("form", ["pl2", "pl3", "db", "db.ap", "db.f8.ap"])
+@pytest.mark.parametrize("form", ["pl2", "pl3", "db", "db.ap"])
 @pytest.mark.parametrize("k", [8, 40, 56], ids=lambda k: f"k{k}")
 def test_deep_pipelined_tiles_match_torch(rt, caps, monkeypatch, form, k):
     """Two or three K tiles of registers in flight, or two K-tile buffers (also with the A tile's lines
-    padded, ".ap", offered in the vec4 form only, and the next tile fetched in 8-line parts, ".f8"): one
-    K tile (fewer than a loop iteration's steps), an odd count (the loop leaves after its first step)
-    and a count the steps divide, batched, B transposed."""
+    padded, ".ap", offered in the vec4 form only): one K tile (fewer than a loop iteration's steps), an
+    odd count (the loop leaves after its first step) and a count the steps divide, batched, B
+    transposed."""
     name = f"tile64x64.r4x4.k16.l4.{form}"
     depth = int(form[2:]) if form.startswith("pl") else 0
     monkeypatch.setitem(VARIANTS, name, TiledSpec(64, 64, 16, 4, 4, True, pipelined=depth,
-                                                  double=form.startswith("db"), a_pad=form.endswith("ap"),
-                                                  fetch_k=8 if ".f8" in form else 0))
+                                                  double=form.startswith("db"), a_pad=form.endswith("ap")))
     gen = torch.Generator().manual_seed(k + depth)
     a, bb = operands(2, 40, 36, k, "f32", False, True, gen=gen)
     p = problem(a, bb, "f32")
@@ -204,8 +203,6 @@ def test_deep_pipelined_tiles_match_torch(rt, caps, monkeypatch, form, k):
     src = plan_matmul(p, caps, name).wgsl
     steps = depth or 2
     assert src.count("workgroupBarrier();") == (2 * depth or 3) and f"t += {16 * steps}u" in src
-    # each step's two parts: the FMAs over K lines 0-7, then 8-15, of its buffer
-    assert src.count("for (var k = 8u; k < 16u; k++)") == (2 if ".f8" in form else 0)
     check(rt, caps, p, a, bb, name)
 
 

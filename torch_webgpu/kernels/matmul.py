@@ -131,7 +131,6 @@ class TiledSpec:
     a_rows: bool = False  # a K-contiguous A's tile kept [i][k], both tiles stored in whole vec4s (".ar")
     a_pad: bool = False   # [k][i] A tile of padded lines: its stores off each other's banks (".ap")
     out_vec: bool = False  # each group of 4 adjacent outputs stored at once (".o4", rows 4-aligned only)
-    fetch_k: int = 0      # with `double`: the next K tile fetched this many lines at a time (".f<n>")
 
     @property
     def threads(self) -> int:
@@ -266,7 +265,10 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     # on 32 banks at k8 instead of 16. f32 4096^3 (h100-2026-12-05-probes2.md): 128x128.k8.l4.db.ap 39.97
     # TFLOP/s on the H200 (both processes; 40.3 on the H100) against 38.26 unpadded, first for large
     # problems, its grouped form level (39.97; the H200 harness's autotuner took it), pipelined 38.4;
-    # 256x128.k8.db.ap 37.3 and the padded k16 tiles 33.5-34.7 (16 banks, yet slower than unpadded): gone
+    # 256x128.k8.db.ap 37.3 and the padded k16 tiles 33.5-34.7 (16 banks, yet slower than unpadded): gone.
+    # Also gone: 128x128.k16.db.ap with the next tile fetched and stashed 8 lines at a time around as many
+    # lines' FMAs (the k8 tiles' registers and store banks, half their barriers), H200 33.5-33.6 TFLOP/s
+    # against 40.0 (h200-2026-12-06-issue12-stop33.md; autotuner 4.11 ms against 3.44)
     "tile128x128.r8x8.k8.l4.db.ap": TiledSpec(128, 128, 8, 8, 8, True, double=True, a_pad=True),
     "tile128x128.r8x8.k8.l4.db.g8.ap": TiledSpec(128, 128, 8, 8, 8, True, double=True, group=8, a_pad=True),
     "tile128x128.r8x8.k8.l4.pl.ap": TiledSpec(128, 128, 8, 8, 8, True, pipelined=True, a_pad=True),
@@ -277,13 +279,6 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
                                                  out_vec=True),
     "tile128x128.r8x8.k8.l4.db.g8.ap.o4": TiledSpec(128, 128, 8, 8, 8, True, double=True, group=8,
                                                     a_pad=True, out_vec=True),
-    # 16-deep double-buffered K tiles fetched and stashed 8 lines at a time (".f8"): half the barriers of
-    # the k8 leaders with their registers and their stores' banks (the padded k16 tiles lost on both, 33.5-
-    # 34.7 TFLOP/s); not yet timed on a GPU
-    "tile128x128.r8x8.k16.l4.db.f8.ap": TiledSpec(128, 128, 16, 8, 8, True, double=True, a_pad=True,
-                                                  fetch_k=8),
-    "tile128x128.r8x8.k16.l4.db.f8.g8.ap": TiledSpec(128, 128, 16, 8, 8, True, double=True, group=8,
-                                                     a_pad=True, fetch_k=8),
     "gemv.k64n4.sg": GemvSpec(64, 4, True, True),
     "gemv.k64n4.wg": GemvSpec(64, 4, True),
     "gemv.k32n8.wg": GemvSpec(32, 8, True),
@@ -600,7 +595,6 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
     # the padded A tiles first (h100-2026-12-05-probes2.md: H100 and H200)
     if p.m * p.n >= 1 << 20 and p.m >= 256:
         order = ["tile128x128.r8x8.k8.l4.db.ap", "tile128x128.r8x8.k8.l4.db.g8.ap",
-                 "tile128x128.r8x8.k16.l4.db.f8.ap", "tile128x128.r8x8.k16.l4.db.f8.g8.ap",
                  "tile128x64.r8x4.k16.l4.db", "tile128x128.r8x8.k8.l4.pl.ap", "tile128x128.r8x8.k8.l4.db",
                  "tile128x128.r8x8.k8.l4.pl", "tile128x64.r8x4.k16.l4", "tile128x128.r8x8.k16"] + tiled
     elif p.m <= 16:
@@ -716,8 +710,7 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
             b_mode = {"k": "sk", "i": "si"}.get(b_mode, b_mode)
         src = wgsl.tiled_source(epi, spec.bm, spec.bn, spec.bk, spec.tm, spec.tn, a_mode, b_mode, spec.lds4,
                                 double=spec.double, group=spec.group, pipelined=spec.pipelined,
-                                a_rows=spec.a_rows, a_pad=spec.a_pad, out_vec=spec.out_vec,
-                                fetch_k=spec.fetch_k)
+                                a_rows=spec.a_rows, a_pad=spec.a_pad, out_vec=spec.out_vec)
         grid = (ceil_div(p.n, spec.bn), ceil_div(p.m, spec.bm), p.batch)
         wg = (spec.bn // spec.tn, spec.bm // spec.tm, 1)
     elif isinstance(spec, GemvSpec) and spec.unroll:

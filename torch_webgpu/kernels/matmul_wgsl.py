@@ -321,7 +321,7 @@ def tile_origin(bm: int, bn: int, group: int) -> str:
 def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mode: str,
                  b_mode: str, lds4: bool = False, splits: int = 1, double: bool = False,
                  group: int = 0, pipelined: int = 0, a_rows: bool = False, a_pad: bool = False,
-                 out_vec: bool = False, fetch_k: int = 0) -> str:
+                 out_vec: bool = False) -> str:
     """Register-tiled SIMT matmul: a (bm × bn) output tile per workgroup, (tm × tn) per invocation at
     rows ty + i * TY and cols tx + j * TX (conflict-free workgroup reads, coalesced stores). `lds4`:
     each invocation owns groups of 4 adjacent rows and columns (rows g·4·TY + 4·ty + i), so it reads
@@ -337,10 +337,7 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
     invocations per bank); the FMAs read A four k at a time (_rows_multiply). `a_pad` (a K-contiguous A
     read as vec4, `lds4`): the [k][i] A tile's lines LINE_PAD words apart, so that its transposing stores
     spread over the banks. `out_vec` (`lds4`, one pass): each invocation's groups of 4 adjacent outputs
-    stored as one vector (finish_fn's `finish4`; O an array of vec4). `fetch_k` (`double`, `lds4`, not
-    `a_rows`; divides bk): the next tile is fetched and stashed `fetch_k` K lines at a time, each part
-    around the FMAs of as many lines of this tile, so a deep tile (fewer barriers) holds no more loads
-    in registers than a `fetch_k`-deep one."""
+    stored as one vector (finish_fn's `finish4`; O an array of vec4)."""
     t = e.dtype
     tx, ty = bn // tn, bm // tm
     threads = tx * ty
@@ -354,9 +351,8 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
         a_words = bm * (bk + ROWS_PAD) // 4
     a_words += pad * bk // 4
 
-    def multiply(buffer: int, k_from: int = 0, depth: int = bk) -> str:
-        """The loop over K lines [k_from, k_from + depth) of the K tile in `buffer` (the double-buffered
-        form's 2nd): workgroup reads, FMAs."""
+    def multiply(buffer: int) -> str:
+        """The loop over the K tile in `buffer` (the double-buffered form's 2nd): workgroup reads, FMAs."""
         abase, bbase = (f"{a_words}u + ", f"{b_words}u + ") if buffer else ("", "")
         if a_rows:
             return _rows_multiply(bm, bn, bk, tm, tn, abase, bbase)
@@ -371,7 +367,7 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
             reads = ([f"      let a{i} = As[{abase}k * {bm}u + lid.y + {i * ty}u];" for i in range(tm)]
                      + [f"      let b{j} = Bs[{bbase}k * {bn}u + lid.x + {j * tx}u];" for j in range(tn)])
             fmas = [f"      acc{i}_{j} = fma(a{i}, b{j}, acc{i}_{j});" for i in range(tm) for j in range(tn)]
-        return f"""    for (var k = {k_from}u; k < {k_from + depth}u; k++) {{
+        return f"""    for (var k = 0u; k < {bk}u; k++) {{
 {chr(10).join(reads)}
 {chr(10).join(fmas)}
     }}"""
@@ -405,12 +401,9 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
         ks = "  let M = P.mnkb.x; let N = P.mnkb.y; let K = P.mnkb.z;\n  let batch = wid.z;"
         k_first = "0u"
     copies = 2 if double else 1
-    fetch_k = fetch_k if double and lds4 and not a_rows and 0 < fetch_k < bk and bk % fetch_k == 0 else bk
     if double:
-        parts = [(h * fetch_k, fetch_k) for h in range(bk // fetch_k)]
         k_loop = _double_buffered_k_loop(bm, bn, bk, a_mode, b_mode, threads, lds4, k_first,
-                                         [[multiply(b, *part) for part in parts] for b in (0, 1)],
-                                         a_words, b_words, a_rows, pad, fetch_k)
+                                         [multiply(0), multiply(1)], a_words, b_words, a_rows, pad)
     elif pipelined:
         k_loop = _pipelined_k_loop(bm, bn, bk, a_mode, b_mode, threads, lds4, k_first, multiply(0),
                                    pipelined, a_rows, pad)
@@ -515,37 +508,30 @@ def _pipelined_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str, threa
 
 
 def _double_buffered_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str, threads: int,
-                            lds4: bool, k_first: str, steps: list[list[str]], a_words: int, b_words: int,
-                            a_rows: bool = False, pad: int = 0, fetch_k: int = 0) -> str:
+                            lds4: bool, k_first: str, steps: list[str], a_words: int, b_words: int,
+                            a_rows: bool = False, pad: int = 0) -> str:
     """The K loop of tiled_source's `double` form: tile 0 staged before it into buffer 0; each step fetches
-    the next tile into registers, multiplies this one (`steps[b]`: the loops over K-tile buffer b, one per
-    part of `fetch_k` lines) and stashes the fetched one into the other buffer, one barrier per tile; with
-    several parts, part h of the next tile is fetched before and stashed after this tile's part h. A loop
-    iteration is two steps, so that every buffer offset is a constant (a `cur` index took the H200's
-    128x128.k8.l4 from 37.9 to 32.9 TFLOP/s, benchmarks/results/h200-2026-12-04-pipelines.md). `a_rows`:
-    tiled_source's; `pad`: the A tile's (_tile_load's)."""
-    fetch_k = fetch_k or bk
-    a_line, b_line = (bm + pad) // (4 if lds4 else 1), bn // (4 if lds4 else 1)   # words of a K line
-
-    def halves(k0: str, buf: int, k_from: int = 0, depth: int = bk) -> tuple[str, str]:
-        a_at, b_at = buf * a_words + k_from * a_line, buf * b_words + k_from * b_line
-        fa, sa = _tile_fetch_stash("A", "a", "As", bm, depth, "m0", "M", a_mode, threads, True, lds4, k0,
-                                   f"{a_at}u" if a_at else "", whole=a_rows, pad=pad)
-        fb, sb = _tile_fetch_stash("B", "b", "Bs", bn, depth, "n0", "N", b_mode, threads, False, lds4, k0,
-                                   f"{b_at}u" if b_at else "", whole=a_rows)
+    the next tile into registers, multiplies this one (`steps[b]`: the loop over K-tile buffer b) and
+    stashes the fetched one into the other buffer, one barrier per tile. A loop iteration is two
+    steps, so that every buffer offset is a constant (a `cur` index took the H200's 128x128.k8.l4 from
+    37.9 to 32.9 TFLOP/s, benchmarks/results/h200-2026-12-04-pipelines.md). `a_rows`: tiled_source's;
+    `pad`: the A tile's (_tile_load's)."""
+    def halves(k0: str, buf: int) -> tuple[str, str]:
+        fa, sa = _tile_fetch_stash("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4, k0,
+                                   f"{buf * a_words}u" if buf else "", whole=a_rows, pad=pad)
+        fb, sb = _tile_fetch_stash("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4, k0,
+                                   f"{buf * b_words}u" if buf else "", whole=a_rows)
         return fa + "\n" + fb, sa + "\n" + sb
     fetch0, stash0 = halves(k_first, 0)
 
     def step(s: int) -> str:
-        parts = []
-        for h, multiply in enumerate(steps[s]):
-            fetch, stash = halves(f"t + {(s + 1) * bk + h * fetch_k}u", 1 - s, h * fetch_k, fetch_k)
-            parts.append(f"""    {{
+        fetch, stash = halves(f"t + {(s + 1) * bk}u", 1 - s)
+        return f"""    {{
 {fetch}
-{multiply}
+{steps[s]}
 {stash}
-    }}""")
-        return "\n".join(parts) + "\n    workgroupBarrier();"
+    }}
+    workgroupBarrier();"""
     return f"""  {{
 {fetch0}
 {stash0}
