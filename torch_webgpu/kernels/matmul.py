@@ -272,13 +272,9 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "tile128x128.r8x8.k8.l4.db.ap": TiledSpec(128, 128, 8, 8, 8, True, double=True, a_pad=True),
     "tile128x128.r8x8.k8.l4.db.g8.ap": TiledSpec(128, 128, 8, 8, 8, True, double=True, group=8, a_pad=True),
     "tile128x128.r8x8.k8.l4.pl.ap": TiledSpec(128, 128, 8, 8, 8, True, pipelined=True, a_pad=True),
-    # each group of 4 adjacent outputs stored at once (".o4", finish4: 16 vector stores an invocation
-    # instead of 64 scalar ones, where the output's rows are 4-aligned). H100 4096^3 f32: 35.8 TFLOP/s
-    # against 40.0 for the scalar stores (h100-2026-12-06-probe-o4.md): kept out of the large-problem order
-    "tile128x128.r8x8.k8.l4.db.ap.o4": TiledSpec(128, 128, 8, 8, 8, True, double=True, a_pad=True,
-                                                 out_vec=True),
-    "tile128x128.r8x8.k8.l4.db.g8.ap.o4": TiledSpec(128, 128, 8, 8, 8, True, double=True, group=8,
-                                                    a_pad=True, out_vec=True),
+    # Gone too: their ".o4" forms (each group of 4 adjacent outputs stored at once, finish4: 16 vector
+    # stores an invocation instead of 64 scalar ones), H100 4096^3 f32 35.8 TFLOP/s against 40.0, H200
+    # 35.7-35.8 (h100-2026-12-06-probe-o4.md, h200-2026-12-06-probe-f8.json); TiledSpec.out_vec stays
     "gemv.k64n4.sg": GemvSpec(64, 4, True, True),
     "gemv.k64n4.wg": GemvSpec(64, 4, True),
     "gemv.k32n8.wg": GemvSpec(32, 8, True),
