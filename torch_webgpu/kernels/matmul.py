@@ -272,6 +272,23 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "tile128x128.r8x8.k8.l4.db.ap": TiledSpec(128, 128, 8, 8, 8, True, double=True, a_pad=True),
     "tile128x128.r8x8.k8.l4.db.g8.ap": TiledSpec(128, 128, 8, 8, 8, True, double=True, group=8, a_pad=True),
     "tile128x128.r8x8.k8.l4.pl.ap": TiledSpec(128, 128, 8, 8, 8, True, pipelined=True, a_pad=True),
+    # 128-invocation 128x128 tiles, 8x16 (or 16x8) outputs an invocation: six vec4 workgroup reads per
+    # 128 FMAs instead of four per 64. H100 f32 4096^3 (h100-2026-12-06-probe-r8x16.md): r8x16 40.76
+    # TFLOP/s against 39.97 for the 256-invocation r8x8 leader (torch 50.9), its .g8 form 40.72, r16x8
+    # 40.42, 128x256.r8x16 40.46, 256x128.r16x8 40.17, 16-deep r8x16 32.0 (gone); the rest are first timed
+    # in the stop-34 run
+    "tile128x128.r8x16.k8.l4.db.ap": TiledSpec(128, 128, 8, 8, 16, True, double=True, a_pad=True),
+    "tile128x128.r8x16.k8.l4.db.g8.ap": TiledSpec(128, 128, 8, 8, 16, True, double=True, group=8, a_pad=True),
+    "tile128x128.r8x16.k8.l4.db.g4.ap": TiledSpec(128, 128, 8, 8, 16, True, double=True, group=4, a_pad=True),
+    "tile128x128.r16x8.k8.l4.db.ap": TiledSpec(128, 128, 8, 16, 8, True, double=True, a_pad=True),
+    "tile128x256.r8x16.k8.l4.db.ap": TiledSpec(128, 256, 8, 8, 16, True, double=True, a_pad=True),
+    "tile256x128.r16x8.k8.l4.db.ap": TiledSpec(256, 128, 8, 16, 8, True, double=True, a_pad=True),
+    "tile128x128.r8x16.k4.l4.db.ap": TiledSpec(128, 128, 4, 8, 16, True, double=True, a_pad=True),
+    "tile128x128.r8x16.k8.l4.pl.ap": TiledSpec(128, 128, 8, 8, 16, True, pipelined=True, a_pad=True),
+    "tile64x128.r8x16.k8.l4.db.ap": TiledSpec(64, 128, 8, 8, 16, True, double=True, a_pad=True),
+    "tile128x64.r16x8.k8.l4.db.ap": TiledSpec(128, 64, 8, 16, 8, True, double=True, a_pad=True),
+    "tile128x128.r8x16.k8.l4.db.ar": TiledSpec(128, 128, 8, 8, 16, True, double=True, a_rows=True),
+    "tile128x128.r8x16.k8.l4.db": TiledSpec(128, 128, 8, 8, 16, True, double=True),
     # Gone too: their ".o4" forms (each group of 4 adjacent outputs stored at once, finish4: 16 vector
     # stores an invocation instead of 64 scalar ones), H100 4096^3 f32 35.8 TFLOP/s against 40.0, H200
     # 35.7-35.8 (h100-2026-12-06-probe-o4.md, h200-2026-12-06-probe-f8.json); TiledSpec.out_vec stays
@@ -590,7 +607,9 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
     # default orders from the H200 runs of 2026-12-01 and 2026-12-04 (.db: h200-2026-12-04-pipelines.md);
     # the padded A tiles first (h100-2026-12-05-probes2.md: H100 and H200)
     if p.m * p.n >= 1 << 20 and p.m >= 256:
-        order = ["tile128x128.r8x8.k8.l4.db.ap", "tile128x128.r8x8.k8.l4.db.g8.ap",
+        order = ["tile128x128.r8x16.k8.l4.db.ap", "tile128x128.r8x16.k8.l4.db.g8.ap",
+                 "tile128x128.r8x16.k8.l4.db.g4.ap", "tile128x128.r16x8.k8.l4.db.ap",
+                 "tile128x128.r8x8.k8.l4.db.ap", "tile128x128.r8x8.k8.l4.db.g8.ap",
                  "tile128x64.r8x4.k16.l4.db", "tile128x128.r8x8.k8.l4.pl.ap", "tile128x128.r8x8.k8.l4.db",
                  "tile128x128.r8x8.k8.l4.pl", "tile128x64.r8x4.k16.l4", "tile128x128.r8x8.k16"] + tiled
     elif p.m <= 16:
