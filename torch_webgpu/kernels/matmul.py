@@ -273,21 +273,16 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "tile128x128.r8x8.k8.l4.db.g8.ap": TiledSpec(128, 128, 8, 8, 8, True, double=True, group=8, a_pad=True),
     "tile128x128.r8x8.k8.l4.pl.ap": TiledSpec(128, 128, 8, 8, 8, True, pipelined=True, a_pad=True),
     # 128-invocation 128x128 tiles, 8x16 (or 16x8) outputs an invocation: six vec4 workgroup reads per
-    # 128 FMAs instead of four per 64. H100 f32 4096^3 (h100-2026-12-06-probe-r8x16.md): r8x16 40.76
-    # TFLOP/s against 39.97 for the 256-invocation r8x8 leader (torch 50.9), its .g8 form 40.72, r16x8
-    # 40.42, 128x256.r8x16 40.46, 256x128.r16x8 40.17, 16-deep r8x16 32.0 (gone); the rest are first timed
-    # in the stop-34 run
+    # 128 FMAs instead of four per 64. H100 f32 4096^3 in three processes (h100-2026-12-06-probe-r8x16.md):
+    # r8x16 40.76-40.80 TFLOP/s against 39.95-39.97 for the 256-invocation r8x8 leader (torch 50.9-51.1),
+    # first for large problems; .g8/.g4 40.70-40.73, r16x8 40.40-40.42, unpadded (A's stores on 16 banks)
+    # 40.76. Gone: 128x256.r8x16 40.44-40.47 and 256x128.r16x8 40.16-40.19 (256 invocations), register-
+    # pipelined 39.76, 4-deep 37.8, A kept [i][k] (.ar) 36.6, 16-deep 32.0, 64-invocation 64x128.r8x16 and
+    # 128x64.r16x8 32.6-32.7 (the issue-12 run of stop 34 on an H100: compiled 0.81x, library 0.83x)
     "tile128x128.r8x16.k8.l4.db.ap": TiledSpec(128, 128, 8, 8, 16, True, double=True, a_pad=True),
     "tile128x128.r8x16.k8.l4.db.g8.ap": TiledSpec(128, 128, 8, 8, 16, True, double=True, group=8, a_pad=True),
     "tile128x128.r8x16.k8.l4.db.g4.ap": TiledSpec(128, 128, 8, 8, 16, True, double=True, group=4, a_pad=True),
     "tile128x128.r16x8.k8.l4.db.ap": TiledSpec(128, 128, 8, 16, 8, True, double=True, a_pad=True),
-    "tile128x256.r8x16.k8.l4.db.ap": TiledSpec(128, 256, 8, 8, 16, True, double=True, a_pad=True),
-    "tile256x128.r16x8.k8.l4.db.ap": TiledSpec(256, 128, 8, 16, 8, True, double=True, a_pad=True),
-    "tile128x128.r8x16.k4.l4.db.ap": TiledSpec(128, 128, 4, 8, 16, True, double=True, a_pad=True),
-    "tile128x128.r8x16.k8.l4.pl.ap": TiledSpec(128, 128, 8, 8, 16, True, pipelined=True, a_pad=True),
-    "tile64x128.r8x16.k8.l4.db.ap": TiledSpec(64, 128, 8, 8, 16, True, double=True, a_pad=True),
-    "tile128x64.r16x8.k8.l4.db.ap": TiledSpec(128, 64, 8, 16, 8, True, double=True, a_pad=True),
-    "tile128x128.r8x16.k8.l4.db.ar": TiledSpec(128, 128, 8, 8, 16, True, double=True, a_rows=True),
     "tile128x128.r8x16.k8.l4.db": TiledSpec(128, 128, 8, 8, 16, True, double=True),
     # Gone too: their ".o4" forms (each group of 4 adjacent outputs stored at once, finish4: 16 vector
     # stores an invocation instead of 64 scalar ones), H100 4096^3 f32 35.8 TFLOP/s against 40.0, H200
@@ -442,6 +437,9 @@ COMBINE_THREADS = 256
 # H100 (h100-2026-12-06-probe-o4.md): the ".o4" forms lead, g4.rot.o4 267.3 and g8.rot.o4 267.1 TFLOP/s
 # against 263.9 and 259.3 for their scalar-store forms (the run's autotuner: 531 us against 538-539).
 # Where the output's rows are not 4-aligned the .o4 forms are not offered and the list closes up.
+# H100 (h100-2026-12-06-probe-r8x16.md), not added: two 16-deep K-tile buffers of the 128x256 tile 137-193
+# TFLOP/s against 262; B's fragments loaded from the operand with only A staged (two 32-deep A buffers, or
+# one 64-deep) 74-106: a right matrix from a storage buffer costs far more than from workgroup memory.
 SGMAT_LARGE = ["sgmat.w4x4.f2x4.k32.pl.g8.rot.o4", "sgmat.w4x4.f2x4.k32.pl.g4.rot.o4",
                "sgmat.w4x4.f2x4.k32.pl.g8.rot", "sgmat.w4x4.f2x4.k32.pl.g4.rot",
                "sgmat.w8x2.f2x4.k32.pl.g8.rot.bp.o4", "sgmat.w8x2.f2x4.k32.pl.g8.rot.bp",
