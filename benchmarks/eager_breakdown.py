@@ -1,13 +1,14 @@
 """Where a synchronised eager call's time goes: wall per call against the GPU time of its dispatches.
 
-`python -m benchmarks.eager_breakdown [--json FILE] [--reps N]` runs the eager figures of issue 12 that
-sit near their goals (GPT-2 prefill's 128×768×3072 matmul, the bandwidth suite's 512 MiB `sum`; smaller
-sizes on a software adapter) as the harness does (one call, then synchronize), and for each prints one
-JSON row: median wall µs per call, the GPU µs of one call's dispatches (timestamps, per kernel label),
-wall − GPU, the host µs of recording the call (no wait) and of each queue submit inside that recording,
-and torch CUDA's wall per call in the same process where CUDA exists (its context created first, as the
-harness does). `--heavy-bytes N` sets runtime.native_eager.HEAVY_BYTES (replays binding that much are
-submitted as soon as they are recorded) for the run, to compare the early submit with none.
+`python -m benchmarks.eager_breakdown [--json FILE] [--reps N] [--only REGEX]` runs the eager figures of
+issue 12 that sit near their goals (GPT-2 prefill's 128×768×3072 matmul, the bandwidth suite's 512 MiB
+`sum`, the dense 4096³ matmuls in f32 and, with shader-f16, f16; smaller sizes on a software adapter)
+as the harness does (one call, then synchronize), and for each prints one JSON row: median wall µs per
+call, the GPU µs of one call's dispatches (timestamps, per kernel label), wall − GPU, the host µs of
+recording the call (no wait) and of each queue submit inside that recording, and torch CUDA's wall per
+call in the same process where CUDA exists (its context created first, as the harness does).
+`--heavy-bytes N` sets runtime.native_eager.HEAVY_BYTES (replays binding that much are submitted as soon
+as they are recorded) for the run, to compare the early submit with none.
 """
 
 from __future__ import annotations
@@ -19,15 +20,23 @@ import time
 from collections.abc import Callable
 
 
-def _cases(torch, gpu: bool) -> dict[str, tuple[Callable, tuple]]:
-    """name -> (function, CPU operands), seeded like the harness's suites."""
+def _cases(torch, gpu: bool, f16: bool) -> dict[str, tuple[Callable, tuple]]:
+    """name -> (function, CPU operands), seeded like the harness's suites (the square matmuls like the
+    matmul suite's: its seed is the size)."""
     gen = torch.Generator().manual_seed(128)
     m, k, n = (128, 768, 3072) if gpu else (64, 256, 512)
     mm = (torch.randn(m, k, generator=gen), torch.randn(k, n, generator=gen))
     numel = (512 if gpu else 16) * (1 << 20) // 4
     sums = (torch.randn(numel), torch.randn(numel))
-    return {f"matmul f32 {m}x{k}x{n}": (lambda a, b: a @ b, mm),
-            f"sum f32 {numel * 4 >> 20} MiB (+ 0 * b[0])": (lambda a, b: a.sum() + 0 * b[0], sums)}
+    cases = {f"matmul f32 {m}x{k}x{n}": (lambda a, b: a @ b, mm),
+             f"sum f32 {numel * 4 >> 20} MiB (+ 0 * b[0])": (lambda a, b: a.sum() + 0 * b[0], sums)}
+    size = 4096 if gpu else 256
+    gen = torch.Generator().manual_seed(size)
+    square = (torch.randn(size, size, generator=gen), torch.randn(size, size, generator=gen))
+    cases[f"matmul f32 {size}^3"] = (lambda a, b: a @ b, square)
+    if f16:
+        cases[f"matmul f16 {size}^3"] = (lambda a, b: a @ b, tuple(t.half() for t in square))
+    return cases
 
 
 def _wall(fn: Callable, args: tuple, sync: Callable, reps: int) -> list[float]:
@@ -64,8 +73,10 @@ def _timed_submits(rt) -> tuple[list[float], Callable | None]:
     return seconds, submit
 
 
-def measure(reps: int, heavy_bytes: int | None = None) -> list[dict]:
-    """One row per case (see the module docstring)."""
+def measure(reps: int, heavy_bytes: int | None = None, only: str | None = None) -> list[dict]:
+    """One row per case (see the module docstring); `only`: a regex over the case names."""
+    import re
+
     import torch
 
     import torch_webgpu  # noqa: F401 (registers the device)
@@ -82,9 +93,13 @@ def measure(reps: int, heavy_bytes: int | None = None) -> list[dict]:
     rt = get_runtime()
     gpu = not rt.info.software
     rows = []
-    for name, (fn, cpu_args) in _cases(torch, gpu).items():
+    for name, (fn, cpu_args) in _cases(torch, gpu, "shader-f16" in rt.info.features).items():
+        if only and not re.search(only, name):
+            continue
         args = tuple(t.to("webgpu") for t in cpu_args)
-        torch.testing.assert_close(fn(*args).cpu(), fn(*cpu_args), rtol=1e-3, atol=1e-1)
+        want = fn(*(t.float() for t in cpu_args))   # f16 operands: the CPU product in f32, then compared
+        tol = dict(rtol=2e-2, atol=5e-1) if cpu_args[0].dtype == torch.float16 else dict(rtol=1e-3, atol=1e-1)
+        torch.testing.assert_close(fn(*args).cpu().float(), want, **tol)
         wall = _wall(fn, args, torch.webgpu.synchronize, reps)
         host, submits = [], []
         submitted, unwrapped = _timed_submits(rt)
@@ -122,9 +137,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=50)
     parser.add_argument("--heavy-bytes", type=int, default=None)
+    parser.add_argument("--only", default=None, help="regex over the case names")
     parser.add_argument("--json")
     ns = parser.parse_args()
-    rows = measure(ns.reps, ns.heavy_bytes)
+    rows = measure(ns.reps, ns.heavy_bytes, ns.only)
     for row in rows:
         print(json.dumps(row))
     if ns.json:
