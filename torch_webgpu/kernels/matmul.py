@@ -603,7 +603,8 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
     tiled = [n for n, s in VARIANTS.items() if isinstance(s, TiledSpec) and s.splits == 1
              and (a_mode == "k" or not (s.a_rows or s.a_pad)) and (out4 or not s.out_vec)]
     # default orders from the H200 runs of 2026-12-01 and 2026-12-04 (.db: h200-2026-12-04-pipelines.md);
-    # the padded A tiles first (h100-2026-12-05-probes2.md: H100 and H200)
+    # the padded A tiles (h100-2026-12-05-probes2.md: H100 and H200), and ahead of them the 128-invocation
+    # 8x16 ones (h100-2026-12-06-probe-r8x16.md)
     if p.m * p.n >= 1 << 20 and p.m >= 256:
         order = ["tile128x128.r8x16.k8.l4.db.ap", "tile128x128.r8x16.k8.l4.db.g8.ap",
                  "tile128x128.r8x16.k8.l4.db.g4.ap", "tile128x128.r16x8.k8.l4.db.ap",
