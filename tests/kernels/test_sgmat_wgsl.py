@@ -195,11 +195,17 @@ EMULATED = {"sgmat.small.k32": dict(), "sgmat.small.k32.g8": dict(group=8),
             "sgmat.small.k16.db.dn": dict(bk=16, double=True, order="down"),
             "sgmat.small.k16.db.pl2.dn.cs2": dict(bk=16, double=True, pipelined=2, order="down",
                                                   results_rounds=2),
-            "sgmat.small.k16.db.pl2.g8.rot": dict(bk=16, group=8, pipelined=2, rotate=True, double=True)}
+            "sgmat.small.k16.db.pl2.g8.rot": dict(bk=16, group=8, pipelined=2, rotate=True, double=True),
+            # K tiles of 16-byte words, results through them (".p16"; packed where A is staged along K
+            # and B 8 at a time: the one-tile-b-nk and three-tiles cases)
+            "sgmat.small.k32.p16": dict(packed=True),
+            "sgmat.small.k32.pl.g8.rot.p16": dict(group=8, pipelined=1, rotate=True, packed=True),
+            "sgmat.small.k16.db.p16": dict(bk=16, double=True, packed=True)}
 # results stored 4 adjacent columns at a time (".o4"): offered where the output's rows are 4-aligned
 EMULATED_O4 = {"sgmat.small.k32.pl.g8.rot.o4": dict(group=8, pipelined=1, rotate=True, out_vec=True),
                "sgmat.small.k48.pl.g8.rot.cs4.o4": dict(bk=48, group=8, pipelined=1, rotate=True,
-                                                        results_rounds=4, out_vec=True)}
+                                                        results_rounds=4, out_vec=True),
+               "sgmat.small.k32.pl.g8.o4.p16": dict(group=8, pipelined=1, out_vec=True, packed=True)}
 
 
 @pytest.mark.parametrize("name", [*EMULATED, "sgmat.w4x4.f4x2.k32.pl.g8.rot"])
@@ -209,7 +215,8 @@ def test_tensor_core_loop_with_emulated_matrices(rt, caps, monkeypatch, name, m,
     _emulated_against_torch(rt, caps, monkeypatch, name, EMULATED, m, n, k, b_nk)
 
 
-@pytest.mark.parametrize("name", [*EMULATED_O4, "sgmat.w4x4.f2x4.k32.pl.g8.rot.o4"])
+@pytest.mark.parametrize("name", [*EMULATED_O4, "sgmat.w4x4.f2x4.k32.pl.g8.rot.o4",
+                                  "sgmat.w4x4.f2x4.k32.pl.g4.o4.p16"])
 @pytest.mark.parametrize("m,n,k,b_nk", [(200, 132, 80, False), (96, 64, 16, True), (64, 168, 48, False)],
                          ids=["odd-tiles-b-scalar", "one-tile-b-nk", "three-tiles"])
 def test_tensor_core_results_stored_four_at_a_time(rt, caps, monkeypatch, name, m, n, k, b_nk):
@@ -278,7 +285,8 @@ def test_every_tensor_core_variant_loads_its_fragments_at_constant_offsets(caps)
                              limits=dict(caps.limits) | {"max-compute-workgroup-storage-size": 49152})
     a, b = torch.zeros(1, 512, 512, dtype=torch.float16), torch.zeros(1, 512, 512, dtype=torch.float16)
     p = problem(a, b, "f16")
-    load = re.compile(r"subgroupMatrixLoad<[^>]+>>\(&[AB]s\[[^\]]+\], ([^,]+), (?:true|false), ([^)]+)\)")
+    load = re.compile(r"subgroupMatrixLoad<[^>]+>(?:, (?:row|col)_major)?>\(&[AB]s\[[^\]]+\], ([^,]+), "
+                      r"(?:(?:true|false), )?([^)]+)\)")
     for name, spec in VARIANTS.items():
         if not isinstance(spec, SgmatSpec):
             continue
@@ -286,3 +294,32 @@ def test_every_tensor_core_variant_loads_its_fragments_at_constant_offsets(caps)
         assert loads, name
         literal = re.compile(r"\d+u")
         assert all(literal.fullmatch(off) and literal.fullmatch(stride) for off, stride in loads), name
+
+
+def test_packed_tiles_pass_their_results_through_the_k_tiles():
+    """".p16": 16-byte-word K tiles, one store per staging unit, and no results scratch of their own, so
+    the 4096^3 leader needs 30 KiB of workgroup memory where its .rot form needs 46; where A is not
+    staged along K (transposed A) the variant falls back to the rotated 2-byte stores and a scratch."""
+    import dataclasses
+
+    from torch_webgpu.kernels.launch import DeviceCaps
+    from torch_webgpu.kernels.matmul import VARIANTS, Layout, MatmulProblem, plan_matmul
+
+    features = frozenset({"shader-f16", "subgroups", "chromium-experimental-subgroup-matrix"})
+    tc = DeviceCaps(features=features, subgroup_size=32,
+                    subgroup_matrix_configs=(("f16", "f32", 16, 16, 16),),
+                    limits={"max-compute-workgroup-storage-size": 49152,
+                            "max-compute-invocations-per-workgroup": 1024})
+    n = 4096
+    p = MatmulProblem(1, n, n, n, Layout(0, n * n, n, 1), Layout(0, n * n, n, 1), Layout(0, n * n, n, 1),
+                      dtype="f16")
+    name = "sgmat.w4x4.f2x4.k32.pl.g4.o4.p16"
+    src = plan_matmul(p, tc, name).wgsl
+    assert "var<workgroup> As: array<array<vec4<u32>, 160>, 4>;" in src
+    assert "var<workgroup> Cs" not in src and "subgroupMatrixStore<row_major>(&Bs[ssub], soff" in src
+    assert re.search(r"As\[[^=]*\] = wa0;", src)   # one 16-byte store per unit
+    assert VARIANTS[name].workgroup_bytes("f16") == 30720
+    assert VARIANTS["sgmat.w4x4.f2x4.k32.pl.g4.rot.o4"].workgroup_bytes("f16") == 47104
+    transposed_a = dataclasses.replace(p, a=Layout(0, n * n, 1, n))
+    fallback = plan_matmul(transposed_a, tc, name).wgsl
+    assert "var<workgroup> Cs" in fallback and "vec4<u32>, 160>" not in fallback

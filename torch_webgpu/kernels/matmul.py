@@ -192,6 +192,7 @@ class SgmatSpec:
     plain_b: bool = False  # with `rotate`, B's stores unrotated: whole 16-byte stores along its rows (".bp")
     results_rounds: int = 1   # results through a scratch this fraction the size, in turns (".cs2")
     out_vec: bool = False  # results stored 4 adjacent columns a lane (".o4", rows 4-aligned only)
+    packed: bool = False   # K tiles of 16-byte words, one store a unit, results through them (".p16")
 
     @property
     def tile(self) -> tuple[int, int]:
@@ -201,7 +202,8 @@ class SgmatSpec:
     def workgroup_bytes(self, dtype: str) -> int:
         """Workgroup memory: f16 K tiles and one f32 16×16 scratch per subgroup."""
         return max(sgmat_wgsl.SgmatTile(self.sg_m, self.sg_n, self.fm, self.fn, self.bk, 1, self.pad, by_cols,
-                                        buffers=2 if self.double else 1, results_rounds=self.results_rounds)
+                                        buffers=2 if self.double else 1, results_rounds=self.results_rounds,
+                                        packed=self.packed)
                    .workgroup_bytes for by_cols in (False, True))   # B stored by rows or by columns
 
 
@@ -406,6 +408,37 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
                                                  out_vec=True),
     "sgmat.w8x2.f2x4.k32.pl.g8.rot.bp.o4": SgmatSpec(8, 2, 2, 4, group=8, pipelined=True, rotate=True,
                                                     plain_b=True, out_vec=True),
+    # K tiles as arrays of 16-byte words (".p16", gpuweb#6345's word-typed subgroupMatrixLoad): one
+    # 16-byte store per staging unit instead of eight 2-byte ones, and the results through the K tiles
+    # after the loop, which frees the 16 KiB scratch for deeper or double-buffered K tiles; not yet timed
+    "sgmat.w4x4.f2x4.k32.pl.g4.o4.p16": SgmatSpec(4, 4, 2, 4, group=4, pipelined=True, rotate=True,
+                                                  out_vec=True, packed=True),
+    "sgmat.w4x4.f2x4.k32.pl.g4.pr.o4.p16": SgmatSpec(4, 4, 2, 4, group=4, pipelined=True, order="pairs",
+                                                     out_vec=True, packed=True),
+    "sgmat.w8x2.f2x4.k32.pl.g8.o4.p16": SgmatSpec(8, 2, 2, 4, group=8, pipelined=True, out_vec=True,
+                                                  packed=True),
+    "sgmat.w4x4.f2x4.k48.pl.g4.o4.p16": SgmatSpec(4, 4, 2, 4, bk=48, group=4, pipelined=True, out_vec=True,
+                                                  packed=True),
+    "sgmat.w4x2.f2x4.k32.db.g8.o4.p16": SgmatSpec(4, 2, 2, 4, group=8, double=True, out_vec=True,
+                                                  packed=True),
+    "sgmat.w4x2.f2x4.k64.pl.g8.o4.p16": SgmatSpec(4, 2, 2, 4, bk=64, group=8, pipelined=True, out_vec=True,
+                                                  packed=True),
+    "sgmat.w4x4.f2x4.k16.db.g4.o4.p16": SgmatSpec(4, 4, 2, 4, bk=16, group=4, double=True, out_vec=True,
+                                                  packed=True),
+    "sgmat.w4x4.f2x4.k32.pl.g8.o4.p16": SgmatSpec(4, 4, 2, 4, group=8, pipelined=True, out_vec=True,
+                                                  packed=True),
+    "sgmat.w4x4.f2x4.k32.pl.g16.o4.p16": SgmatSpec(4, 4, 2, 4, group=16, pipelined=True, out_vec=True,
+                                                   packed=True),
+    "sgmat.w4x4.f2x4.k32.pl.o4.p16": SgmatSpec(4, 4, 2, 4, pipelined=True, out_vec=True, packed=True),
+    "sgmat.w4x4.f2x4.k32.pl2.g4.o4.p16": SgmatSpec(4, 4, 2, 4, group=4, pipelined=2, out_vec=True,
+                                                   packed=True),
+    "sgmat.w2x8.f4x2.k32.pl.g4.o4.p16": SgmatSpec(2, 8, 4, 2, group=4, pipelined=True, out_vec=True,
+                                                  packed=True),
+    "sgmat.w4x4.f4x2.k32.pl.g4.o4.p16": SgmatSpec(4, 4, 4, 2, group=4, pipelined=True, out_vec=True,
+                                                  packed=True),
+    "sgmat.w4x4.f2x4.k32.pl.g4.p16": SgmatSpec(4, 4, 2, 4, group=4, pipelined=True, rotate=True, packed=True),
+    "sgmat.w4x2.f4x4.k32.pl.g4.o4.p16": SgmatSpec(4, 2, 4, 4, group=4, pipelined=True, out_vec=True,
+                                                  packed=True),
 }
 # Split-K forms of the tiles that few-row f32 problems prefer (the H200's autotuner chose 32x64 for
 # ViT-B/16's 197-token matmuls: 84 workgroups for 132 SMs): "<tile>.s<splits>"
@@ -440,7 +473,8 @@ COMBINE_THREADS = 256
 # H100 (h100-2026-12-06-probe-r8x16.md), not added: two 16-deep K-tile buffers of the 128x256 tile 137-193
 # TFLOP/s against 262; B's fragments loaded from the operand with only A staged (two 32-deep A buffers, or
 # one 64-deep) 74-106: a right matrix from a storage buffer costs far more than from workgroup memory.
-SGMAT_LARGE = ["sgmat.w4x4.f2x4.k32.pl.g8.rot.o4", "sgmat.w4x4.f2x4.k32.pl.g4.rot.o4",
+SGMAT_LARGE = ["sgmat.w4x4.f2x4.k32.pl.g4.o4.p16", "sgmat.w4x4.f2x4.k32.pl.g4.p16",
+               "sgmat.w4x4.f2x4.k32.pl.g8.rot.o4", "sgmat.w4x4.f2x4.k32.pl.g4.rot.o4",
                "sgmat.w4x4.f2x4.k32.pl.g8.rot", "sgmat.w4x4.f2x4.k32.pl.g4.rot",
                "sgmat.w8x2.f2x4.k32.pl.g8.rot.bp.o4", "sgmat.w8x2.f2x4.k32.pl.g8.rot.bp",
                "sgmat.w8x2.f2x4.k32.pl.g16.rot", "sgmat.w8x2.f2x4.k32.pl.g8.rot",
@@ -750,7 +784,7 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
         vec_a, vec_b = vec8_axis(p.a, p.m, p.k), vec8_axis(p.b, p.k, p.n)
         src = sgmat_wgsl.sgmat_source(epi, spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg, vec_a, vec_b,
                                 spec.pad, spec.group, spec.pipelined, spec.rotate, spec.double, spec.order,
-                                spec.results_rounds, spec.plain_b, spec.out_vec)
+                                spec.results_rounds, spec.plain_b, spec.out_vec, spec.packed)
         bm, bn = spec.tile
         grid = (ceil_div(p.n, bn), ceil_div(p.m, bm), p.batch)
         wg = (spec.sg_m * spec.sg_n * sg, 1, 1)

@@ -48,6 +48,7 @@ class SgmatTile:
     buffers: int = 1       # K-tile buffers in workgroup memory (2: sgmat_source's `double`)
     results_rounds: int = 1   # the subgroups' results pass through the scratch in this many rounds
     out_vec: bool = False     # results leave 4 adjacent columns a store (matmul_wgsl.finish_fn's finish4)
+    packed: bool = False      # K tiles in arrays of 16-byte words (sgmat_source's `packed`)
 
     @property
     def threads(self) -> int:
@@ -74,8 +75,34 @@ class SgmatTile:
 
     @property
     def results_bytes(self) -> int:
-        """Workgroup memory of the results scratch: one f32 16×16 matrix per subgroup of a round."""
-        return 4 * 256 * self.scratch_matrices
+        """Workgroup memory of the results scratch: one f32 16×16 matrix per subgroup of a round (none
+        where the results pass through the K tiles: scratch_home)."""
+        return 0 if self.scratch_home else 4 * 256 * self.scratch_matrices
+
+    @property
+    def a_words(self) -> int:
+        """16-byte words of one A sub-array (packed tiles)."""
+        return self.fm * 16 * (self.bk + self.pad) // 8
+
+    @property
+    def b_words(self) -> int:
+        """16-byte words of one B sub-array (packed tiles)."""
+        b_rows, b_row = (self.fn * 16, self.bk) if self.b_cols else (self.bk, self.fn * 16)
+        return b_rows * (b_row + self.pad) // 8
+
+    @property
+    def scratch_home(self) -> tuple[str, int] | None:
+        """(array, 16×16 f32 matrices per sub-array) of the K-tile array that packed tiles pass their results
+        through once the K loop is done (B's sub-arrays first, then A's); None where they cannot hold one
+        matrix per subgroup, or the tiles are not packed."""
+        if not self.packed or self.results_rounds != 1:
+            return None
+        for name, subs, words in (("Bs", self.sg_n * self.buffers, self.b_words),
+                                  ("As", self.sg_m * self.buffers, self.a_words)):
+            per = words // 64   # an f32 16×16 matrix is 64 words
+            if per and subs * per >= self.sg_m * self.sg_n:
+                return name, per
+        return None
 
     @property
     def scratch_matrices(self) -> int:
@@ -88,8 +115,12 @@ class SgmatTile:
         return self.a_store_in("")
 
     def a_store_in(self, buffer: str) -> str:
-        """a_store in K-tile buffer `buffer` (WGSL; "" the first): buffers are sg_m sub-arrays apart."""
+        """a_store in K-tile buffer `buffer` (WGSL; "" the first): buffers are sg_m sub-arrays apart. Packed:
+        the 16-byte word of the unit of 8 along K that starts at (r, c)."""
         am = self.fm * 16
+        if self.packed:
+            words = (self.bk + self.pad) // 8
+            return f"As[{buffer_row(buffer, self.sg_m)}r / {am}u][(r % {am}u) * {words}u + c / 8u]"
         return f"As[{buffer_row(buffer, self.sg_m)}r / {am}u][(r % {am}u) * {self.bk + self.pad}u + c]"
 
     def a_flat(self, r: int, c: int) -> int:
@@ -112,6 +143,10 @@ class SgmatTile:
     def b_store_in(self, buffer: str) -> str:
         """b_store in K-tile buffer `buffer` (WGSL; "" the first): buffers are sg_n sub-arrays apart."""
         bw, at = self.fn * 16, buffer_row(buffer, self.sg_n)
+        if self.packed:   # the 16-byte word of the unit of 8 along K (b_cols) or N that starts at (r, c)
+            if self.b_cols:
+                return f"Bs[{at}c / {bw}u][(c % {bw}u) * {(self.bk + self.pad) // 8}u + r / 8u]"
+            return f"Bs[{at}c / {bw}u][r * {(bw + self.pad) // 8}u + (c % {bw}u) / 8u]"
         if self.b_cols:
             return f"Bs[{at}c / {bw}u][(c % {bw}u) * {self.bk + self.pad}u + r]"
         return f"Bs[{at}c / {bw}u][r * {bw + self.pad}u + c % {bw}u]"
@@ -125,7 +160,8 @@ def buffer_row(buffer: str, rows: int) -> str:
 def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, sg_size: int,
                  vec_a: str = "", vec_b: str = "", pad: int = SGMAT_ROW_PAD, group: int = 0,
                  pipelined: int = 0, rotate: bool = False, double: bool = False, order: str = "",
-                 results_rounds: int = 1, plain_b: bool = False, out_vec: bool = False) -> str:
+                 results_rounds: int = 1, plain_b: bool = False, out_vec: bool = False,
+                 packed: bool = False) -> str:
     """Tensor-core matmul (f16 operands, f32 results, 16×16×16 subgroup matrices) of two dense operands:
     see sgmat_main for the tile.
 
@@ -146,13 +182,19 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
     unrotated, whole 16-byte stores along its rows, which miss each other's banks already.
     `results_rounds` > 1: the subgroups pass their results through a scratch that fraction the size
     (_sgmat_stores), so that two 256x128 K-tile buffers fit in 48 KiB. `out_vec` (the output's rows
-    contiguous and 4-aligned, a subgroup of at most 64): each lane stores 4 adjacent results at once."""
+    contiguous and 4-aligned, a subgroup of at most 64): each lane stores 4 adjacent results at once.
+    `packed` (A staged along K, B 8 at a time): the K tiles are arrays of 16-byte words, each staging unit
+    one 16-byte store (no rotation), the fragments loaded from them with the word-typed
+    `subgroupMatrixLoad<T, Majorness>` (gpuweb#6345), and the results pass through the K tiles once the
+    loop is done (SgmatTile.scratch_home) instead of a scratch of their own."""
     assert not (rotate and order), "rotated stores assume units along the contiguous axis"
     # a K-contiguous B (a linear layer's [N, K] weight) is stored by columns: 16-byte runs stay runs
     double = double and bool(vec_a and vec_b)
     out_vec = out_vec and sg_size <= OUT_VEC_MAX_SUBGROUP
+    packed = packed and vec_a == "cols" and bool(vec_b)   # every unit runs along its tile's rows in memory
+    rotate = rotate and not packed
     g = SgmatTile(sg_m, sg_n, fm, fn, bk, sg_size, pad, b_cols=vec_b == "rows", group=group,
-                  buffers=2 if double else 1, results_rounds=results_rounds, out_vec=out_vec)
+                  buffers=2 if double else 1, results_rounds=results_rounds, out_vec=out_vec, packed=packed)
     head = header(e, "vec4<u32>" if vec_a else e.dtype, "vec4<u32>" if vec_b else e.dtype,
                   ("chromium_experimental_subgroup_matrix",), out_vec=out_vec) + finish_fn(e, out_vec)
 
@@ -167,7 +209,8 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
     def split(k0: str, tag: str = "", declare: bool = True, buffer: str = "") -> tuple[str, str]:
         """(loads, stores) of both tiles at K offset k0 through register set `tag` into `buffer`."""
         staged = zip(operands(k0, buffer), rotations, strict=True)
-        (load_a, store_a), (load_b, store_b) = (staging_vec8_split(*o, g.threads, tag, declare, rot, order)
+        (load_a, store_a), (load_b, store_b) = (staging_vec8_split(*o, g.threads, tag, declare, rot, order,
+                                                                   packed)
                                                 for o, rot in staged)
         return load_a + "\n" + load_b, store_a + "\n" + store_b
     if double:
@@ -202,7 +245,7 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
         rows, cols, src, lay, r0, rdim, c0, cdim, store, vec = operand
         if vec:
             lds.append(staging_vec8(rows, cols, src, lay, r0, rdim, c0, cdim, store, vec, g.threads, rot,
-                                    order))
+                                    order, packed))
         else:
             lds.append(staging_scalar(rows, cols, src, lay, r0, rdim, c0, cdim, store, e.dtype, g.threads))
     return SGMAT_DIAGNOSTICS + head + sgmat_main(g, "\n".join(lds))
@@ -285,9 +328,15 @@ def sgmat_main(g: SgmatTile, staging: str, next_tiles: list[tuple[str, str]] | N
     else:
         k_loop = f"""{staging}
 {register_pipelined_loop("0u", bk, next_tiles, multiplies)}"""
+    if g.packed:
+        tiles = (f"var<workgroup> As: array<array<vec4<u32>, {g.a_words}>, {g.sg_m * g.buffers}>;\n"
+                 f"var<workgroup> Bs: array<array<vec4<u32>, {g.b_words}>, {g.sg_n * g.buffers}>;")
+    else:
+        tiles = (f"var<workgroup> As: array<array<f16, {am * sa}>, {g.sg_m * g.buffers}>;\n"
+                 f"var<workgroup> Bs: array<array<f16, {(bw if g.b_cols else bk) * sb}>, "
+                 f"{g.sg_n * g.buffers}>;")
     return f"""
-var<workgroup> As: array<array<f16, {am * sa}>, {g.sg_m * g.buffers}>;
-var<workgroup> Bs: array<array<f16, {(bw if g.b_cols else bk) * sb}>, {g.sg_n * g.buffers}>;
+{tiles}
 {_sgmat_entry(g)}
 {k_loop}
 {_sgmat_stores(g)}
@@ -308,17 +357,29 @@ def _sgmat_product(g: SgmatTile, buffer: str) -> str:
     for kk in range(0, g.bk, 16):
         mma = []
         for i in range(g.fm):
-            mma.append(f"      let a{i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>"
-                       f"(&As[{a_row}sm], {i * 16 * sa + kk}u, false, {sa}u);")
+            mma.append(_fragment_load(g, f"a{i}", "left", f"As[{a_row}sm]", i * 16 * sa + kk, False, sa))
         for j in range(g.fn):
-            at = f"{j * 16 * sb + kk}u, true" if g.b_cols else f"{kk * sb + j * 16}u, false"
-            mma.append(f"      let b{j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>"
-                       f"(&Bs[{b_row}sn], {at}, {sb}u);")
+            at = j * 16 * sb + kk if g.b_cols else kk * sb + j * 16
+            mma.append(_fragment_load(g, f"b{j}", "right", f"Bs[{b_row}sn]", at, g.b_cols, sb))
         for i in range(g.fm):
             for j in range(g.fn):
                 mma.append(f"      c{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, c{i}_{j});")
         blocks.append("    {\n" + "\n".join(mma) + "\n    }")
     return "\n".join(blocks)
+
+
+def _fragment_load(g: SgmatTile, name: str, role: str, sub: str, at: int, col_major: bool,
+                   stride: int) -> str:
+    """WGSL binding `name` to the 16×16 f16 `role` ("left"/"right") matrix at f16 offset `at` of
+    workgroup sub-array `sub`, rows (or columns, `col_major`) `stride` halves apart: packed tiles count
+    offset and stride in 16-byte words (both multiples of 8 halves)."""
+    kind = f"subgroup_matrix_{role}<f16, 16, 16>"
+    if g.packed:
+        assert at % 8 == 0 and stride % 8 == 0, (at, stride)
+        major = "col_major" if col_major else "row_major"
+        return f"      let {name} = subgroupMatrixLoad<{kind}, {major}>(&{sub}, {at // 8}u, {stride // 8}u);"
+    major = "true" if col_major else "false"
+    return f"      let {name} = subgroupMatrixLoad<{kind}>(&{sub}, {at}u, {major}, {stride}u);"
 
 
 def _sgmat_entry(g: SgmatTile) -> str:
@@ -329,7 +390,20 @@ def _sgmat_entry(g: SgmatTile) -> str:
     decl = "\n".join(f"  var c{i}_{j} = subgroup_matrix_result<f32, 16, 16>();"
                      for i in range(g.fm) for j in range(g.fn))
     scratch = f"\n  let cs = sg % {g.scratch_matrices}u;" if g.results_rounds > 1 else ""
-    return f"""var<workgroup> Cs: array<array<f32, 256>, {g.scratch_matrices}>;
+    home = g.scratch_home
+    if home:
+        # the results pass through the K tiles (scratch_home): subgroup sg's matrix at word soff of
+        # sub-array ssub; scratch4 / scratch1 read back 4 adjacent results / one
+        scratch += f"\n  let ssub = sg / {home[1]}u; let soff = (sg % {home[1]}u) * 64u;"
+        decl_scratch = f"""fn scratch4(sub: u32, at: u32) -> vec4<f32> {{
+  return bitcast<vec4<f32>>({home[0]}[sub][at]);
+}}
+fn scratch1(sub: u32, at: u32, x: u32) -> f32 {{
+  return bitcast<f32>({home[0]}[sub][at + x / 4u][x % 4u]);
+}}"""
+    else:
+        decl_scratch = f"var<workgroup> Cs: array<array<f32, 256>, {g.scratch_matrices}>;"
+    return f"""{decl_scratch}
 @compute @workgroup_size({g.threads})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32{nwg}) {{
   let M = P.mnkb.x; let N = P.mnkb.y; let K = P.mnkb.z;
@@ -346,12 +420,24 @@ def _sgmat_stores(g: SgmatTile) -> str:
     barriers that all of them reach."""
     am, bw, per_lane = g.fm * 16, g.fn * 16, 256 // g.sg_size
     cs = "cs" if g.results_rounds > 1 else "sg"
-    out = []
+    home = g.scratch_home
+    # through the K tiles: every subgroup's last fragment loads must be done before any result lands
+    out = ["  workgroupBarrier();"] if home else []
     for i in range(g.fm):
         for j in range(g.fn):
             store = f"subgroupMatrixStore(&Cs[{cs}], 0u, c{i}_{j}, false, 16u);"
             at = f"m0 + sm * {am}u + {i * 16}u + x / 16u, n0 + sn * {bw}u + {j * 16}u + x % 16u"
-            if g.out_vec:
+            if home:
+                store = f"subgroupMatrixStore<row_major>(&{home[0]}[ssub], soff, c{i}_{j}, 4u);"
+                reads = ("finish4(batch, {at}, scratch4(ssub, soff + x / 4u));" if g.out_vec
+                         else "finish(batch, {at}, scratch1(ssub, soff, x));").format(at=at)
+                q = per_lane // 4 if g.out_vec else per_lane
+                x = "(lane + q * {sg}u) * 4u" if g.out_vec else "lane + q * {sg}u"
+                finish = f"""for (var q = 0u; q < {q}u; q++) {{
+    let x = {x.format(sg=g.sg_size)};
+    {reads}
+  }}"""
+            elif g.out_vec:
                 # 4 adjacent results a lane: the scratch reads of a quarter-warp are 128 contiguous bytes
                 finish = f"""for (var q = 0u; q < {per_lane // 4}u; q++) {{
     let x = (lane + q * {g.sg_size}u) * 4u;
@@ -373,13 +459,14 @@ def _sgmat_stores(g: SgmatTile) -> str:
 
 
 def _vec8_unit(rows: int, cols: int, store: str, along: str, w: str,
-               rotation: str = "", order: str = "") -> tuple[str, str]:
+               rotation: str = "", order: str = "", packed: bool = False) -> tuple[str, str]:
     """(position, stores) of staging unit `e` of a rows x cols f16 tile: WGSL for its first element
     (r, c), and the 8 stores of the loaded vec4<u32> `w` into the tile's lvalue `store`. `rotation` (a
     WGSL u32 in 0…3 per invocation, store_rotation): the invocation's q-th pair of stores writes word
     (q + rotation) % 4 of its unit, so that one store instruction's invocations spread over the banks
     (the words are picked by selects, not by indexing `w`: a dynamically indexed vector goes to memory).
-    `order`: units in unit_origin's order of that name."""
+    `order`: units in unit_origin's order of that name. `packed`: `store` is the unit's 16-byte word, one
+    store of `w`."""
     word = "((q + rot) % 4u)" if rotation else "q"
     if along == "cols":
         runs = cols // 8
@@ -392,6 +479,8 @@ def _vec8_unit(rows: int, cols: int, store: str, along: str, w: str,
         runs = rows // 8
         pos = (f"let r = ((e / 8u) % {runs}u) * 8u; let c = (e / {8 * runs}u) * 8u + e % 8u;"
                if order == "down" else f"let r = (e % {runs}u) * 8u; let c = e / {runs}u;")
+    if packed:
+        return pos, f"{tile_at(store, 'r', 'c')} = {w};"
     array, base = unit_base(store)
     step = unit_step(store, along)
     half = f"2u * {word}" if step == 1 else f"2u * {word} * {step}u"
@@ -541,13 +630,14 @@ def _vec8_load(src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str, w: st
 
 
 def staging_vec8(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str,
-                  store: str, along: str, threads: int, rotation: str = "", order: str = "") -> str:
+                  store: str, along: str, threads: int, rotation: str = "", order: str = "",
+                  packed: bool = False) -> str:
     """WGSL staging of a rows x cols f16 tile in 8-element units along its contiguous axis ("cols":
     stride 1 along columns, or "rows"), one 16-byte load each; a unit is wholly inside or outside the
     matrix (the contiguous extent, offset and other strides are multiples of 8), outside ones are 0.
     `order`: units in unit_origin's order of that name."""
     units = rows * cols // 8
-    pos, stores = _vec8_unit(rows, cols, store, along, "w", rotation, order)
+    pos, stores = _vec8_unit(rows, cols, store, along, "w", rotation, order, packed)
     coords, load = _vec8_load(src, lay, r0, rdim, c0, cdim, "w")
     return f"""  for (var u = 0u; u < {-(-units // threads)}u; u++) {{
     let e = li + u * {threads}u;
@@ -563,7 +653,8 @@ def staging_vec8(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c
 
 def staging_vec8_split(rows: int, cols: int, src: str, lay: str, r0: str, rdim: str, c0: str, cdim: str,
                        store: str, along: str, threads: int, tag: str = "",
-                       declare: bool = True, rotation: str = "", order: str = "") -> tuple[str, str]:
+                       declare: bool = True, rotation: str = "", order: str = "",
+                       packed: bool = False) -> tuple[str, str]:
     """staging_vec8 in two halves, (loads, stores): every 16-byte load of this invocation's units into
     its own register `w<lay><u>` first, then every store. In staging_vec8's loop each unit's stores wait
     for its own load before the next load is issued: on the H200 staging alone took twice as long as the
@@ -574,7 +665,7 @@ def staging_vec8_split(rows: int, cols: int, src: str, lay: str, r0: str, rdim: 
     loads, stores = [], []
     for u in range(-(-units // threads)):
         w = f"w{lay}{tag}{u}"
-        pos, stash = _vec8_unit(rows, cols, store, along, w, rotation, order)
+        pos, stash = _vec8_unit(rows, cols, store, along, w, rotation, order, packed)
         tail = (u + 1) * threads > units   # the last round of units that do not divide among the invocations
         coords, load = _vec8_load(src, lay, r0, rdim, c0, cdim, w, f"e < {units}u && " if tail else "")
         var = "var " if declare else ""
