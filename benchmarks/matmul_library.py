@@ -155,9 +155,11 @@ def _reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def figures(smoke: bool = False, reps: int = 10, dtypes=("f32", "f16"),
-            only: str | None = None, verbose: bool = True, cases: str | None = None) -> list[dict]:
+            only: str | None = None, verbose: bool = True, cases: str | None = None,
+            top: int | None = None) -> list[dict]:
     """One row per (case, dtype, variant) with TFLOP/s and the check's error, plus torch CUDA's rows;
-    `cases`: a regex over the case labels to run (all when None)."""
+    `cases`: a regex over the case labels to run (all when None); `top`: only the first that many
+    variants of each case in the library's order (the autotuner's candidates and a few more)."""
     runtime, kernels, mm = _import_library()
     rt = runtime.get_runtime()
     caps = kernels.DeviceCaps.from_runtime(rt)
@@ -192,6 +194,8 @@ def figures(smoke: bool = False, reps: int = 10, dtypes=("f32", "f16"),
                 names = [v for v in names if any(o in v for o in only.split(","))]
             if smoke:  # CI-sized: the two default variants only
                 names = names[:2]
+            if top:
+                names = names[:top]
             for variant in names:
                 row = {"case": label, "dtype": dtype, "variant": variant, "m": m, "n": n, "k": k}
                 rt.fill(ids["out"], 0x7FC00000 if dtype == "f32" else 0x7E007E00)  # NaN: unwritten
@@ -239,10 +243,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dtypes", default="f32,f16")
     ap.add_argument("--cases", default=None, help="regex over the case labels to run (default: all)")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--top", type=int, default=None, help="the first N variants of each case only")
     args = ap.parse_args(argv)
     runtime, _, _ = _import_library()
     print(runtime.get_runtime().describe(), flush=True)
-    rows = figures(args.smoke, args.reps, tuple(args.dtypes.split(",")), args.only, cases=args.cases)
+    rows = figures(args.smoke, args.reps, tuple(args.dtypes.split(",")), args.only, cases=args.cases,
+                   top=args.top)
     for line in summary(rows):
         print(line)
     if args.json:

@@ -49,13 +49,20 @@ def bundle_cases(settings: Settings, max_binding_bytes: int) -> list[tuple[str, 
             for _, key, mkn, dtype in cases(settings, "gpu", False)]
 
 
+LIBRARY_TOP = 8
+
+
 def library_figures(settings: Settings) -> list[Measurement]:
     """The kernel library's matmul variants on the raw runtime (f32 and f16: 4096³, GPT-2 prefill
     128×768×3072 and decode 1×768×3072), each checked against torch before timing, beside torch CUDA
-    in the same run: the best variant per case as `webgpu-library` (every variant in its params)."""
+    in the same run: the best variant per case as `webgpu-library` (every timed variant in its params).
+    The first LIBRARY_TOP variants of each case are timed: the autotuner's candidates and two more
+    (every variant of every case took ~165 s of a 470 s issue-12 run; benchmarks.matmul_library times
+    them all)."""
     from .. import matmul_library
 
-    rows = matmul_library.figures(smoke=settings.smoke, reps=max(3, settings.repeats), verbose=False)
+    rows = matmul_library.figures(smoke=settings.smoke, reps=max(3, settings.repeats), verbose=False,
+                                  top=LIBRARY_TOP)
     results = []
     for case, dtype in sorted({(r["case"], r["dtype"]) for r in rows}):
         mine = [r for r in rows if (r["case"], r["dtype"]) == (case, dtype)]

@@ -425,13 +425,13 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
                                                   packed=True),
     "sgmat.w4x4.f2x4.k16.db.g4.o4.p16": SgmatSpec(4, 4, 2, 4, bk=16, group=4, double=True, out_vec=True,
                                                   packed=True),
-    "sgmat.w4x4.f2x4.k32.pl.g8.o4.p16": SgmatSpec(4, 4, 2, 4, group=8, pipelined=True, out_vec=True,
-                                                  packed=True),
+    "sgmat.w4x4.f2x4.k32.pl.g8.o4.p16": SgmatSpec(4, 4, 2, 4, group=8, pipelined=True, rotate=True,
+                                                  out_vec=True, packed=True),
     "sgmat.w4x4.f2x4.k32.pl.g16.o4.p16": SgmatSpec(4, 4, 2, 4, group=16, pipelined=True, out_vec=True,
                                                    packed=True),
     "sgmat.w4x4.f2x4.k32.pl.o4.p16": SgmatSpec(4, 4, 2, 4, pipelined=True, out_vec=True, packed=True),
-    "sgmat.w4x4.f2x4.k32.pl2.g4.o4.p16": SgmatSpec(4, 4, 2, 4, group=4, pipelined=2, out_vec=True,
-                                                   packed=True),
+    "sgmat.w4x4.f2x4.k32.pl2.g4.o4.p16": SgmatSpec(4, 4, 2, 4, group=4, pipelined=2, rotate=True,
+                                                   out_vec=True, packed=True),
     "sgmat.w2x8.f4x2.k32.pl.g4.o4.p16": SgmatSpec(2, 8, 4, 2, group=4, pipelined=True, out_vec=True,
                                                   packed=True),
     "sgmat.w4x4.f4x2.k32.pl.g4.o4.p16": SgmatSpec(4, 4, 4, 2, group=4, pipelined=True, out_vec=True,
@@ -473,7 +473,8 @@ COMBINE_THREADS = 256
 # H100 (h100-2026-12-06-probe-r8x16.md), not added: two 16-deep K-tile buffers of the 128x256 tile 137-193
 # TFLOP/s against 262; B's fragments loaded from the operand with only A staged (two 32-deep A buffers, or
 # one 64-deep) 74-106: a right matrix from a storage buffer costs far more than from workgroup memory.
-SGMAT_LARGE = ["sgmat.w4x4.f2x4.k32.pl.g4.o4.p16", "sgmat.w4x4.f2x4.k32.pl.g4.p16",
+SGMAT_LARGE = ["sgmat.w4x4.f2x4.k32.pl.g4.o4.p16", "sgmat.w4x4.f2x4.k32.pl.g8.o4.p16",
+               "sgmat.w4x4.f2x4.k32.pl2.g4.o4.p16", "sgmat.w4x4.f2x4.k32.pl.g4.p16",
                "sgmat.w4x4.f2x4.k32.pl.g8.rot.o4", "sgmat.w4x4.f2x4.k32.pl.g4.rot.o4",
                "sgmat.w4x4.f2x4.k32.pl.g8.rot", "sgmat.w4x4.f2x4.k32.pl.g4.rot",
                "sgmat.w8x2.f2x4.k32.pl.g8.rot.bp.o4", "sgmat.w8x2.f2x4.k32.pl.g8.rot.bp",
