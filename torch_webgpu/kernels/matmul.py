@@ -199,12 +199,13 @@ class SgmatSpec:
         """(rows, cols) of the output tile of one workgroup."""
         return self.sg_m * self.fm * 16, self.sg_n * self.fn * 16
 
-    def workgroup_bytes(self, dtype: str) -> int:
-        """Workgroup memory: f16 K tiles and one f32 16×16 scratch per subgroup."""
+    def workgroup_bytes(self, dtype: str, b_cols: bool | None = None) -> int:
+        """Workgroup memory: f16 K tiles and one f32 16×16 scratch per subgroup; with B stored by columns
+        (`b_cols`: a K-contiguous B) or by rows, or the larger of the two (None)."""
         return max(sgmat_wgsl.SgmatTile(self.sg_m, self.sg_n, self.fm, self.fn, self.bk, 1, self.pad, by_cols,
                                         buffers=2 if self.double else 1, results_rounds=self.results_rounds,
                                         packed=self.packed)
-                   .workgroup_bytes for by_cols in (False, True))   # B stored by rows or by columns
+                   .workgroup_bytes for by_cols in ((False, True) if b_cols is None else (b_cols,)))
 
 
 VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
@@ -410,35 +411,27 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
                                                     plain_b=True, out_vec=True),
     # K tiles as arrays of 16-byte words (".p16", gpuweb#6345's word-typed subgroupMatrixLoad): one
     # 16-byte store per staging unit instead of eight 2-byte ones, and the results through the K tiles
-    # after the loop, which frees the 16 KiB scratch for deeper or double-buffered K tiles; not yet timed
-    "sgmat.w4x4.f2x4.k32.pl.g4.o4.p16": SgmatSpec(4, 4, 2, 4, group=4, pipelined=True, rotate=True,
-                                                  out_vec=True, packed=True),
-    "sgmat.w4x4.f2x4.k32.pl.g4.pr.o4.p16": SgmatSpec(4, 4, 2, 4, group=4, pipelined=True, order="pairs",
-                                                     out_vec=True, packed=True),
-    "sgmat.w8x2.f2x4.k32.pl.g8.o4.p16": SgmatSpec(8, 2, 2, 4, group=8, pipelined=True, out_vec=True,
-                                                  packed=True),
-    "sgmat.w4x4.f2x4.k48.pl.g4.o4.p16": SgmatSpec(4, 4, 2, 4, bk=48, group=4, pipelined=True, out_vec=True,
-                                                  packed=True),
-    "sgmat.w4x2.f2x4.k32.db.g8.o4.p16": SgmatSpec(4, 2, 2, 4, group=8, double=True, out_vec=True,
-                                                  packed=True),
-    "sgmat.w4x2.f2x4.k64.pl.g8.o4.p16": SgmatSpec(4, 2, 2, 4, bk=64, group=8, pipelined=True, out_vec=True,
-                                                  packed=True),
-    "sgmat.w4x4.f2x4.k16.db.g4.o4.p16": SgmatSpec(4, 4, 2, 4, bk=16, group=4, double=True, out_vec=True,
-                                                  packed=True),
+    # after the loop instead of a 16 KiB scratch (30 KiB of workgroup memory for the 128x256 tile, 46
+    # with .rot). Where A is not staged along K the variant falls back to its .rot form. H100 f16 4096^3
+    # (benchmarks/results/h100-2026-12-06-probe-p16.md, three processes): the 128x256 tile 281.0-285.3
+    # TFLOP/s ungrouped, .g16 281.7-283.7, .g8 282.8, .g4 281.2-281.3 against 262.4 for .g4.rot.o4; two
+    # tiles ahead 278.9. Gone: A in pairs of lines (.pr) 268.1, 48-deep K tiles 268.1 (a third fewer
+    # barriers), the 256x128 tiles w8x2.f2x4 267.9-270.4 / w4x4.f4x2 257.2 / w4x2.f4x4 226.7, w2x8.f4x2
+    # 267.2, 16-deep double-buffered 128x256 169.0, and the tiles that the freed scratch let fit: 128x128
+    # of 256 invocations (two workgroups an SM) 181.4-182.4, double-buffered 155.2, 64-deep 219.6,
+    # 128x192 of 384 invocations 188.1, double-buffered 168.2
+    "sgmat.w4x4.f2x4.k32.pl.o4.p16": SgmatSpec(4, 4, 2, 4, pipelined=True, rotate=True, out_vec=True,
+                                               packed=True),
+    "sgmat.w4x4.f2x4.k32.pl.g16.o4.p16": SgmatSpec(4, 4, 2, 4, group=16, pipelined=True, rotate=True,
+                                                   out_vec=True, packed=True),
     "sgmat.w4x4.f2x4.k32.pl.g8.o4.p16": SgmatSpec(4, 4, 2, 4, group=8, pipelined=True, rotate=True,
                                                   out_vec=True, packed=True),
-    "sgmat.w4x4.f2x4.k32.pl.g16.o4.p16": SgmatSpec(4, 4, 2, 4, group=16, pipelined=True, out_vec=True,
-                                                   packed=True),
-    "sgmat.w4x4.f2x4.k32.pl.o4.p16": SgmatSpec(4, 4, 2, 4, pipelined=True, out_vec=True, packed=True),
+    "sgmat.w4x4.f2x4.k32.pl.g4.o4.p16": SgmatSpec(4, 4, 2, 4, group=4, pipelined=True, rotate=True,
+                                                  out_vec=True, packed=True),
     "sgmat.w4x4.f2x4.k32.pl2.g4.o4.p16": SgmatSpec(4, 4, 2, 4, group=4, pipelined=2, rotate=True,
                                                    out_vec=True, packed=True),
-    "sgmat.w2x8.f4x2.k32.pl.g4.o4.p16": SgmatSpec(2, 8, 4, 2, group=4, pipelined=True, out_vec=True,
-                                                  packed=True),
-    "sgmat.w4x4.f4x2.k32.pl.g4.o4.p16": SgmatSpec(4, 4, 4, 2, group=4, pipelined=True, out_vec=True,
-                                                  packed=True),
-    "sgmat.w4x4.f2x4.k32.pl.g4.p16": SgmatSpec(4, 4, 2, 4, group=4, pipelined=True, rotate=True, packed=True),
-    "sgmat.w4x2.f4x4.k32.pl.g4.o4.p16": SgmatSpec(4, 2, 4, 4, group=4, pipelined=True, out_vec=True,
-                                                  packed=True),
+    # the scalar epilogue, for outputs whose rows are not 4-aligned (untimed: one change from the leader)
+    "sgmat.w4x4.f2x4.k32.pl.p16": SgmatSpec(4, 4, 2, 4, pipelined=True, rotate=True, packed=True),
 }
 # Split-K forms of the tiles that few-row f32 problems prefer (the H200's autotuner chose 32x64 for
 # ViT-B/16's 197-token matmuls: 84 workgroups for 132 SMs): "<tile>.s<splits>"
@@ -473,8 +466,11 @@ COMBINE_THREADS = 256
 # H100 (h100-2026-12-06-probe-r8x16.md), not added: two 16-deep K-tile buffers of the 128x256 tile 137-193
 # TFLOP/s against 262; B's fragments loaded from the operand with only A staged (two 32-deep A buffers, or
 # one 64-deep) 74-106: a right matrix from a storage buffer costs far more than from workgroup memory.
-SGMAT_LARGE = ["sgmat.w4x4.f2x4.k32.pl.g4.o4.p16", "sgmat.w4x4.f2x4.k32.pl.g8.o4.p16",
-               "sgmat.w4x4.f2x4.k32.pl2.g4.o4.p16", "sgmat.w4x4.f2x4.k32.pl.g4.p16",
+# The packed ".p16" forms lead since (h100-2026-12-06-probe-p16.md: 281-285 against 262; the stop-35 run's
+# autotuner 498-510 us against 529-531 for the .rot.o4 forms).
+SGMAT_LARGE = ["sgmat.w4x4.f2x4.k32.pl.o4.p16", "sgmat.w4x4.f2x4.k32.pl.g16.o4.p16",
+               "sgmat.w4x4.f2x4.k32.pl.g8.o4.p16", "sgmat.w4x4.f2x4.k32.pl.g4.o4.p16",
+               "sgmat.w4x4.f2x4.k32.pl.p16", "sgmat.w4x4.f2x4.k32.pl2.g4.o4.p16",
                "sgmat.w4x4.f2x4.k32.pl.g8.rot.o4", "sgmat.w4x4.f2x4.k32.pl.g4.rot.o4",
                "sgmat.w4x4.f2x4.k32.pl.g8.rot", "sgmat.w4x4.f2x4.k32.pl.g4.rot",
                "sgmat.w8x2.f2x4.k32.pl.g8.rot.bp.o4", "sgmat.w8x2.f2x4.k32.pl.g8.rot.bp",
@@ -624,12 +620,13 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
     out4 = p.out.vec4_along("col", p.n)   # the ".o4" forms store 4 adjacent outputs at once
     if p.dtype == "f16" and sg and min(p.m, p.n) >= 16:
         first = SGMAT_LARGE if min(p.m, p.n) >= 1024 else SGMAT_SKINNY
+        b_cols = vec8_axis(p.b, p.k, p.n) == "rows"   # how sgmat_source stores this problem's B tile
         for name in first + [n for n in VARIANTS if n.startswith("sgmat") and n not in first]:
             spec = VARIANTS[name]
             if spec.out_vec and not (out4 and sg <= sgmat_wgsl.OUT_VEC_MAX_SUBGROUP):
                 continue
             threads = spec.sg_m * spec.sg_n * sg
-            if _fits(caps, threads, spec.workgroup_bytes(p.dtype)):
+            if _fits(caps, threads, spec.workgroup_bytes(p.dtype, b_cols)):
                 names.append(name)
     a_mode, b_mode = _tiled_modes(p)
     vec = a_mode in ("k", "i") or b_mode in ("k", "i")
