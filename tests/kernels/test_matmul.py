@@ -5,6 +5,7 @@ its structure (lavapipe has no subgroup matrices; the H200 run validates it)."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 import torch
@@ -104,6 +105,22 @@ def test_variant_matches_torch(rt, caps, dtype, case, variant):
     gen = torch.Generator().manual_seed(sum(case[:4]))
     a, bb = operands(*case[:4], dtype, *case[4:], gen=gen)
     check(rt, caps, problem(a, bb, dtype), a, bb, variant)
+
+
+@pytest.mark.parametrize("variant,ta", [("tile128x128.r8x16.k8.l4.db.ap.bv.v4", False),
+                                        ("tile128x128.r8x8.k8.l4.db.ap.bv.v4", False),
+                                        ("tile128x128.r8x16.k8.l4.db.bv.v4", False),
+                                        ("tile128x128.r8x16.k8.l4.db.bv.v4", True)])
+def test_b_units_stored_whole(rt, caps, variant, ta):
+    """".bv": a B loaded in vec4s along N goes into its K tile in one store a unit (both buffers, a cut
+    last tile of K and N), A loaded along K or (not padded: .ap needs a K-contiguous A) along M."""
+    gen = torch.Generator().manual_seed(7)
+    a, bb = operands(2, 136, 196, 40, "f32", ta, False, gen=gen)
+    p = problem(a, bb, "f32")
+    assert variant in variants(p, caps)
+    src = plan_matmul(dataclasses.replace(p, out=Layout(0, 136 * 196, 196, 1)), caps, variant).wgsl
+    assert re.search(r"Bs\[256u \+ \(bs0k \* 128u \+ bs0i\) / 4u\] = bs0;", src)
+    check(rt, caps, p, a, bb, variant)
 
 
 def test_default_variant_on_every_case(rt, caps):

@@ -131,6 +131,7 @@ class TiledSpec:
     a_rows: bool = False  # a K-contiguous A's tile kept [i][k], both tiles stored in whole vec4s (".ar")
     a_pad: bool = False   # [k][i] A tile of padded lines: its stores off each other's banks (".ap")
     out_vec: bool = False  # each group of 4 adjacent outputs stored at once (".o4", rows 4-aligned only)
+    vec_stores: bool = False  # an N-contiguous B's units stored in whole vec4s (".bv")
 
     @property
     def threads(self) -> int:
@@ -287,6 +288,18 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     "tile128x128.r8x16.k8.l4.db.g4.ap": TiledSpec(128, 128, 8, 8, 16, True, double=True, group=4, a_pad=True),
     "tile128x128.r16x8.k8.l4.db.ap": TiledSpec(128, 128, 8, 16, 8, True, double=True, a_pad=True),
     "tile128x128.r8x16.k8.l4.db": TiledSpec(128, 128, 8, 8, 16, True, double=True),
+    # B's units stored in whole vec4s (".bv"): one 16-byte store where four 4-byte ones at a dynamic
+    # component index hit four invocations a bank (the f16 tiles' one-store units gained 7%,
+    # h100-2026-12-06-probe-p16.md). H100 f32 4096^3 in two processes (same report): r8x16.db.ap.bv
+    # 3319.4-3319.6 us (41.40 TFLOP/s) against 3368.2-3368.3 without, .g8 3319.7 against 3374.1, the
+    # unpadded r8x16.db.bv 3336.8, r8x8.db.ap.bv 3369.5; first for large problems
+    "tile128x128.r8x16.k8.l4.db.ap.bv": TiledSpec(128, 128, 8, 8, 16, True, double=True, a_pad=True,
+                                                  vec_stores=True),
+    "tile128x128.r8x16.k8.l4.db.g8.ap.bv": TiledSpec(128, 128, 8, 8, 16, True, double=True, group=8,
+                                                     a_pad=True, vec_stores=True),
+    "tile128x128.r8x16.k8.l4.db.bv": TiledSpec(128, 128, 8, 8, 16, True, double=True, vec_stores=True),
+    "tile128x128.r8x8.k8.l4.db.ap.bv": TiledSpec(128, 128, 8, 8, 8, True, double=True, a_pad=True,
+                                                 vec_stores=True),
     # Gone too: their ".o4" forms (each group of 4 adjacent outputs stored at once, finish4: 16 vector
     # stores an invocation instead of 64 scalar ones), H100 4096^3 f32 35.8 TFLOP/s against 40.0, H200
     # 35.7-35.8 (h100-2026-12-06-probe-o4.md, h200-2026-12-06-probe-f8.json); TiledSpec.out_vec stays
@@ -636,10 +649,12 @@ def variants(p: MatmulProblem, caps: DeviceCaps) -> list[str]:
              and (a_mode == "k" or not (s.a_rows or s.a_pad)) and (out4 or not s.out_vec)]
     # default orders from the H200 runs of 2026-12-01 and 2026-12-04 (.db: h200-2026-12-04-pipelines.md);
     # the padded A tiles (h100-2026-12-05-probes2.md: H100 and H200), and ahead of them the 128-invocation
-    # 8x16 ones (h100-2026-12-06-probe-r8x16.md)
+    # 8x16 ones (h100-2026-12-06-probe-r8x16.md), their whole-vec4 B stores (.bv) first
     if p.m * p.n >= 1 << 20 and p.m >= 256:
-        order = ["tile128x128.r8x16.k8.l4.db.ap", "tile128x128.r8x16.k8.l4.db.g8.ap",
-                 "tile128x128.r8x16.k8.l4.db.g4.ap", "tile128x128.r16x8.k8.l4.db.ap",
+        order = ["tile128x128.r8x16.k8.l4.db.ap.bv", "tile128x128.r8x16.k8.l4.db.g8.ap.bv",
+                 "tile128x128.r8x16.k8.l4.db.bv", "tile128x128.r8x16.k8.l4.db.ap",
+                 "tile128x128.r8x16.k8.l4.db.g8.ap", "tile128x128.r8x16.k8.l4.db.g4.ap",
+                 "tile128x128.r16x8.k8.l4.db.ap",
                  "tile128x128.r8x8.k8.l4.db.ap", "tile128x128.r8x8.k8.l4.db.g8.ap",
                  "tile128x64.r8x4.k16.l4.db", "tile128x128.r8x8.k8.l4.pl.ap", "tile128x128.r8x8.k8.l4.db",
                  "tile128x128.r8x8.k8.l4.pl", "tile128x64.r8x4.k16.l4", "tile128x128.r8x8.k16"] + tiled
@@ -756,7 +771,8 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
             b_mode = {"k": "sk", "i": "si"}.get(b_mode, b_mode)
         src = wgsl.tiled_source(epi, spec.bm, spec.bn, spec.bk, spec.tm, spec.tn, a_mode, b_mode, spec.lds4,
                                 double=spec.double, group=spec.group, pipelined=spec.pipelined,
-                                a_rows=spec.a_rows, a_pad=spec.a_pad, out_vec=spec.out_vec)
+                                a_rows=spec.a_rows, a_pad=spec.a_pad, out_vec=spec.out_vec,
+                                vec_stores=spec.vec_stores)
         grid = (ceil_div(p.n, spec.bn), ceil_div(p.m, spec.bm), p.batch)
         wg = (spec.bn // spec.tn, spec.bm // spec.tm, 1)
     elif isinstance(spec, GemvSpec) and spec.unroll:

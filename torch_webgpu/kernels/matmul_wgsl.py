@@ -321,7 +321,7 @@ def tile_origin(bm: int, bn: int, group: int) -> str:
 def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mode: str,
                  b_mode: str, lds4: bool = False, splits: int = 1, double: bool = False,
                  group: int = 0, pipelined: int = 0, a_rows: bool = False, a_pad: bool = False,
-                 out_vec: bool = False) -> str:
+                 out_vec: bool = False, vec_stores: bool = False) -> str:
     """Register-tiled SIMT matmul: a (bm × bn) output tile per workgroup, (tm × tn) per invocation at
     rows ty + i * TY and cols tx + j * TX (conflict-free workgroup reads, coalesced stores). `lds4`:
     each invocation owns groups of 4 adjacent rows and columns (rows g·4·TY + 4·ty + i), so it reads
@@ -337,7 +337,9 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
     invocations per bank); the FMAs read A four k at a time (_rows_multiply). `a_pad` (a K-contiguous A
     read as vec4, `lds4`): the [k][i] A tile's lines LINE_PAD words apart, so that its transposing stores
     spread over the banks. `out_vec` (`lds4`, one pass): each invocation's groups of 4 adjacent outputs
-    stored as one vector (finish_fn's `finish4`; O an array of vec4)."""
+    stored as one vector (finish_fn's `finish4`; O an array of vec4). `vec_stores` (`lds4`): a B loaded in
+    vec4s along N is stored in whole vec4s (one 16-byte store per unit where its four components took four
+    stores at a dynamic component index, four invocations a bank)."""
     t = e.dtype
     tx, ty = bn // tn, bm // tm
     threads = tx * ty
@@ -389,7 +391,9 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
         stores = "\n".join(f"  finish({zb}, m0 + {row[i]}, n0 + {col[j]}, acc{i}_{j});"
                            for i in range(tm) for j in range(tn))
     load_a = _tile_load("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4, whole=a_rows, pad=pad)
-    load_b = _tile_load("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4, whole=a_rows)
+    b_whole = vec_stores and lds4
+    load_b = _tile_load("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4,
+                        whole=a_rows or b_whole)
     if splits > 1:
         # K of this slice ends at K (the loads' bound); slices past the end store zeros
         head = header(e, a_elem, b_elem, partials=True) + PARTIAL_FINISH
@@ -403,10 +407,10 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
     copies = 2 if double else 1
     if double:
         k_loop = _double_buffered_k_loop(bm, bn, bk, a_mode, b_mode, threads, lds4, k_first,
-                                         [multiply(0), multiply(1)], a_words, b_words, a_rows, pad)
+                                         [multiply(0), multiply(1)], a_words, b_words, a_rows, pad, b_whole)
     elif pipelined:
         k_loop = _pipelined_k_loop(bm, bn, bk, a_mode, b_mode, threads, lds4, k_first, multiply(0),
-                                   pipelined, a_rows, pad)
+                                   pipelined, a_rows, pad, b_whole)
     else:
         k_loop = f"""  for (var t = {k_first}; t < K; t += {bk}u) {{
 {load_a}
@@ -462,17 +466,19 @@ def register_pipelined_loop(k_first: str, bk: int, sets: list[tuple[str, str]], 
 
 
 def _pipelined_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str, threads: int, lds4: bool,
-                      k_first: str, k_tile: str, depth: int = 1, a_rows: bool = False, pad: int = 0) -> str:
+                      k_first: str, k_tile: str, depth: int = 1, a_rows: bool = False, pad: int = 0,
+                      b_whole: bool = False) -> str:
     """The K loop of tiled_source's `pipelined` form: tile 0 staged before it; each step fetches the tile
     `depth` ahead (at `tn`) into registers, multiplies this one, and stores the next one (fetched
     `depth` - 1 steps before) after a barrier. With depth D > 1 a loop iteration is D steps, register set
     s fetched in step s, and tiles 1 … D-1 are fetched before the loop. `k_tile`: the loop over the K
-    tile (its reads and FMAs); `a_rows`: tiled_source's; `pad`: the A tile's (_tile_load's)."""
+    tile (its reads and FMAs); `a_rows`: tiled_source's; `pad`: the A tile's (_tile_load's); `b_whole`:
+    B's units stored in whole vec4s where its layout allows (tiled_source's `vec_stores`)."""
     def halves(k0: str, tag: str = "", declare: bool = True) -> tuple[str, str]:
         fa, sa = _tile_fetch_stash("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4, k0, "",
                                    tag, declare, whole=a_rows, pad=pad)
         fb, sb = _tile_fetch_stash("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4, k0, "",
-                                   tag, declare, whole=a_rows)
+                                   tag, declare, whole=a_rows or b_whole)
         return fa + "\n" + fb, sa + "\n" + sb
     fetch0, stash0 = halves(k_first)
     multiply = f"""{k_tile}
@@ -509,18 +515,18 @@ def _pipelined_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str, threa
 
 def _double_buffered_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str, threads: int,
                             lds4: bool, k_first: str, steps: list[str], a_words: int, b_words: int,
-                            a_rows: bool = False, pad: int = 0) -> str:
+                            a_rows: bool = False, pad: int = 0, b_whole: bool = False) -> str:
     """The K loop of tiled_source's `double` form: tile 0 staged before it into buffer 0; each step fetches
     the next tile into registers, multiplies this one (`steps[b]`: the loop over K-tile buffer b) and
     stashes the fetched one into the other buffer, one barrier per tile. A loop iteration is two
     steps, so that every buffer offset is a constant (a `cur` index took the H200's 128x128.k8.l4 from
     37.9 to 32.9 TFLOP/s, benchmarks/results/h200-2026-12-04-pipelines.md). `a_rows`: tiled_source's;
-    `pad`: the A tile's (_tile_load's)."""
+    `pad`: the A tile's (_tile_load's); `b_whole`: as _pipelined_k_loop's."""
     def halves(k0: str, buf: int) -> tuple[str, str]:
         fa, sa = _tile_fetch_stash("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4, k0,
                                    f"{buf * a_words}u" if buf else "", whole=a_rows, pad=pad)
         fb, sb = _tile_fetch_stash("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4, k0,
-                                   f"{buf * b_words}u" if buf else "", whole=a_rows)
+                                   f"{buf * b_words}u" if buf else "", whole=a_rows or b_whole)
         return fa + "\n" + fb, sa + "\n" + sb
     fetch0, stash0 = halves(k_first, 0)
 
