@@ -91,8 +91,9 @@ def emulate_subgroup_matrices(src: str) -> str:
         src = src.replace(scratch.group(0), "")
         head = src.index("{\n", src.index("fn main(")) + 2
         src = src[:head] + f"  var Cs: {scratch.group(1)};\n" + src[head:]
-    else:
+    if _HOME_STORE.search(src):   # packed tiles: (some) results through the K tiles
         src = _results_through_tiles(src, 256 // sg_size)
+    assert scratch or "sgm_store_home" in src, "no results scratch Cs and no results through the K tiles"
     fns = _common(sg_size, "finish4(" in src, packed)
     src = src.replace("subgroup_matrix_result<f32, 16, 16>()", f"array<f32, {256 // sg_size}>()")
     for role, tile in (("left", "As"), ("right", "Bs")):
@@ -115,9 +116,7 @@ def _results_through_tiles(src: str, per: int) -> str:
     """A packed kernel's results scratch in its K tiles (scratch4 / scratch1 read it back, a row-major
     f32 16x16 matrix of 64 words at word `soff` of sub-array `ssub`) as a private array of the same
     shape: each lane reads back only what its own emulated matrices hold."""
-    store = _HOME_STORE.search(src)
-    assert store, "no results scratch Cs and no results stored through the K tiles"
-    tile = store.group(1)
+    tile = _HOME_STORE.search(src).group(1)
     subs_words = re.search(rf"var<workgroup> {tile}: array<array<vec4<u32>, (\d+)>, (\d+)>;", src)
     words, subs = int(subs_words.group(1)), int(subs_words.group(2))
     src = src.replace(f"return bitcast<vec4<f32>>({tile}[sub][at]);",

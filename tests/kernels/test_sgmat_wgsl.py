@@ -200,12 +200,15 @@ EMULATED = {"sgmat.small.k32": dict(), "sgmat.small.k32.g8": dict(group=8),
             # and B 8 at a time: the one-tile-b-nk and three-tiles cases)
             "sgmat.small.k32.p16": dict(packed=True),
             "sgmat.small.k32.pl.g8.rot.p16": dict(group=8, pipelined=1, rotate=True, packed=True),
-            "sgmat.small.k16.db.p16": dict(bk=16, double=True, packed=True)}
+            "sgmat.small.k16.db.p16": dict(bk=16, double=True, packed=True),
+            # the results alternately through the K tiles and a scratch, one barrier each (".pp")
+            "sgmat.small.k32.pl.p16.pp": dict(pipelined=1, packed=True, pingpong=True)}
 # results stored 4 adjacent columns at a time (".o4"): offered where the output's rows are 4-aligned
 EMULATED_O4 = {"sgmat.small.k32.pl.g8.rot.o4": dict(group=8, pipelined=1, rotate=True, out_vec=True),
                "sgmat.small.k48.pl.g8.rot.cs4.o4": dict(bk=48, group=8, pipelined=1, rotate=True,
                                                         results_rounds=4, out_vec=True),
-               "sgmat.small.k32.pl.g8.o4.p16": dict(group=8, pipelined=1, out_vec=True, packed=True)}
+               "sgmat.small.k32.pl.g8.o4.p16": dict(group=8, pipelined=1, out_vec=True, packed=True),
+               "sgmat.small.k32.pl.o4.p16.pp": dict(pipelined=1, out_vec=True, packed=True, pingpong=True)}
 
 
 @pytest.mark.parametrize("name", [*EMULATED, "sgmat.w4x4.f4x2.k32.pl.g8.rot"])
@@ -216,7 +219,7 @@ def test_tensor_core_loop_with_emulated_matrices(rt, caps, monkeypatch, name, m,
 
 
 @pytest.mark.parametrize("name", [*EMULATED_O4, "sgmat.w4x4.f2x4.k32.pl.g8.rot.o4",
-                                  "sgmat.w4x4.f2x4.k32.pl.g4.o4.p16"])
+                                  "sgmat.w4x4.f2x4.k32.pl.g4.o4.p16", "sgmat.w4x4.f2x4.k32.pl.o4.p16.pp"])
 @pytest.mark.parametrize("m,n,k,b_nk", [(200, 132, 80, False), (96, 64, 16, True), (64, 168, 48, False)],
                          ids=["odd-tiles-b-scalar", "one-tile-b-nk", "three-tiles"])
 def test_tensor_core_results_stored_four_at_a_time(rt, caps, monkeypatch, name, m, n, k, b_nk):

@@ -194,6 +194,7 @@ class SgmatSpec:
     results_rounds: int = 1   # results through a scratch this fraction the size, in turns (".cs2")
     out_vec: bool = False  # results stored 4 adjacent columns a lane (".o4", rows 4-aligned only)
     packed: bool = False   # K tiles of 16-byte words, one store a unit, results through them (".p16")
+    pingpong: bool = False  # packed: results alternate between the K tiles and a scratch (".pp")
 
     @property
     def tile(self) -> tuple[int, int]:
@@ -205,7 +206,7 @@ class SgmatSpec:
         (`b_cols`: a K-contiguous B) or by rows, or the larger of the two (None)."""
         return max(sgmat_wgsl.SgmatTile(self.sg_m, self.sg_n, self.fm, self.fn, self.bk, 1, self.pad, by_cols,
                                         buffers=2 if self.double else 1, results_rounds=self.results_rounds,
-                                        packed=self.packed)
+                                        packed=self.packed, pingpong=self.pingpong)
                    .workgroup_bytes for by_cols in ((False, True) if b_cols is None else (b_cols,)))
 
 
@@ -445,6 +446,12 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
                                                    out_vec=True, packed=True),
     # the scalar epilogue, for outputs whose rows are not 4-aligned (untimed: one change from the leader)
     "sgmat.w4x4.f2x4.k32.pl.p16": SgmatSpec(4, 4, 2, 4, pipelined=True, rotate=True, packed=True),
+    # the results alternately through the K tiles and a scratch of their own (".pp"): one barrier per
+    # result matrix, not two (46 KiB of workgroup memory); not yet timed
+    "sgmat.w4x4.f2x4.k32.pl.o4.p16.pp": SgmatSpec(4, 4, 2, 4, pipelined=True, rotate=True, out_vec=True,
+                                                  packed=True, pingpong=True),
+    "sgmat.w4x4.f2x4.k32.pl.g16.o4.p16.pp": SgmatSpec(4, 4, 2, 4, group=16, pipelined=True, rotate=True,
+                                                      out_vec=True, packed=True, pingpong=True),
 }
 # Split-K forms of the tiles that few-row f32 problems prefer (the H200's autotuner chose 32x64 for
 # ViT-B/16's 197-token matmuls: 84 workgroups for 132 SMs): "<tile>.s<splits>"
@@ -798,7 +805,7 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
         vec_a, vec_b = vec8_axis(p.a, p.m, p.k), vec8_axis(p.b, p.k, p.n)
         src = sgmat_wgsl.sgmat_source(epi, spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, sg, vec_a, vec_b,
                                 spec.pad, spec.group, spec.pipelined, spec.rotate, spec.double, spec.order,
-                                spec.results_rounds, spec.plain_b, spec.out_vec, spec.packed)
+                                spec.results_rounds, spec.plain_b, spec.out_vec, spec.packed, spec.pingpong)
         bm, bn = spec.tile
         grid = (ceil_div(p.n, bn), ceil_div(p.m, bm), p.batch)
         wg = (spec.sg_m * spec.sg_n * sg, 1, 1)

@@ -49,6 +49,7 @@ class SgmatTile:
     results_rounds: int = 1   # the subgroups' results pass through the scratch in this many rounds
     out_vec: bool = False     # results leave 4 adjacent columns a store (matmul_wgsl.finish_fn's finish4)
     packed: bool = False      # K tiles in arrays of 16-byte words (sgmat_source's `packed`)
+    pingpong: bool = False    # packed: results alternate between the K tiles and a scratch (_sgmat_stores)
 
     @property
     def threads(self) -> int:
@@ -77,7 +78,9 @@ class SgmatTile:
     def results_bytes(self) -> int:
         """Workgroup memory of the results scratch: one f32 16×16 matrix per subgroup of a round (none
         where the results pass through the K tiles: scratch_home)."""
-        return 0 if self.scratch_home else 4 * 256 * self.scratch_matrices
+        if self.scratch_home and not self.pingpong:
+            return 0
+        return 4 * 256 * self.scratch_matrices
 
     @property
     def a_words(self) -> int:
@@ -161,7 +164,7 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
                  vec_a: str = "", vec_b: str = "", pad: int = SGMAT_ROW_PAD, group: int = 0,
                  pipelined: int = 0, rotate: bool = False, double: bool = False, order: str = "",
                  results_rounds: int = 1, plain_b: bool = False, out_vec: bool = False,
-                 packed: bool = False) -> str:
+                 packed: bool = False, pingpong: bool = False) -> str:
     """Tensor-core matmul (f16 operands, f32 results, 16×16×16 subgroup matrices) of two dense operands:
     see sgmat_main for the tile.
 
@@ -186,7 +189,8 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
     `packed` (A staged along K, B 8 at a time): the K tiles are arrays of 16-byte words, each staging unit
     one 16-byte store (no rotation), the fragments loaded from them with the word-typed
     `subgroupMatrixLoad<T, Majorness>` (gpuweb#6345), and the results pass through the K tiles once the
-    loop is done (SgmatTile.scratch_home) instead of a scratch of their own."""
+    loop is done (SgmatTile.scratch_home) instead of a scratch of their own; with `pingpong` the result
+    matrices alternate between the K tiles and a scratch of their own, one barrier each instead of two."""
     assert not (rotate and order), "rotated stores assume units along the contiguous axis"
     # a K-contiguous B (a linear layer's [N, K] weight) is stored by columns: 16-byte runs stay runs
     double = double and bool(vec_a and vec_b)
@@ -194,7 +198,8 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
     packed = packed and vec_a == "cols" and bool(vec_b)   # every unit runs along its tile's rows in memory
     rotate = rotate and not packed
     g = SgmatTile(sg_m, sg_n, fm, fn, bk, sg_size, pad, b_cols=vec_b == "rows", group=group,
-                  buffers=2 if double else 1, results_rounds=results_rounds, out_vec=out_vec, packed=packed)
+                  buffers=2 if double else 1, results_rounds=results_rounds, out_vec=out_vec, packed=packed,
+                  pingpong=pingpong and packed)
     head = header(e, "vec4<u32>" if vec_a else e.dtype, "vec4<u32>" if vec_b else e.dtype,
                   ("chromium_experimental_subgroup_matrix",), out_vec=out_vec) + finish_fn(e, out_vec)
 
@@ -391,6 +396,7 @@ def _sgmat_entry(g: SgmatTile) -> str:
                      for i in range(g.fm) for j in range(g.fn))
     scratch = f"\n  let cs = sg % {g.scratch_matrices}u;" if g.results_rounds > 1 else ""
     home = g.scratch_home
+    decl_scratch = ""
     if home:
         # the results pass through the K tiles (scratch_home): subgroup sg's matrix at word soff of
         # sub-array ssub; scratch4 / scratch1 read back 4 adjacent results / one
@@ -401,8 +407,9 @@ def _sgmat_entry(g: SgmatTile) -> str:
 fn scratch1(sub: u32, at: u32, x: u32) -> f32 {{
   return bitcast<f32>({home[0]}[sub][at + x / 4u][x % 4u]);
 }}"""
-    else:
-        decl_scratch = f"var<workgroup> Cs: array<array<f32, 256>, {g.scratch_matrices}>;"
+    if not home or g.pingpong:
+        decl_scratch = (decl_scratch + "\n" if home else "") + \
+            f"var<workgroup> Cs: array<array<f32, 256>, {g.scratch_matrices}>;"
     return f"""{decl_scratch}
 @compute @workgroup_size({g.threads})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32{nwg}) {{
@@ -417,7 +424,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 def _sgmat_stores(g: SgmatTile) -> str:
     """Each result matrix c{i}_{j} through the subgroup's scratch into `finish` (the epilogue);
     with g.results_rounds > 1 the subgroups of round h (sg / scratch_matrices) take their turn between
-    barriers that all of them reach."""
+    barriers that all of them reach; packed tiles pass them through the K tiles (g.scratch_home), with
+    g.pingpong every other one through the scratch instead, so that one barrier a matrix suffices."""
     am, bw, per_lane = g.fm * 16, g.fn * 16, 256 // g.sg_size
     cs = "cs" if g.results_rounds > 1 else "sg"
     home = g.scratch_home
@@ -427,7 +435,10 @@ def _sgmat_stores(g: SgmatTile) -> str:
         for j in range(g.fn):
             store = f"subgroupMatrixStore(&Cs[{cs}], 0u, c{i}_{j}, false, 16u);"
             at = f"m0 + sm * {am}u + {i * 16}u + x / 16u, n0 + sn * {bw}u + {j * 16}u + x % 16u"
-            if home:
+            # ping-pong: odd matrices through the scratch, even ones through the K tiles; a matrix's slot
+            # is written again two matrices later, after a barrier that follows every read of it
+            through_tiles = home and not (g.pingpong and (i * g.fn + j) % 2)
+            if through_tiles:
                 store = f"subgroupMatrixStore<row_major>(&{home[0]}[ssub], soff, c{i}_{j}, 4u);"
                 reads = ("finish4(batch, {at}, scratch4(ssub, soff + x / 4u));" if g.out_vec
                          else "finish(batch, {at}, scratch1(ssub, soff, x));").format(at=at)
@@ -448,6 +459,9 @@ def _sgmat_stores(g: SgmatTile) -> str:
     let x = lane + q * {g.sg_size}u;
     finish(batch, {at}, Cs[{cs}][x]);
   }}"""
+            if g.pingpong and home:
+                out.append(f"  {store}\n  workgroupBarrier();\n  {finish}")
+                continue
             if g.results_rounds == 1:
                 out.append(f"  {store}\n  workgroupBarrier();\n  {finish}\n  workgroupBarrier();")
                 continue
