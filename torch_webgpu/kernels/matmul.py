@@ -447,9 +447,13 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
     # the scalar epilogue, for outputs whose rows are not 4-aligned (untimed: one change from the leader)
     "sgmat.w4x4.f2x4.k32.pl.p16": SgmatSpec(4, 4, 2, 4, pipelined=True, rotate=True, packed=True),
     # the results alternately through the K tiles and a scratch of their own (".pp"): one barrier per
-    # result matrix, not two (46 KiB of workgroup memory); not yet timed
+    # result matrix, not two (44 KiB of workgroup memory). H100 f16 4096^3 in two processes
+    # (h100-2026-12-06-probe-p16.md): 477.4 / 473.8 us (287.9 / 290.1 TFLOP/s) against 488.7 / 480.4 for
+    # the .p16 leader, .g16.pp 483.6 against 487.3; first for large problems
     "sgmat.w4x4.f2x4.k32.pl.o4.p16.pp": SgmatSpec(4, 4, 2, 4, pipelined=True, rotate=True, out_vec=True,
                                                   packed=True, pingpong=True),
+    "sgmat.w4x4.f2x4.k32.pl.p16.pp": SgmatSpec(4, 4, 2, 4, pipelined=True, rotate=True, packed=True,
+                                               pingpong=True),
     "sgmat.w4x4.f2x4.k32.pl.g16.o4.p16.pp": SgmatSpec(4, 4, 2, 4, group=16, pipelined=True, rotate=True,
                                                       out_vec=True, packed=True, pingpong=True),
 }
@@ -487,10 +491,12 @@ COMBINE_THREADS = 256
 # TFLOP/s against 262; B's fragments loaded from the operand with only A staged (two 32-deep A buffers, or
 # one 64-deep) 74-106: a right matrix from a storage buffer costs far more than from workgroup memory.
 # The packed ".p16" forms lead since (h100-2026-12-06-probe-p16.md: 281-285 against 262; the stop-35 run's
-# autotuner 498-510 us against 529-531 for the .rot.o4 forms).
-SGMAT_LARGE = ["sgmat.w4x4.f2x4.k32.pl.o4.p16", "sgmat.w4x4.f2x4.k32.pl.g16.o4.p16",
+# autotuner 498-510 us against 529-531 for the .rot.o4 forms), their ".pp" epilogue first (288-290).
+SGMAT_LARGE = ["sgmat.w4x4.f2x4.k32.pl.o4.p16.pp", "sgmat.w4x4.f2x4.k32.pl.g16.o4.p16.pp",
+               "sgmat.w4x4.f2x4.k32.pl.p16.pp", "sgmat.w4x4.f2x4.k32.pl.o4.p16",
+               "sgmat.w4x4.f2x4.k32.pl.g16.o4.p16", "sgmat.w4x4.f2x4.k32.pl.p16",
                "sgmat.w4x4.f2x4.k32.pl.g8.o4.p16", "sgmat.w4x4.f2x4.k32.pl.g4.o4.p16",
-               "sgmat.w4x4.f2x4.k32.pl.p16", "sgmat.w4x4.f2x4.k32.pl2.g4.o4.p16",
+               "sgmat.w4x4.f2x4.k32.pl2.g4.o4.p16",
                "sgmat.w4x4.f2x4.k32.pl.g8.rot.o4", "sgmat.w4x4.f2x4.k32.pl.g4.rot.o4",
                "sgmat.w4x4.f2x4.k32.pl.g8.rot", "sgmat.w4x4.f2x4.k32.pl.g4.rot",
                "sgmat.w8x2.f2x4.k32.pl.g8.rot.bp.o4", "sgmat.w8x2.f2x4.k32.pl.g8.rot.bp",
