@@ -124,5 +124,6 @@ def test_matmul_library_top_times_the_first_variants_of_each_case():
     rows = matmul_library.figures(smoke=True, reps=1, dtypes=("f32",), verbose=False, cases="^64", top=1)
     timed = [r["variant"] for r in rows if "tflops" in r and r["variant"] != "torch-cuda"]
     caps = DeviceCaps.from_runtime(get_runtime())
-    p = MatmulProblem(1, 64, 64, 64, Layout(0, 0, 64, 1), Layout(0, 0, 64, 1), Layout(0, 0, 64, 1), dtype="f32")
+    square = Layout(0, 0, 64, 1)
+    p = MatmulProblem(1, 64, 64, 64, square, square, square, dtype="f32")
     assert timed == variants(p, caps)[:1]
