@@ -396,20 +396,20 @@ def _sgmat_entry(g: SgmatTile) -> str:
                      for i in range(g.fm) for j in range(g.fn))
     scratch = f"\n  let cs = sg % {g.scratch_matrices}u;" if g.results_rounds > 1 else ""
     home = g.scratch_home
-    decl_scratch = ""
+    module_scope = []
     if home:
         # the results pass through the K tiles (scratch_home): subgroup sg's matrix at word soff of
         # sub-array ssub; scratch4 / scratch1 read back 4 adjacent results / one
         scratch += f"\n  let ssub = sg / {home[1]}u; let soff = (sg % {home[1]}u) * 64u;"
-        decl_scratch = f"""fn scratch4(sub: u32, at: u32) -> vec4<f32> {{
+        module_scope.append(f"""fn scratch4(sub: u32, at: u32) -> vec4<f32> {{
   return bitcast<vec4<f32>>({home[0]}[sub][at]);
 }}
 fn scratch1(sub: u32, at: u32, x: u32) -> f32 {{
   return bitcast<f32>({home[0]}[sub][at + x / 4u][x % 4u]);
-}}"""
-    if not home or g.pingpong:
-        decl_scratch = (decl_scratch + "\n" if home else "") + \
-            f"var<workgroup> Cs: array<array<f32, 256>, {g.scratch_matrices}>;"
+}}""")
+    if not home or g.pingpong:   # a scratch of their own: all results, or every other one (.pp)
+        module_scope.append(f"var<workgroup> Cs: array<array<f32, 256>, {g.scratch_matrices}>;")
+    decl_scratch = "\n".join(module_scope)
     return f"""{decl_scratch}
 @compute @workgroup_size({g.threads})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32{nwg}) {{
