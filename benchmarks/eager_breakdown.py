@@ -132,6 +132,15 @@ def measure(reps: int, heavy_bytes: int | None = None, only: str | None = None) 
     return rows
 
 
+def emit(rows: list[dict], json_path: str | None) -> None:
+    """Print each row as a JSON line, and with `json_path` write them all there."""
+    for row in rows:
+        print(json.dumps(row))
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
 def main() -> None:
     """Print (and with --json write) the rows."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -140,12 +149,7 @@ def main() -> None:
     parser.add_argument("--only", default=None, help="regex over the case names")
     parser.add_argument("--json")
     ns = parser.parse_args()
-    rows = measure(ns.reps, ns.heavy_bytes, ns.only)
-    for row in rows:
-        print(json.dumps(row))
-    if ns.json:
-        with open(ns.json, "w") as f:
-            json.dump(rows, f, indent=1)
+    emit(measure(ns.reps, ns.heavy_bytes, ns.only), ns.json)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@ call's host and wall time: `python -m benchmarks.toggle_split {default,no-robust
 from __future__ import annotations
 
 import argparse
-import json
 import os
 
 
@@ -33,10 +32,7 @@ def main() -> None:
     for row in rows:
         row["toggles"] = ns.toggles
         row["dawn_toggles"] = list(get_runtime().info.toggles)
-        print(json.dumps(row))
-    if ns.json:
-        with open(ns.json, "w") as f:
-            json.dump(rows, f, indent=1)
+    eager_breakdown.emit(rows, ns.json)
 
 
 if __name__ == "__main__":

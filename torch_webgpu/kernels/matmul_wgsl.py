@@ -391,9 +391,8 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
         stores = "\n".join(f"  finish({zb}, m0 + {row[i]}, n0 + {col[j]}, acc{i}_{j});"
                            for i in range(tm) for j in range(tn))
     load_a = _tile_load("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4, whole=a_rows, pad=pad)
-    b_whole = vec_stores and lds4
-    load_b = _tile_load("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4,
-                        whole=a_rows or b_whole)
+    b_whole = a_rows or (vec_stores and lds4)   # B's units in whole vec4s where its layout allows
+    load_b = _tile_load("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4, whole=b_whole)
     if splits > 1:
         # K of this slice ends at K (the loads' bound); slices past the end store zeros
         head = header(e, a_elem, b_elem, partials=True) + PARTIAL_FINISH
@@ -473,12 +472,12 @@ def _pipelined_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str, threa
     `depth` - 1 steps before) after a barrier. With depth D > 1 a loop iteration is D steps, register set
     s fetched in step s, and tiles 1 … D-1 are fetched before the loop. `k_tile`: the loop over the K
     tile (its reads and FMAs); `a_rows`: tiled_source's; `pad`: the A tile's (_tile_load's); `b_whole`:
-    B's units stored in whole vec4s where its layout allows (tiled_source's `vec_stores`)."""
+    B's units stored in whole vec4s where its layout allows (tiled_source's `a_rows` or `vec_stores`)."""
     def halves(k0: str, tag: str = "", declare: bool = True) -> tuple[str, str]:
         fa, sa = _tile_fetch_stash("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4, k0, "",
                                    tag, declare, whole=a_rows, pad=pad)
         fb, sb = _tile_fetch_stash("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4, k0, "",
-                                   tag, declare, whole=a_rows or b_whole)
+                                   tag, declare, whole=b_whole)
         return fa + "\n" + fb, sa + "\n" + sb
     fetch0, stash0 = halves(k_first)
     multiply = f"""{k_tile}
@@ -526,7 +525,7 @@ def _double_buffered_k_loop(bm: int, bn: int, bk: int, a_mode: str, b_mode: str,
         fa, sa = _tile_fetch_stash("A", "a", "As", bm, bk, "m0", "M", a_mode, threads, True, lds4, k0,
                                    f"{buf * a_words}u" if buf else "", whole=a_rows, pad=pad)
         fb, sb = _tile_fetch_stash("B", "b", "Bs", bn, bk, "n0", "N", b_mode, threads, False, lds4, k0,
-                                   f"{buf * b_words}u" if buf else "", whole=a_rows or b_whole)
+                                   f"{buf * b_words}u" if buf else "", whole=b_whole)
         return fa + "\n" + fb, sa + "\n" + sb
     fetch0, stash0 = halves(k_first, 0)
 

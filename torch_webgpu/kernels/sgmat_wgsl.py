@@ -437,27 +437,22 @@ def _sgmat_stores(g: SgmatTile) -> str:
             at = f"m0 + sm * {am}u + {i * 16}u + x / 16u, n0 + sn * {bw}u + {j * 16}u + x % 16u"
             # ping-pong: odd matrices through the scratch, even ones through the K tiles; a matrix's slot
             # is written again two matrices later, after a barrier that follows every read of it
-            through_tiles = home and not (g.pingpong and (i * g.fn + j) % 2)
-            if through_tiles:
+            if home and not (g.pingpong and (i * g.fn + j) % 2):   # through the K tiles
                 store = f"subgroupMatrixStore<row_major>(&{home[0]}[ssub], soff, c{i}_{j}, 4u);"
-                reads = ("finish4(batch, {at}, scratch4(ssub, soff + x / 4u));" if g.out_vec
-                         else "finish(batch, {at}, scratch1(ssub, soff, x));").format(at=at)
-                q = per_lane // 4 if g.out_vec else per_lane
-                x = "(lane + q * {sg}u) * 4u" if g.out_vec else "lane + q * {sg}u"
-                finish = f"""for (var q = 0u; q < {q}u; q++) {{
-    let x = {x.format(sg=g.sg_size)};
-    {reads}
-  }}"""
-            elif g.out_vec:
+                read4, read1 = "scratch4(ssub, soff + x / 4u)", "scratch1(ssub, soff, x)"
+            else:
+                read4 = f"vec4<f32>(Cs[{cs}][x], Cs[{cs}][x + 1u], Cs[{cs}][x + 2u], Cs[{cs}][x + 3u])"
+                read1 = f"Cs[{cs}][x]"
+            if g.out_vec:
                 # 4 adjacent results a lane: the scratch reads of a quarter-warp are 128 contiguous bytes
                 finish = f"""for (var q = 0u; q < {per_lane // 4}u; q++) {{
     let x = (lane + q * {g.sg_size}u) * 4u;
-    finish4(batch, {at}, vec4<f32>(Cs[{cs}][x], Cs[{cs}][x + 1u], Cs[{cs}][x + 2u], Cs[{cs}][x + 3u]));
+    finish4(batch, {at}, {read4});
   }}"""
             else:
                 finish = f"""for (var q = 0u; q < {per_lane}u; q++) {{
     let x = lane + q * {g.sg_size}u;
-    finish(batch, {at}, Cs[{cs}][x]);
+    finish(batch, {at}, {read1});
   }}"""
             if g.pingpong and home:
                 out.append(f"  {store}\n  workgroupBarrier();\n  {finish}")
