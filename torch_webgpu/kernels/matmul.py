@@ -456,15 +456,6 @@ VARIANTS: dict[str, TiledSpec | GemvSpec | SgmatSpec] = {
                                                pingpong=True),
     "sgmat.w4x4.f2x4.k32.pl.g16.o4.p16.pp": SgmatSpec(4, 4, 2, 4, group=16, pipelined=True, rotate=True,
                                                       out_vec=True, packed=True, pingpong=True),
-    # 8 subgroups of 64x64 (or 32x128) in the 128x256 tile: a third fewer fragment loads from workgroup
-    # memory per multiply than 16 subgroups of 32x64 (8 per 16 multiplies, not 12), for a model of the
-    # 128x256 tile's K step as workgroup-memory bound (~120 KiB read and written per 32-deep step an SM)
-    "sgmat.w2x4.f4x4.k32.pl.o4.p16.pp": SgmatSpec(2, 4, 4, 4, pipelined=True, rotate=True, out_vec=True,
-                                                  packed=True, pingpong=True),
-    "sgmat.w2x4.f4x4.k32.pl.o4.p16": SgmatSpec(2, 4, 4, 4, pipelined=True, rotate=True, out_vec=True,
-                                               packed=True),
-    "sgmat.w4x2.f2x8.k32.pl.o4.p16.pp": SgmatSpec(4, 2, 2, 8, pipelined=True, rotate=True, out_vec=True,
-                                                  packed=True, pingpong=True),
 }
 # Split-K forms of the tiles that few-row f32 problems prefer (the H200's autotuner chose 32x64 for
 # ViT-B/16's 197-token matmuls: 84 workgroups for 132 SMs): "<tile>.s<splits>"
@@ -501,11 +492,14 @@ COMBINE_THREADS = 256
 # one 64-deep) 74-106: a right matrix from a storage buffer costs far more than from workgroup memory.
 # The packed ".p16" forms lead since (h100-2026-12-06-probe-p16.md: 281-285 against 262; the stop-35 run's
 # autotuner 498-510 us against 529-531 for the .rot.o4 forms), their ".pp" epilogue first (288-290).
+# The first six are the .o4 forms where outputs are 4-aligned (the scalar-epilogue ones close up to the
+# head where they are not). H200 (h200-2026-12-06-issue12-stop37.md), not added: 8 subgroups of 64x64 in
+# the 128x256 tile 576.2-576.6 us and of 32x128 588.1, against 483.7 for the .pp leader, so fewer
+# fragment loads per multiply do not pay for half the subgroups.
 SGMAT_LARGE = ["sgmat.w4x4.f2x4.k32.pl.o4.p16.pp", "sgmat.w4x4.f2x4.k32.pl.g16.o4.p16.pp",
-               "sgmat.w2x4.f4x4.k32.pl.o4.p16.pp", "sgmat.w4x4.f2x4.k32.pl.o4.p16",
-               "sgmat.w4x2.f2x8.k32.pl.o4.p16.pp", "sgmat.w4x4.f2x4.k32.pl.g16.o4.p16",
-               "sgmat.w4x4.f2x4.k32.pl.p16.pp", "sgmat.w4x4.f2x4.k32.pl.p16", "sgmat.w2x4.f4x4.k32.pl.o4.p16",
+               "sgmat.w4x4.f2x4.k32.pl.o4.p16", "sgmat.w4x4.f2x4.k32.pl.g16.o4.p16",
                "sgmat.w4x4.f2x4.k32.pl.g8.o4.p16", "sgmat.w4x4.f2x4.k32.pl.g4.o4.p16",
+               "sgmat.w4x4.f2x4.k32.pl.p16.pp", "sgmat.w4x4.f2x4.k32.pl.p16",
                "sgmat.w4x4.f2x4.k32.pl2.g4.o4.p16",
                "sgmat.w4x4.f2x4.k32.pl.g8.rot.o4", "sgmat.w4x4.f2x4.k32.pl.g4.rot.o4",
                "sgmat.w4x4.f2x4.k32.pl.g8.rot", "sgmat.w4x4.f2x4.k32.pl.g4.rot",
