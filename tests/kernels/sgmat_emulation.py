@@ -13,10 +13,10 @@ import re
 
 # a matrix load is kept as a reference (sub-array, offset, layout) that the multiply reads through:
 # nothing is stored between a kernel's matrix loads and their multiplies
-_LOAD = re.compile(r"subgroupMatrixLoad<subgroup_matrix_(left|right)<f16, 16, 16>>\(&(As|Bs)\[([^\]]+)\], ")
-# packed tiles (".p16"): offsets and strides in 16-byte words, majorness a template parameter
-_WORD_LOAD = re.compile(r"subgroupMatrixLoad<subgroup_matrix_(left|right)<f16, 16, 16>, "
-                        r"(row_major|col_major)>\(&(As|Bs)\[([^\]]+)\], (\d+)u, (\d+)u\)")
+# (packed tiles, ".p16": offset and stride in 16-byte words, else in halves)
+_LOAD = re.compile(r"subgroupMatrixLoad<subgroup_matrix_(left|right)<f16, 16, 16>, "
+                   r"(row_major|col_major)>\(&(As|Bs)\[([^\]]+)\], (\d+)u, (\d+)u\)")
+_SCRATCH_STORE = re.compile(r"subgroupMatrixStore<(row_major|col_major)>\((&Cs\[\w+\]), (\w+), (\w+), (\w+)\);")
 _SCRATCH = re.compile(r"var<workgroup> Cs: (array<array<f32, 256>, \d+>);\n")
 # packed tiles pass their results through a K-tile array (sgmat_wgsl.SgmatTile.scratch_home)
 _HOME_STORE = re.compile(r"subgroupMatrixStore<row_major>\(&(As|Bs)\[(\w+)\], (\w+), (\w+), 4u\);")
@@ -97,15 +97,15 @@ def emulate_subgroup_matrices(src: str) -> str:
     fns = _common(sg_size, "finish4(" in src, packed)
     src = src.replace("subgroup_matrix_result<f32, 16, 16>()", f"array<f32, {256 // sg_size}>()")
     for role, tile in (("left", "As"), ("right", "Bs")):
-        loads = [(m.group(1), m.group(2)) for m in _LOAD.finditer(src)]
-        loads += [(m.group(1), m.group(3)) for m in _WORD_LOAD.finditer(src)]
+        loads = [(m.group(1), m.group(3)) for m in _LOAD.finditer(src)]
         assert all(t == tile for r, t in loads if r == role), f"{role} matrices not loaded from {tile}"
-    src = _LOAD.sub(lambda m: f"SgmMatrix({m.group(3)}, ", src)
-    src = _WORD_LOAD.sub(lambda m: f"SgmMatrix({m.group(4)}, {8 * int(m.group(5))}u, "
-                                   f"{str(m.group(2) == 'col_major').lower()}, {8 * int(m.group(6))}u)", src)
+    unit = 8 if packed else 1
+    src = _LOAD.sub(lambda m: f"SgmMatrix({m.group(4)}, {unit * int(m.group(5))}u, "
+                              f"{str(m.group(2) == 'col_major').lower()}, {unit * int(m.group(6))}u)", src)
     src = re.sub(r"(\w+) = subgroupMatrixMultiplyAccumulate\((\w+), (\w+), \1\);",
                  r"sgm_mma(\2, \3, &\1, lane);", src)
-    src = re.sub(r"subgroupMatrixStore\((&Cs\[\w+\], [^;]*)\);", r"sgm_store(\1, lane);", src)
+    src = _SCRATCH_STORE.sub(lambda m: f"sgm_store({m.group(2)}, {m.group(3)}, {m.group(4)}, "
+                                       f"{str(m.group(1) == 'col_major').lower()}, {m.group(5)}, lane);", src)
     src = _HOME_STORE.sub(r"sgm_store_home(\2, \3, \4, lane);", src)
     assert "subgroupMatrix" not in src and "subgroup_matrix" not in src, "a subgroup-matrix builtin is left"
     entry = src.index("var<workgroup>")

@@ -379,12 +379,11 @@ def _fragment_load(g: SgmatTile, name: str, role: str, sub: str, at: int, col_ma
     workgroup sub-array `sub`, rows (or columns, `col_major`) `stride` halves apart: packed tiles count
     offset and stride in 16-byte words (both multiples of 8 halves)."""
     kind = f"subgroup_matrix_{role}<f16, 16, 16>"
+    major = "col_major" if col_major else "row_major"
     if g.packed:
         assert at % 8 == 0 and stride % 8 == 0, (at, stride)
-        major = "col_major" if col_major else "row_major"
-        return f"      let {name} = subgroupMatrixLoad<{kind}, {major}>(&{sub}, {at // 8}u, {stride // 8}u);"
-    major = "true" if col_major else "false"
-    return f"      let {name} = subgroupMatrixLoad<{kind}>(&{sub}, {at}u, {major}, {stride}u);"
+        at, stride = at // 8, stride // 8
+    return f"      let {name} = subgroupMatrixLoad<{kind}, {major}>(&{sub}, {at}u, {stride}u);"
 
 
 def _sgmat_entry(g: SgmatTile) -> str:
@@ -433,7 +432,7 @@ def _sgmat_stores(g: SgmatTile) -> str:
     out = ["  workgroupBarrier();"] if home else []
     for i in range(g.fm):
         for j in range(g.fn):
-            store = f"subgroupMatrixStore(&Cs[{cs}], 0u, c{i}_{j}, false, 16u);"
+            store = f"subgroupMatrixStore<row_major>(&Cs[{cs}], 0u, c{i}_{j}, 16u);"
             at = f"m0 + sm * {am}u + {i * 16}u + x / 16u, n0 + sn * {bw}u + {j * 16}u + x % 16u"
             # ping-pong: odd matrices through the scratch, even ones through the K tiles; a matrix's slot
             # is written again two matrices later, after a barrier that follows every read of it
