@@ -180,7 +180,7 @@ def test_tensor_core_variant_source(caps):
     assert names[0] == "sgmat.w2x2.f4x4.k32" and "tile64x64.r4x4.k16" in names
     launch = plan_quant_matmul(p, tc)
     assert launch.grid == (16, 8, 1) and launch.workgroup_size == (128, 1, 1)
-    assert "subgroupMatrixMultiplyAccumulate" in launch.wgsl and ", true, 40u)" in launch.wgsl
+    assert "subgroupMatrixMultiplyAccumulate" in launch.wgsl and "col_major>(&Bs[sn], 0u, 40u)" in launch.wgsl
     # f32 activations, decode rows, or no tensor cores: the SIMT variants only
     f32 = dataclasses.replace(p, dtype="f32", weight=QuantWeight("i4", 32, True, "f32"))
     assert not any(n.startswith("sgmat") for n in quant_variants(f32, tc) + quant_variants(p, caps)
