@@ -16,7 +16,9 @@ import re
 # (packed tiles, ".p16": offset and stride in 16-byte words, else in halves)
 _LOAD = re.compile(r"subgroupMatrixLoad<subgroup_matrix_(left|right)<f16, 16, 16>, "
                    r"(row_major|col_major)>\(&(As|Bs)\[([^\]]+)\], (\d+)u, (\d+)u\)")
-_SCRATCH_STORE = re.compile(r"subgroupMatrixStore<(row_major|col_major)>\((&Cs\[\w+\]), (\w+), (\w+), (\w+)\);")
+# a result matrix into the results scratch
+_SCRATCH_STORE = re.compile(r"subgroupMatrixStore<(row_major|col_major)>\((&Cs\[\w+\]), "
+                            r"(\w+), (\w+), (\w+)\);")
 _SCRATCH = re.compile(r"var<workgroup> Cs: (array<array<f32, 256>, \d+>);\n")
 # packed tiles pass their results through a K-tile array (sgmat_wgsl.SgmatTile.scratch_home)
 _HOME_STORE = re.compile(r"subgroupMatrixStore<row_major>\(&(As|Bs)\[(\w+)\], (\w+), (\w+), 4u\);")
