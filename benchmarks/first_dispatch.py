@@ -11,7 +11,6 @@ autotuner and a synchronised call run it) is slower than back to back:
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
@@ -20,6 +19,7 @@ from collections.abc import Callable
 import torch
 
 from .backends import start_cuda
+from .json_rows import rows_main
 
 
 def _scenarios(size: int) -> dict[str, Callable[[], list]]:
@@ -79,15 +79,7 @@ def run(reps: int, size: int) -> list[dict]:
 
 def main() -> None:
     """Command line: print one JSON row per scenario and optionally write them all to --json."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=8)
-    ap.add_argument("--size", type=int, default=4096)
-    ap.add_argument("--json")
-    args = ap.parse_args()
-    rows = run(args.reps, args.size)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+    rows_main(run, __doc__.splitlines()[0], reps=8, size=4096)
 
 
 if __name__ == "__main__":
