@@ -1,14 +1,21 @@
-"""`python -m benchmarks run --suite micro|models|all --backends dawn,wgpu --out DIR [--smoke]`."""
+"""`python -m benchmarks run|prepare|report|check|latency|library|anatomy ...`: the one entry point.
+
+`run` measures the harness's suites across backends; `prepare` compiles bundles for GPU
+machines; `report` merges results; `check` checks prepared bundles against torch CPU; `latency`, `library`
+and `anatomy` are the probe suites, whose modes print JSON rows (benchmarks/json_rows.py).
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import sys
 import time
 from pathlib import Path
 
 from tqdm import tqdm
 
+from . import json_rows
 from .backends import ALL_BACKENDS, start_cuda
 from .harness import Settings
 from .report import (
@@ -24,12 +31,25 @@ from .report import (
 SUITES = {"micro": ["tiny_dispatch", "eager_per_op", "host_overhead", "graphs", "matmul", "bandwidth",
                     "nn_ops", "compile_time"],
           "models": ["models"], "llm": ["llm"]}   # llm: not in `all` (1B-parameter models)
+PROBE_SUITES = ("latency", "library", "anatomy")
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Parse arguments and run the chosen suites."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+def _probe_parser(sub, suite: str) -> dict[str, tuple[str, str]]:
+    """The subcommand of one probe suite: its modes, listed with their one-line descriptions."""
+    package = importlib.import_module(f"benchmarks.{suite}")
+    modes = json_rows.modes(package)
+    width = max(len(m) for m in modes)
+    listing = "\n".join(f"  {mode:<{width}}  {doc}" for mode, (_, doc) in modes.items())
+    doc = package.__doc__ or ""
+    parser = sub.add_parser(suite, help=json_rows.headline(doc), description=doc,
+                            epilog=f"modes:\n{listing}\n\n`python -m benchmarks {suite} MODE --help` lists a "
+                                   "mode's options.", formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("mode", choices=list(modes), metavar="MODE")
+    parser.add_argument("options", nargs=argparse.REMAINDER, help="the mode's own options")
+    return modes
+
+
+def _run_parser(sub) -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run benchmark suites")
     each = SUITES["micro"] + SUITES["models"] + SUITES["llm"]
     run.add_argument("--suite", default="micro",
@@ -59,6 +79,16 @@ def main(argv: list[str] | None = None) -> None:
                           "--late-only replaces it for the late backends)")
     run.add_argument("--no-check", action="store_true",
                      help="do not compare GPU figures with torch CPU before timing them")
+    return run
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse arguments and run the chosen command."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = _run_parser(sub)
     prep = sub.add_parser("prepare", help="compile the webgpu-compiled figures into bundles (GPU machines)")
     prep.add_argument("--out", type=Path, required=True)
     prep.add_argument("--smoke", action="store_true")
@@ -76,21 +106,21 @@ def main(argv: list[str] | None = None) -> None:
                      help="the files are parts of one run (ratios across them); also writes OUT.json, merged")
     rep.add_argument("--autotune-here", action="store_true",
                      help="where the files recorded no autotuner choices, read this machine's cache")
+    check = sub.add_parser("check", help="check prepared bundles (and .vmfb) against torch CPU")
+    check.add_argument("options", nargs=argparse.REMAINDER, help="BUNDLES [--smoke]")
+    modes = {suite: _probe_parser(sub, suite) for suite in PROBE_SUITES}
     args = parser.parse_args(argv)
+    if args.command in PROBE_SUITES:
+        module, _ = modes[args.command][args.mode]
+        mode = importlib.import_module(f"benchmarks.{args.command}.{module}")
+        mode.main(args.options, prog=f"python -m benchmarks {args.command} {args.mode}")
+        return
+    if args.command == "check":
+        from .check_bundles import main as check_main
+
+        raise SystemExit(check_main(args.options))
     if args.command == "report":
-        results, failures, profiles = load_results(args.results)
-        autotune = load_autotune(args.results)
-        if autotune is None and args.autotune_here:
-            autotune = autotune_choices()
-        if args.one_run is not None:
-            for r in results:
-                r.params["run"] = args.one_run
-            meta = {"parts": [str(p) for p in args.results]}
-            write_json(results, meta, args.out.with_suffix(".json"), failures, profiles, autotune)
-        table = full_report(results, profiles, failures, autotune)
-        args.out.with_suffix(".md").write_text(table)
-        plot(results, args.out.with_suffix(".png"))
-        print(table)
+        _report(args)
         return
     if args.command == "prepare":
         from .bundled import prepare
@@ -98,7 +128,26 @@ def main(argv: list[str] | None = None) -> None:
         prepare(args.out, Settings(smoke=args.smoke), args.target, iree=not args.no_iree,
                 suites=[x for x in args.suites.split(",") if x] or None)
         return
+    _run(args, run)
 
+
+def _report(args) -> None:
+    results, failures, profiles = load_results(args.results)
+    autotune = load_autotune(args.results)
+    if autotune is None and args.autotune_here:
+        autotune = autotune_choices()
+    if args.one_run is not None:
+        for r in results:
+            r.params["run"] = args.one_run
+        meta = {"parts": [str(p) for p in args.results]}
+        write_json(results, meta, args.out.with_suffix(".json"), failures, profiles, autotune)
+    table = full_report(results, profiles, failures, autotune)
+    args.out.with_suffix(".md").write_text(table)
+    plot(results, args.out.with_suffix(".png"))
+    print(table)
+
+
+def _run(args, parser: argparse.ArgumentParser) -> None:
     start = time.monotonic()
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     late = [b.strip() for b in args.late_backends.split(",") if b.strip()]
@@ -107,6 +156,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"unknown backends {sorted(unknown)}; choose from {list(ALL_BACKENDS)}")
     if set(late) - set(backends):
         parser.error(f"--late-backends {sorted(set(late) - set(backends))} are not in --backends")
+    each = SUITES["micro"] + SUITES["models"] + SUITES["llm"]
     names = []
     for part in args.suite.split(","):
         if part not in ("all", *SUITES, *each):

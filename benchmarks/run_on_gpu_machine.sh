@@ -49,7 +49,7 @@ log "set up"
 
 if [ "${SUITE:-all}" != issue12 ]; then
   # Correctness of every bundle and .vmfb before their timings (CHECK=0 skips it on a second call).
-  if [ -d .bundles ] && [ "${CHECK:-1}" != 0 ]; then "$PY" -m benchmarks.check_bundles .bundles || echo "SOME BUNDLES FAILED THEIR CHECK (see above)"; fi
+  if [ -d .bundles ] && [ "${CHECK:-1}" != 0 ]; then "$PY" -m benchmarks check .bundles || echo "SOME BUNDLES FAILED THEIR CHECK (see above)"; fi
   "$PY" -m benchmarks run --suite "${SUITE:-all}" --backends "${BACKENDS:-dawn,wgpu,webgpu-eager,webgpu-compiled,iree-vulkan,torch-cuda,inductor-cuda}" \
     --out "$RES" "$@"
   exit
@@ -82,7 +82,7 @@ if [ -d .bundles ]; then
   log "$(find .bundles -mindepth 1 -maxdepth 1 -type d ! -name iree | wc -l) bundles"
   if [ "${CHECK:-1}" != 0 ]; then
     smoke=(); [[ " $* " == *" --smoke "* ]] && smoke=(--smoke)   # bundles prepared with --smoke
-    timeout "$CHECK_S" "$PY" -m benchmarks.check_bundles .bundles "${smoke[@]}" > "$RES/bundle-check.txt" 2>&1 \
+    timeout "$CHECK_S" "$PY" -m benchmarks check .bundles "${smoke[@]}" > "$RES/bundle-check.txt" 2>&1 \
       || echo "bundle check: some failed or it ran past ${CHECK_S} s (see bundle-check.txt)" >> "$RES/bundle-check.txt"
     grep -c "matches torch CPU" "$RES/bundle-check.txt" | sed 's/^/bundle checks passed: /' || true
     grep -v "matches torch CPU" "$RES/bundle-check.txt" | tail -20 || true
@@ -100,11 +100,11 @@ grep -E "^suite |failed|Error" "$RES/harness.log" | tail -40 || true
 log "harness exited with $rc"
 if [ "${EXTRAS:-1}" != 0 ]; then
   # The library's bandwidth kernels by GPU time, and where a synchronised eager op's time goes
-  # (benchmarks/bandwidth_library.py, eager_overhead.py): up to EXTRAS_S more seconds after the budget.
-  timeout "${EXTRAS_S:-45}" "$PY" -m benchmarks.bandwidth_library --json "$RES/bandwidth-library.json" \
-    > "$RES/bandwidth-library.log" 2>&1 || log "bandwidth_library stopped"
-  timeout "${EXTRAS_S:-45}" "$PY" -m benchmarks.eager_overhead --reps 100 --json "$RES/eager-overhead.json" \
-    > "$RES/eager-overhead.log" 2>&1 || log "eager_overhead stopped"
+  # (benchmarks/library/bandwidth.py, latency/eager_overhead.py): up to EXTRAS_S more seconds after the budget.
+  timeout "${EXTRAS_S:-45}" "$PY" -m benchmarks library bandwidth --json "$RES/bandwidth-library.json" \
+    > "$RES/bandwidth-library.log" 2>&1 || log "library bandwidth stopped"
+  timeout "${EXTRAS_S:-45}" "$PY" -m benchmarks latency eager-overhead --reps 100 --json "$RES/eager-overhead.json" \
+    > "$RES/eager-overhead.log" 2>&1 || log "latency eager-overhead stopped"
 fi
 if [ "$rc" != 0 ] && [ -f "$RES/results.json" ]; then
   # Stopped from outside (or a suite failed): rebuild the report from the figures written so far.

@@ -57,9 +57,9 @@ def library_figures(settings: Settings) -> list[Measurement]:
     128×768×3072 and decode 1×768×3072), each checked against torch before timing, beside torch CUDA
     in the same run: the best variant per case as `webgpu-library` (every timed variant in its params).
     The first LIBRARY_TOP variants of each case are timed: the autotuner's candidates and two more
-    (every variant of every case took ~165 s of a 470 s issue-12 run; benchmarks.matmul_library times
-    them all)."""
-    from .. import matmul_library
+    (every variant of every case took ~165 s of a 470 s issue-12 run; `python -m benchmarks library
+    matmul` times them all)."""
+    from ..library import matmul as matmul_library
 
     rows = matmul_library.figures(smoke=settings.smoke, reps=max(3, settings.repeats), verbose=False,
                                   top=LIBRARY_TOP)

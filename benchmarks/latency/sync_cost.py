@@ -2,8 +2,8 @@
 `a + b` (256 floats) + `synchronize()`, a compiled one-dispatch plan call + `synchronize()`, and a
 readback (`a.cpu()`, which waits for the queue itself).
 
-`python -m benchmarks.sync_cost [--reps N] [--json FILE]` prints one JSON row per case: microseconds per
-call of this thread's CPU time (`time.thread_time`: the host cost proper), of the process's
+`python -m benchmarks latency sync-cost [--reps N] [--json FILE]` prints one JSON row per case:
+microseconds per call of this thread's CPU time (`time.thread_time`: the host cost proper), of the process's
 (`time.process_time`: on lavapipe the "GPU" worker threads count too) and of wall time
 (`time.perf_counter`), medians over 5 batches; then the same split into recording (the op or the plan
 call alone), submitting (`flush()` after it) and waiting (`synchronize()` after the flush).
@@ -12,15 +12,13 @@ call alone), submitting (`flush()` after it) and waiting (`synchronize()` after 
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from collections.abc import Callable
 
 import torch
 
-from .backends import start_cuda
-from .json_rows import rows_main
+from ..json_rows import emit, rows_main
 
 CLOCKS = {"thread": time.thread_time, "cpu": time.process_time, "wall": time.perf_counter}
 
@@ -40,8 +38,8 @@ def _cases() -> dict[str, Callable[[], object] | None]:
     try:
         plan(a, b)
     except Exception as exc:  # a GPU machine without torch-mlir and IREE still measures the rest
-        print(json.dumps({"case": "compiled 1-dispatch plan + synchronize()",
-                          "skipped": f"{type(exc).__name__}: {str(exc)[:200]}"}), flush=True)
+        emit({"case": "compiled 1-dispatch plan + synchronize()",
+              "skipped": f"{type(exc).__name__}: {str(exc)[:200]}"})
     else:
         cases["compiled 1-dispatch plan + synchronize()"] = lambda: plan(a, b)
     return cases
@@ -80,7 +78,6 @@ def _per_call(call: Callable[[], object] | None, reps: int, split: bool) -> dict
 def run(reps: int) -> list[dict]:
     """One row per case: medians over 5 batches of `reps` calls."""
     rows = []
-    start_cuda()   # the H200 runs WebGPU work ~3x slower until the process has a CUDA context
     for name, call in _cases().items():
         for _ in range(50):
             if call is not None:
@@ -90,15 +87,10 @@ def run(reps: int) -> list[dict]:
         for split in (False, True):
             batches = [_per_call(call, reps, split) for _ in range(5)]
             row.update({k: round(statistics.median(b[k] for b in batches), 2) for k in batches[0]})
-        print(json.dumps(row), flush=True)
-        rows.append(row)
+        rows.append(emit(row))
     return rows
 
 
-def main() -> None:
+def main(argv: list[str] | None = None, prog: str | None = None) -> None:
     """Command line: print one JSON row per figure and optionally write them all to --json."""
-    rows_main(run, __doc__.splitlines()[0], reps=400)
-
-
-if __name__ == "__main__":
-    main()
+    rows_main(run, __doc__, argv, prog, reps=400)

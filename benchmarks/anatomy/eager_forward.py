@@ -3,20 +3,21 @@ the queue, uploads of host data, readbacks, ops that ran through the CPU fallbac
 launch plan and calls that ran their kernel's Python because they cannot be planned (ops/launch_cache.py),
 with its host time (no sync) and its time with the sync, per model of benchmarks/model_zoo.py.
 
-`python -m benchmarks.eager_forward [--full] [--models REGEX] [--reps N] [--json FILE]`: tiny configs by
-default (the same code paths; fast on lavapipe), `--full` the sizes the harness measures on a GPU. A forward
-that waits or reads back mid-way, uploads constants each call or falls back to the CPU shows it here.
+`python -m benchmarks anatomy eager-forward [--full] [--models REGEX] [--reps N] [--json FILE]`: tiny
+configs by default (the same code paths; fast on lavapipe), `--full` the sizes the harness measures on a
+GPU. A forward that waits or reads back mid-way, uploads constants each call or falls back to the CPU
+shows it here.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
 import statistics
 import time
 
 import torch
+
+from ..json_rows import Option, rows_main
 
 
 def forward_counts(model: torch.nn.Module, args: tuple, reps: int) -> dict:
@@ -57,7 +58,7 @@ def forward_counts(model: torch.nn.Module, args: tuple, reps: int) -> dict:
 def _gpu_time(model: torch.nn.Module, args: tuple) -> tuple[float, list]:
     """GPU ms of one forward (its dispatches' timestamps summed) and its costliest kernels
     ([label, count, ms], by total time), from the harness's per-dispatch profile."""
-    from .harness import profile_dispatches
+    from ..harness import profile_dispatches
 
     def forward():
         with torch.no_grad():
@@ -68,36 +69,26 @@ def _gpu_time(model: torch.nn.Module, args: tuple) -> tuple[float, list]:
     return profile.gpu_ms, [[label, n, round(ms, 4)] for label, n, ms in profile.top]
 
 
-def main() -> None:
-    """Print (and optionally write as JSON) the per-forward counts of each selected model."""
-    from .model_zoo import model_cases
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--full", action="store_true", help="full-size models (default: tiny configs)")
-    parser.add_argument("--models", default="ResNet|BERT", help="regex over model names (%(default)s)")
-    parser.add_argument("--reps", type=int, default=10)
-    parser.add_argument("--json", help="write the rows to this file")
-    opts = parser.parse_args()
+def run(full: bool, models: str, reps: int) -> dict:
+    """{adapter, full, models: {name: per-forward counts}} of each model of the zoo matching `models`."""
     import torch_webgpu  # noqa: F401  (registers the device)
 
-    from .backends import start_cuda
+    from ..model_zoo import model_cases
 
-    start_cuda()   # the H200 runs WebGPU work ~3x slower until the process has a CUDA context
     rows = {}
-    for case in model_cases(not opts.full):
-        if not re.search(opts.models, case.name):
+    for case in model_cases(not full):
+        if not re.search(models, case.name):
             continue
         torch.manual_seed(0)
         model = case.build().eval().to("webgpu")
         args = tuple(t.to("webgpu") for t in case.inputs())
-        rows[case.name] = row = forward_counts(model, args, opts.reps)
+        rows[case.name] = row = forward_counts(model, args, reps)
         print(f"{case.name}: " + ", ".join(f"{k} {v:.2f}" if k.endswith("ms") else f"{k} {v}"
                                            for k, v in row.items()), flush=True)
-    if opts.json:
-        with open(opts.json, "w") as f:
-            json.dump({"adapter": torch.webgpu.get_device_name(), "full": opts.full, "models": rows}, f,
-                      indent=1)
+    return {"adapter": torch.webgpu.get_device_name(), "full": full, "models": rows}
 
 
-if __name__ == "__main__":
-    main()
+def main(argv: list[str] | None = None, prog: str | None = None) -> None:
+    """Print (and optionally write as JSON) the per-forward counts of each selected model."""
+    rows_main(run, __doc__, argv, prog, full=Option(False, "full-size models (default: tiny configs)"),
+              models=Option("ResNet|BERT", "regex over model names (%(default)s)"), reps=10)

@@ -1,17 +1,17 @@
-"""Device memory of a plan or bundle, measured on the CPU: `python -m benchmarks.plan_memory <dir>...`.
+"""Device memory of a plan or bundle by kind, measured on the CPU (nothing touches a device).
 
-For each bundle directory (manifest.json) or saved plan (plan.json) it reports, in MB: the plan's
-per-call buffers with one storage each and after plan_memory.assign_memory (the executor's default), the
+`python -m benchmarks anatomy plan-memory <dir>... [--json FILE]`: for each bundle directory
+(manifest.json) or saved plan (plan.json) it reports, in MB: the plan's per-call buffers with one storage
+each and after plan_memory.assign_memory (the executor's default), the
 executor's read-only copies of aliased bindings and bounced in-buffer copies, the weights (as stored;
 external weights as the manifest names them, with bit-identical ties only knowable from the module), the
 inputs and outputs of a call, and the largest scratch the load-time tuning of one variant allocates
 (before: every bound buffer's whole extent; now: windows of the graph inputs only, plan buffers and
-weights are bound in place). Nothing touches a device.
+weights are bound in place).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from pathlib import Path
@@ -22,6 +22,8 @@ import numpy as np
 from torch_webgpu.compiler.low_ir import LowIROp, Plan
 from torch_webgpu.compiler.plan_memory import assign_memory, check_assignment
 from torch_webgpu.runtime.buffers import align_up, bucket_size
+
+from ..json_rows import Option, rows_main
 
 MB = 1e6
 _ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2, "int8": 1,
@@ -137,16 +139,9 @@ def report(directory: Path) -> dict[str, Any]:
             "total_now": tied_now + buffers_after + scratch_now + io + tune_now}
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Print one line of MB figures per directory (and JSON with --json)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("dirs", nargs="+", type=Path)
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON (bytes)")
-    args = parser.parse_args(argv)
-    rows = [report(d) for d in args.dirs]
-    if args.json:
-        print(json.dumps(rows, indent=1))
-        return
+def run(dirs: list[Path]) -> list[dict]:
+    """The figures of each directory (bytes), each also printed as MB lines."""
+    rows = [report(d) for d in dirs]
     for r in rows:
         mb = {k: v / MB for k, v in r.items() if isinstance(v, int)}
         print(f"{r['name']} (MB as the runtime pool counts them, buckets included):\n"
@@ -158,6 +153,11 @@ def main(argv: list[str] | None = None) -> None:
               f"{mb['weights_if_tied_before']:.3f} -> {mb['weights_if_tied_now']:.3f} (exact-size buffers); "
               f"inputs+outputs {mb['inputs_outputs']:.3f}\n"
               f"  total (tied) {mb['total_before']:.3f} -> {mb['total_now']:.3f}")
+    return rows
 
-if __name__ == "__main__":
-    main()
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> None:
+    """Print MB figures per directory (and with --json FILE write them, in bytes)."""
+    rows_main(run, __doc__, argv, prog, cuda_context=False,
+              dirs=Option(None, "bundle directories (manifest.json) or saved plans (plan.json)", Path,
+                          positional=True, nargs="+"))

@@ -1,12 +1,12 @@
-"""benchmarks/eager_forward: the per-forward counts of an eager model, on a conv / batch norm / pool / linear
-block and an embedding / layer norm block (the ResNet and BERT paths): nothing waits, reads back, uploads,
-falls back to the CPU or runs unplanned, and each op is one replayed dispatch."""
+"""benchmarks/anatomy/eager_forward: the per-forward counts of an eager model, on a conv / batch norm / pool /
+linear block and an embedding / layer norm block (the ResNet and BERT paths): nothing waits, reads back,
+uploads, falls back to the CPU or runs unplanned, and each op is one replayed dispatch."""
 
 import torch
 from torch import nn
 
 import torch_webgpu  # noqa: F401  (registers the device)
-from benchmarks.eager_forward import forward_counts
+from benchmarks.anatomy.eager_forward import forward_counts
 
 
 class _Cnn(nn.Module):

@@ -1,6 +1,6 @@
 """How long the f16 4096³ eager matmul takes by what ran before it in its submit (GPU timestamps).
 
-`python -m benchmarks.first_dispatch [--reps N] [--size N] [--json FILE]` records, one submit per
+`python -m benchmarks latency first-dispatch [--reps N] [--size N] [--json FILE]` records, one submit per
 scenario and N submits each, the matmul alone, twice, after a matmul of other operands, after a tiny add,
 after `b.sum()` / `a.sum()` (operands read into L2), after a 256 MiB multiply (L2 evicted) and after that
 multiply and `b.sum()`, under the per-dispatch GPU timer; one JSON row per scenario with each dispatch's
@@ -11,15 +11,13 @@ autotuner and a synchronised call run it) is slower than back to back:
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from collections.abc import Callable
 
 import torch
 
-from .backends import start_cuda
-from .json_rows import rows_main
+from ..json_rows import emit, rows_main
 
 
 def _scenarios(size: int) -> dict[str, Callable[[], list]]:
@@ -46,7 +44,6 @@ def run(reps: int, size: int) -> list[dict]:
     from torch_webgpu.runtime import get_runtime
 
     rt = get_runtime()
-    start_cuda()   # without a CUDA context the H200 keeps its idle clock for WebGPU work
     scenarios = _scenarios(size)
     for _ in range(3):   # compile, tune, and bring the clocks up
         for ops in scenarios.values():
@@ -62,8 +59,7 @@ def run(reps: int, size: int) -> list[dict]:
         labels = [label for label, _ in per_submit[0]]
         medians = [round(statistics.median(s[i][1] for s in per_submit), 1) for i in range(len(labels))]
         row = {"scenario": name, "dispatches": labels, "median_us": medians}
-        print(json.dumps(row), flush=True)
-        rows.append(row)
+        rows.append(emit(row))
     walls = []
     for _ in range(max(reps, 30)):   # the "alone" scenario's matmul, as the harness times a call
         start = time.perf_counter()
@@ -71,15 +67,10 @@ def run(reps: int, size: int) -> list[dict]:
         torch.webgpu.synchronize()
         walls.append((time.perf_counter() - start) * 1e6)
     row = {"scenario": "synchronised eager call", "wall_us": round(statistics.median(walls), 1)}
-    print(json.dumps(row), flush=True)
-    rows.append(row)
+    rows.append(emit(row))
     return rows
 
 
-def main() -> None:
+def main(argv: list[str] | None = None, prog: str | None = None) -> None:
     """Command line: print one JSON row per scenario and optionally write them all to --json."""
-    rows_main(run, __doc__.splitlines()[0], reps=8, size=4096)
-
-
-if __name__ == "__main__":
-    main()
+    rows_main(run, __doc__, argv, prog, reps=8, size=4096)

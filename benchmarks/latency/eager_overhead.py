@@ -2,23 +2,23 @@
 synchronised time per call (what the harness's micro figures measure), and GPU time per call from the
 runtime's dispatch timestamps, for the webgpu device beside torch CUDA in the same run.
 
-`python -m benchmarks.eager_overhead [--json FILE] [--reps N]`. `TORCH_WEBGPU_EAGER_LAUNCH=python` measures
-the Python replay path (the reference) instead of the native one; each webgpu row names the path it used.
+`python -m benchmarks latency eager-overhead [--json FILE] [--reps N]`. `TORCH_WEBGPU_EAGER_LAUNCH=python`
+measures the Python replay path (the reference) instead of the native one; each webgpu row names the path
+it used.
 Synchronised minus GPU time is the host and queue latency a user pays per synchronised op; issue 13's
-targets are about that difference.
+targets are about that difference. torch CUDA's rows come after every webgpu row (no CUDA context before
+them unless `--cuda-context`).
 """
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from collections.abc import Callable
 
 import torch
 
-from .backends import start_cuda
-from .json_rows import rows_main
+from ..json_rows import emit, rows_main
 
 MiB = 1 << 20
 
@@ -94,11 +94,11 @@ def run(reps: int) -> list[dict]:
     import torch_webgpu  # noqa: F401  (registers the device)
 
     rows = []
-    backends = [("webgpu-eager", "webgpu", torch.webgpu.synchronize)]
-    if torch.cuda.is_available():
-        start_cuda()   # before the webgpu figures, which ran ~3x slower without a CUDA context (H200)
-        backends.append(("torch-cuda", "cuda", torch.cuda.synchronize))
+    backends = [("webgpu-eager", "webgpu", torch.webgpu.synchronize),
+                ("torch-cuda", "cuda", lambda: torch.cuda.synchronize())]
     for backend, device, sync in backends:
+        if device == "cuda" and not torch.cuda.is_available():   # asked only once the webgpu rows are in
+            break
         for name, build in _cases(device).items():
             n = max(3, reps // 20) if "512" in name or "8192" in name else reps
             try:
@@ -112,15 +112,10 @@ def run(reps: int) -> list[dict]:
                     row.update(gpu_us=gpu * 1e6, dispatches=dispatches, eager_launch=eager_launch_choice())
             except Exception as exc:  # a case that cannot run here is reported, not fatal
                 row = {"case": name, "backend": backend, "error": f"{type(exc).__name__}: {exc}"[:300]}
-            print(json.dumps(row), flush=True)
-            rows.append(row)
+            rows.append(emit(row))
     return rows
 
 
-def main() -> None:
+def main(argv: list[str] | None = None, prog: str | None = None) -> None:
     """Command line: print one JSON row per figure and optionally write them all to --json."""
-    rows_main(run, __doc__.splitlines()[0], reps=100)
-
-
-if __name__ == "__main__":
-    main()
+    rows_main(run, __doc__, argv, prog, reps=100)

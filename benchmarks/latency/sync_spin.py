@@ -1,7 +1,7 @@
 """What a synchronised call costs past its GPU work, by how long the wait for the queue polls before it
 blocks (TORCH_WEBGPU_SYNC_SPIN_US), in one process so that the GPU's state is the same for every setting.
 
-`python -m benchmarks.sync_spin [--spins 1000,20000] [--rounds 3] [--reps 20] [--bundles DIR]
+`python -m benchmarks latency sync-spin [--spins 1000,20000] [--rounds 3] [--reps 20] [--bundles DIR]
 [--only REGEX] [--json FILE]`: for each model of benchmarks/model_zoo (full size; tiny on a software
 adapter) and the f32 4096^3 matmul, eager and (with --bundles) compiled from the prepared bundles, the
 wall milliseconds per synchronised call with each spin setting; the settings alternate within every round
@@ -12,9 +12,7 @@ spin). A wait that outlasts the spin blocks in Dawn's instanceWaitAny, and wakin
 
 from __future__ import annotations
 
-import argparse
 import functools
-import json
 import re
 import statistics
 import time
@@ -23,9 +21,10 @@ from pathlib import Path
 
 import torch
 
-from .backends import available_torch_backends, start_cuda, webgpu_adapter_is_cpu
-from .model_zoo import model_cases
-from .suites.matmul import MatMul
+from ..backends import available_torch_backends, webgpu_adapter_is_cpu
+from ..json_rows import Option, comma_list, emit, rows_main
+from ..model_zoo import model_cases
+from ..suites.matmul import MatMul
 
 
 def _cases(tiny: bool) -> list[tuple[str, str, Callable[[], tuple[torch.nn.Module, tuple]], bool]]:
@@ -58,7 +57,6 @@ def run(spins: list[float], rounds: int, reps: int, bundles: Path | None, only: 
     from torch_webgpu.runtime import get_runtime
     from torch_webgpu.runtime.native import sync_spin_microseconds
 
-    start_cuda()   # the H200 runs WebGPU work ~3x slower until the process has a CUDA context
     requested = ["webgpu-eager"] + (["webgpu-compiled"] if bundles else [])
     rows = []
     try:
@@ -77,8 +75,7 @@ def run(spins: list[float], rounds: int, reps: int, bundles: Path | None, only: 
                     row = {"case": name, "backend": backend.name, "spin_us": spin,
                            "ms_per_call": round(statistics.median(figures[spin]), 4),
                            "rounds": [round(x, 4) for x in figures[spin]]}
-                    print(json.dumps(row), flush=True)
-                    rows.append(row)
+                    rows.append(emit(row))
             module.to("cpu")
     finally:
         native_plan.set_spin(int(sync_spin_microseconds(get_runtime().info.software) * 1000))
@@ -99,20 +96,9 @@ def _synchronised(backend, module: torch.nn.Module, key: str, inputs: tuple) -> 
     return call
 
 
-def main() -> None:
+def main(argv: list[str] | None = None, prog: str | None = None) -> None:
     """Command line: print one JSON row per figure and optionally write them all to --json."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--spins", default="1000,20000", help="comma-separated microseconds")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--bundles", type=Path)
-    ap.add_argument("--only", help="regex over the figure names")
-    ap.add_argument("--json")
-    args = ap.parse_args()
-    rows = run([float(s) for s in args.spins.split(",")], args.rounds, args.reps, args.bundles, args.only)
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
-
-
-if __name__ == "__main__":
-    main()
+    rows_main(run, __doc__, argv, prog,
+              spins=Option([1000.0, 20000.0], "comma-separated microseconds", comma_list(float)),
+              rounds=3, reps=20, bundles=Option(None, "prepared bundles (compiled figures)", Path),
+              only=Option(None, "regex over the figure names"))

@@ -1,7 +1,7 @@
 """Where a library matmul kernel's time goes: the kernel beside copies of it with one part taken out,
 timed on the raw runtime from GPU timestamps (the copies compute wrong results: timing only).
 
-`python -m benchmarks.matmul_anatomy [--size N] [--f16 VARIANTS] [--f32 VARIANTS] [--reps R] [--json FILE]`
+`python -m benchmarks anatomy matmul [--size N] [--f16 VARIANTS] [--f32 VARIANTS] [--reps R] [--json FILE]`
 prints one JSON row per (dtype, part): microseconds and the TFLOP/s the full problem would have at that
 time. Parts of a tensor-core (sgmat) kernel: `full`; `no staging` (no global loads or stores into the K
 tiles: multiplies and fragment loads of whatever the tiles hold); `no staging or barriers` (that without
@@ -17,13 +17,12 @@ kernels stage outside the loop's head: their `no staging` parts drop the staging
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
 
 import numpy as np
 
-from .matmul_library import _import_library, time_launches
+from ..json_rows import emit, rows_main
+from ..library.matmul import _import_library, time_launches
 
 
 def _keep_alive(tiles: str = "") -> str:
@@ -122,12 +121,6 @@ def tiled_parts(launch) -> dict[str, str]:
 def run(size: int, f16: str, f32: str, reps: int) -> list[dict]:
     """One row per (dtype, part)."""
     runtime, kernels, mm = _import_library()
-    try:
-        from .backends import start_cuda
-    except ImportError:   # no torch
-        pass
-    else:
-        start_cuda()   # the H200 runs WebGPU work ~3x slower until the process has a CUDA context
     rt = runtime.get_runtime()
     caps = kernels.DeviceCaps.from_runtime(rt)
     rows = []
@@ -144,8 +137,7 @@ def run(size: int, f16: str, f32: str, reps: int) -> list[dict]:
         lay = mm.Layout(0, 0, size, 1)
         p = mm.MatmulProblem(1, size, size, size, lay, lay, lay, dtype=dtype)
         if variant not in mm.variants(p, caps):
-            rows.append({"dtype": dtype, "variant": variant, "error": "not offered on this device"})
-            print(json.dumps(rows[-1]), flush=True)
+            rows.append(emit({"dtype": dtype, "variant": variant, "error": "not offered on this device"}))
             continue
         launch = mm.plan_matmul(p, caps, variant)
         parts = sgmat_parts(launch) if variant.startswith("sgmat") else tiled_parts(launch)
@@ -157,8 +149,7 @@ def run(size: int, f16: str, f32: str, reps: int) -> list[dict]:
                 row["tflops_equivalent"] = round(2.0 * size ** 3 / seconds / 1e12, 2)
             except Exception as exc:  # noqa: BLE001  (one part failing must not stop the others)
                 row["error"] = f"{type(exc).__name__}: {str(exc)[-1500:]}"
-            print(json.dumps(row), flush=True)
-            rows.append(row)
+            rows.append(emit(row))
         for buf in ids.values():
             rt.free(buf)
     return rows
@@ -170,20 +161,7 @@ def _with_wgsl(launch, src: str, part: str):
     return dataclasses.replace(launch, wgsl=src, name=f"{launch.name}.{part.replace(' ', '_')}")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None, prog: str | None = None) -> None:
     """Command line: print one JSON row per part and optionally write them all to --json."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--size", type=int, default=4096)
-    ap.add_argument("--f16", default="sgmat.w2x2.f4x4.k32")
-    ap.add_argument("--f32", default="tile128x64.r8x4.k16.l4.v4")
-    ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--json")
-    args = ap.parse_args()
-    rows = run(args.size, args.f16, args.f32, args.reps)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
-
-
-if __name__ == "__main__":
-    main()
+    rows_main(run, __doc__, argv, prog, size=4096, f16="sgmat.w2x2.f4x4.k32", f32="tile128x64.r8x4.k16.l4.v4",
+              reps=10)

@@ -8,23 +8,23 @@ the bytes the kernel must read and write (weights as stored, activations, output
 (F.linear / bmm in f16, f32 with TF32 off) is beside it. Problems bigger than one storage binding run
 as several launches (split_for_binding; quantized: whole 1024-row blocks) and are timed as their sum.
 
-`python3 -m benchmarks.gemv_library [--small] [--dtypes f16,f32,i4,i8] [--only SUBSTR,..]
+`python3 -m benchmarks library gemv [--small] [--dtypes f16,f32,i4,i8] [--only SUBSTR,..]
 [--cases SUBSTR,..] [--json FILE]`; it needs only the raw runtime (no torch_webgpu._C, no compiler) and
-numpy; torch (CUDA) is optional. `--small`: the same shape classes, shrunk, for software Vulkan.
+numpy; torch (CUDA) is optional, its rows come after every library row. `--small`: the same shape
+classes, shrunk, for software Vulkan.
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
 import importlib
 import json
-from pathlib import Path
 
 import numpy as np
 
-from .matmul_library import _import_library, cuda_event_seconds, measure_row
-from .quant_library import _weights
+from ..json_rows import Option, comma_list, rows_main
+from .matmul import _import_library, cuda_event_seconds, measure_row
+from .quant import _weights
 
 # (label, batch, N, K, weight stored [N, K] (a linear layer, QK^T's key cache) or [K, N] (P @ V's values))
 CASES = [("q/o proj 2048->2048", 1, 2048, 2048, True),
@@ -63,14 +63,23 @@ def _torch_seconds(fn_build, reps: int) -> float | None:
     return cuda_event_seconds(fn_build(torch), reps)
 
 
-def dense_rows(rt, kernels, mm, case, dtype: str, reps: int, only, verbose: bool) -> list[dict]:
-    """Every dense gemv variant of one case in `dtype`, plus torch CUDA's row."""
-    runtime = importlib.import_module("torch_webgpu.runtime")
-    label, batch, n, k, w_nk = case
+def _dense_operands(case, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """x [batch, 1, K] and the weight as stored of one dense case (seeded per case: torch CUDA's pass
+    multiplies the same ones)."""
+    _, batch, n, k, w_nk = case
     npt = NP[dtype]
     rng = np.random.default_rng(0)
     x = rng.standard_normal((batch, 1, k), dtype=np.float32).astype(npt)
     w = (rng.standard_normal((batch, n, k) if w_nk else (batch, k, n), dtype=np.float32) * 0.05).astype(npt)
+    return x, w
+
+
+def dense_rows(rt, kernels, mm, case, dtype: str, reps: int, only, verbose: bool) -> list[dict]:
+    """Every dense gemv variant of one case in `dtype` (torch CUDA's row: `dense_cuda_row`)."""
+    runtime = importlib.import_module("torch_webgpu.runtime")
+    label, batch, n, k, w_nk = case
+    npt = NP[dtype]
+    x, w = _dense_operands(case, dtype)
     wk = w.transpose(0, 2, 1) if w_nk else w           # [batch, K, N] view
     ref = np.einsum("bmk,bkn->bmn", x.astype(np.float64), wk.astype(np.float64))
     itemsize = np.dtype(npt).itemsize
@@ -103,6 +112,16 @@ def dense_rows(rt, kernels, mm, case, dtype: str, reps: int, only, verbose: bool
         rows.append(row)
         if verbose:
             print(json.dumps(row), flush=True)
+    for i in ids.values():
+        rt.free(i)
+    return rows
+
+
+def dense_cuda_row(case, dtype: str, reps: int, verbose: bool) -> list[dict]:
+    """torch CUDA's row of one dense case (bmm; f32 with TF32 off), or none without CUDA."""
+    label, batch, n, k, w_nk = case
+    x, w = _dense_operands(case, dtype)
+    nbytes = batch * (n * k + k + n) * np.dtype(NP[dtype]).itemsize
 
     def build(torch):
         tx, tw = torch.from_numpy(x).cuda(), torch.from_numpy(w).cuda()
@@ -110,14 +129,13 @@ def dense_rows(rt, kernels, mm, case, dtype: str, reps: int, only, verbose: bool
             return lambda: torch.bmm(tx, tw.transpose(1, 2))
         return lambda: torch.bmm(tx, tw)
     cuda = _torch_seconds(build, reps)
-    if cuda is not None:
-        rows.append({"case": label, "dtype": dtype, "variant": "torch-cuda", "us": cuda * 1e6,
-                     "gbps": nbytes / cuda / 1e9})
-        if verbose:
-            print(json.dumps(rows[-1]), flush=True)
-    for i in ids.values():
-        rt.free(i)
-    return rows
+    if cuda is None:
+        return []
+    row = {"case": label, "dtype": dtype, "variant": "torch-cuda", "us": cuda * 1e6,
+           "gbps": nbytes / cuda / 1e9}
+    if verbose:
+        print(json.dumps(row), flush=True)
+    return [row]
 
 
 def quant_rows(rt, kernels, qm, mm, case, fmt: str, reps: int, only, verbose: bool) -> list[dict]:
@@ -182,12 +200,14 @@ def quant_rows(rt, kernels, qm, mm, case, fmt: str, reps: int, only, verbose: bo
 
 def figures(small: bool = False, reps: int = 20, dtypes=("f16", "f32", "i4", "i8"), only=None,
             cases=None, verbose: bool = True) -> list[dict]:
-    """One row per (case, dtype, variant) with us, GB/s and the check's error, plus torch CUDA's rows."""
+    """One row per (case, dtype, variant) with us, GB/s and the check's error, then torch CUDA's rows
+    (after every library row: no CUDA context exists before those)."""
     runtime, kernels, mm = _import_library()
     qm = importlib.import_module("torch_webgpu.kernels.quant_matmul")
     rt = runtime.get_runtime()
     caps = kernels.DeviceCaps.from_runtime(rt)
     rows: list[dict] = []
+    dense = []   # the (case, dtype) pairs torch CUDA runs after
     for case in SMALL_CASES if small else CASES:
         if cases and not any(c in case[0] for c in cases):
             continue
@@ -200,6 +220,9 @@ def figures(small: bool = False, reps: int = 20, dtypes=("f16", "f32", "i4", "i8
                 rows.append({"case": case[0], "dtype": dtype, "variant": "-", "error": "no shader-f16"})
             else:
                 rows += dense_rows(rt, kernels, mm, case, dtype, reps, only, verbose)
+                dense.append((case, dtype))
+    for case, dtype in dense:
+        rows += dense_cuda_row(case, dtype, reps, verbose)
     return rows
 
 
@@ -224,27 +247,15 @@ def summary(rows: list[dict]) -> list[str]:
     return lines
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, prog: str | None = None) -> None:
     """Command line: run the figures, print the summary, optionally write JSON."""
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--small", action="store_true", help="shrunk shapes (software Vulkan)")
-    ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--dtypes", default="f16,f32,i4,i8")
-    ap.add_argument("--only", default=None, help="comma-separated substrings of the variants to run")
-    ap.add_argument("--cases", default=None, help="comma-separated substrings of the case labels")
-    ap.add_argument("--json", default=None)
-    args = ap.parse_args(argv)
-    runtime, _, _ = _import_library()
-    print(runtime.get_runtime().describe(), flush=True)
+    def run(**options) -> list[dict]:
+        runtime, _, _ = _import_library()
+        print(runtime.get_runtime().describe(), flush=True)
+        return figures(**options)
 
-    def split(text: str | None) -> list[str] | None:
-        return text.split(",") if text else None
-    rows = figures(args.small, args.reps, tuple(args.dtypes.split(",")), split(args.only), split(args.cases))
-    for line in summary(rows):
-        print(line)
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
-
-
-if __name__ == "__main__":
-    main()
+    rows_main(run, __doc__, argv, prog, summary=summary,
+              small=Option(False, "shrunk shapes (software Vulkan)"), reps=20,
+              dtypes=Option(("f16", "f32", "i4", "i8"), "comma-separated", comma_list()),
+              only=Option(None, "comma-separated substrings of the variants to run", comma_list()),
+              cases=Option(None, "comma-separated substrings of the case labels", comma_list()))

@@ -1,7 +1,8 @@
 """The same bundle's time per call in headless Chromium (torch-webgpu.js) and through the Python loader,
 on this machine; optionally a screenshot of the `serve` page timing it.
 
-    .venv/bin/python -m benchmarks.web_vs_python [--calls 20] [--out DIR] [--screenshot docs/serve-page.png]
+    .venv/bin/python -m benchmarks latency web-vs-python [--calls 20] [--out DIR] [--json FILE]
+        [--screenshot docs/serve-page.png]
 
 Bundles: the MLP, CNN block and transformer block of tests/cli/cli_models.py for webgpu-core, with the
 kernel library's matmuls and all through IREE (`--library on|off|both`). Both sides
@@ -12,7 +13,6 @@ rasterisers, so the figures say what each stack costs here, not which GPU code i
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from ..json_rows import Option, rows_main
 
 CASES = [("mlp", (4, 16)), ("conv_block", (1, 3, 8, 8)), ("transformer_block", (1, 8, 32))]
 WARMUP = 3
@@ -112,7 +114,7 @@ def chromium():
     return driver
 
 
-def screenshot(driver, bundle: Path, path: Path, calls: int) -> None:
+def save_screenshot(driver, bundle: Path, path: Path, calls: int) -> None:
     """The `serve` page of `bundle` after timing `calls` calls, saved as a PNG at `path`."""
     from torch_webgpu.cli.web import bundle_mounts, make_server, page_config, serve_in_thread
 
@@ -146,25 +148,18 @@ def _wait(driver, states, timeout=300):
     raise TimeoutError(f"the page did not reach {states} in {timeout}s")
 
 
-def main() -> None:
-    """Time every case in both hosts, print a table, write results.json (and the screenshot)."""
+def run(calls: int, out: Path | None, screenshot: Path | None, library: str) -> list[dict]:
+    """Time every case in both hosts, print a table, write results.json to `out` (and the screenshot)."""
     from torch_webgpu.cli.web import make_server, serve_in_thread
     from torch_webgpu.web import ASSETS
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--calls", type=int, default=20)
-    parser.add_argument("--out", type=Path, help="write results.json here")
-    parser.add_argument("--screenshot", type=Path, help="save the serve page (transformer block) as a PNG")
-    parser.add_argument("--library", choices=["on", "off", "both"], default="both",
-                        help="bundles with kernel-library dispatches (on), all through IREE (off), or both")
-    args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="torch-webgpu-web-bench-") as tmp:
         root = Path(tmp)
         (root / "blank.html").write_text("<!doctype html><title>bench</title>")
         bundles = []
-        if args.library in ("on", "both"):
+        if library in ("on", "both"):
             bundles += export_bundles(root, library=True)
-        if args.library in ("off", "both"):
+        if library in ("off", "both"):
             bundles += export_bundles(root, library=False)
         server = make_server({"/": ASSETS, "/files/": root})
         serve_in_thread(server)
@@ -175,29 +170,35 @@ def main() -> None:
             driver.get(f"{base}/blank.html")
             for name, path, x in bundles:
                 page = driver.execute_async_script(TIME_JS, f"{base}/{path.name}/", x.ravel().tolist(),
-                                                   list(x.shape), args.calls, WARMUP)
+                                                   list(x.shape), calls, WARMUP)
                 if "error" in page:
                     raise RuntimeError(f"{name}: {page['error']}")
                 manifest = json.loads((path / "manifest.json").read_text())
                 results.append({"bundle": name, "dispatches": manifest["dispatches"],
                                 "browser": {**_stats(page["times"]), "load_ms": page["loadMs"],
                                             "adapter": page["adapter"]},
-                                "python": time_python(path, x, args.calls)})
-            if args.screenshot:
-                screenshot(driver, bundles[len(CASES) - 1][1], args.screenshot, args.calls)
+                                "python": time_python(path, x, calls)})
+            if screenshot:
+                save_screenshot(driver, bundles[len(CASES) - 1][1], screenshot, calls)
         finally:
             driver.quit()
             server.shutdown()
-    print(f"per call (median of {args.calls}, ms; host arrays in and out)")
+    print(f"per call (median of {calls}, ms; host arrays in and out)")
     print(f"{'bundle':<30}{'dispatches':>11}{'browser':>10}{'python':>10}{'browser load':>14}   adapters")
     for r in results:
         print(f"{r['bundle']:<30}{r['dispatches']:>11}{r['browser']['median_ms']:>10.2f}"
               f"{r['python']['median_ms']:>10.2f}{r['browser']['load_ms']:>14.0f}   "
               f"{r['browser']['adapter']} | {r['python']['adapter']}")
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "results.json").write_text(json.dumps(results, indent=1))
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text(json.dumps(results, indent=1))
+    return results
 
 
-if __name__ == "__main__":
-    main()
+def main(argv: list[str] | None = None, prog: str | None = None) -> None:
+    """Command line: time every case in both hosts (see `run`)."""
+    rows_main(run, __doc__, argv, prog, cuda_context=False, calls=20,
+              out=Option(None, "write results.json here", Path),
+              screenshot=Option(None, "save the serve page (transformer block) as a PNG", Path),
+              library=Option("both", "bundles with kernel-library dispatches (on), all through IREE (off), "
+                             "or both", choices=("on", "off", "both")))

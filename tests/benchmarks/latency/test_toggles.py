@@ -1,5 +1,6 @@
-"""benchmarks/toggle_split: each toggle set reaches the Dawn device it names (a process each: the instance's
-toggles are fixed once it exists), and the eager breakdown's rows come back tagged with it."""
+"""benchmarks/latency/toggles (`python -m benchmarks latency toggles SET`): each toggle set reaches the Dawn
+device it names (a process each: the instance's toggles are fixed once it exists), and the eager
+breakdown's rows come back tagged with it."""
 
 import json
 import subprocess
@@ -10,8 +11,8 @@ import pytest
 
 @pytest.mark.parametrize("toggles,expect", [("no-robustness", True), ("no-lazy-clear", False)])
 def test_toggle_sets_reach_the_device(toggles, expect):
-    run = subprocess.run([sys.executable, "-m", "benchmarks.toggle_split", toggles, "--only", r"f32 256\^3",
-                          "--reps", "2"], capture_output=True, text=True, timeout=600)
+    run = subprocess.run([sys.executable, "-m", "benchmarks", "latency", "toggles", toggles, "--only",
+                          r"f32 256\^3", "--reps", "2"], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     rows = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
     assert [r["case"] for r in rows] == ["matmul f32 256^3"]

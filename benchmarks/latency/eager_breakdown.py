@@ -1,23 +1,24 @@
 """Where a synchronised eager call's time goes: wall per call against the GPU time of its dispatches.
 
-`python -m benchmarks.eager_breakdown [--json FILE] [--reps N] [--only REGEX]` runs the eager figures of
-issue 12 that sit near their goals (GPT-2 prefill's 128×768×3072 matmul, the bandwidth suite's 512 MiB
-`sum`, the dense 4096³ matmuls in f32 and, with shader-f16, f16; smaller sizes on a software adapter)
-as the harness does (one call, then synchronize), and for each prints one JSON row: median wall µs per
-call, the GPU µs of one call's dispatches (timestamps, per kernel label), wall − GPU, the host µs of
-recording the call (no wait) and of each queue submit inside that recording, and torch CUDA's wall per
-call in the same process where CUDA exists (its context created first, as the harness does).
+`python -m benchmarks latency eager-breakdown [--json FILE] [--reps N] [--only REGEX]` runs the eager figures
+of issue 12 that sit near their goals (GPT-2 prefill's 128×768×3072 matmul, the bandwidth suite's 512 MiB
+`sum`, the dense 4096³ matmuls in f32 and, with shader-f16, f16; smaller sizes on a software adapter) as the
+harness does (one call, then synchronize), and for each prints one JSON row: median wall µs per call, the GPU
+µs of one call's dispatches (timestamps, per kernel label), wall − GPU, the host µs of recording the call (no
+wait) and of each queue submit inside that recording, and torch CUDA's wall per call in the same process where
+CUDA exists (measured once every webgpu figure is in: no CUDA context before them unless `--cuda-context`).
 `--heavy-bytes N` sets runtime.native_eager.HEAVY_BYTES (replays binding that much are submitted as soon
 as they are recorded) for the run, to compare the early submit with none.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
 from collections.abc import Callable
+
+from ..json_rows import Option, rows_main
 
 
 def _cases(torch, gpu: bool, f16: bool) -> dict[str, tuple[Callable, tuple]]:
@@ -85,15 +86,11 @@ def measure(reps: int, heavy_bytes: int | None = None, only: str | None = None) 
     if heavy_bytes is not None:
         native_eager.HEAVY_BYTES = heavy_bytes
 
-    from .backends import start_cuda
-
-    cuda = torch.cuda.is_available()
-    if cuda:
-        start_cuda()
     rt = get_runtime()
     gpu = not rt.info.software
     rows = []
-    for name, (fn, cpu_args) in _cases(torch, gpu, "shader-f16" in rt.info.features).items():
+    cases = _cases(torch, gpu, "shader-f16" in rt.info.features)
+    for name, (fn, cpu_args) in cases.items():
         if only and not re.search(only, name):
             continue
         args = tuple(t.to("webgpu") for t in cpu_args)
@@ -124,33 +121,23 @@ def measure(reps: int, heavy_bytes: int | None = None, only: str | None = None) 
                "submit_in_record_us": statistics.median(submits) * 1e6, "gpu_us": gpu_us,
                "wall_minus_gpu_us": statistics.median(wall) * 1e6 - gpu_us, "kernels": kernels,
                "timestamps": bool(timings) and timings[0].source == "timestamp"}
-        if cuda:
+        rows.append(row)
+    if rows and torch.cuda.is_available():   # asked only once the webgpu figures are in
+        for row in rows:
+            fn, cpu_args = cases[row["case"]]
             cargs = tuple(t.cuda() for t in cpu_args)
             cuda_wall = _wall(fn, cargs, torch.cuda.synchronize, reps)
             row["torch_cuda_wall_us"] = statistics.median(cuda_wall) * 1e6
-        rows.append(row)
     return rows
 
 
-def emit(rows: list[dict], json_path: str | None) -> None:
-    """Print each row as a JSON line, and with `json_path` write them all there."""
-    for row in rows:
-        print(json.dumps(row))
-    if json_path:
-        with open(json_path, "w") as f:
-            json.dump(rows, f, indent=1)
-
-
-def main() -> None:
+def main(argv: list[str] | None = None, prog: str | None = None) -> None:
     """Print (and with --json write) the rows."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=50)
-    parser.add_argument("--heavy-bytes", type=int, default=None)
-    parser.add_argument("--only", default=None, help="regex over the case names")
-    parser.add_argument("--json")
-    ns = parser.parse_args()
-    emit(measure(ns.reps, ns.heavy_bytes, ns.only), ns.json)
+    rows_main(measure, __doc__, argv, prog, summary=_lines, reps=50,
+              heavy_bytes=Option(None, "early-submit threshold in bytes (runtime.native_eager)", int),
+              only=Option(None, "regex over the case names"))
 
 
-if __name__ == "__main__":
-    main()
+def _lines(rows: list[dict]) -> list[str]:
+    """Each row as a JSON line (printed once every figure, torch CUDA's too, is in)."""
+    return [json.dumps(row) for row in rows]

@@ -1,14 +1,14 @@
 """The kernel library's matmul variants on the raw runtime (no eager device, no torch_webgpu._C), each
-checked against torch before it is timed, beside torch CUDA in the same run.
+checked against a float64 reference before it is timed, and torch CUDA's figures after them.
 
-`python -m benchmarks.matmul_library [--smoke] [--json FILE]`: every variant of every case, TFLOP/s
-from GPU timestamps (wall clock where the device has none), the winner per case, and torch CUDA's figure
-(TF32 off for f32). The suite `matmul` calls `figures` for its `webgpu-library` rows.
+`python -m benchmarks library matmul [--smoke] [--only SUBSTRINGS] [--dtypes f32,f16] [--cases REGEX]
+[--top N] [--json FILE]`: every variant of every case, TFLOP/s from GPU timestamps (wall clock where the
+device has none), the winner per case, and torch CUDA's figure (TF32 off for f32). The harness's `matmul`
+suite takes its `webgpu-library` rows from `figures` and their torch CUDA rows from `cuda_rows`.
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
 import importlib
 import json
@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..json_rows import Option, comma_list, rows_main
+
 
 def _import_library():
     """torch_webgpu.runtime and .kernels, also where the eager device's _C is not built (the H200)."""
@@ -30,7 +32,7 @@ def _import_library():
         for name in [m for m in sys.modules if m == "torch_webgpu" or m.startswith("torch_webgpu.")]:
             del sys.modules[name]
         pkg = types.ModuleType("torch_webgpu")
-        pkg.__path__ = [str(Path(__file__).resolve().parents[1] / "torch_webgpu")]
+        pkg.__path__ = [str(Path(__file__).resolve().parents[2] / "torch_webgpu")]
         sys.modules["torch_webgpu"] = pkg
     runtime = importlib.import_module("torch_webgpu.runtime")
     kernels = importlib.import_module("torch_webgpu.kernels")
@@ -122,7 +124,7 @@ def _torch_cuda(a: np.ndarray, b: np.ndarray, reps: int) -> float | None:
     if not torch.cuda.is_available():
         return None
     torch.backends.cuda.matmul.allow_tf32 = False
-    ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+    ta, tb = (torch.from_numpy(np.ascontiguousarray(t)).cuda() for t in (a, b))
     return cuda_event_seconds(lambda: torch.matmul(ta, tb), reps)
 
 
@@ -144,76 +146,101 @@ def cuda_event_seconds(fn, reps: int) -> float:
 
 
 def _reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    try:
-        import torch
-        if torch.cuda.is_available():
-            torch.backends.cuda.matmul.allow_tf32 = False
-            return (torch.from_numpy(a).cuda().double() @ torch.from_numpy(b).cuda().double()).cpu().numpy()
-    except ImportError:
-        pass
+    """`a @ b` in float64 on the host (a CUDA reference would open a CUDA context before the figures)."""
     return a.astype(np.float64) @ b.astype(np.float64)
+
+
+def _operands(smoke: bool, dtypes, cases: str | None):
+    """(label, batch, m, n, k, b_nk, dtype, A, B as stored) of every case and dtype to run, drawn in one
+    sequence from one seed, so that torch CUDA's pass (another pass or process) multiplies the same
+    operands as the library's variants."""
+    rng = np.random.default_rng(0)
+    for label, batch, m, n, k, b_nk in SMOKE_CASES if smoke else CASES:
+        if cases and not re.search(cases, label):
+            continue
+        for dtype in dtypes:
+            npt = np.float32 if dtype == "f32" else np.float16
+            a = rng.standard_normal((m, k), dtype=np.float32).astype(npt)
+            b_store = rng.standard_normal((n, k) if b_nk else (k, n), dtype=np.float32).astype(npt)
+            yield label, batch, m, n, k, b_nk, dtype, a, b_store
 
 
 def figures(smoke: bool = False, reps: int = 10, dtypes=("f32", "f16"),
             only: str | None = None, verbose: bool = True, cases: str | None = None,
-            top: int | None = None) -> list[dict]:
-    """One row per (case, dtype, variant) with TFLOP/s and the check's error, plus torch CUDA's rows;
+            top: int | None = None, cuda: bool = True) -> list[dict]:
+    """One row per (case, dtype, variant) with TFLOP/s and the check's error, then (`cuda`) torch CUDA's
+    rows (`cuda_rows`: after every library row, so that no CUDA context exists before those);
     `cases`: a regex over the case labels to run (all when None); `top`: only the first that many
     variants of each case in the library's order (the autotuner's candidates and a few more)."""
     runtime, kernels, mm = _import_library()
     rt = runtime.get_runtime()
     caps = kernels.DeviceCaps.from_runtime(rt)
     rows: list[dict] = []
-    rng = np.random.default_rng(0)
-    for label, batch, m, n, k, b_nk in SMOKE_CASES if smoke else CASES:
-        if cases and not re.search(cases, label):
+    for label, batch, m, n, k, b_nk, dtype, a, b_store in _operands(smoke, dtypes, cases):
+        if dtype == "f16" and not caps.shader_f16:
+            rows.append({"case": label, "dtype": dtype, "variant": "-", "error": "no shader-f16"})
             continue
-        for dtype in dtypes:
-            if dtype == "f16" and not caps.shader_f16:
-                rows.append({"case": label, "dtype": dtype, "variant": "-", "error": "no shader-f16"})
-                continue
-            npt = np.float32 if dtype == "f32" else np.float16
-            a = rng.standard_normal((m, k), dtype=np.float32).astype(npt)
-            b_store = rng.standard_normal((n, k) if b_nk else (k, n), dtype=np.float32).astype(npt)
-            b = b_store.T if b_nk else b_store
-            ref = _reference(a.astype(np.float32), np.ascontiguousarray(b).astype(np.float32))
-            ids = {}
-            for role, arr in (("a", a), ("b", b_store), ("out", np.zeros((m, n), npt))):
-                ids[role] = rt.allocate(arr.nbytes)
-                rt.upload(ids[role], np.ascontiguousarray(arr))
-            b_lay = mm.Layout(0, 0, 1, k) if b_nk else mm.Layout(0, 0, n, 1)
-            p = mm.MatmulProblem(batch, m, n, k, mm.Layout(0, 0, k, 1), b_lay, mm.Layout(0, 0, n, 1),
-                                 dtype=dtype)
-            flops = 2.0 * m * n * k
+        npt = a.dtype.type
+        b = b_store.T if b_nk else b_store
+        ref = _reference(a.astype(np.float32), np.ascontiguousarray(b).astype(np.float32))
+        ids = {}
+        for role, arr in (("a", a), ("b", b_store), ("out", np.zeros((m, n), npt))):
+            ids[role] = rt.allocate(arr.nbytes)
+            rt.upload(ids[role], np.ascontiguousarray(arr))
+        b_lay = mm.Layout(0, 0, 1, k) if b_nk else mm.Layout(0, 0, n, 1)
+        p = mm.MatmulProblem(batch, m, n, k, mm.Layout(0, 0, k, 1), b_lay, mm.Layout(0, 0, n, 1),
+                             dtype=dtype)
+        flops = 2.0 * m * n * k
 
-            def read(out=ids["out"], npt=npt, m=m, n=n):
-                return rt.download_array(out, npt, m * n).reshape(m, n).astype(np.float64)
-            names = mm.variants(p, caps)
-            held: list = []   # scratch buffers of split-K variants
-            if only:
-                names = [v for v in names if any(o in v for o in only.split(","))]
-            if smoke:  # CI-sized: the two default variants only
-                names = names[:2]
-            if top:
-                names = names[:top]
-            for variant in names:
-                row = {"case": label, "dtype": dtype, "variant": variant, "m": m, "n": n, "k": k}
-                rt.fill(ids["out"], 0x7FC00000 if dtype == "f32" else 0x7E007E00)  # NaN: unwritten
-                build = functools.partial(plan_launches, mm, rt, p, caps, variant, ids, held)
-                measure_row(row, rt, kernels, build, read, ref, 1e-4 if dtype == "f32" else 1e-2, reps, flops,
-                            "tflops", 1e12)
-                rows.append(row)
-                if verbose:
-                    print(json.dumps(row), flush=True)
-            cuda = _torch_cuda(a, b, reps)
-            if cuda is not None:
-                rows.append({"case": label, "dtype": dtype, "variant": "torch-cuda",
-                             "tflops": flops / cuda / 1e12})
-                if verbose:
-                    print(json.dumps(rows[-1]), flush=True)
-            for i in [*ids.values(), *held]:
-                rt.free(i)
+        def read(out=ids["out"], npt=npt, m=m, n=n):
+            return rt.download_array(out, npt, m * n).reshape(m, n).astype(np.float64)
+        names = mm.variants(p, caps)
+        held: list = []   # scratch buffers of split-K variants
+        if only:
+            names = [v for v in names if any(o in v for o in only.split(","))]
+        if smoke:  # CI-sized: the two default variants only
+            names = names[:2]
+        if top:
+            names = names[:top]
+        for variant in names:
+            row = {"case": label, "dtype": dtype, "variant": variant, "m": m, "n": n, "k": k}
+            rt.fill(ids["out"], 0x7FC00000 if dtype == "f32" else 0x7E007E00)  # NaN: unwritten
+            build = functools.partial(plan_launches, mm, rt, p, caps, variant, ids, held)
+            measure_row(row, rt, kernels, build, read, ref, 1e-4 if dtype == "f32" else 1e-2, reps, flops,
+                        "tflops", 1e12)
+            rows.append(row)
+            if verbose:
+                print(json.dumps(row), flush=True)
+        for i in [*ids.values(), *held]:
+            rt.free(i)
+    if cuda:
+        rows += cuda_rows(smoke, reps, dtypes, cases, verbose)
     return rows
+
+
+def cuda_rows(smoke: bool = False, reps: int = 10, dtypes=("f32", "f16"), cases: str | None = None,
+              verbose: bool = False) -> list[dict]:
+    """torch CUDA's row (cuBLAS, TF32 off) of every case and dtype `figures` runs, on the same operands;
+    none without CUDA. The harness takes these in its CUDA process, apart from the library's rows."""
+    rows: list[dict] = []
+    if not _cuda_available():
+        return rows
+    for label, _, m, n, k, b_nk, dtype, a, b_store in _operands(smoke, dtypes, cases):
+        cuda = _torch_cuda(a, b_store.T if b_nk else b_store, reps)
+        if cuda is not None:
+            rows.append({"case": label, "dtype": dtype, "variant": "torch-cuda",
+                         "tflops": 2.0 * m * n * k / cuda / 1e12})
+            if verbose:
+                print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
 
 
 def summary(rows: list[dict]) -> list[str]:
@@ -234,26 +261,15 @@ def summary(rows: list[dict]) -> list[str]:
     return lines
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, prog: str | None = None) -> None:
     """Command line: run the figures, print the summary, optionally write JSON."""
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--smoke", action="store_true")
-    ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--only", default=None, help="comma-separated substrings of the variants to run")
-    ap.add_argument("--dtypes", default="f32,f16")
-    ap.add_argument("--cases", default=None, help="regex over the case labels to run (default: all)")
-    ap.add_argument("--json", default=None)
-    ap.add_argument("--top", type=int, default=None, help="the first N variants of each case only")
-    args = ap.parse_args(argv)
-    runtime, _, _ = _import_library()
-    print(runtime.get_runtime().describe(), flush=True)
-    rows = figures(args.smoke, args.reps, tuple(args.dtypes.split(",")), args.only, cases=args.cases,
-                   top=args.top)
-    for line in summary(rows):
-        print(line)
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+    def run(**options) -> list[dict]:
+        runtime, _, _ = _import_library()
+        print(runtime.get_runtime().describe(), flush=True)
+        return figures(**options)
 
-
-if __name__ == "__main__":
-    main()
+    rows_main(run, __doc__, argv, prog, summary=summary, smoke=False, reps=10,
+              only=Option(None, "comma-separated substrings of the variants to run"),
+              dtypes=Option(("f32", "f16"), "comma-separated", comma_list()),
+              cases=Option(None, "regex over the case labels to run (default: all)"),
+              top=Option(None, "the first N variants of each case only", int))

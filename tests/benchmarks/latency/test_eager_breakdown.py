@@ -1,8 +1,8 @@
-"""benchmarks/eager_breakdown: the dense square matmuls (the software adapter's 256³) are checked against
-torch CPU and split into wall, GPU and host time, one kernel each; --only picks cases by name."""
+"""benchmarks/latency/eager_breakdown: the dense square matmuls (the software adapter's 256³) are checked
+against torch CPU and split into wall, GPU and host time, one kernel each; --only picks cases by name."""
 
 import torch_webgpu  # noqa: F401  (registers the device)
-from benchmarks.eager_breakdown import measure
+from benchmarks.latency.eager_breakdown import measure
 
 
 def test_square_matmuls_are_split_into_wall_gpu_and_host_time():

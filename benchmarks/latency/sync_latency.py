@@ -1,19 +1,19 @@
 """How long one tiny dispatch takes from record to "GPU done" under each way of waiting for the queue,
 on the raw runtime (no torch): the floor under every synchronised eager op and compiled call.
 
-`python -m benchmarks.sync_latency [--reps N]` prints one JSON row per strategy: microseconds per
-(record + submit + wait), split into recording the dispatch, finishing + submitting, and waiting.
+`python -m benchmarks latency sync-latency [--reps N] [--json FILE]` prints one JSON row per strategy:
+microseconds per (record + submit + wait), split into recording the dispatch, finishing + submitting, and
+waiting.
 """
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 
 import numpy as np
 
-from .json_rows import rows_main
+from ..json_rows import emit, rows_main
 
 WGSL = """
 @group(0) @binding(0) var<storage, read_write> x: array<f32>;
@@ -75,15 +75,10 @@ def run(reps: int) -> list[dict]:
                     parts[k].append(v * 1e6)
         keys = ("total_us", "record_us", "submit_us", "wait_us")
         row = {"strategy": name, **{k: statistics.median(v) for k, v in zip(keys, parts, strict=True)}}
-        print(json.dumps(row), flush=True)
-        rows.append(row)
+        rows.append(emit(row))
     return rows
 
 
-def main() -> None:
+def main(argv: list[str] | None = None, prog: str | None = None) -> None:
     """Command line: print one JSON row per figure and optionally write them all to --json."""
-    rows_main(run, __doc__.splitlines()[0], reps=300)
-
-
-if __name__ == "__main__":
-    main()
+    rows_main(run, __doc__, argv, prog, reps=300)

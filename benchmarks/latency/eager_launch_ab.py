@@ -1,11 +1,12 @@
 """Eager per-op cost of the native launch path against the Python one (TORCH_WEBGPU_EAGER_LAUNCH), same run.
 
-`python -m benchmarks.eager_launch_ab [--json FILE] [--runs N] [--rounds N]`. Each run starts one process
-per path (the switch is read at import), alternating, and measures every op of the eager_per_op suite
+`python -m benchmarks latency eager-launch-ab [--json FILE] [--runs N] [--rounds N]`. Each run starts one
+process per path (the switch is read at import), alternating, and measures every op of the eager_per_op suite
 (16×16 float32) as batches of 200 calls: host-only (no sync; the batch's sync is outside the timer) and
 synchronised (the batch plus one synchronize, per op). A figure is the minimum over rounds and runs, which
 on a shared machine is the least disturbed one; the ratios compare the two paths' figures of this run.
-With CUDA, torch CUDA's figures of the same ops are measured in the native path's process too.
+With CUDA, torch CUDA's figures of the same ops are measured in the native path's process too, after
+its webgpu figures (no CUDA context before those unless `--cuda-context`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import os
 import subprocess
 import sys
 import time
+
+from ..json_rows import Option, rows_main
 
 OPS = ("add", "mul_scalar", "relu", "sum", "softmax", "mm 16x16")
 BATCH = 200
@@ -28,19 +31,18 @@ def _calls(torch, a, b) -> dict:
 
 
 def measure(rounds: int) -> dict:
-    """{backend: {figure: {op: µs}}} for the webgpu device (and torch CUDA when present)."""
+    """{backend: {figure: {op: µs}}} for the webgpu device (and torch CUDA when present, after it)."""
     import torch
 
     import torch_webgpu  # noqa: F401  (registers the device)
 
-    from .backends import start_cuda
-
-    start_cuda()   # the H200 runs WebGPU work ~3x slower until the process has a CUDA context
     backends = [("webgpu-eager", "webgpu", torch.webgpu.synchronize)]
-    if torch.cuda.is_available() and os.environ.get("TORCH_WEBGPU_EAGER_LAUNCH", "native") == "native":
-        backends.append(("torch-cuda", "cuda", torch.cuda.synchronize))
+    if os.environ.get("TORCH_WEBGPU_EAGER_LAUNCH", "native") == "native":
+        backends.append(("torch-cuda", "cuda", lambda: torch.cuda.synchronize()))
     out: dict = {}
     for backend, device, sync in backends:
+        if device == "cuda" and not torch.cuda.is_available():   # asked only once the webgpu figures are in
+            break
         a, b = torch.randn(16, 16, device=device), torch.randn(16, 16, device=device)
         figures: dict = {"host_us": {}, "synced_us": {}}
         for name, op in _calls(torch, a, b).items():
@@ -65,30 +67,30 @@ def measure(rounds: int) -> dict:
     return out
 
 
-def _child(path: str, rounds: int) -> dict:
+def _child(path: str, rounds: int, cuda_context: bool) -> dict:
     env = dict(os.environ, TORCH_WEBGPU_EAGER_LAUNCH=path)
-    done = subprocess.run([sys.executable, "-m", "benchmarks.eager_launch_ab", "--child", str(rounds)],
-                          env=env, capture_output=True, text=True)
+    command = [sys.executable, "-m", "benchmarks", "latency", "eager-launch-ab", "--child", str(rounds)]
+    done = subprocess.run(command + (["--cuda-context"] if cuda_context else []), env=env,
+                          capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(f"the {path} path's process failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
-    """Command line: the figures of both paths and their ratios as JSON (stdout and --json)."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--json")
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--rounds", type=int, default=30)
-    ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.child is not None:
-        print(json.dumps(measure(args.child)))
-        return
+def run(runs: int, rounds: int, child: int | None, cuda_context: bool = False) -> dict:
+    """The figures of both paths and their ratios (`child`: this is one path's process; measure only)."""
+    if child is not None:
+        if cuda_context:
+            from ..backends import start_cuda
+
+            start_cuda()
+        figures = measure(child)
+        print(json.dumps(figures))
+        return figures
     best: dict = {}
-    for _ in range(args.runs):
+    for _ in range(runs):
         for path in ("python", "native"):
-            for backend, figures in _child(path, args.rounds).items():
+            for backend, figures in _child(path, rounds, cuda_context).items():
                 key = f"webgpu-eager ({path})" if backend == "webgpu-eager" else backend
                 for figure, ops in figures.items():
                     slot = best.setdefault(key, {}).setdefault(figure, {})
@@ -99,12 +101,11 @@ def main() -> None:
     if "torch-cuda" in best:
         cuda = best["torch-cuda"]
         best["native / torch-cuda"] = {f: {op: round(nat[f][op] / cuda[f][op], 2) for op in OPS} for f in nat}
-    text = json.dumps(best, indent=1)
-    print(text)
-    if args.json:
-        with open(args.json, "w") as f:
-            f.write(text + "\n")
+    print(json.dumps(best, indent=1))
+    return best
 
 
-if __name__ == "__main__":
-    main()
+def main(argv: list[str] | None = None, prog: str | None = None) -> None:
+    """Command line: the figures of both paths and their ratios as JSON (stdout and --json)."""
+    rows_main(run, __doc__, argv, prog, runs=3, rounds=30,
+              child=Option(None, argparse.SUPPRESS, int))

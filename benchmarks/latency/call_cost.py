@@ -3,14 +3,12 @@
 alone, `flush()` after it, and the wait; the same call's dispatches under the GPU timer; compiled (from
 a prepared bundle, both executors) beside eager.
 
-`python -m benchmarks.call_cost --bundles DIR [--reps N] [--json FILE]` prints one JSON row per case
+`python -m benchmarks latency call-cost --bundles DIR [--reps N] [--json FILE]` prints one JSON row per case
 (wall microseconds, medians over 5 batches of N calls; `gpu_us`: the profiled dispatches' sum).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import time
 from collections.abc import Callable
@@ -18,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from .backends import start_cuda
+from ..json_rows import Option, emit, rows_main
 
 
 def _cases(bundles: Path, small: bool) -> dict[str, Callable[[], object]]:
@@ -30,8 +28,8 @@ def _cases(bundles: Path, small: bool) -> dict[str, Callable[[], object]]:
     g = torch.Generator().manual_seed(0)
     x = torch.randn(rows, width, generator=g).to("webgpu")
     flat = torch.randn(numel, generator=g).to("webgpu")
-    from .bundled import model_weights
-    from .suites.nn_ops import LayerNorm
+    from ..bundled import model_weights
+    from ..suites.nn_ops import LayerNorm
 
     torch.manual_seed(0)
     norm = LayerNorm(width).to("webgpu")   # the nn_ops suite's module: its bundle's weight names
@@ -45,7 +43,7 @@ def _cases(bundles: Path, small: bool) -> dict[str, Callable[[], object]]:
                               (f"sum-{16 if small else 512}mib", (flat, flat), {})):
         path = bundles / key
         if not path.exists():
-            print(json.dumps({"case": key, "skipped": f"no bundle {path}"}), flush=True)
+            emit({"case": key, "skipped": f"no bundle {path}"})
             continue
         bundle = torch_webgpu.load(path, weights=w)
         compiled = bundle._compiled
@@ -89,7 +87,6 @@ def run(bundles: Path, reps: int, small: bool) -> list[dict]:
     """One row per case: medians over 5 batches, and the GPU time of one profiled call."""
     from torch_webgpu.runtime import get_runtime
 
-    start_cuda()
     rt = get_runtime()
     rows = []
     for name, call in _cases(bundles, small).items():
@@ -104,24 +101,12 @@ def run(bundles: Path, reps: int, small: bool) -> list[dict]:
             torch.webgpu.synchronize()
         row["gpu_us"] = round(sum(t.seconds for t in timings) * 1e6, 1)
         row["dispatches"] = [f"{t.label}: {t.seconds * 1e6:.1f}" for t in timings][:8]
-        print(json.dumps(row), flush=True)
-        rows.append(row)
+        rows.append(emit(row))
     return rows
 
 
-def main() -> None:
+def main(argv: list[str] | None = None, prog: str | None = None) -> None:
     """Command line: print one JSON row per case and optionally write them all to --json."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--bundles", type=Path, default=Path(".bundles"))
-    ap.add_argument("--reps", type=int, default=50)
-    ap.add_argument("--small", action="store_true", help="the software-adapter sizes (bundles of --smoke "
-                    "do not exist: give a folder prepared with the small cases)")
-    ap.add_argument("--json")
-    args = ap.parse_args()
-    rows = run(args.bundles, args.reps, args.small)
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
-
-
-if __name__ == "__main__":
-    main()
+    rows_main(run, __doc__, argv, prog, bundles=Option(Path(".bundles"), "prepared bundles", Path),
+              reps=50, small=Option(False, "the software-adapter sizes (bundles of --smoke do not exist: "
+                                    "give a folder prepared with the small cases)"))

@@ -1,19 +1,20 @@
 """The kernel library's bandwidth-bound kernels (row ops and full reductions) on the raw runtime, every
 variant checked against torch before it is timed with GPU timestamps, beside two ceilings of what a
-plain WGSL kernel reaches through Dawn on this GPU (a vec4 read and a vec4 copy) and torch CUDA.
+plain WGSL kernel reaches through Dawn on this GPU (a vec4 read and a vec4 copy), then torch CUDA's
+figures (after every WebGPU row: no CUDA context exists before those).
 
-`python -m benchmarks.bandwidth_library [--json FILE] [--smoke]`: GB/s per (case, variant).
+`python -m benchmarks library bandwidth [--json FILE] [--smoke]`: GB/s per (case, variant).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 
 import numpy as np
 
-from .matmul_library import _import_library, cuda_event_seconds
+from ..json_rows import rows_main
+from .matmul import _import_library, cuda_event_seconds
 
 READ_WGSL = """
 @group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
@@ -71,7 +72,7 @@ def _torch_cuda(op: str, x: np.ndarray, reps: int) -> float | None:
 
 
 def figures(smoke: bool = False, reps: int = 10) -> list[dict]:
-    """One row per (case, variant): GB/s and the check's max error; torch CUDA's rows beside."""
+    """One row per (case, variant): GB/s and the check's max error; torch CUDA's rows last."""
     import importlib
 
     runtime, kernels, _ = _import_library()
@@ -87,6 +88,7 @@ def figures(smoke: bool = False, reps: int = 10) -> list[dict]:
     def emit(row):
         print(json.dumps(row), flush=True)
         out.append(row)
+    cuda_cases = []   # (case, op, host array, bytes moved): torch CUDA's pass, after every WebGPU row
 
     x = rng.standard_normal((R, N), dtype=np.float32)
     xb, ob = rt.allocate(x.nbytes), rt.allocate(x.nbytes)
@@ -118,10 +120,7 @@ def figures(smoke: bool = False, reps: int = 10) -> list[dict]:
             except Exception as exc:  # one variant failing must not stop the others
                 row["error"] = f"{type(exc).__name__}: {str(exc)[-2000:]}"
             emit(row)
-        cuda = _torch_cuda(op, x, reps)
-        if cuda:
-            emit({"case": f"{op} {R}x{N}", "variant": "torch-cuda", "us": cuda * 1e6,
-                  "gbps": 2 * x.nbytes / cuda / 1e9})
+        cuda_cases.append((f"{op} {R}x{N}", op, x, 2 * x.nbytes))
     rt.free(xb)
     rt.free(ob)
 
@@ -146,10 +145,7 @@ def figures(smoke: bool = False, reps: int = 10) -> list[dict]:
         except Exception as exc:
             row["error"] = f"{type(exc).__name__}: {str(exc)[-2000:]}"
         emit(row)
-    cuda = _torch_cuda("sum", y, reps)
-    if cuda:
-        emit({"case": f"sum {y.nbytes >> 20} MiB", "variant": "torch-cuda", "us": cuda * 1e6,
-              "gbps": y.nbytes / cuda / 1e9})
+    cuda_cases.append((f"sum {y.nbytes >> 20} MiB", "sum", y, y.nbytes))
     # ceilings: a plain vec4 read (4 loads in flight per thread) and copy
     limit = caps.limit("max-compute-workgroups-per-dimension", 65535)
     read = rt.kernel(READ_WGSL, label="ceiling-read")
@@ -168,21 +164,13 @@ def figures(smoke: bool = False, reps: int = 10) -> list[dict]:
           "gbps": 2 * y.nbytes / s / 1e9})
     for b in (yb, sb, cb):
         rt.free(b)
+    for case, op, array, moved in cuda_cases:
+        cuda = _torch_cuda(op, array, reps)
+        if cuda:
+            emit({"case": case, "variant": "torch-cuda", "us": cuda * 1e6, "gbps": moved / cuda / 1e9})
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, prog: str | None = None) -> None:
     """Command line."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--smoke", action="store_true")
-    ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--json")
-    args = ap.parse_args(argv)
-    rows = figures(args.smoke, args.reps)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
-
-
-if __name__ == "__main__":
-    main()
+    rows_main(figures, __doc__, argv, prog, smoke=False, reps=10)

@@ -1,21 +1,21 @@
 """The kernel library's quantized-weight matmul variants on the raw runtime (no eager device, no
-torch_webgpu._C), each checked against a float64 reference before it is timed, beside torch CUDA's dense
-f16 matmul of the same shape in the same run.
+torch_webgpu._C), each checked against a float64 reference before it is timed, and torch CUDA's dense
+f16 matmul of the same shape after them (same run).
 
-`python -m benchmarks.quant_library [--smoke] [--only SUBSTR,...] [--json FILE]`: the Llama-3.2-1B
+`python -m benchmarks library quant [--smoke] [--only SUBSTR,...] [--json FILE]`: the Llama-3.2-1B
 prefill GEMMs (1,024 tokens) with torchao's int4 (group 32, zero points) and int8 (per channel) weights
 and f16 activations, TFLOP/s from GPU timestamps per variant.
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 
 import numpy as np
 
-from .matmul_library import _import_library, cuda_event_seconds, measure_row, one_launch
+from ..json_rows import Option, rows_main
+from .matmul import _import_library, cuda_event_seconds, measure_row, one_launch
 
 # (label, M, N, K): Llama-3.2-1B's q/o, k/v, gate/up and down projections over a 1,024-token prompt
 CASES = [("prefill 1024x2048x2048", 1024, 2048, 2048), ("prefill 1024x512x2048", 1024, 512, 2048),
@@ -34,7 +34,8 @@ def _weights(rng, n: int, k: int, fmt: str, group: int, zero: bool):
 
 
 def figures(smoke: bool = False, reps: int = 10, only: str | None = None, verbose: bool = True) -> list[dict]:
-    """One row per (case, format, variant) with TFLOP/s and the check's error, plus torch CUDA's rows."""
+    """One row per (case, format, variant) with TFLOP/s and the check's error, then torch CUDA's rows
+    (after every library row: no CUDA context exists before those)."""
     runtime, kernels, mm = _import_library()
     import importlib
 
@@ -45,8 +46,10 @@ def figures(smoke: bool = False, reps: int = 10, only: str | None = None, verbos
     rng = np.random.default_rng(0)
     if not caps.shader_f16:
         return [{"case": "-", "variant": "-", "error": "no shader-f16"}]
+    activations = []   # (label, A, N) of each case, for torch CUDA's pass
     for label, m, n, k in SMOKE_CASES if smoke else CASES:
         a = rng.standard_normal((m, k), dtype=np.float32).astype(np.float16)
+        activations.append((label, a, n))
         for fname, (fmt, group, zero) in FORMATS.items():
             group = group or k
             q, z, s = _weights(rng, n, k, fmt, group, zero)
@@ -79,10 +82,11 @@ def figures(smoke: bool = False, reps: int = 10, only: str | None = None, verbos
                     print(json.dumps(row), flush=True)
             for i in ids.values():
                 rt.free(i)
+    for label, a, n in activations:
         cuda = _torch_cuda_f16(a, n, reps)
         if cuda is not None:
             rows.append({"case": label, "format": "f16 dense", "variant": "torch-cuda",
-                         "tflops": 2.0 * m * n * k / cuda / 1e12})
+                         "tflops": 2.0 * a.shape[0] * n * a.shape[1] / cuda / 1e12})
             if verbose:
                 print(json.dumps(rows[-1]), flush=True)
     return rows
@@ -101,24 +105,18 @@ def _torch_cuda_f16(a: np.ndarray, n: int, reps: int) -> float | None:
     return cuda_event_seconds(lambda: torch.nn.functional.linear(ta, w), reps)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Command line: run the figures, print the best variant per case and format, optionally write JSON."""
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--smoke", action="store_true")
-    ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--only", default=None, help="comma-separated substrings of the variants to run")
-    ap.add_argument("--json", default=None)
-    args = ap.parse_args(argv)
-    rows = figures(args.smoke, args.reps, args.only)
+def summary(rows: list[dict]) -> list[str]:
+    """Per (case, format): the best variant and its TFLOP/s."""
+    lines = []
     for key in sorted({(r["case"], r.get("format")) for r in rows}, key=str):
         ours = [r for r in rows if (r["case"], r.get("format")) == key and "tflops" in r]
         if ours:
             best = max(ours, key=lambda r: r["tflops"])
-            print(f"{key[0]} {key[1]}: {best['variant']} {best['tflops']:.2f} TFLOP/s")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+            lines.append(f"{key[0]} {key[1]}: {best['variant']} {best['tflops']:.2f} TFLOP/s")
+    return lines
 
 
-if __name__ == "__main__":
-    main()
+def main(argv: list[str] | None = None, prog: str | None = None) -> None:
+    """Command line: run the figures, print the best variant per case and format, optionally write JSON."""
+    rows_main(figures, __doc__, argv, prog, summary=summary, smoke=False, reps=10,
+              only=Option(None, "comma-separated substrings of the variants to run"))

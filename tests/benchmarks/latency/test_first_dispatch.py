@@ -1,8 +1,9 @@
-"""benchmarks/first_dispatch: every scenario's submit is timed dispatch by dispatch, the matmul last, and
-the synchronised eager call closes the rows (a small size on the software adapter)."""
+"""benchmarks/latency/first_dispatch (`python -m benchmarks latency first-dispatch`): every scenario's
+submit is timed dispatch by dispatch, the matmul last, and the synchronised eager call closes the rows (a
+small size on the software adapter)."""
 
 import torch_webgpu  # noqa: F401  (registers the device)
-from benchmarks.first_dispatch import run
+from benchmarks.latency.first_dispatch import run
 
 
 def test_each_scenario_times_its_dispatches_with_the_matmul_last():
