@@ -1,6 +1,7 @@
 """`python -m benchmarks run|prepare|report|check|latency|library|anatomy ...`: the one entry point.
 
-`run` measures the harness's suites across backends; `prepare` compiles bundles for GPU
+`run` measures the harness's suites across backends (benchmarks/processes.py: the WebGPU backends in a
+process without a CUDA context, the CUDA references in their own); `prepare` compiles bundles for GPU
 machines; `report` merges results; `check` checks prepared bundles against torch CPU; `latency`, `library`
 and `anatomy` are the probe suites, whose modes print JSON rows (benchmarks/json_rows.py).
 """
@@ -10,21 +11,18 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-import time
 from pathlib import Path
 
-from tqdm import tqdm
-
 from . import json_rows
-from .backends import ALL_BACKENDS, start_cuda
+from .backends import ALL_BACKENDS
 from .harness import Settings
 from .report import (
     autotune_choices,
     full_report,
     load_autotune,
+    load_processes,
     load_results,
     plot,
-    run_metadata,
     write_json,
 )
 
@@ -71,6 +69,9 @@ def _run_parser(sub) -> argparse.ArgumentParser:
     run.add_argument("--late-margin", type=float, default=60.0, metavar="SECONDS",
                      help="with --budget, the late backends start no figure in the last SECONDS (a compile "
                           "in flight then would overrun the budget and lose its suite's figures)")
+    run.add_argument("--cuda-reserve", type=float, default=90.0, metavar="SECONDS",
+                     help="with --budget, the WebGPU process stops this long before the budget's end, so "
+                          "that the CUDA references (run after it, in their own process) get their turn")
     run.add_argument("--late-only", default=None, metavar="REGEX",
                      help="the late backends measure only the figures whose benchmark name matches REGEX "
                           "(e.g. one model of a suite: inductor's compiles of a 1B model cost minutes each)")
@@ -79,6 +80,10 @@ def _run_parser(sub) -> argparse.ArgumentParser:
                           "--late-only replaces it for the late backends)")
     run.add_argument("--no-check", action="store_true",
                      help="do not compare GPU figures with torch CPU before timing them")
+    run.add_argument("--cuda-context", action="store_true",
+                     help="open a CUDA context in the WebGPU process before any figure, as every figure "
+                          "before issue 42 was taken (a context raises the GPU's clock; users have none)")
+    run.add_argument("--part", choices=["webgpu", "cuda"], help=argparse.SUPPRESS)   # one process of a run
     return run
 
 
@@ -128,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
         prepare(args.out, Settings(smoke=args.smoke), args.target, iree=not args.no_iree,
                 suites=[x for x in args.suites.split(",") if x] or None)
         return
-    _run(args, run)
+    _run(args, argv, run)
 
 
 def _report(args) -> None:
@@ -136,19 +141,21 @@ def _report(args) -> None:
     autotune = load_autotune(args.results)
     if autotune is None and args.autotune_here:
         autotune = autotune_choices()
+    processes = load_processes(args.results)
     if args.one_run is not None:
         for r in results:
             r.params["run"] = args.one_run
-        meta = {"parts": [str(p) for p in args.results]}
+        meta = {"parts": [str(p) for p in args.results], "processes": processes}
         write_json(results, meta, args.out.with_suffix(".json"), failures, profiles, autotune)
-    table = full_report(results, profiles, failures, autotune)
+    table = full_report(results, profiles, failures, autotune, processes)
     args.out.with_suffix(".md").write_text(table)
     plot(results, args.out.with_suffix(".png"))
     print(table)
 
 
-def _run(args, parser: argparse.ArgumentParser) -> None:
-    start = time.monotonic()
+def _run(args, argv: list[str], parser: argparse.ArgumentParser) -> None:
+    from . import processes
+
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     late = [b.strip() for b in args.late_backends.split(",") if b.strip()]
     unknown = set(backends + late) - set(ALL_BACKENDS)
@@ -162,45 +169,22 @@ def _run(args, parser: argparse.ArgumentParser) -> None:
         if part not in ("all", *SUITES, *each):
             parser.error(f"unknown suite {part!r}; choose micro, models, all or from {each}")
         names += SUITES["micro"] + SUITES["models"] if part == "all" else SUITES.get(part, [part])
-    settings = Settings(smoke=args.smoke, repeats=args.repeats, bundle_dir=args.bundles,
-                        check=not args.no_check, only=args.only,
-                        deadline=None if args.budget is None else start + args.budget)
-    start_cuda()   # with or without CUDA backends: the H200 runs WebGPU work ~3x slower without a context
-    results = []
-    failures: list[str] = []
-    passes = [[b for b in backends if b not in late], late]
-    steps = [(name, group) for group in passes if group for name in names]
     args.out.mkdir(parents=True, exist_ok=True)
-    meta = None
-    for name, group in tqdm(steps, desc="benchmarks", unit="suite"):
-        if group is late:
-            settings.only = args.late_only or args.only
-            if args.budget is not None:
-                settings.deadline = start + args.budget - args.late_margin
-        module = importlib.import_module(f"benchmarks.suites.{name}")
-        suite_start = time.monotonic()
-        try:
-            results.extend(module.run(settings, group))
-        except Exception as exc:  # one broken suite must not hide the others' figures
-            failures.append(f"{name}: {type(exc).__name__}: {exc}")
-            tqdm.write(f"suite {name} failed: {failures[-1]}")
-        tqdm.write(f"suite {name} on {','.join(group)}: {time.monotonic() - suite_start:.1f} s "
-                   f"(run {time.monotonic() - start:.1f} s)")
-        if meta is None:
-            from torch_webgpu.runtime import get_runtime
+    if args.part is not None:   # one process of the run (processes.run_all started it)
+        import time
 
-            meta = run_metadata(get_runtime().info.describe())
-        write_json(results, meta, args.out / "results.json", settings.failures, settings.profiles)
-
-    autotune = autotune_choices()
-    meta = {**(meta or {}), "wall_s": round(time.monotonic() - start, 1), "budget_s": args.budget,
-            "backends": backends, "late_backends": late, "suites": names}
-    write_json(results, meta, args.out / "results.json", settings.failures, settings.profiles, autotune)
-    table = full_report(results, settings.profiles, settings.failures, autotune)
-    (args.out / "results.md").write_text(table)
-    plot(results, args.out / "results.png")
-    print(table)
-    if args.strict and settings.failures:
-        raise SystemExit(f"{len(settings.failures)} figures failed (see the table)")
-    if failures:
-        raise SystemExit("failed suites:\n  " + "\n  ".join(failures))
+        settings = Settings(smoke=args.smoke, repeats=args.repeats, bundle_dir=args.bundles,
+                            check=not args.no_check, only=args.only,
+                            deadline=None if args.budget is None else time.monotonic() + args.budget)
+        processes.run_part(args.part, names, backends, late, settings, args.out, args.budget,
+                           args.late_margin, args.late_only, args.cuda_context and args.part == "webgpu")
+        return
+    parts = processes.split(backends, late)
+    run_meta = {"budget_s": args.budget, "backends": backends, "late_backends": late, "suites": names,
+                "cuda_context": args.cuda_context}
+    doc, problems = processes.run_all(argv, parts, args.out, args.budget, args.cuda_reserve, run_meta)
+    failures = doc["failures"]
+    if args.strict and failures:
+        raise SystemExit(f"{len(failures)} figures failed (see the table)")
+    if problems:
+        raise SystemExit("failed suites:\n  " + "\n  ".join(problems))
