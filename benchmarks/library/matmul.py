@@ -124,7 +124,7 @@ def _torch_cuda(a: np.ndarray, b: np.ndarray, reps: int) -> float | None:
     if not torch.cuda.is_available():
         return None
     torch.backends.cuda.matmul.allow_tf32 = False
-    ta, tb = (torch.from_numpy(np.ascontiguousarray(t)).cuda() for t in (a, b))
+    ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()   # b: B[N,K] cases as a transposed view
     return cuda_event_seconds(lambda: torch.matmul(ta, tb), reps)
 
 
@@ -152,8 +152,9 @@ def _reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _operands(smoke: bool, dtypes, cases: str | None):
     """(label, batch, m, n, k, b_nk, dtype, A, B as stored) of every case and dtype to run, drawn in one
-    sequence from one seed, so that torch CUDA's pass (another pass or process) multiplies the same
-    operands as the library's variants."""
+    sequence from one seed as `figures` draws them, so that torch CUDA's pass (later, or in another
+    process) multiplies the same operands as the library's variants (on a device without shader-f16,
+    `figures` draws no f16 operands and the sequences part)."""
     rng = np.random.default_rng(0)
     for label, batch, m, n, k, b_nk in SMOKE_CASES if smoke else CASES:
         if cases and not re.search(cases, label):
@@ -176,43 +177,49 @@ def figures(smoke: bool = False, reps: int = 10, dtypes=("f32", "f16"),
     rt = runtime.get_runtime()
     caps = kernels.DeviceCaps.from_runtime(rt)
     rows: list[dict] = []
-    for label, batch, m, n, k, b_nk, dtype, a, b_store in _operands(smoke, dtypes, cases):
-        if dtype == "f16" and not caps.shader_f16:
-            rows.append({"case": label, "dtype": dtype, "variant": "-", "error": "no shader-f16"})
+    rng = np.random.default_rng(0)
+    for label, batch, m, n, k, b_nk in SMOKE_CASES if smoke else CASES:
+        if cases and not re.search(cases, label):
             continue
-        npt = a.dtype.type
-        b = b_store.T if b_nk else b_store
-        ref = _reference(a.astype(np.float32), np.ascontiguousarray(b).astype(np.float32))
-        ids = {}
-        for role, arr in (("a", a), ("b", b_store), ("out", np.zeros((m, n), npt))):
-            ids[role] = rt.allocate(arr.nbytes)
-            rt.upload(ids[role], np.ascontiguousarray(arr))
-        b_lay = mm.Layout(0, 0, 1, k) if b_nk else mm.Layout(0, 0, n, 1)
-        p = mm.MatmulProblem(batch, m, n, k, mm.Layout(0, 0, k, 1), b_lay, mm.Layout(0, 0, n, 1),
-                             dtype=dtype)
-        flops = 2.0 * m * n * k
+        for dtype in dtypes:
+            if dtype == "f16" and not caps.shader_f16:
+                rows.append({"case": label, "dtype": dtype, "variant": "-", "error": "no shader-f16"})
+                continue
+            npt = np.float32 if dtype == "f32" else np.float16
+            a = rng.standard_normal((m, k), dtype=np.float32).astype(npt)
+            b_store = rng.standard_normal((n, k) if b_nk else (k, n), dtype=np.float32).astype(npt)
+            b = b_store.T if b_nk else b_store
+            ref = _reference(a.astype(np.float32), np.ascontiguousarray(b).astype(np.float32))
+            ids = {}
+            for role, arr in (("a", a), ("b", b_store), ("out", np.zeros((m, n), npt))):
+                ids[role] = rt.allocate(arr.nbytes)
+                rt.upload(ids[role], np.ascontiguousarray(arr))
+            b_lay = mm.Layout(0, 0, 1, k) if b_nk else mm.Layout(0, 0, n, 1)
+            p = mm.MatmulProblem(batch, m, n, k, mm.Layout(0, 0, k, 1), b_lay, mm.Layout(0, 0, n, 1),
+                                 dtype=dtype)
+            flops = 2.0 * m * n * k
 
-        def read(out=ids["out"], npt=npt, m=m, n=n):
-            return rt.download_array(out, npt, m * n).reshape(m, n).astype(np.float64)
-        names = mm.variants(p, caps)
-        held: list = []   # scratch buffers of split-K variants
-        if only:
-            names = [v for v in names if any(o in v for o in only.split(","))]
-        if smoke:  # CI-sized: the two default variants only
-            names = names[:2]
-        if top:
-            names = names[:top]
-        for variant in names:
-            row = {"case": label, "dtype": dtype, "variant": variant, "m": m, "n": n, "k": k}
-            rt.fill(ids["out"], 0x7FC00000 if dtype == "f32" else 0x7E007E00)  # NaN: unwritten
-            build = functools.partial(plan_launches, mm, rt, p, caps, variant, ids, held)
-            measure_row(row, rt, kernels, build, read, ref, 1e-4 if dtype == "f32" else 1e-2, reps, flops,
-                        "tflops", 1e12)
-            rows.append(row)
-            if verbose:
-                print(json.dumps(row), flush=True)
-        for i in [*ids.values(), *held]:
-            rt.free(i)
+            def read(out=ids["out"], npt=npt, m=m, n=n):
+                return rt.download_array(out, npt, m * n).reshape(m, n).astype(np.float64)
+            names = mm.variants(p, caps)
+            held: list = []   # scratch buffers of split-K variants
+            if only:
+                names = [v for v in names if any(o in v for o in only.split(","))]
+            if smoke:  # CI-sized: the two default variants only
+                names = names[:2]
+            if top:
+                names = names[:top]
+            for variant in names:
+                row = {"case": label, "dtype": dtype, "variant": variant, "m": m, "n": n, "k": k}
+                rt.fill(ids["out"], 0x7FC00000 if dtype == "f32" else 0x7E007E00)  # NaN: unwritten
+                build = functools.partial(plan_launches, mm, rt, p, caps, variant, ids, held)
+                measure_row(row, rt, kernels, build, read, ref, 1e-4 if dtype == "f32" else 1e-2, reps, flops,
+                            "tflops", 1e12)
+                rows.append(row)
+                if verbose:
+                    print(json.dumps(row), flush=True)
+            for i in [*ids.values(), *held]:
+                rt.free(i)
     if cuda:
         rows += cuda_rows(smoke, reps, dtypes, cases, verbose)
     return rows
