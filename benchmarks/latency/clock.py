@@ -28,7 +28,8 @@ bundle in `--bundles`, else torch.compile with our backend where the compiler is
 forces eager), in tokens/s; `matmul`, a synchronised eager 256×256 f32 matmul, in µs per call. Both are
 checked against torch CPU first, then called for `--seconds` each. One row per variant: whether it applied
 (and why not), each workload's figure with the SM clock of its timed window, the clock of the settle period
-and of the whole process, the raw samples, and what the variant itself read. Without an NVIDIA GPU the
+and of the whole process, the raw samples, what the variant itself read, and whether libcuda was mapped
+into the process by the end. Without an NVIDIA GPU the
 clock is not sampled and `cuda-context` and `nvml` say why they cannot apply; the rest is timed on the
 adapter there is (lavapipe).
 """
@@ -342,6 +343,7 @@ def child(variant: str, workloads: list[str], seconds: float, feed_ms: float, fe
         if variant.startswith("feed"):
             out["feed"] = {"submits": feeder.submits, "period_us": feed_period_us, "before_ms": feed_ms}
     out["ended"] = time.monotonic()
+    out["libcuda_loaded"] = gpu_clock.cuda_driver_loaded()   # True only where a variant opened CUDA
     return out
 
 

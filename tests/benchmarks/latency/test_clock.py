@@ -28,6 +28,7 @@ def test_every_variant_runs_in_its_own_process(tmp_path):
             assert "cannot be loaded" in row["reason"]
             assert row["workloads"] == []
             continue
+        assert row["libcuda_loaded"] is (name.startswith("cuda-context") and nvidia)
         [matmul] = row["workloads"]
         assert matmul["workload"] == "matmul" and matmul["unit"] == "us" and matmul["value"] > 0
         assert matmul["calls"] >= 3 and matmul["window"][1] > matmul["window"][0]
