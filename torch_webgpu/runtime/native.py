@@ -290,7 +290,7 @@ def sync_spin_microseconds(software: bool = False) -> float:
     polls the work-done future before it blocks, as CUDA's default synchronize spins. A blocking wait lets
     the core sleep, and the wake-up costs more than short work takes: on the H200 a synchronised tiny eager
     op took 74 -> 43 us of wall time and a 1 KiB readback 130 -> 67 us with polling
-    (`benchmarks/latency/sync_cost.py`, 2026-12-02), and a compiled call whose GPU work outlasted a 1 ms spin paid
+    (`benchmarks/sync_cost.py`, 2026-12-02), and a compiled call whose GPU work outlasted a 1 ms spin paid
     0.1-0.3 ms for waking up (BERT-base 3.06 -> 2.80 ms per call with 20 ms:
     benchmarks/results/h200-2026-12-04-sync-spin.md). A software adapter (lavapipe) runs the work on the
     host's own cores, where polling would take one from it."""
