@@ -1,1 +1,1 @@
-"""torch-webgpu benchmarks: `python -m benchmarks run --suite micro|models|all`."""
+"""torch-webgpu benchmarks: `python -m benchmarks run|latency|library|anatomy|prepare|check|report`."""

@@ -14,6 +14,9 @@ TORCH_BACKENDS = ("webgpu-compiled", "webgpu-eager", "iree-vulkan", "ort-webgpu"
 # they would time the copies, so only the suites that ask for them (`host_io=True`) get them.
 HOST_IO_BACKENDS = ("ort-webgpu",)
 ALL_BACKENDS = RUNTIME_BACKENDS + TORCH_BACKENDS
+# The references that need a CUDA context: the harness runs them in a process of their own, after the
+# WebGPU backends' process, in which it never touches CUDA (benchmarks/processes.py).
+CUDA_BACKENDS = ("torch-cuda", "inductor-cuda")
 
 
 @dataclass(frozen=True)
@@ -119,10 +122,11 @@ def _ort_wrapper(fn: Callable, key: str = "") -> Callable:
 
 
 def start_cuda() -> None:
-    """Create this process's CUDA context before any figure runs, where CUDA is available. On the H200
-    every webgpu figure measured before the process had a CUDA context ran ~3x slower than the same
-    plan after one (the same kernels: benchmarks/results/h200-2026-12-01-llm-run4.md), so a run with
-    CUDA backends starts it first and every backend's figures see the GPU in the same state."""
+    """Create this process's CUDA context before any figure runs, where CUDA is available: only where
+    asked (`--cuda-context`). A CUDA context raises the GPU's clock (/work/shared/design.md, "Facts
+    measured on 2026-12-07": webgpu figures ran 3-4x faster once a process had one, the same kernels), so
+    every figure before issue 42 was taken after this; a WebGPU user has no context, and the harness now
+    opens none in its WebGPU process unless asked to reproduce those figures."""
     import torch
 
     if torch.cuda.is_available():

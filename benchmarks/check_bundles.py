@@ -1,6 +1,6 @@
 """Correctness of prepared benchmark bundles (and their IREE .vmfb) on this machine, against torch CPU.
 
-`python -m benchmarks.check_bundles .bundles [--smoke]` — run on the GPU machine before trusting its
+`python -m benchmarks check .bundles [--smoke]` — run on the GPU machine before trusting its
 timings. Every prepared figure's module is rebuilt here (same seed), run on torch CPU, and compared with
 its bundle on the WebGPU adapter and its .vmfb on IREE's Vulkan runtime, given the same weights.
 """
@@ -8,7 +8,6 @@ its bundle on the WebGPU adapter and its .vmfb on IREE's Vulkan runtime, given t
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import torch
@@ -61,13 +60,9 @@ def check(bundle_dir: Path, settings: Settings, only: str = "") -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments and check."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.check_bundles", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks check", description=__doc__)
     parser.add_argument("bundles", type=Path, nargs="?", default=Path(".bundles"))
     parser.add_argument("--smoke", action="store_true", help="the bundles were prepared with --smoke")
     parser.add_argument("--only", default="", metavar="PREFIX", help="check only bundles whose key starts so")
     args = parser.parse_args(argv)
     return 1 if check(args.bundles, Settings(smoke=args.smoke), args.only) else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

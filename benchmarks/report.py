@@ -14,13 +14,14 @@ from .harness import DispatchProfile, Failure, Measurement
 
 
 def write_json(results: list[Measurement], meta: dict, path: Path, failures: list[Failure],
-               profiles: list[DispatchProfile] = (), autotune: dict | None = None) -> None:
+               profiles: list[DispatchProfile] = (), autotune: dict | None = None,
+               extra: dict | None = None) -> None:
     """All measurements, the figures that failed, per-dispatch profiles, the autotuner's choices (None:
-    no autotuner cache) and run metadata."""
+    no autotuner cache), run metadata, and any `extra` top-level keys (the GPU clock's samples)."""
     path.write_text(json.dumps({"meta": meta, "results": [r.as_dict() for r in results],
                                 "failures": [asdict(f) for f in failures],
                                 "profiles": [asdict(p) for p in profiles],
-                                "autotune": autotune}, indent=1, default=str))
+                                "autotune": autotune, **(extra or {})}, indent=1, default=str))
 
 
 def profile_table(profiles: list[DispatchProfile]) -> str:
@@ -367,13 +368,58 @@ def host_overhead_table(results: list[Measurement]) -> str:
 
 
 def full_report(results: list[Measurement], profiles: list[DispatchProfile], failures: list[Failure],
-                autotune: dict | None) -> str:
+                autotune: dict | None, processes: list[dict] | None = None) -> str:
     """The markdown report of a run: the issue-12 and issue-14 targets (those whose figures it has),
-    issue-13 host overhead, every figure, library vs IREE time, the autotuner's choices, where the time
-    goes, and what was not measured."""
+    issue-13 host overhead, every figure, the GPU's clock in each process, library vs IREE time, the
+    autotuner's choices, where the time goes, and what was not measured."""
     return (issue_tables(results) + host_overhead_table(results) + "\n" + markdown_table(results)
-            + library_table(profiles)
+            + clock_table(processes or []) + library_table(profiles)
             + autotune_table(autotune) + profile_table(profiles) + failure_table(failures))
+
+
+def clock_table(processes: list[dict]) -> str:
+    """Markdown: per process of the run, its backends, whether CUDA reached it, and the GPU's SM clock
+    beside it (nvidia-smi every 250 ms: median, 5th-95th percentile, share of samples at the idle clock)."""
+    if not processes:
+        return ""
+    out = ["", "The GPU's clock per process (nvidia-smi beside each; a CUDA context raises the clock, and a "
+           "WebGPU user has none):", "",
+           "| process | backends | CUDA context | libcuda loaded | GPU | samples | SM MHz median "
+           "(p5-p95) | at idle clock | memory MHz | GPU busy |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for p in processes:
+        context = ("its backends'" if p.get("part") == "cuda" else
+                   "opened first (--cuda-context)" if p.get("cuda_context") else "none")
+        head = (f"| {p.get('run', '') + ' ' if p.get('run') else ''}{p.get('part', '?')} | "
+                f"{', '.join(p.get('backends', []))} | {context} | {_yes_no(p.get('libcuda_loaded'))} |")
+        clock = p.get("gpu_clock") or {}
+        if clock.get("error") or not clock.get("gpus"):
+            out.append(f"{head} – | – | {clock.get('error', 'not sampled')} | – | – | – |")
+            continue
+        for index, g in clock["gpus"].items():
+            share = g.get("at_idle_share")
+            idle = "–" if share is None else f"{100 * share:.0f}% (≤ {clock['idle_sm_mhz']:.0f} MHz)"
+            sm = (f"{g['sm_mhz_median']:.0f} ({g['sm_mhz_p5']:.0f}-{g['sm_mhz_p95']:.0f})"
+                  if "sm_mhz_median" in g else "–")
+            mem, busy = g.get("mem_mhz_median"), g.get("util_pct_median")
+            mem = "–" if mem is None else f"{mem:.0f}"
+            busy = "–" if busy is None else f"{busy:.0f}%"
+            out.append(f"{head} {index} | {g['samples']} | {sm} | {idle} | {mem} | {busy} |")
+    return "\n".join(out) + "\n"
+
+
+def _yes_no(value) -> str:
+    return "–" if value is None else ("yes" if value else "no")
+
+
+def load_processes(paths: list[Path]) -> list[dict]:
+    """The processes (with their GPU clock summaries) recorded in results.json files, each labelled with
+    its file's run (the folder's name)."""
+    out = []
+    for path in paths:
+        for process in json.loads(Path(path).read_text()).get("meta", {}).get("processes", []):
+            out.append({**process, "run": Path(path).parent.name})
+    return out
 
 
 def load_autotune(paths: list[Path]) -> dict | None:

@@ -5,13 +5,19 @@
 # ort-webgpu peer) and .bundles/ (`python -m benchmarks prepare`). Results go to ${OUT:-benchmarks/out}/gpu.
 #
 # SUITE=issue12 is the issue-12 run in ONE device call of at most ~8 minutes (BUDGET_S=470 from the
-# script's start): a capped bundle check, then matmul, bandwidth, nn_ops and models for webgpu-eager,
-# webgpu-compiled (bundles), ort-webgpu and torch-cuda, then inductor-cuda with whatever time is left
-# (its compiles cost minutes), then (EXTRAS=1, up to 2 x EXTRAS_S more) the bandwidth kernels by GPU time
-# and the eager per-op split. Every GPU figure is compared with torch CPU before it is timed; figures
-# past the budget are listed as skipped; results.json is written after every suite, and the report
-# (results.md with the issue-12 targets, library vs IREE time, the autotuner's choices) is rebuilt from
-# it even if the harness had to be stopped. Any other SUITE runs `python -m benchmarks run` as before.
+# script's start): a capped bundle check, then models, matmul, nn_ops, bandwidth and graphs for
+# webgpu-eager, webgpu-compiled (bundles), ort-webgpu and the library's variants (dawn) in a process that
+# never touches CUDA, then torch-cuda and, with whatever time is left, inductor-cuda (its compiles cost
+# minutes) in a process of their own (benchmarks/processes.py; the WebGPU process leaves them
+# --cuda-reserve seconds, default 90), nvidia-smi sampling the GPU's clock beside each; then (EXTRAS=1, up
+# to 2 x EXTRAS_S more) the bandwidth kernels by GPU time and the eager per-op split. Every GPU figure is
+# compared with torch CPU before it is timed; figures past the budget are listed as skipped; results.json
+# is written after every suite, and the report (results.md with the issue-12 targets, each process's GPU
+# clock, library vs IREE time, the autotuner's choices) is rebuilt from it even if the harness had to be
+# stopped. Arguments go to the harness: `--cuda-context` opens a CUDA context in the WebGPU process first,
+# as every figure before issue 42 was taken. PROBE="latency clock --bundles .bundles" (any probe mode's
+# command line) runs that probe after the setup instead, its rows into $RES/probe.json. Any other SUITE
+# runs `python -m benchmarks run` on BACKENDS.
 set -euo pipefail
 T0=$SECONDS
 RES="${OUT:-benchmarks/out}/gpu"
@@ -47,9 +53,16 @@ export TORCH_WEBGPU_SUBGROUP_SIZE=${TORCH_WEBGPU_SUBGROUP_SIZE:-32}   # Dawn rep
 export TORCH_WEBGPU_CACHE_DIR=${TORCH_WEBGPU_CACHE_DIR:-/tmp/torch-webgpu-cache}
 log "set up"
 
+if [ -n "${PROBE:-}" ]; then
+  # shellcheck disable=SC2086  # PROBE is a command line: word splitting wanted
+  "$PY" -m benchmarks $PROBE --json "$RES/probe.json" 2>&1 | tee "$RES/probe.log"
+  log "done"
+  exit
+fi
+
 if [ "${SUITE:-all}" != issue12 ]; then
   # Correctness of every bundle and .vmfb before their timings (CHECK=0 skips it on a second call).
-  if [ -d .bundles ] && [ "${CHECK:-1}" != 0 ]; then "$PY" -m benchmarks.check_bundles .bundles || echo "SOME BUNDLES FAILED THEIR CHECK (see above)"; fi
+  if [ -d .bundles ] && [ "${CHECK:-1}" != 0 ]; then "$PY" -m benchmarks check .bundles || echo "SOME BUNDLES FAILED THEIR CHECK (see above)"; fi
   "$PY" -m benchmarks run --suite "${SUITE:-all}" --backends "${BACKENDS:-dawn,wgpu,webgpu-eager,webgpu-compiled,iree-vulkan,torch-cuda,inductor-cuda}" \
     --out "$RES" "$@"
   exit
@@ -64,9 +77,11 @@ BACKENDS=${BACKENDS:-dawn,webgpu-eager,webgpu-compiled,ort-webgpu,torch-cuda,ind
 LATE=${LATE:-inductor-cuda}
 SUITES=${SUITES:-models,matmul,nn_ops,bandwidth,graphs}   # the costliest and most looked-at first
 
+# No torch.cuda call here: a CUDA context raises the GPU's clock for a while after its process ends, and
+# the harness's WebGPU process must start without one (nvidia-smi -L above names the GPU).
 "$PY" - <<'PY' 2>&1 | tee "$RES/preflight.txt" || true
 import torch
-print("torch", torch.__version__, "cuda", torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
+print("torch", torch.__version__, "built with CUDA", torch.backends.cuda.is_built())
 try:
     from benchmarks.ort_webgpu import available, import_onnxruntime
     ort = import_onnxruntime()
@@ -82,7 +97,7 @@ if [ -d .bundles ]; then
   log "$(find .bundles -mindepth 1 -maxdepth 1 -type d ! -name iree | wc -l) bundles"
   if [ "${CHECK:-1}" != 0 ]; then
     smoke=(); [[ " $* " == *" --smoke "* ]] && smoke=(--smoke)   # bundles prepared with --smoke
-    timeout "$CHECK_S" "$PY" -m benchmarks.check_bundles .bundles "${smoke[@]}" > "$RES/bundle-check.txt" 2>&1 \
+    timeout "$CHECK_S" "$PY" -m benchmarks check .bundles "${smoke[@]}" > "$RES/bundle-check.txt" 2>&1 \
       || echo "bundle check: some failed or it ran past ${CHECK_S} s (see bundle-check.txt)" >> "$RES/bundle-check.txt"
     grep -c "matches torch CPU" "$RES/bundle-check.txt" | sed 's/^/bundle checks passed: /' || true
     grep -v "matches torch CPU" "$RES/bundle-check.txt" | tail -20 || true
@@ -100,11 +115,13 @@ grep -E "^suite |failed|Error" "$RES/harness.log" | tail -40 || true
 log "harness exited with $rc"
 if [ "${EXTRAS:-1}" != 0 ]; then
   # The library's bandwidth kernels by GPU time, and where a synchronised eager op's time goes
-  # (benchmarks/bandwidth_library.py, eager_overhead.py): up to EXTRAS_S more seconds after the budget.
-  timeout "${EXTRAS_S:-45}" "$PY" -m benchmarks.bandwidth_library --json "$RES/bandwidth-library.json" \
-    > "$RES/bandwidth-library.log" 2>&1 || log "bandwidth_library stopped"
-  timeout "${EXTRAS_S:-45}" "$PY" -m benchmarks.eager_overhead --reps 100 --json "$RES/eager-overhead.json" \
-    > "$RES/eager-overhead.log" 2>&1 || log "eager_overhead stopped"
+  # (benchmarks/library/bandwidth.py, latency/eager_overhead.py; torch CUDA's rows after the WebGPU ones):
+  # up to EXTRAS_S more seconds after the budget. They follow the harness's CUDA process, so the GPU may
+  # still be at the clock a CUDA context raised.
+  timeout "${EXTRAS_S:-45}" "$PY" -m benchmarks library bandwidth --json "$RES/bandwidth-library.json" \
+    > "$RES/bandwidth-library.log" 2>&1 || log "library bandwidth stopped"
+  timeout "${EXTRAS_S:-45}" "$PY" -m benchmarks latency eager-overhead --reps 100 --json "$RES/eager-overhead.json" \
+    > "$RES/eager-overhead.log" 2>&1 || log "latency eager-overhead stopped"
 fi
 if [ "$rc" != 0 ] && [ -f "$RES/results.json" ]; then
   # Stopped from outside (or a suite failed): rebuild the report from the figures written so far.

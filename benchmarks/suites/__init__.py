@@ -1,1 +1,2 @@
-"""Benchmark suites; each module exposes `run(settings, backends) -> list[Measurement]`."""
+"""The harness's suites (`python -m benchmarks run --suite NAME`); each module exposes
+`run(settings, backends) -> list[Measurement]`."""

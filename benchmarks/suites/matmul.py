@@ -54,15 +54,30 @@ LIBRARY_TOP = 8
 
 def library_figures(settings: Settings) -> list[Measurement]:
     """The kernel library's matmul variants on the raw runtime (f32 and f16: 4096³, GPT-2 prefill
-    128×768×3072 and decode 1×768×3072), each checked against torch before timing, beside torch CUDA
-    in the same run: the best variant per case as `webgpu-library` (every timed variant in its params).
-    The first LIBRARY_TOP variants of each case are timed: the autotuner's candidates and two more
-    (every variant of every case took ~165 s of a 470 s issue-12 run; benchmarks.matmul_library times
-    them all)."""
-    from .. import matmul_library
+    128×768×3072 and decode 1×768×3072), each checked against a float64 reference before timing: the
+    best variant per case as `webgpu-library` (every timed variant in its params). The first LIBRARY_TOP
+    variants of each case are timed: the autotuner's candidates and two more (every variant of every case
+    took ~165 s of a 470 s issue-12 run; `python -m benchmarks library matmul` times them all). torch
+    CUDA's figures of the same cases are `library_cuda_figures`, taken in the CUDA process."""
+    from ..library import matmul as library
 
-    rows = matmul_library.figures(smoke=settings.smoke, reps=max(3, settings.repeats), verbose=False,
-                                  top=LIBRARY_TOP)
+    rows = library.figures(smoke=settings.smoke, reps=max(3, settings.repeats), verbose=False,
+                           top=LIBRARY_TOP, cuda=False)
+    return _library_measurements(settings, rows)
+
+
+def library_cuda_figures(settings: Settings) -> list[Measurement]:
+    """torch CUDA's (cuBLAS, TF32 off) figure of every case of `library_figures`, on the same operands,
+    named like the library's rows; none without CUDA."""
+    from ..library import matmul as library
+
+    rows = library.cuda_rows(smoke=settings.smoke, reps=max(3, settings.repeats))
+    return _library_measurements(settings, rows)
+
+
+def _library_measurements(settings: Settings, rows: list[dict]) -> list[Measurement]:
+    """Measurements of the library mode's rows: the best timed variant per (case, dtype) as
+    `webgpu-library`, torch CUDA's row as `torch-cuda`; variants that failed are recorded as failures."""
     results = []
     for case, dtype in sorted({(r["case"], r["dtype"]) for r in rows}):
         mine = [r for r in rows if (r["case"], r["dtype"]) == (case, dtype)]
@@ -84,13 +99,16 @@ def library_figures(settings: Settings) -> list[Measurement]:
 
 
 def run(settings: Settings, backends: list[str]) -> list[Measurement]:
-    """TFLOP/s of an n×n×n f32 matmul per backend (and the library's variants with `dawn`)."""
+    """TFLOP/s of an n×n×n f32 matmul per backend (and the library's variants with `dawn`, torch CUDA's
+    figures of the same cases with `torch-cuda`)."""
     results = []
-    if "dawn" in backends:
-        try:
-            results += library_figures(settings)
-        except Exception as exc:  # the library figures must not stop the torch backends' figures
-            settings.record_failure("micro", "matmul (library)", "webgpu-library", exc)
+    for wanted, figures, label in (("dawn", library_figures, "webgpu-library"),
+                                   ("torch-cuda", library_cuda_figures, "torch-cuda")):
+        if wanted in backends:
+            try:
+                results += figures(settings)
+            except Exception as exc:  # the library figures must not stop the torch backends' figures
+                settings.record_failure("micro", "matmul (library)", label, exc)
     adapter_is_cpu = webgpu_adapter_is_cpu(backends)
     for backend in available_torch_backends(backends, settings.bundle_dir):
         for name, key, mkn, dtype in cases(settings, backend.size_class, adapter_is_cpu):

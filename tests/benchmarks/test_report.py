@@ -133,3 +133,20 @@ def test_report_of_the_committed_llm_run_has_the_issue14_table_only():
 def test_issue12_runs_have_no_issue14_table():
     report = full_report([_m("ResNet-18 (batch 1) latency", "webgpu-compiled", 2.0)], [], [], None)
     assert report.lstrip().startswith("Issue 12 targets") and "Issue 14" not in report
+
+
+def test_clock_table_gives_each_processes_sm_clock():
+    from benchmarks.gpu_clock import parse_line, summarize
+    from benchmarks.report import clock_table
+
+    lines = ["0, P0, 345 MHz, 2619 MHz, 30 %"] * 3 + ["0, P0, 1980 MHz, 2619 MHz, 95 %"]
+    webgpu = {"part": "webgpu", "backends": ["webgpu-compiled"], "cuda_context": False,
+              "libcuda_loaded": False,
+              "gpu_clock": summarize([parse_line(line, 0.0) for line in lines], idle_mhz=345.0)}
+    cuda = {"part": "cuda", "backends": ["torch-cuda"], "libcuda_loaded": True,
+            "gpu_clock": {"error": "not sampled: no nvidia-smi on this machine"}}
+    table = clock_table([webgpu, cuda])
+    row = "| webgpu | webgpu-compiled | none | no | 0 | 4 | 345 (345-1980) | 75% (≤ 345 MHz) | 2619 | 30% |"
+    assert row in table
+    assert "| cuda | torch-cuda | its backends' | yes | – | – | not sampled: no nvidia-smi" in table
+    assert clock_table([]) == ""

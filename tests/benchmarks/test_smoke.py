@@ -37,6 +37,12 @@ def test_smoke_run_writes_json_markdown_and_plot(tmp_path):
     mlp = next(p for p in doc["profiles"] if p["name"] == "MLP")
     assert sum(n for n, _ in mlp["by_kind"].values()) == mlp["dispatches"]
     assert (out / "results.png").stat().st_size > 0
+    # No CUDA backend asked for: one process, the WebGPU one, which never touched CUDA; the GPU's clock
+    # beside it is in the JSON and the report (here: why it was not sampled).
+    [process] = doc["meta"]["processes"]
+    assert process["part"] == "webgpu" and process["cuda_context"] is False
+    assert process["libcuda_loaded"] is False and process["torch_cuda_initialized"] is False
+    assert process["gpu_clock"]["returncode"] == 0 and "The GPU's clock per process" in report
 
 
 def test_only_measures_just_the_matching_figures(tmp_path):

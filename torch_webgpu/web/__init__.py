@@ -19,6 +19,6 @@ def asset(name: str) -> Path:
     return path
 
 # Headless Chromium with WebGPU on a machine without a GPU: its SwiftShader adapter (without the last two
-# flags requestAdapter() never resolves there). Used by tests/web and benchmarks/web_vs_python.py.
+# flags requestAdapter() never resolves there). Used by tests/web and benchmarks/latency/web_vs_python.py.
 HEADLESS_CHROMIUM_FLAGS = ("--headless=new", "--no-sandbox", "--enable-unsafe-webgpu",
                            "--enable-unsafe-swiftshader", "--use-webgpu-adapter=swiftshader")
