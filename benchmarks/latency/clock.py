@@ -1,24 +1,28 @@
 """What moves the GPU's clock without a CUDA context: a fixed workload, one fresh process per variant, the SM
 clock sampled beside each.
 
-`python -m benchmarks latency clock [--variants as-is,feed,feed-own-device,cuda-context,cuda-context-first,
-nvml] [--workloads gpt2-decode,matmul] [--seconds 5] [--feed-ms 2000] [--feed-period-us 200] [--settle-s 3]
-[--bundles DIR] [--eager] [--json FILE]`
+`python -m benchmarks latency clock [--variants as-is,unpinned,feed,feed-own-device,cuda-context,
+cuda-context-first,nvml] [--workloads gpt2-decode,matmul] [--seconds 5] [--gap-ms 0] [--feed-ms 2000]
+[--feed-period-us 200] [--settle-s 3] [--bundles DIR] [--eager] [--json FILE]`
 
 Without a CUDA context the driver kept an H100's SM clock at 345 MHz for our bursty Vulkan work, and a
 context (`benchmarks.backends.start_cuda`) raised it to 1,980 MHz (/work/shared/design.md, "Facts measured
 on 2026-12-07"; issue 42). Each variant runs in a process of its own, after `--settle-s` seconds of idle,
 with nvidia-smi sampling the GPU every 250 ms beside it (benchmarks/gpu_clock.py):
 
-- `as-is`: the workloads alone.
+- `as-is`: the workloads alone, as the runtime runs them by default (on NVIDIA it pins the clock with a CUDA
+  primary context of its own: torch_webgpu/runtime/clock_pin.py).
+- `unpinned`: the same with `TORCH_WEBGPU_PIN_CLOCK=0`; every variant below runs unpinned too, so that each
+  tests its own mechanism.
 - `feed`: a thread dispatches a tiny kernel and submits it every `--feed-period-us` on the workloads' own
   device, from `--feed-ms` before the timing until its end (the runtime's lock keeps it to the gaps between
   the workloads' calls and waits).
 - `feed-own-device`: the same from a second Dawn device of the process, so the feed runs during the
   workloads' GPU work too.
-- `cuda-context`: a CUDA primary context opened through ctypes on libcuda.so.1 (cuInit, cuDeviceGet,
-  cuDevicePrimaryCtxRetain; no torch.cuda) once the workloads are built, with its device memory
-  (nvidia-smi's per-process used memory, and the GPU's used memory before and after).
+- `cuda-context`: a CUDA primary context opened through ctypes on libcuda.so.1 (the runtime's
+  `CudaPrimaryContext` without its lean limits, as torch opens one) once the workloads are built, with its
+  device memory (nvidia-smi's per-process used memory, and the GPU's used memory before and after);
+  `cuda-context-lean` the same with the runtime's lean limits (what `as-is` holds).
 - `cuda-context-first`: the same, opened before the WebGPU device exists (as `start_cuda` did).
 - `nvml`: NVML's read-only queries through ctypes on libnvidia-ml.so.1, every 100 ms during the timing: SM
   clock, P-state and the clock event reasons (nvmlDeviceGetCurrentClocksEventReasons).
@@ -26,11 +30,12 @@ with nvidia-smi sampling the GPU every 250 ms beside it (benchmarks/gpu_clock.py
 Workloads: `gpt2-decode`, the models suite's GPT-2 small decode step (tiny on a software adapter) from its
 bundle in `--bundles`, else torch.compile with our backend where the compiler is, else eager (`--eager`
 forces eager), in tokens/s; `matmul`, a synchronised eager 256×256 f32 matmul, in µs per call. Both are
-checked against torch CPU first, then called for `--seconds` each. One row per variant: whether it applied
-(and why not), each workload's figure with the SM clock of its timed window, the clock of the settle period
-and of the whole process, the raw samples, what the variant itself read, and whether libcuda was mapped
-into the process by the end. Without an NVIDIA GPU the
-clock is not sampled and `cuda-context` and `nvml` say why they cannot apply; the rest is timed on the
+checked against torch CPU first, then called for `--seconds` each, back to back or, with `--gap-ms`, that
+long apart (interactive use: a frame or a request at a time; the gaps are not timed). One row per
+variant: whether it applied (and why not), each workload's figure with the SM clock of its timed window,
+the clock of the settle period and of the whole process, the raw samples, what the variant itself read,
+the runtime's clock pin, and whether libcuda was mapped into the process by the end. Without an NVIDIA GPU
+the clock is not sampled and `cuda-context` and `nvml` say why they cannot apply; the rest is timed on the
 adapter there is (lavapipe).
 """
 
@@ -53,7 +58,8 @@ from pathlib import Path
 from .. import gpu_clock
 from ..json_rows import Option, comma_list, emit, rows_main
 
-VARIANTS = ("as-is", "feed", "feed-own-device", "cuda-context", "cuda-context-first", "nvml")
+VARIANTS = ("as-is", "unpinned", "feed", "feed-own-device", "cuda-context", "cuda-context-lean",
+            "cuda-context-first", "nvml")
 WORKLOADS = ("gpt2-decode", "matmul")
 TINY_WGSL = """
 @group(0) @binding(0) var<storage, read_write> x: array<f32>;
@@ -118,11 +124,14 @@ def _matmul(bundles: Path | None, eager: bool) -> tuple[Callable[[], None], dict
 BUILDERS = {"gpt2-decode": _gpt2_decode, "matmul": _matmul}
 
 
-def _timed(call: Callable[[], None], seconds: float) -> tuple[list[float], float, float]:
-    """Seconds per call of `call` for `seconds` (at least 3 calls), and the window (time.monotonic())."""
+def _timed(call: Callable[[], None], seconds: float, gap_ms: float = 0.0) -> tuple[list[float], float, float]:
+    """Seconds per call of `call` for `seconds` (at least 3 calls, `gap_ms` apart), and the window
+    (time.monotonic())."""
     times = []
     start = time.monotonic()
     while len(times) < 3 or time.monotonic() - start < seconds:
+        if gap_ms and times:
+            time.sleep(gap_ms / 1e3)
         t0 = time.perf_counter()
         call()
         times.append(time.perf_counter() - t0)
@@ -167,42 +176,6 @@ class Feeder:
         self._stop.set()
         self._thread.join(timeout=30)
         self.rt.synchronize()
-
-
-def _cuda_error(lib, code: int) -> str:
-    text = ctypes.c_char_p()
-    with contextlib.suppress(Exception):
-        lib.cuGetErrorString(code, ctypes.byref(text))
-    return f"CUresult {code}" + (f" ({text.value.decode()})" if text.value else "")
-
-
-class CudaPrimaryContext:
-    """The primary CUDA context of device `ordinal`, retained through the driver API by ctypes (no torch):
-    what a runtime could open by itself where libcuda is present."""
-
-    def __init__(self, ordinal: int = 0):
-        try:
-            self.lib = ctypes.CDLL("libcuda.so.1")
-        except OSError as exc:
-            raise Unavailable(f"libcuda.so.1 cannot be loaded (no NVIDIA driver?): {exc}") from None
-        self.device = ctypes.c_int()
-        self.context = ctypes.c_void_p()
-        lib, device, context = self.lib, self.device, self.context
-        for name, call in (("cuInit", lambda: lib.cuInit(0)),
-                           ("cuDeviceGet", lambda: lib.cuDeviceGet(ctypes.byref(device), ordinal)),
-                           ("cuDevicePrimaryCtxRetain",
-                            lambda: lib.cuDevicePrimaryCtxRetain(ctypes.byref(context), device))):
-            code = call()
-            if code != 0:
-                raise Unavailable(f"{name} failed: {_cuda_error(self.lib, code)}")
-
-    def release(self) -> None:
-        """Give the primary context back (the driver destroys it with its last reference)."""
-        try:
-            release = self.lib.cuDevicePrimaryCtxRelease_v2
-        except AttributeError:   # drivers before CUDA 11
-            release = self.lib.cuDevicePrimaryCtxRelease
-        release(self.device)
 
 
 class Nvml:
@@ -286,15 +259,21 @@ def _device_memory() -> dict:
 
 # ---- one variant's process ----------------------------------------------------------------------------
 
-def _open_context() -> tuple[CudaPrimaryContext, dict]:
-    """A CUDA primary context, and the device memory nvidia-smi saw before and after it was opened."""
+def _open_context(lean: bool = False):
+    """A CUDA primary context (the runtime's clock pin, `lean` limits or torch's defaults), and the device
+    memory nvidia-smi saw before and after it was opened."""
+    from torch_webgpu.runtime.clock_pin import ClockPinUnavailable, CudaPrimaryContext
+
     before = _device_memory()
-    context = CudaPrimaryContext()
-    return context, {"before": before, "after": _device_memory()}
+    try:
+        context = CudaPrimaryContext(lean=lean)
+    except ClockPinUnavailable as exc:
+        raise Unavailable(str(exc)) from None
+    return context, {"before": before, "after": _device_memory(), "lean": lean}
 
 
 def child(variant: str, workloads: list[str], seconds: float, feed_ms: float, feed_period_us: float,
-          bundles: Path | None, eager: bool) -> dict:
+          bundles: Path | None, eager: bool, gap_ms: float = 0.0) -> dict:
     """Build the workloads, apply `variant`, time each workload; what happened, with monotonic windows."""
     out: dict = {"variant": variant, "pid": os.getpid(), "started": time.monotonic(), "applied": True,
                  "workloads": []}
@@ -308,6 +287,7 @@ def child(variant: str, workloads: list[str], seconds: float, feed_ms: float, fe
     from torch_webgpu.runtime import Runtime, get_runtime
 
     out["adapter"] = get_runtime().info.describe().splitlines()[0]
+    out["clock_pin"] = get_runtime().clock_pin.describe()
     prepared = []
     for name in workloads:
         call, info = BUILDERS[name](bundles, eager)
@@ -322,8 +302,8 @@ def child(variant: str, workloads: list[str], seconds: float, feed_ms: float, fe
                 rt = Runtime(backend="dawn") if variant == "feed-own-device" else get_runtime()
                 feeder = stack.enter_context(Feeder(rt, feed_period_us, own_device=variant != "feed"))
                 time.sleep(feed_ms / 1e3)
-            elif variant == "cuda-context":
-                context, out["cuda_context"] = _open_context()
+            elif variant in ("cuda-context", "cuda-context-lean"):
+                context, out["cuda_context"] = _open_context(lean=variant == "cuda-context-lean")
                 stack.callback(context.release)
             elif variant == "nvml":
                 nvml = Nvml()
@@ -335,7 +315,7 @@ def child(variant: str, workloads: list[str], seconds: float, feed_ms: float, fe
             out.update(applied=False, reason=str(exc))
             prepared = []
         for name, call, info in prepared:
-            times, start, end = _timed(call, seconds)
+            times, start, end = _timed(call, seconds, gap_ms)
             per_call = statistics.median(times)
             value = info["items"] / per_call if info["unit"] == "tokens/s" else per_call * 1e6
             out["workloads"].append({"workload": name, **{k: v for k, v in info.items() if k != "items"},
@@ -350,8 +330,8 @@ def child(variant: str, workloads: list[str], seconds: float, feed_ms: float, fe
 # ---- the variants side by side ------------------------------------------------------------------------
 
 def run(variants: list[str], workloads: list[str], seconds: float, feed_ms: float, feed_period_us: float,
-        settle_s: float, bundles: Path | None, eager: bool, child_variant: str | None = None,
-        child_out: Path | None = None) -> list[dict]:
+        settle_s: float, bundles: Path | None, eager: bool, gap_ms: float = 0.0,
+        child_variant: str | None = None, child_out: Path | None = None) -> list[dict]:
     """One row per variant (see the module docstring); `child_variant`: this is one variant's process, which
     writes its result to `child_out` for the parent to read beside its samples (and returns no rows)."""
     unknown = sorted(set(variants) - set(VARIANTS)) + sorted(set(workloads) - set(WORKLOADS))
@@ -359,7 +339,7 @@ def run(variants: list[str], workloads: list[str], seconds: float, feed_ms: floa
         raise SystemExit(f"unknown variants or workloads {unknown}; variants: {VARIANTS}, "
                          f"workloads: {WORKLOADS}")
     if child_variant is not None:
-        result = child(child_variant, workloads, seconds, feed_ms, feed_period_us, bundles, eager)
+        result = child(child_variant, workloads, seconds, feed_ms, feed_period_us, bundles, eager, gap_ms)
         Path(child_out).write_text(json.dumps(result))
         return []
     idle = gpu_clock.idle_sm_clock()
@@ -370,11 +350,13 @@ def run(variants: list[str], workloads: list[str], seconds: float, feed_ms: floa
             time.sleep(settle_s)
             command = [sys.executable, "-m", "benchmarks", "latency", "clock", "--child-variant", variant,
                        "--child-out", f"{tmp}/child.json", "--workloads", ",".join(workloads),
-                       "--seconds", str(seconds), "--feed-ms", str(feed_ms), "--feed-period-us",
-                       str(feed_period_us), *(["--bundles", str(bundles)] if bundles else []),
-                       *(["--eager"] if eager else [])]
+                       "--seconds", str(seconds), "--gap-ms", str(gap_ms), "--feed-ms", str(feed_ms),
+                       "--feed-period-us", str(feed_period_us),
+                       *(["--bundles", str(bundles)] if bundles else []), *(["--eager"] if eager else [])]
             began = time.monotonic()
-            code = subprocess.run(command).returncode
+            # every variant but the runtime's default runs unpinned, testing its own mechanism
+            env = os.environ | ({} if variant == "as-is" else {"TORCH_WEBGPU_PIN_CLOCK": "0"})
+            code = subprocess.run(command, env=env).returncode
             ended = time.monotonic()
             result = json.loads((Path(tmp) / "child.json").read_text()) if code == 0 else {
                 "variant": variant, "applied": False, "reason": f"its process exited with {code}",
@@ -426,6 +408,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> None:
               variants=Option(list(VARIANTS), "comma-separated, of " + ", ".join(VARIANTS), comma_list()),
               workloads=Option(list(WORKLOADS), "comma-separated, of " + ", ".join(WORKLOADS), comma_list()),
               seconds=Option(5.0, "timed seconds per workload"),
+              gap_ms=Option(0.0, "idle milliseconds between timed calls (0: back to back)"),
               feed_ms=Option(2000.0, "feed variants: milliseconds of feed before the timing"),
               feed_period_us=Option(200.0, "feed variants: microseconds between tiny submits"),
               settle_s=Option(3.0, "idle seconds before each variant's process (the clock falls back)"),

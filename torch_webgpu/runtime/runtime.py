@@ -16,6 +16,7 @@ from . import builtin_kernels
 from .adapter import DeviceInfo, open_device, select_adapter
 from .backend import backend_name, load_backend
 from .buffers import ALIGNMENT, BufferPool, DeviceBuffer, align_up, bucket_size
+from .clock_pin import pin_clock
 from .commands import CommandRecorder
 from .dawn_log import dawn_messages_to_logging
 from .errors import DeviceLostError, LimitExceededError, ValidationError
@@ -62,6 +63,8 @@ class Runtime:
         self.wgpu = load_backend(self.backend)
         with dawn_messages_to_logging():   # Dawn's start-up notices: logger "torch_webgpu.dawn"
             self.device, self.info = open_device(select_adapter(self.wgpu, adapter), self.backend)
+        # NVIDIA keeps the SM clock low for bursty work unless a CUDA context exists (clock_pin.py)
+        self.clock_pin, self._clock_contexts = pin_clock(self.info)
         self.lock = threading.RLock()
         self.executables = ExecutableCache(self.device)
         self.pool = BufferPool(self.device, self.wgpu, self.info.limits, self.executables.forget_buffer,
@@ -102,8 +105,8 @@ class Runtime:
 
     # ---- introspection -------------------------------------------------------------------------
     def describe(self) -> str:
-        """Adapter, backend, limits and features of the open device."""
-        return self.info.describe()
+        """Adapter, backend, limits and features of the open device, and the clock pin."""
+        return f"{self.info.describe()}\n  {self.clock_pin.describe()}"
 
     @property
     def submits(self) -> int:
