@@ -19,7 +19,8 @@ ALLOWED = {
     "ops": {"runtime", "kernels", "device_state", "_C"},
     "graphs": {"runtime", "device_state", "ops", "_C"},
     "device": {"runtime", "device_state", "ops", "graphs", "_C"},
-    "compiler": {"runtime", "kernels", "mlir_passes"},
+    "compiler": {"runtime", "kernels", "mlir_passes", "bundle"},   # compiler/export writes bundles
+    "bundle": {"runtime", "kernels", "compiler"},
 }
 
 

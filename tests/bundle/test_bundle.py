@@ -290,7 +290,7 @@ def test_zip_member_hashes_are_checked(mlp, mlp_bundle, tmp_path):
 def test_export_drops_dtype_assertions_so_attention_is_one_library_op(tmp_path):
     """torch.export's `_assert_tensor_metadata` after `.to()` would be a second user of the scores and
     hide softmax(scores.float()).to(q.dtype) from the attention matcher (Llama decode's pattern)."""
-    from torch_webgpu.bundle.exporter import trace
+    from torch_webgpu.compiler.export.graph import trace
 
     class Attention(torch.nn.Module):
         def forward(self, q, k, v):

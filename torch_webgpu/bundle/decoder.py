@@ -1,4 +1,4 @@
-"""A loaded decode bundle (bundle/decoder_export.py) and its own `generate`, without torch: the prefill
+"""A loaded decode bundle (compiler/export/decoder.py) and its own `generate`, without torch: the prefill
 plan of the prompt's bucket fills the KV cache, then one decode plan per token; the cache and the logits
 stay on the device (DeviceArrays handed from plan to plan), the device sampler (kernels/sampling.py)
 picks each token there, and only the token id (4 bytes) is read back per step.
