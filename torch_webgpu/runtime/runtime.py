@@ -20,6 +20,7 @@ from .commands import CommandRecorder
 from .dawn_log import dawn_messages_to_logging
 from .errors import DeviceLostError, LimitExceededError, ValidationError
 from .executables import ExecutableCache, Kernel
+from .native_queue import native_queue
 from .profiling import DispatchProfiler, DispatchTiming, now
 
 
@@ -96,9 +97,7 @@ class Runtime:
         self.recorder.native_queue = self._native_queue()
 
     def _native_queue(self) -> Any:
-        from .native import native_queue
-
-        return native_queue(self)
+        return native_queue(self.backend, self.device, self.info.software, self.raise_if_lost)
 
     # ---- introspection -------------------------------------------------------------------------
     def describe(self) -> str:
@@ -206,7 +205,7 @@ class Runtime:
         staging = self._take_staging(size)
         self.readbacks += 1
         if self.recorder.native_queue is not None and self._profiler is None:
-            # copy, finish, submit, map and wait in one C++ call (runtime/native.py NativeQueue.read)
+            # copy, finish, submit, map and wait in one C++ call (runtime/native_queue.py NativeQueue.read)
             self.check_alive()
             try:
                 data = self.recorder.read_back(buf.gpu, start, staging, size)
@@ -454,7 +453,7 @@ class Runtime:
         profiler = self._profiler
         recorder = self.recorder
         recorder.before_finish = profiler.before_finish if profiler is not None else None
-        # Natively, finishing, submitting and waiting are one C++ call (runtime/native.py NativeQueue).
+        # Natively, finishing, submitting and waiting are one C++ call (runtime/native_queue.py NativeQueue).
         native_wait = wait and recorder.native_queue is not None
         try:
             submitted = recorder.submit(native_wait)
