@@ -5,8 +5,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from torch_webgpu.compiler.low_ir import LowIROp
 from torch_webgpu.compiler.webgpu_compiler import STATS
+from torch_webgpu.plan.format import LowIROp
 
 
 def _compiled_kinds(fn, *inputs):

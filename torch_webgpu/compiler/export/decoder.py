@@ -18,8 +18,8 @@ import torch
 
 from torch_webgpu.bundle.format import BUNDLE_FORMAT, BUNDLE_FORMAT_VERSION, write_bundle
 from torch_webgpu.bundle.requirements import check_requirements, plan_requirements
-from torch_webgpu.compiler.lowering import same_constant
 from torch_webgpu.kernels.sampling import sample_wgsl
+from torch_webgpu.plan.buffers import same_constant
 
 from .decoder_model import DecodeStep, PrefillStep, cache_shape, check_decoder
 from .graph import _constant_weight_names, _versions, compile_traced, make_target, trace
