@@ -44,6 +44,11 @@ class CallState:
         buf_id, base = self.buffers[name]
         return BufferSlice(buf_id, base + offset, size)
 
+    @property
+    def narrowed_inputs(self) -> tuple[int, ...]:
+        """The graph inputs left to narrow from int64."""
+        return tuple(n[0] for n in self.narrowed)
+
     def again(self) -> CallState:
         """The same call bound the same way, with no results yet and nothing left to narrow (the
         reference run of check mode)."""

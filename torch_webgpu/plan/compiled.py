@@ -103,18 +103,12 @@ class CompiledPlan:
                 return results
         keep_alive: list[Any] = []   # device temporaries bound by id: alive until the call is recorded
         with self.rt.lock:
-            layout = self.layouts.get(self.binder.shapes(args))
-            narrowed: list[tuple] | None = [] if self._native_allowed() else None
-            buffers = self.binder.bind(args, layout, keep_alive, narrowed)
-            state = self._call_state(layout, buffers, next((t.device for t in args if is_webgpu(t)), None),
-                                     narrowed=narrowed)
-            native = self._native(layout, state.to_device is not None, tuple(n[0] for n in state.narrowed))
-            if native is not None and native.writes_inputs and not native.inputs_distinct(buffers):
-                native = None   # inputs that share a buffer, one of them written: aliasing, per call
+            state = self._bind(args, keep_alive)
+            native = self._native_for_call(state)
             outputs = self._executor(native).run(state, args, numpy_mode(args))
             del keep_alive   # every use is recorded: freeing now is ordered after them
             if fast is None and native is not None:
-                self.fast_call = self._fast_call(layout, native, args, tuple(n[0] for n in state.narrowed))
+                self.fast_call = self._fast_call(state, native, args)
         self.calls += 1
         return [graph_output(i, outputs, args) for i in self.plan.output_map]
 
@@ -126,17 +120,19 @@ class CompiledPlan:
         with self.rt.lock:
             layout = self.layouts.get(self.binder.shapes(args))
             buffers = self.binder.bind(args, layout, [])
-            resident = frozenset(resident)
-            native = None
-            if self._native_allowed() and resident >= set(range(len(layout.outputs))) and all(
-                    o.dtype == o.device_dtype for o in layout.outputs):
-                native = self._native(layout, True, ())
-                if native is not None and native.writes_inputs:
-                    native = None   # aliasing between inputs is the Python executor's to handle
-            state = self._call_state(layout, buffers, None, resident=resident)
-            outputs = self._executor(native).run(state, args, True)
+            state = self._call_state(layout, buffers, None, resident=frozenset(resident))
+            outputs = self._executor(self._native_for_resident(state)).run(state, args, True)
         self.calls += 1
         return [graph_output(i, outputs, args) for i in self.plan.output_map]
+
+    def _bind(self, args: Sequence[Any], keep_alive: list[Any]) -> CallState:
+        """A call's inputs checked and bound to its layout's buffers, its outputs bound for the inputs'
+        device (int64 webgpu inputs are left for the native program to narrow, where one may run)."""
+        layout = self.layouts.get(self.binder.shapes(args))
+        narrowed: list[tuple] | None = [] if self._native_allowed() else None
+        buffers = self.binder.bind(args, layout, keep_alive, narrowed)
+        to_device = next((t.device for t in args if is_webgpu(t)), None)
+        return self._call_state(layout, buffers, to_device, narrowed=narrowed)
 
     def _call_state(self, layout: Layout, buffers: dict[str, tuple[int, int]], to_device: Any,
                     resident: frozenset[int] = frozenset(), narrowed: list[tuple] | None = None) -> CallState:
@@ -163,6 +159,25 @@ class CompiledPlan:
                 self.native_unsupported = str(exc)
         return layout.native[key]
 
+    def _native_for_call(self, state: CallState) -> NativeLayout | None:
+        """The native program for a call of the graph bound in `state`, or None for the Python executor."""
+        native = self._native(state.layout, state.to_device is not None, state.narrowed_inputs)
+        if native is not None and native.writes_inputs and not native.inputs_distinct(state.buffers):
+            return None   # inputs that share a buffer, one of them written: aliasing, per call
+        return native
+
+    def _native_for_resident(self, state: CallState) -> NativeLayout | None:
+        """The native program for a resident call (every output kept on the device, none converted), or
+        None for the Python executor."""
+        outputs = state.layout.outputs
+        if not (self._native_allowed() and state.resident >= set(range(len(outputs)))
+                and all(o.dtype == o.device_dtype for o in outputs)):
+            return None
+        native = self._native(state.layout, True, ())
+        if native is not None and native.writes_inputs:
+            return None   # aliasing between inputs is the Python executor's to handle
+        return native
+
     def _executor(self, native: NativeLayout | None) -> Executor:
         """What runs a call: the native program (TORCH_WEBGPU_EXECUTOR=check: checked against the Python
         executor on its first call), or the Python executor where there is none."""
@@ -172,15 +187,14 @@ class CompiledPlan:
             return CheckedNative(native, self.plan.inputs, self.plan.meta.get("name", "plan"))
         return native
 
-    def _fast_call(self, layout: Layout, native: NativeLayout, args: Sequence[Any],
-                   narrowed: tuple[int, ...]) -> FastCall | None:
-        """The fast call of `layout`, when this general call's inputs and program qualify (else None);
-        `narrowed`: the inputs this call's program narrowed from int64."""
+    def _fast_call(self, state: CallState, native: NativeLayout, args: Sequence[Any]) -> FastCall | None:
+        """The fast call of this call's layout, when its inputs and program qualify (else None)."""
+        layout = state.layout
         if self.dynamic or (self.check_native and not native.checked) or not FastCall.applies(native, layout,
                                                                                                args):
             return None
-        fast = FastCall(self, layout, native, args[0].device, narrowed, self.plan.inputs, self.buffers.static,
-                        self.plan.output_map, self.binder.alignment, self.narrowing)
+        fast = FastCall(self, layout, native, args[0].device, state.narrowed_inputs, self.plan.inputs,
+                        self.buffers.static, self.plan.output_map, self.binder.alignment, self.narrowing)
         return fast if fast.binds(args) else None
 
     def release(self) -> None:
