@@ -110,7 +110,7 @@ class FastCall:
         sources (bound after the outputs), or None if they need the general path."""
         if len(args) != len(self._inputs):
             return None
-        device, align, live = self._device, self._align, self._rt.pool._live
+        device, align, live = self._device, self._align, self._rt.pool.live_by_id
         bound: list[tuple[int, int]] = []   # per argument: (handle, byte offset)
         for t, (shape, dtype) in zip(args, self._inputs, strict=True):
             # dtype identity rules out numpy arrays and DeviceArrays (their dtypes are not torch's)
@@ -136,7 +136,7 @@ class FastCall:
         """Run the plan on `args` and return the graph outputs, or None where the general path must."""
         owner = self._owner
         rt = self._rt
-        if owner.executor != "native" or rt._profiler is not None or rt.capture is not None:
+        if owner.executor != "native" or rt.profiler is not None or rt.capture is not None:
             return None
         with rt.lock:
             bound = self._bind(args)
@@ -151,7 +151,7 @@ class FastCall:
                 for shape, _, dtype in self._new_specs:
                     made.append(torch_tensors.empty(shape, dtype, self._device))
                 ids = [out.data_ptr() >> 32 for out in made]
-            live = rt.pool._live
+            live = rt.pool.live_by_id
             for buf_id in ids:
                 words += (buffer_handle(live[buf_id]), 0)
             words += sources

@@ -72,7 +72,7 @@ def python_forced() -> bool:
 def records_natively(rt: Runtime) -> bool:
     """True when a replay may record its dispatches from C++: no `python_launches()` block, graph capture
     or dispatch profiler must see each one go through runtime.dispatch."""
-    return not BLOCKERS[0] and rt.capture is None and rt._profiler is None
+    return not BLOCKERS[0] and rt.capture is None and rt.profiler is None
 
 
 def may_recycle(rt: Runtime) -> bool:
@@ -121,7 +121,7 @@ class EagerProgram:
         self.commands = program.commands
         self._capsule = program._capsule
         self._record = extension.module.eager_record
-        self._live = rt.pool._live
+        self._live = rt.pool.live_by_id
         rt.recorder.end_native_pass = extension.module.eager_end_pass
         STATS["programs"] += 1
 
