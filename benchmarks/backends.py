@@ -92,7 +92,7 @@ class _CompileOnFirstCall:
         if self.compiled is None:
             import tempfile
 
-            from torch_webgpu.bundle import exporter as ex
+            from torch_webgpu.compiler.export import graph as ex
 
             from .iree_vulkan import IREEVulkanFunction, compile_vmfb
 

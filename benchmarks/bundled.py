@@ -37,8 +37,8 @@ def bundle_cases(settings: Settings, max_binding_bytes: int,
 
 def model_weights(module: Any) -> dict[str, Any]:
     """Every parameter and buffer of `module` by its state-dict name (tied weights under each name;
-    torchao's quantized weights as their parts, see torch_webgpu.bundle.exporter.model_weights)."""
-    from torch_webgpu.bundle.exporter import model_weights as weights
+    torchao's quantized weights as their parts, see torch_webgpu.compiler.export.graph.model_weights)."""
+    from torch_webgpu.compiler.export.graph import model_weights as weights
 
     return weights(module)
 
@@ -59,7 +59,7 @@ def prepare(out: Path, settings: Settings, target_name: str, iree: bool = True,
     Returns the failures (key: error); the run reports those figures as not measured."""
     import torch
 
-    from torch_webgpu.bundle import exporter as ex
+    from torch_webgpu.compiler.export import graph as ex
 
     target = ex.make_target(target_name)
     cases = bundle_cases(settings, target.iree.max_binding_bytes, suites)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from . import host_expr
+from torch_webgpu.plan import host_expr
 
 _BOOLS = {"true": 1, "false": 0}
 # arith.cmpi's predicate attribute (an i64 enum) in MLIR's order.

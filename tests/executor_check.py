@@ -1,4 +1,4 @@
-"""The session fixture the compiler and bundle tests share: plans run on the native executor, checked
+"""The session fixture the compiler, plan and bundle tests share: plans run on the native executor, checked
 against the Python one."""
 
 import os

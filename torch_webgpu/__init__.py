@@ -26,7 +26,7 @@ def load(path: str | os.PathLike, weights: Any = None) -> bundle.Bundle | Any:
 
 def export(model: Any, example_inputs: Any, path: str | os.PathLike, **options: Any) -> Path:
     """Compile `model` for `example_inputs` into a bundle at `path` (directory, or one file if .zip)."""
-    from .bundle import export as _export
+    from .compiler.export import export as _export
 
     return _export(model, example_inputs, path, **options)
 
@@ -34,8 +34,8 @@ def export(model: Any, example_inputs: Any, path: str | os.PathLike, **options: 
 def export_decoder(lm: Any, path: str | os.PathLike, **options: Any) -> Path:
     """Compile a Llama-style causal LM into a decode bundle (prefill plans per prompt bucket + one decode
     plan sharing weights and KV cache) whose `load(path).generate(...)` runs without torch (options:
-    max_len, prompt_buckets, target, f16; see torch_webgpu.bundle.decoder_export)."""
-    from .bundle.decoder_export import export_decoder as _export_decoder
+    max_len, prompt_buckets, target, f16; see torch_webgpu.compiler.export.decoder)."""
+    from .compiler.export import export_decoder as _export_decoder
 
     return _export_decoder(lm, path, **options)
 

@@ -2,7 +2,7 @@
 
 `python -m benchmarks anatomy plan-memory <dir>... [--json FILE]`: for each bundle directory
 (manifest.json) or saved plan (plan.json) it reports, in MB: the plan's per-call buffers with one storage
-each and after plan_memory.assign_memory (the executor's default), the
+each and after plan/memory.py assign_memory (the executor's default), the
 executor's read-only copies of aliased bindings and bounced in-buffer copies, the weights (as stored;
 external weights as the manifest names them, with bit-identical ties only knowable from the module), the
 inputs and outputs of a call, and the largest scratch the load-time tuning of one variant allocates
@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from torch_webgpu.compiler.low_ir import LowIROp, Plan
-from torch_webgpu.compiler.plan_memory import assign_memory, check_assignment
+from torch_webgpu.plan.format import LowIROp, Plan
+from torch_webgpu.plan.memory import assign_memory, check_assignment
 from torch_webgpu.runtime.buffers import align_up, bucket_size
 
 from ..json_rows import Option, rows_main
@@ -55,7 +55,8 @@ def capacity(sizes: Any, exact: bool = False) -> int:
 
 def executor_scratch(plan: Plan) -> tuple[int, int]:
     """Bytes of the executor's scratch buffers — read-only copies of a buffer a dispatch also writes, and
-    the bounce of a copy within one buffer (lowering.CompiledPlan.scratch): (one per node, pooled now)."""
+    the bounce of a copy within one buffer (plan/buffers.py, PlanBuffers.scratch): (one per node, pooled
+    now)."""
     per_node: list[int] = []
     pooled: dict[int, int] = {}   # binding slot -> largest copy (the pool holds about that much)
     for node in plan.main:
@@ -87,7 +88,7 @@ def _packed_nbytes(spec: dict) -> int:
 
 
 def tuning_scratch(plan: Plan) -> tuple[int, int]:
-    """The largest scratch one variant's timing allocates: (before, now) — see plan_tuning._time_variant."""
+    """The largest scratch one variant's timing allocates: (before, now) — see plan/tuning.py."""
     graph_inputs = {f"in{k}" for k in range(len(plan.inputs))}
     before = now = 0
     for node in plan.main:

@@ -55,7 +55,7 @@ def run(spins: list[float], rounds: int, reps: int, bundles: Path | None, only: 
     import torch_webgpu._native_plan as native_plan
 
     from torch_webgpu.runtime import get_runtime
-    from torch_webgpu.runtime.native import sync_spin_microseconds
+    from torch_webgpu.runtime.native_queue import sync_spin_microseconds
 
     requested = ["webgpu-eager"] + (["webgpu-compiled"] if bundles else [])
     rows = []

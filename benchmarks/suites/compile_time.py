@@ -4,7 +4,7 @@ view: dynamo reset, same disk cache), from the compile call to the first result.
 Besides the MLP and BERT-tiny: issue 12's small transformers CNNs (ResNet, ConvNeXt, MobileNetV2 at
 16-128 channels, 64x64, batch 1), each checked against torch on the CPU. A cold figure's params carry
 where its time went (`phases`: torch-mlir import, IREE, SPIR-V to WGSL, pipelines... from
-torch_webgpu.compiler.phases; `dynamo+aot+first call`: the rest of the compile call; medians over the
+torch_webgpu.plan.phases; `dynamo+aot+first call`: the rest of the compile call; medians over the
 repeats). The CNNs are also compiled cold in a new process (`python -m benchmarks.suites.compile_time
 CASE`): what a script's first torch.compile costs, the lazy imports of dynamo, torch-mlir and IREE and
 the first pipelines included (the model built and on the device before the clock starts)."""
@@ -30,8 +30,8 @@ SMOKE_CNNS = ("ResNet",)   # one tiny CNN in smoke mode keeps CI fast
 
 
 def _compile_and_run(model, args) -> tuple[float, dict[str, float], torch.Tensor]:
-    from torch_webgpu.compiler import phases
     from torch_webgpu.compiler.webgpu_compiler import webgpu_backend
+    from torch_webgpu.plan import phases
 
     torch.compiler.reset()
     phases.reset()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..dispatch_grid import WORKGROUP_FOLD_OVERRIDE
+from torch_webgpu.plan.grid import WORKGROUP_FOLD_OVERRIDE
+
 from .errors import UnsupportedSpirvError
 from .function import FunctionEmitter
 from .op_tables import ATOMIC_RMW, BUILTINS
@@ -44,7 +45,7 @@ class WGSLExecutable:
 
 def _foldable_workgroup_ids(used: set[str]) -> tuple[list[str], list[str]]:
     """Entry parameters and body prologue that define `workgroup_id` (and `num_workgroups`) logically,
-    so the grid may be folded (mlir_passes/dispatch_grid.py)."""
+    so the grid may be folded (torch_webgpu/plan/grid.py)."""
     raw = ["@builtin(workgroup_id) wg_id_raw: vec3<u32>", "@builtin(num_workgroups) wg_count_raw: vec3<u32>"]
     params = raw + [f"@builtin({BUILTINS[b][0]}) {BUILTINS[b][0]}: {BUILTINS[b][1]}"
                     for b in sorted(used - {"WorkgroupId", "NumWorkgroups"})]

@@ -22,7 +22,7 @@ class _Embed(torch.nn.Module):
 
 
 def test_vmfb_matches_cpu(tmp_path):
-    from torch_webgpu.bundle import exporter as ex
+    from torch_webgpu.compiler.export import graph as ex
 
     torch.manual_seed(0)
     model = _Embed().eval()

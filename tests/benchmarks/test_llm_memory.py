@@ -23,7 +23,7 @@ def test_a_loaded_bundles_buffers_count(tmp_path):
     path = torch_webgpu.export(model, [torch.randn(4, 16)], tmp_path / "mlp", target="webgpu-core")
     start = memory_baseline("webgpu")
     bundle = torch_webgpu.load(path)
-    owned = bundle._compiled._owned
+    owned = bundle._compiled.buffers.owned
     plan_bytes = sum(bundle.rt.buffer(b).nbytes for b in owned)
     assert owned and memory_used("webgpu", start) * MB >= plan_bytes
     bundle.release()

@@ -214,8 +214,9 @@ def test_load_without_torch_mlir_or_iree(mlp, mlp_bundle, tmp_path):
         bundle = torch_webgpu.load({str(mlp_bundle)!r})
         y = bundle(np.load({str(tmp_path / 'x.npy')!r}))
         assert isinstance(y, np.ndarray), type(y)
-        from torch_webgpu.compiler.native_plan import STATS   # the native executor needs no torch either
+        from torch_webgpu.plan.native_executor import STATS   # the native executor needs no torch either
         assert bundle._compiled.executor == "native" and STATS["built"] == 1, STATS
+        assert "torch_webgpu.compiler" not in sys.modules   # bundles load through torch_webgpu.plan alone
         np.save({str(tmp_path / 'y.npy')!r}, y)
         from torch_webgpu.cli.main import main
         assert main(["inspect", {str(mlp_bundle)!r}]) == 0       # nor do the CLI's inspect and run
@@ -290,7 +291,7 @@ def test_zip_member_hashes_are_checked(mlp, mlp_bundle, tmp_path):
 def test_export_drops_dtype_assertions_so_attention_is_one_library_op(tmp_path):
     """torch.export's `_assert_tensor_metadata` after `.to()` would be a second user of the scores and
     hide softmax(scores.float()).to(q.dtype) from the attention matcher (Llama decode's pattern)."""
-    from torch_webgpu.bundle.exporter import trace
+    from torch_webgpu.compiler.export.graph import trace
 
     class Attention(torch.nn.Module):
         def forward(self, q, k, v):

@@ -70,11 +70,12 @@ def test_one_device_buffer_per_weight(decoder_bundle):
     bundle = torch_webgpu.load(decoder_bundle)
     decode, prefill = bundle.plans["decode"], bundle.plans["prefill-8"]
     n_user = len(decode.plan.inputs)
-    bound = {decode._static[f"in{n_user + j}"][0] for j in range(decode.plan.num_constant_inputs)}
+    bound = {decode.buffers.static[f"in{n_user + j}"][0] for j in range(decode.plan.num_constant_inputs)}
     shared = set(bundle.weight_buffers.values())
     assert shared and shared <= bound
     n_user = len(prefill.plan.inputs)
-    assert shared <= {prefill._static[f"in{n_user + j}"][0] for j in range(prefill.plan.num_constant_inputs)}
+    assert shared <= {prefill.buffers.static[f"in{n_user + j}"][0]
+                      for j in range(prefill.plan.num_constant_inputs)}
     weights = sum(bundle.rt.buffer(b).nbytes for b in shared)
     assert weights < bundle.device_bytes
     bundle.release()
@@ -84,9 +85,9 @@ def test_phases_share_their_per_call_buffers(decoder_bundle):
     bundle = torch_webgpu.load(decoder_bundle)
     assert bundle.slot_buffers
     for compiled in bundle.plans.values():   # each phase binds the bundle's slots, none of its own
-        slots = {name: compiled._static[name][0] for name in compiled.memory.slots}
+        slots = {name: compiled.buffers.static[name][0] for name in compiled.memory.slots}
         assert slots and all(bundle.slot_buffers[name] == buf for name, buf in slots.items())
-        assert not set(slots.values()) & set(compiled._owned)
+        assert not set(slots.values()) & set(compiled.buffers.owned)
     bundle.release()
 
 

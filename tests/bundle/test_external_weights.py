@@ -61,8 +61,8 @@ def test_adapter_file_target(tmp_path):
 
 
 def test_adapter_file_subgroup_matrix_configs_reach_f16_targets_only(tmp_path):
-    from torch_webgpu.bundle.exporter import make_target
     from torch_webgpu.bundle.requirements import target_subgroup_matrix_configs
+    from torch_webgpu.compiler.export.graph import make_target
 
     path = tmp_path / "gpu.json"
     limits = dict(WEBGPU_CORE_LIMITS, **{"subgroup-min-size": 32, "subgroup-max-size": 32})

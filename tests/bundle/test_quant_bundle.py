@@ -67,7 +67,7 @@ def test_quantized_bundle_runs_without_torch(config, tmp_path):
 def test_external_quantized_weights_are_packed_at_load(tmp_path):
     """external_weights=True: the caller passes torchao's int8 parts; the loader packs them (int4 two per
     byte) as the compiler did."""
-    from torch_webgpu.bundle.exporter import model_weights
+    from torch_webgpu.compiler.export.graph import model_weights
 
     model = _quantized_mlp("int4g32")
     x = torch.randn(2, 64, generator=torch.Generator().manual_seed(1))
@@ -82,7 +82,7 @@ def test_torchao_ops_decompose_whenever_torchao_was_imported():
     have dequantize_affine decomposed (else the compiler meets the unregistered op)."""
     import torchao.quantization  # noqa: F401
 
-    from torch_webgpu.bundle.exporter import _decompositions
+    from torch_webgpu.compiler.export.graph import _decompositions
 
     assert torch.ops.torchao.dequantize_affine.default in _decompositions()
 

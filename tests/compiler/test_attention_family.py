@@ -5,8 +5,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from torch_webgpu.compiler.low_ir import LowIROp
 from torch_webgpu.compiler.webgpu_compiler import STATS
+from torch_webgpu.plan.format import LowIROp
 
 
 def _compiled_kinds(fn, *inputs):
@@ -257,7 +257,7 @@ def test_llama_prefill_bundle_attention_is_library(dtype, rt, tmp_path):
     # `_safe_softmax`'s guard: one causal library attention per layer reading the KV heads in place.
     import torch_webgpu
     from benchmarks.model_zoo import _LastLogits
-    from torch_webgpu.bundle import exporter as ex
+    from torch_webgpu.compiler.export import graph as ex
 
     _skip_without_f16(dtype, rt)
     model = _LastLogits(_tiny_llama(dtype))

@@ -7,8 +7,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torch_webgpu
-from torch_webgpu.compiler.low_ir import LowIROp
 from torch_webgpu.compiler.webgpu_compiler import STATS
+from torch_webgpu.plan.format import LowIROp
 
 from .models import BasicBlock, SmallResNet
 

@@ -7,8 +7,8 @@ process on IREE's -inf/NaN constants, which is why the WGSL path exists): the ML
 import torch
 
 from torch_webgpu.compiler.fx_import import prepare_graph
-from torch_webgpu.compiler.lowering import lowering
 from torch_webgpu.compiler.webgpu_compiler import compile_plan
+from torch_webgpu.plan import lowering
 
 
 def test_mlp_plan_spirv_and_wgsl_agree(tmp_path, monkeypatch):

@@ -39,7 +39,7 @@ def test_int64_webgpu_input_is_narrowed_on_the_device_and_checked_at_sync():
 def test_float16_weights_for_a_target_without_f16_name_the_feature():
     # The inputs are token ids: only the weights and intermediates are f16 (IREE would fail on its
     # emulation of f16 storage).
-    from torch_webgpu.bundle import exporter as ex
+    from torch_webgpu.compiler.export import graph as ex
 
     model = torch.nn.Sequential(torch.nn.Embedding(16, 8), torch.nn.Linear(8, 4)).half().eval()
     traced = ex.trace(model, [torch.zeros(1, 3, dtype=torch.int64)])

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from benchmarks.llama_decode import LlamaStaticDecode, llama_1b_config
-from torch_webgpu.compiler.low_ir import LowIROp
 from torch_webgpu.compiler.webgpu_compiler import STATS, webgpu_backend
+from torch_webgpu.plan.format import LowIROp
 
 
 def library_kinds() -> list[str]:

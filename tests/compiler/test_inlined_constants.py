@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from torch_webgpu.compiler.low_ir import LowIROp, Plan
+from torch_webgpu.plan.format import LowIROp, Plan
 
 from .models import GPT2Logits
 

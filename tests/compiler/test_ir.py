@@ -4,7 +4,7 @@ import torch
 
 from torch_webgpu.compiler.fx_import import import_graph, prepare_graph
 from torch_webgpu.compiler.high_ir import HighIROp, build_high_ir
-from torch_webgpu.compiler.low_ir import Plan
+from torch_webgpu.plan.format import Plan
 
 
 def _high_ir(fn, *args):

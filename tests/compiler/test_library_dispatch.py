@@ -7,8 +7,8 @@ import torch
 import torch.nn as nn
 
 import torch_webgpu
-from torch_webgpu.compiler.low_ir import LowIROp
 from torch_webgpu.compiler.webgpu_compiler import STATS
+from torch_webgpu.plan.format import LowIROp
 
 from .models import MLP, TransformerBlock
 

@@ -5,8 +5,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from torch_webgpu.compiler.low_ir import LowIROp
 from torch_webgpu.compiler.webgpu_compiler import STATS
+from torch_webgpu.plan.format import LowIROp
 
 
 def _run(fn, *args, atol=1e-4):
@@ -98,8 +98,8 @@ H200 = "benchmarks/targets/h200-dawn.json"
 
 
 def test_an_f16_target_with_subgroup_matrices_gives_compiled_matmuls_the_tensor_core_variants():
-    from torch_webgpu.bundle.exporter import make_target
     from torch_webgpu.bundle.requirements import target_limits
+    from torch_webgpu.compiler.export.graph import make_target
     from torch_webgpu.compiler.library_plan import caps_for_target
     from torch_webgpu.kernels.launch import DeviceCaps
     from torch_webgpu.kernels.matmul import Layout, MatmulProblem, variants
@@ -121,7 +121,7 @@ def test_an_f16_target_with_subgroup_matrices_gives_compiled_matmuls_the_tensor_
 
 
 def test_f16_model_bundled_for_the_h200_runs_its_linears_on_tensor_cores(tmp_path, rt):
-    from torch_webgpu.bundle import exporter as ex
+    from torch_webgpu.compiler.export import graph as ex
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(64, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 16)).half().eval()

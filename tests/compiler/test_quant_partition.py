@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from torch_webgpu.compiler.low_ir import LowIROp
 from torch_webgpu.compiler.webgpu_compiler import STATS, webgpu_backend
+from torch_webgpu.plan.format import LowIROp
 
 torchao = pytest.importorskip("torchao")
 from torchao.quantization import Int8WeightOnlyConfig, IntxWeightOnlyConfig, quantize_  # noqa: E402

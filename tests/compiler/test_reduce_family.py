@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from torch_webgpu.compiler import library_plan
-from torch_webgpu.compiler.low_ir import LowIROp
 from torch_webgpu.compiler.webgpu_compiler import STATS
+from torch_webgpu.plan.format import LowIROp
 
 from .test_rows_family import compiled_kinds
 

@@ -4,8 +4,8 @@
 import pytest
 import torch
 
-from torch_webgpu.compiler.low_ir import LowIROp
 from torch_webgpu.compiler.webgpu_compiler import STATS
+from torch_webgpu.plan.format import LowIROp
 
 F = torch.nn.functional
 

@@ -68,27 +68,10 @@ def test_inlined_composite_constant_bytes():
         constant_bytes("#util.composite<64xi8, [dense<1> : tensor<2xi32>]>")
 
 
-def test_host_expressions_fold_and_evaluate():
-    import json
-
-    from mlir_passes import host_expr
-
-    assert host_expr.fold("muli", 3, 4) == 12 and host_expr.fold("align", 13, 8) == 16
-    size = host_expr.fold("align", host_expr.fold("muli", host_expr.dim(1, 0), 12), 256)
-    assert size == ["align", ["muli", ["dim", 1, 0], 12], 256]
-    size = json.loads(json.dumps(size))
-    assert host_expr.evaluate(size, [(9,), (30, 2)]) == 512
-    groups = host_expr.fold("select", host_expr.fold("cmp.slt", host_expr.dim(0, 1), 4), 1, 7)
-    assert [host_expr.evaluate(groups, [(1, n)]) for n in (3, 4)] == [1, 7]
-    assert host_expr.evaluate(host_expr.fold("divsi", host_expr.dim(0, 0), 2), [(-7,)]) == -3
-    assert host_expr.evaluate_all({"b": [["t0", 0, size]], "n": 3}, [(1,), (2, 2)]) == {"b": [["t0", 0, 256]],
-                                                                                          "n": 3}
-
-
 def test_dynamic_matmul_host_program_has_dimension_expressions():
-    from mlir_passes import host_expr
     from mlir_passes.host_program import extract_host_program
     from mlir_passes.iree_driver import compile_to_hal
+    from torch_webgpu.plan import host_expr
 
     text = MATMUL.replace("[4,8]", "[?,8]").replace("[4,3]", "[?,3]")
     program = extract_host_program(compile_to_hal(text, WebGPUTarget()).hal_text)

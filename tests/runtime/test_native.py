@@ -5,8 +5,9 @@ among a dispatch's recent ones."""
 import numpy as np
 import pytest
 
-from torch_webgpu.runtime import BufferSlice, ValidationError
+from torch_webgpu.runtime import BufferSlice, ValidationError, extension
 from torch_webgpu.runtime import native as nat
+from torch_webgpu.runtime import native_queue as nq
 
 from .add_one import ADD_ONE, N, f32_buffer
 
@@ -100,9 +101,9 @@ def test_dawn_validation_error_of_a_fixed_bind_group_raises(native_rt):
     b = nat.ProgramBuilder(rt)
     # A binding range past the buffer's end: Dawn refuses the bind group when the program is built.
     kernel = rt.kernel(ADD_ONE, label="add-one")
-    b.commands.append((0, nat.handle(kernel.pipeline), nat.handle(kernel.layout(0)), 1, 1, 1,
-                       ((0, nat.handle(rt.buffer(small).gpu), -1, 0, 1 << 20),
-                        (1, nat.handle(rt.buffer(small).gpu), -1, 0, 16))))
+    b.commands.append((0, extension.handle(kernel.pipeline), extension.handle(kernel.layout(0)), 1, 1, 1,
+                       ((0, extension.handle(rt.buffer(small).gpu), -1, 0, 1 << 20),
+                        (1, extension.handle(rt.buffer(small).gpu), -1, 0, 16))))
     with pytest.raises(ValidationError):
         b.build()
 
@@ -141,12 +142,12 @@ def native_queue(native_rt):
     """The runtime's C++ submit-and-wait (the default; TORCH_WEBGPU_SUBMIT=python turns it off)."""
     queue = native_rt.recorder.native_queue
     if queue is None:
-        pytest.fail(f"the runtime submits from Python (TORCH_WEBGPU_SUBMIT={nat.submit_choice()})")
+        pytest.fail(f"the runtime submits from Python (TORCH_WEBGPU_SUBMIT={nq.submit_choice()})")
     return queue
 
 
 def test_runtime_submits_and_waits_natively(native_queue):
-    assert isinstance(native_queue, nat.NativeQueue)
+    assert isinstance(native_queue, nq.NativeQueue)
 
 
 def test_synchronize_waits_for_the_submitted_work(native_rt, submit_path):
@@ -269,21 +270,21 @@ def test_cpp_encoder_submitted_by_a_program_run(native_rt):
 def test_submit_choice_reads_the_environment(monkeypatch):
     for name in ("python", "native"):
         monkeypatch.setenv("TORCH_WEBGPU_SUBMIT", name)
-        assert nat.submit_choice() == name
+        assert nq.submit_choice() == name
     monkeypatch.setenv("TORCH_WEBGPU_SUBMIT", "fast")
     with pytest.raises(ValueError, match="TORCH_WEBGPU_SUBMIT"):
-        nat.submit_choice()
+        nq.submit_choice()
 
 
 def test_sync_spin_reads_the_environment(monkeypatch):
     monkeypatch.delenv("TORCH_WEBGPU_SYNC_SPIN_US", raising=False)
-    assert nat.sync_spin_microseconds() == 20000
-    assert nat.sync_spin_microseconds(software=True) == 0
+    assert nq.sync_spin_microseconds() == 20000
+    assert nq.sync_spin_microseconds(software=True) == 0
     monkeypatch.setenv("TORCH_WEBGPU_SYNC_SPIN_US", "250")
-    assert nat.sync_spin_microseconds() == 250
+    assert nq.sync_spin_microseconds() == 250
     monkeypatch.setenv("TORCH_WEBGPU_SYNC_SPIN_US", "-1")
     with pytest.raises(ValueError, match="TORCH_WEBGPU_SYNC_SPIN_US"):
-        nat.sync_spin_microseconds()
+        nq.sync_spin_microseconds()
 
 
 @pytest.mark.parametrize("spin_us", [0, 50, 20_000])
@@ -295,13 +296,13 @@ def test_a_polling_wait_waits_for_the_submitted_work(native_rt, native_queue, sp
     buf = f32_buffer(rt, np.zeros(64 * 64))
     usage = rt.wgpu.BufferUsage
     staging = rt.device.create_buffer(size=16, usage=usage.MAP_READ | usage.COPY_DST)
-    nat._module.set_spin(spin_us * 1000)
+    extension.module.set_spin(spin_us * 1000)
     try:
         rt.dispatch(rt.kernel(_SLOW, label="slow"), [buf], (64,))
         rt.recorder.encoder().copy_buffer_to_buffer(rt.buffer(buf).gpu, 0, staging, 0, 16)
         rt.synchronize()
     finally:
-        nat._module.set_spin(int(nat.sync_spin_microseconds() * 1000))
+        extension.module.set_spin(int(nq.sync_spin_microseconds() * 1000))
     promise = staging.map_async(rt.wgpu.MapMode.READ)
     process_events()
     assert promise._state != "pending"
@@ -321,9 +322,12 @@ def test_dawn_and_wgpu_native_runtimes_in_one_process_each_submit_their_own_way(
     native (Dawn) queue: Dawn's procs on its handles crashed the process."""
     script = ("from torch_webgpu.runtime import Runtime\n"
               "from torch_webgpu.runtime import native as nat\n"
+              "from torch_webgpu.runtime.native_queue import native_queue\n"
               "dawn = Runtime(backend='dawn'); dawn.synchronize()\n"
               "other = Runtime(backend='wgpu')\n"
-              "assert nat.native_queue(other) is None and not nat.native_available(other)\n"
+              "queue = native_queue(other.backend, other.device, other.info.software, other.raise_if_lost)\n"
+              "assert queue is None and other.recorder.native_queue is None\n"
+              "assert not nat.native_available(other)\n"
               "assert 'wgpu' in nat.unavailable_reason(other)\n"
               "buf = other.allocate(16); other.fill(buf, 0); other.synchronize()\n"
               "assert nat.native_available(dawn)\n"
@@ -337,11 +341,11 @@ def test_buffer_handles_of_two_runtimes_never_collide():
     pools counted from 1 and eager ops bound the other device's buffers: a crash in a long test run)."""
     script = ("import torch, torch_webgpu\n"
               "from torch_webgpu.runtime import Runtime\n"
-              "from torch_webgpu.runtime import native as nat\n"
+              "from torch_webgpu.runtime.extension import buffer_handle\n"
               "other = Runtime(backend='dawn')\n"
               "ids = [other.allocate(4096) for _ in range(64)]\n"
               "serials = {other.pool.get(i).serial for i in ids}\n"
-              "for i in ids: nat.buffer_handle(other.pool.get(i))\n"
+              "for i in ids: buffer_handle(other.pool.get(i))\n"
               "for i in ids: other.free(i)\n"
               "other.empty_cache()\n"
               "x = torch.arange(1000.0)\n"

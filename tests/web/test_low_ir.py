@@ -1,7 +1,9 @@
 """Hand-written low-IR plans that use every op the executors know (init fill, copies within one buffer,
 zero and non-zero fills, a read-only binding aliasing a written one, push constants, a grid folded past
 the per-dimension limit, an input returned as an output, host expressions of dynamic shapes): the page
-gives what the Python executor gives, and both give what numpy says."""
+gives what the Python executor gives, and both give what numpy says. The conformance test of the plan
+contract (torch_webgpu/plan/__init__.py) for its two implementations, torch_webgpu.plan and
+torch-webgpu.js."""
 
 import struct
 
@@ -10,8 +12,8 @@ import pytest
 
 import torch_webgpu
 from torch_webgpu.bundle.format import BUNDLE_FORMAT, BUNDLE_FORMAT_VERSION, write_bundle
-from torch_webgpu.compiler.low_ir import Plan
-from torch_webgpu.compiler.lowering import lowering
+from torch_webgpu.plan import lowering
+from torch_webgpu.plan.format import Plan
 
 AXPY = """
 struct P { alpha: f32, n: u32, pad0: u32, pad1: u32 }
@@ -24,7 +26,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   if (g.x < p.n) { o[g.x] = p.alpha * a[g.x] + y[g.x]; }
 }
 """
-# Reads its workgroup id, so it declares the fold override (mlir_passes/dispatch_grid.py's contract).
+# Reads its workgroup id, so it declares the fold override (torch_webgpu/plan/grid.py's contract).
 IOTA = """
 override torch_webgpu_fold_x: u32 = 0u;
 @group(0) @binding(0) var<storage, read_write> o: array<f32>;

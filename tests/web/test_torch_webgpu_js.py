@@ -156,7 +156,7 @@ def test_missing_feature_gives_the_loaders_error(mlp_web, run_in_page, page, web
 
 
 def test_host_expressions_match_python(page):
-    from mlir_passes import host_expr
+    from torch_webgpu.plan import host_expr
 
     exprs = [["ceildivsi", ["muli", ["dim", 0, 1], 3], 4], ["divsi", -7, ["dim", 1, 0]],
              ["remsi", -7, 2], ["remui", 7, ["dim", 0, 0]], ["floordivsi", -7, 2],

@@ -1,4 +1,4 @@
-"""A loaded decode bundle (bundle/decoder_export.py) and its own `generate`, without torch: the prefill
+"""A loaded decode bundle (compiler/export/decoder.py) and its own `generate`, without torch: the prefill
 plan of the prompt's bucket fills the KV cache, then one decode plan per token; the cache and the logits
 stay on the device (DeviceArrays handed from plan to plan), the device sampler (kernels/sampling.py)
 picks each token there, and only the token id (4 bytes) is read back per step.
@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from torch_webgpu.compiler.low_ir import Plan
-from torch_webgpu.compiler.lowering import DeviceArray, free_all, lowering
-from torch_webgpu.compiler.plan_memory import enabled as plan_memory_enabled
-from torch_webgpu.compiler.plan_memory import shared_slot_sizes
 from torch_webgpu.kernels.launch import record
 from torch_webgpu.kernels.sampling import SampleProblem, sample_launch
+from torch_webgpu.plan import DeviceArray, Plan, lowering
+from torch_webgpu.plan.device_array import free_all
+from torch_webgpu.plan.memory import enabled as plan_memory_enabled
+from torch_webgpu.plan.memory import shared_slot_sizes
 
 from .format import BundleSignatureError, materialize
 from .requirements import check_requirements
@@ -79,7 +79,7 @@ class DecoderBundle:
         """Bytes of the device buffers the loaded bundle holds: shared weights and every plan's own
         buffers (transients, its constants, a KV cache's in/out slots); a running generate adds one cache
         and one logits row."""
-        owned = {b for compiled in self.plans.values() for b in compiled._owned}
+        owned = {b for compiled in self.plans.values() for b in compiled.buffers.owned}
         owned |= set(self.weight_buffers.values()) | set(self.slot_buffers.values())
         return sum(self.rt.buffer(b).nbytes for b in owned)
 

@@ -1,7 +1,7 @@
 """`load(path)`: a verified bundle bound to the runtime, callable with numpy arrays or torch tensors.
 
-Needs only the runtime, numpy and safetensors: the plan runs through the compiler's one executor
-(`torch_webgpu.compiler.lowering`), which imports neither torch, torch-mlir nor IREE.
+Needs only the runtime, numpy and safetensors: the plan runs on the plan runtime (`torch_webgpu.plan`),
+which imports neither torch, torch-mlir nor IREE.
 """
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from torch_webgpu.compiler.low_ir import Plan
-from torch_webgpu.compiler.lowering import lowering
+from torch_webgpu.plan import Plan, lowering
 
 from .format import BundleFormatError, BundleSignatureError, materialize, read_bundle
 from .requirements import check_requirements
@@ -95,7 +94,7 @@ class Bundle:
         """Run the model: numpy arrays in give numpy arrays out, torch tensors give torch tensors."""
         # The steady-state call accepts only webgpu tensors of exactly the bundle's dtypes and shapes, a
         # subset of what _check lets through, so it needs no check of its own.
-        fast = self._compiled._fast
+        fast = self._compiled.fast_call
         results = fast(args) if fast is not None else None
         if results is None:
             self._check(args)

@@ -7,8 +7,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from mlir_passes.dispatch_grid import shader_grid
-from torch_webgpu.compiler.low_ir import LowIROp, Plan
+from torch_webgpu.plan.format import LowIROp, Plan
+from torch_webgpu.plan.grid import shader_grid
 
 from .format import BundleRequirementError
 

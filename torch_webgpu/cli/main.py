@@ -260,7 +260,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     def phase(name: str) -> None:
         bar.set_postfix_str(name)
 
-    from torch_webgpu.bundle import exporter as ex
+    from torch_webgpu.compiler.export import graph as ex
 
     start = time.perf_counter()
     if args.decoder:
@@ -311,7 +311,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 def _compile_decoder(args: argparse.Namespace, bar: Any, start: float) -> int:
     """`torch-webgpu compile --decoder`: a decode bundle of a causal LM."""
-    from torch_webgpu.bundle.decoder_export import export_decoder
+    from torch_webgpu.compiler.export import export_decoder
 
     if args.compile_to != "bundle" or args.external_weights or args.input:
         raise ValueError("--decoder writes a whole decode bundle: drop --compile-to, --external-weights and "

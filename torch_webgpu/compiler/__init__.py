@@ -1,11 +1,6 @@
-"""torch.compile backend for WebGPU (`backend="webgpu"` once this package is imported)."""
+"""torch.compile backend for WebGPU (`backend="webgpu"` once this package is imported). It needs torch; the
+plans it produces run without it (torch_webgpu.plan)."""
 
-try:
-    import torch as _torch  # noqa: F401
-except ImportError:  # torch-free process: only low_ir and lowering (saved plans, bundles) are usable
-    _torch = None
-
-if _torch is not None:
-    from .webgpu_compiler import webgpu_backend
+from .webgpu_compiler import webgpu_backend
 
 __all__ = ["webgpu_backend"]

@@ -10,7 +10,7 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-from .low_ir import Plan
+from torch_webgpu.plan.format import Plan
 
 _PACKAGES = ("torch", "torch-mlir", "iree-base-compiler", "wgpudawn")
 

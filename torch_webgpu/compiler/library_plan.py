@@ -14,9 +14,10 @@ import numpy as np
 import torch
 
 from torch_webgpu.kernels.launch import DeviceCaps
+from torch_webgpu.plan.dtypes import device_dtype
+from torch_webgpu.plan.format import Plan, TensorSpec
 
 from .fx_import import PreparedGraph, _bool_boundaries_as_int32
-from .low_ir import Plan, TensorSpec
 from .partition import Partition, Segment, partition, segment_graph, value_of
 from .quant_partition import repack
 from .segment_dedupe import unique_segments
@@ -73,8 +74,6 @@ def plan_partition(prepared: PreparedGraph, example_inputs: list[Any], target: A
 
 
 def _nbytes(val: torch.Tensor) -> int:
-    from .lowering import device_dtype
-
     return int(val.numel()) * torch.empty((), dtype=getattr(torch, device_dtype(val.dtype))).element_size()
 
 

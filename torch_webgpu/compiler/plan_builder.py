@@ -6,10 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from mlir_passes import host_expr
 from mlir_passes.host_program import BufferRef, HostProgram
-
-from .low_ir import ExecutableSpec, LowIRNode, LowIROp, Plan, TensorSpec
+from torch_webgpu.plan import host_expr
+from torch_webgpu.plan.format import ExecutableSpec, LowIRNode, LowIROp, Plan, TensorSpec
 
 
 def buffer_name(ref: BufferRef) -> str:

@@ -16,8 +16,7 @@ from typing import Any
 import numpy as np
 
 from torch_webgpu.kernels.launch import PARAMS, KernelLaunch
-
-from .low_ir import ExecutableSpec, LowIRNode, LowIROp, Plan, TensorSpec
+from torch_webgpu.plan.format import ExecutableSpec, LowIRNode, LowIROp, Plan, TensorSpec
 
 ALIGN = 256
 
@@ -131,7 +130,7 @@ class PlanComposer:
         """A DISPATCH of `launch` with `operands[role]` = (buffer, byte offset, byte length). With
         `tunable` (partition.Tunable: its launches, the default first, solve the same problem), the
         node also carries every variant under "tune", and the executor that loads the plan times them
-        once on its own device and runs the winner (lowering.tune_plan). A variant of several
+        once on its own device and runs the winner (plan/tuning.py). A variant of several
         dispatches (`tunable.then[i]`) lists the ones after its first under "then"; the default (the node
         itself, which an executor that does not tune runs) is one dispatch."""
         key, args = self._library_dispatch(launch, operands)

@@ -18,12 +18,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import cache, phases
+from torch_webgpu.plan import phases
+from torch_webgpu.plan.compiled import lowering
+from torch_webgpu.plan.dtypes import INT32_MAX, INT32_MIN, SCALAR, device_dtype
+from torch_webgpu.plan.format import ExecutableSpec, LowIROp, Plan, TensorSpec
+from torch_webgpu.plan.phases import phase
+
+from . import cache
 from .fx_import import PreparedGraph, import_graph, import_graphs, prepare_graph
 from .high_ir import build_high_ir
-from .low_ir import ExecutableSpec, LowIROp, Plan, TensorSpec
-from .lowering import INT32_MAX, INT32_MIN, SCALAR, device_dtype, lowering
-from .phases import phase
 
 log = logging.getLogger(__name__)
 

@@ -16,27 +16,21 @@ import torch
 from ..kernels.quant_embedding import QuantEmbeddingProblem, plan_quant_embedding
 from ..kernels.quant_matmul import QuantWeight
 from .library_launch import WGSL_DTYPES, device_caps, record_launch
+from .quant_weights import plain, weight_parts
 from .tensor_buffers import new_empty
 
 _WRAPPED = "_torch_webgpu_quant_embedding"
 
 
-def _plain(t: Any, dtype: torch.dtype | None = None) -> bool:
-    return (type(t) in (torch.Tensor, torch.nn.Parameter) and t.device.type == "webgpu"
-            and t.is_contiguous() and (dtype is None or t.dtype == dtype))
-
-
 def quant_embedding(w: Any, ids: torch.Tensor) -> torch.Tensor | None:
     """dequant(w)[ids] as one quant_embedding dispatch, or None when the kernel cannot run it."""
-    from .quant_linear import _weight_parts
-
-    parts = _weight_parts(w)
-    if parts is None or not _plain(ids) or ids.dtype not in (torch.int32, torch.int64) or ids.numel() == 0:
+    parts = weight_parts(w)
+    if parts is None or not plain(ids) or ids.dtype not in (torch.int32, torch.int64) or ids.numel() == 0:
         return None
     q, scale, zero, group = parts
     if type(w).__name__ == "Int8Tensor" and getattr(w, "zero_point", None) is not None:
         zero = w.zero_point   # torchao's embedding dequantizes with it (zeros when symmetric)
-        if not _plain(zero, torch.int8) or zero.numel() != scale.numel() or zero.storage_offset() or (
+        if not plain(zero, torch.int8) or zero.numel() != scale.numel() or zero.storage_offset() or (
                 zero.numel() % 4):
             return None
     dtype = getattr(w, "dtype", None)

@@ -20,44 +20,17 @@ import torch.nn.functional as F
 from ..kernels.matmul import Layout
 from ..kernels.quant_matmul import QuantMatmulProblem, QuantWeight, plan_quant_matmul, quant_variants
 from .library_launch import WGSL_DTYPES, device_caps, record_launch
+from .quant_weights import plain, weight_parts
 from .tensor_buffers import new_empty
 
 _WRAPPED = "_torch_webgpu_quant_linear"
 
 
-def _plain(t: Any, dtype: torch.dtype | None = None) -> bool:
-    return (type(t) in (torch.Tensor, torch.nn.Parameter) and t.device.type == "webgpu"
-            and t.is_contiguous() and (dtype is None or t.dtype == dtype))
-
-
-def _weight_parts(w: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, int] | None:
-    """(q [N, K] int8, scale [N, G], zero [N, G] or None, group) of a supported torchao weight, else None."""
-    q, scale, zero = getattr(w, "qdata", None), getattr(w, "scale", None), getattr(w, "zero_point", None)
-    block = tuple(getattr(w, "block_size", ()) or ())
-    if getattr(w, "activation_quantization", None) is not None or getattr(w, "act_quant_kwargs", None):
-        return None
-    if getattr(w, "act_pre_scale", None) is not None:
-        return None
-    if not _plain(q, torch.int8) or q.dim() != 2 or len(block) != 2 or block[0] != 1:
-        return None
-    n, k = q.shape
-    group = int(block[1])
-    if not _plain(scale) or scale.numel() != n * (k // group) or q.storage_offset() or scale.storage_offset():
-        return None
-    if type(w).__name__ == "Int8Tensor":
-        zero = None   # symmetric: torchao's linear ignores its (zero) zero points
-    elif zero is not None:
-        if not _plain(zero, torch.int8) or zero.numel() != scale.numel() or zero.storage_offset() or (
-                zero.numel() % 4):
-            return None
-    return q, scale, zero, group
-
-
 def quant_linear(x: torch.Tensor, w: Any, bias: torch.Tensor | None) -> torch.Tensor | None:
     """x @ dequant(w)^T + bias as one quant_matmul dispatch, or None when the kernel cannot run it."""
-    parts = _weight_parts(w)
-    if parts is None or not _plain(x) or x.dtype not in WGSL_DTYPES or (
-            bias is not None and not (_plain(bias, x.dtype) and bias.dim() == 1)):
+    parts = weight_parts(w)
+    if parts is None or not plain(x) or x.dtype not in WGSL_DTYPES or (
+            bias is not None and not (plain(bias, x.dtype) and bias.dim() == 1)):
         return None
     q, scale, zero, group = parts
     n, k = q.shape

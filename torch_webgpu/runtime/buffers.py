@@ -74,7 +74,7 @@ class BufferPool:
         self.max_buffer_size = int(limits.get("max-buffer-size", 256 << 20))
         self._on_destroy = on_destroy or (lambda serial: None)
         self._on_release = on_release or (lambda buffer_id: None)
-        self._live: dict[int, DeviceBuffer] = {}
+        self.live_by_id: dict[int, DeviceBuffer] = {}   # every allocated buffer by its id
         # A released DeviceBuffer stands for its GPU buffer here (it has the same gpu/capacity/serial).
         self._free: dict[int, list[_Pooled | DeviceBuffer]] = defaultdict(list)
         # Captured graphs pin the GPU buffers their commands touch: one released while pinned is held
@@ -115,7 +115,7 @@ class BufferPool:
         pooled = free.pop() if free else self._create(capacity)
         self.last_id = buffer_id = self.last_id + 1
         buf = DeviceBuffer(buffer_id, pooled.gpu, nbytes, capacity, pooled.serial)
-        self._live[buf.id] = buf
+        self.live_by_id[buf.id] = buf
         allocated = self.allocated_bytes = self.allocated_bytes + capacity
         if allocated > self.max_allocated_bytes:
             self.max_allocated_bytes = allocated
@@ -141,13 +141,13 @@ class BufferPool:
     def get(self, buffer_id: int) -> DeviceBuffer:
         """The live buffer behind `buffer_id`."""
         try:
-            return self._live[buffer_id]
+            return self.live_by_id[buffer_id]
         except KeyError:
             raise KeyError(f"webgpu buffer {buffer_id} is not allocated (freed or never created)") from None
 
     def release(self, buffer_id: int) -> None:
         """Return `buffer_id`'s memory to the pool; commands already recorded still see it in order."""
-        buf = self._live.pop(buffer_id, None)
+        buf = self.live_by_id.pop(buffer_id, None)
         if buf is None:
             return
         self._on_release(buffer_id)
@@ -203,7 +203,7 @@ class BufferPool:
 
     def live(self) -> list[DeviceBuffer]:
         """The live buffers."""
-        return list(self._live.values())
+        return list(self.live_by_id.values())
 
     def __len__(self) -> int:
-        return len(self._live)
+        return len(self.live_by_id)

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from .errors import GraphCaptureError
-from .native import NativeProgram, ProgramBuilder, handle, native_available
+from .extension import handle
+from .native import NativeProgram, ProgramBuilder, native_available
 from .runtime import Binding, Constant, Runtime
 
 _DISPATCH, _COPY, _CLEAR, _PROGRAM = "dispatch", "copy", "clear", "program"

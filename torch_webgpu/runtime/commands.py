@@ -7,6 +7,7 @@ from time import perf_counter
 from typing import Any
 
 from .errors import ValidationError, WebGPUError
+from .extension import handle
 
 # Submit early past these so a long eager program does not grow one unbounded command buffer.
 MAX_PENDING_COMMANDS = 2048
@@ -68,7 +69,7 @@ class CommandRecorder:
         self.end_native_pass: Any = None
         self.flush_after = flush_after_seconds(software)  # seconds, or None: no submit for age
         self._pending_since = 0.0  # when over_threshold first saw the open encoder's commands (0: not yet)
-        # runtime/native.py NativeQueue where the extension is loaded: finish + submit (+ wait) from C++.
+        # runtime/native_queue.py NativeQueue where the extension is loaded: finish + submit (+ wait) in C++.
         self.native_queue: Any = None
 
     @property
@@ -115,8 +116,6 @@ class CommandRecorder:
                 self._handle = self._maker.new_encoder()
                 self._owned = True
             else:
-                from .native import handle
-
                 if self._encoder is None:
                     self._encoder = self._python_encoder()
                 self._handle = handle(self._encoder)

@@ -25,11 +25,11 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from . import native
+from . import extension, native
 from .runtime import Constant, Kernel, Runtime
 
 _blockers_lock = threading.Lock()
-_handles = native.HANDLES   # GPU buffer serial -> WGPUBuffer handle
+_handles = extension.HANDLES   # GPU buffer serial -> WGPUBuffer handle
 STATS = {"programs": 0, "records": 0}   # process-wide: EagerPrograms built, native replays recorded
 
 
@@ -43,7 +43,7 @@ def eager_launch_choice() -> str:
 
 def native_eager_enabled(rt: Runtime) -> bool:
     """True when replayed launch plans on `rt` are recorded natively (checked once per plan)."""
-    return eager_launch_choice() == "native" and native._load(rt) is not None
+    return eager_launch_choice() == "native" and extension.load(rt.backend) is not None
 
 
 # Open `python_launches()` blocks over all threads: while any is open, every replay takes the Python
@@ -72,7 +72,7 @@ def python_forced() -> bool:
 def records_natively(rt: Runtime) -> bool:
     """True when a replay may record its dispatches from C++: no `python_launches()` block, graph capture
     or dispatch profiler must see each one go through runtime.dispatch."""
-    return not BLOCKERS[0] and rt.capture is None and rt._profiler is None
+    return not BLOCKERS[0] and rt.capture is None and rt.profiler is None
 
 
 def may_recycle(rt: Runtime) -> bool:
@@ -120,9 +120,9 @@ class EagerProgram:
         self.program = program   # holds the kernels and constants its handles point to
         self.commands = program.commands
         self._capsule = program._capsule
-        self._record = native._module.eager_record
-        self._live = rt.pool._live
-        rt.recorder.end_native_pass = native._module.eager_end_pass
+        self._record = extension.module.eager_record
+        self._live = rt.pool.live_by_id
+        rt.recorder.end_native_pass = extension.module.eager_end_pass
         STATS["programs"] += 1
 
     def record(self, ids: Sequence[int]) -> None:
@@ -133,7 +133,7 @@ class EagerProgram:
             buf = live[ids[s]]
             h = handles.get(buf.serial)
             if h is None:
-                h = native.buffer_handle(buf)
+                h = extension.buffer_handle(buf)
             slots += (h, 0)
         rt = self.rt
         recorder = rt.recorder
@@ -146,7 +146,7 @@ class EagerProgram:
             recorder.pending_commands += n
             rt.dispatches += n
             STATS["records"] += 1
-            if native._error_handler.pending:
-                native._raise_dawn_errors("recording a native eager launch")
+            if extension.error_handler.pending:
+                extension.raise_dawn_errors("recording a native eager launch")
             if recorder.over_threshold or self.heavy:
                 rt._submit_locked()

@@ -21,6 +21,7 @@ from .commands import CommandRecorder
 from .dawn_log import dawn_messages_to_logging
 from .errors import DeviceLostError, LimitExceededError, ValidationError
 from .executables import ExecutableCache, Kernel
+from .native_queue import native_queue
 from .profiling import DispatchProfiler, DispatchTiming, now
 
 
@@ -77,7 +78,7 @@ class Runtime:
         self._staging: dict[int, list[Any]] = {}
         self._constants: OrderedDict[bytes, Constant] = OrderedDict()
         self._constant_serial = -1  # negative serials never collide with pool buffers
-        self._profiler: DispatchProfiler | None = None
+        self.profiler: DispatchProfiler | None = None   # the open rt.profile() block's, else None
         self._work_done_works = True
         self._fence: DeviceBuffer | None = None
         self.dispatches = 0
@@ -99,9 +100,7 @@ class Runtime:
         self.recorder.native_queue = self._native_queue()
 
     def _native_queue(self) -> Any:
-        from .native import native_queue
-
-        return native_queue(self)
+        return native_queue(self.backend, self.device, self.info.software, self.raise_if_lost)
 
     # ---- introspection -------------------------------------------------------------------------
     def describe(self) -> str:
@@ -116,7 +115,7 @@ class Runtime:
     @property
     def profiling(self) -> bool:
         """True inside `profile()` (dispatches are timed one by one)."""
-        return self._profiler is not None
+        return self.profiler is not None
 
     def check_alive(self) -> None:
         """Raise DeviceLostError if the device was lost."""
@@ -208,8 +207,8 @@ class Runtime:
         size = end - start
         staging = self._take_staging(size)
         self.readbacks += 1
-        if self.recorder.native_queue is not None and self._profiler is None:
-            # copy, finish, submit, map and wait in one C++ call (runtime/native.py NativeQueue.read)
+        if self.recorder.native_queue is not None and self.profiler is None:
+            # copy, finish, submit, map and wait in one C++ call (runtime/native_queue.py NativeQueue.read)
             self.check_alive()
             try:
                 data = self.recorder.read_back(buf.gpu, start, staging, size)
@@ -379,7 +378,7 @@ class Runtime:
     def record_bound(self, pipeline: Any, bind_group: Any, counts: tuple[int, int, int], label: str) -> None:
         """Record a dispatch of a pipeline with a prepared bind group (timed inside `profile()`); the
         caller holds the lock and has checked `counts`."""
-        profiler = self._profiler
+        profiler = self.profiler
         if profiler is not None and profiler.use_timestamps and profiler.full:
             self._submit_locked()
         writes = profiler.timestamp_writes(label) if profiler is not None else None
@@ -454,10 +453,10 @@ class Runtime:
             self.capture.refuse("synchronize")
         self.waits += wait
         self.check_alive()
-        profiler = self._profiler
+        profiler = self.profiler
         recorder = self.recorder
         recorder.before_finish = profiler.before_finish if profiler is not None else None
-        # Natively, finishing, submitting and waiting are one C++ call (runtime/native.py NativeQueue).
+        # Natively, finishing, submitting and waiting are one C++ call (runtime/native_queue.py NativeQueue).
         native_wait = wait and recorder.native_queue is not None
         try:
             submitted = recorder.submit(native_wait)
@@ -505,14 +504,14 @@ class Runtime:
         with self.lock:
             self._submit_locked(wait=True)
             use_ts = "timestamp-query" in self.info.features
-            self._profiler = DispatchProfiler(self.device, self.wgpu, use_ts)
+            self.profiler = DispatchProfiler(self.device, self.wgpu, use_ts)
         try:
             yield timings
         finally:
             with self.lock:
                 self._submit_locked(wait=True)
-                timings.extend(self._profiler.timings)
-                self._profiler = None
+                timings.extend(self.profiler.timings)
+                self.profiler = None
 
     # ---- memory statistics ---------------------------------------------------------------------
     def memory_stats(self) -> dict[str, int]:

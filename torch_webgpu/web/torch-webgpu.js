@@ -3,7 +3,7 @@
 //
 // The bundle's low-IR plan is this module's only contract with the compiler: it executes the plan's
 // nodes (allocate, free, upload, dispatch, copy, fill, barrier, output) exactly as the Python executor
-// (torch_webgpu/compiler/lowering.py) does, and checks bundles as the Python loader
+// (torch_webgpu/plan/) does, and checks bundles as the Python loader
 // (torch_webgpu/bundle/) does, with the same error messages.
 //
 //   import * as TorchWebGPU from "./torch-webgpu.js";
@@ -264,7 +264,7 @@ export function tensorData(tensor) {
   return new Cls(b.slice().buffer);
 }
 
-// -- host index expressions (mlir_passes/host_expr.py) -------------------------------------------------
+// -- host index expressions (torch_webgpu/plan/host_expr.py) -------------------------------------------
 
 const floorDiv = (a, b) => Math.floor(a / b);
 const ceilDiv = (a, b) => -Math.floor(-a / b);
@@ -552,7 +552,7 @@ export async function readBundle(source) {
 
 // -- the plan ---------------------------------------------------------------------------------------------
 
-/** The plan of a manifest with its WGSL and constants (Plan.from_doc of torch_webgpu/compiler/low_ir.py). */
+/** The plan of a manifest with its WGSL and constants (Plan.from_doc of torch_webgpu/plan/format.py). */
 function planFromDoc(doc, files, where) {
   if (doc.format !== PLAN_FORMAT_VERSION) {
     throw new BundleFormatError(`${where}: plan format ${doc.format} is not ${PLAN_FORMAT_VERSION}; recompile`);
@@ -641,7 +641,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 }`;
 const FILL_WORKGROUP = 256;
 
-/** The (x', y', 1) grid covering a 1-D grid past `limit` workgroups (mlir_passes/dispatch_grid.py). */
+/** The (x', y', 1) grid covering a 1-D grid past `limit` workgroups (torch_webgpu/plan/grid.py). */
 function foldedGrid(workgroups, limit) {
   const [x, y, z] = workgroups;
   if (x <= limit || y !== 1 || z !== 1) return null;
@@ -922,7 +922,7 @@ export class Model {
   /**
    * `nodes` with every library dispatch that carries its variants ("tune") set to one: the cached
    * winner for this device, else the fastest when timed once here, else the default (the policy of
-   * the Python executor, torch_webgpu/compiler/plan_tuning.py). Variants not chosen are never built.
+   * the Python executor, torch_webgpu/plan/tuning.py). Variants not chosen are never built.
    */
   async _chooseVariants(nodes) {
     const out = [];
@@ -1086,7 +1086,7 @@ export class Model {
     return layout;
   }
 
-  // -- the low-IR ops (lowering.SHADER_TO_FUNC) --
+  // -- the low-IR ops (python_executor.SHADER_TO_FUNC) --
   _execute(state, node) {
     const run = OPS[node.op];
     if (!run) {
@@ -1429,7 +1429,7 @@ function runOutput(model, state, node) {
 
 const nothing = () => {};   // allocate, free, barrier: buffers live with the model; WebGPU orders dispatches
 
-// Each low-IR op and the function that executes it (lowering.SHADER_TO_FUNC).
+// Each low-IR op and the function that executes it (python_executor.SHADER_TO_FUNC).
 const OPS = {
   allocate: nothing, free: nothing, barrier: nothing,
   upload: runUpload, dispatch: runDispatch, fill: runFill, copy: runCopy, output: runOutput,

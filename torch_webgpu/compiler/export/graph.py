@@ -18,8 +18,13 @@ from typing import Any
 
 import torch
 
-from .format import BUNDLE_FORMAT, BUNDLE_FORMAT_VERSION, write_bundle
-from .requirements import check_requirements, plan_requirements, target_limits, target_subgroup_matrix_configs
+from torch_webgpu.bundle.format import BUNDLE_FORMAT, BUNDLE_FORMAT_VERSION, write_bundle
+from torch_webgpu.bundle.requirements import (
+    check_requirements,
+    plan_requirements,
+    target_limits,
+    target_subgroup_matrix_configs,
+)
 
 PHASES = ("high-ir", "iree-input", "wgsl", "bundle")
 

@@ -1,7 +1,7 @@
 """Load-time autotuning of a plan's library dispatches on the device that runs it.
 
 A plan built for a target (here, or on another machine for a bundle) carries, on each library DISPATCH
-whose op has several variants, every variant under args["tune"] (plan_compose.PlanComposer.add_library).
+whose op has several variants, every variant under args["tune"] (compiler/plan_compose.py, add_library).
 The executor that loads it picks one per dispatch before anything runs: the cached winner for (problem
 class, this device, its driver), else the fastest when timed once here on scratch buffers, else the
 default — the policy of kernels/autotune.py (TORCH_WEBGPU_AUTOTUNE=0: defaults; software adapters:
@@ -17,7 +17,7 @@ from torch_webgpu.kernels import autotune
 from torch_webgpu.kernels.launch import PARAMS, DeviceCaps, KernelLaunch
 from torch_webgpu.runtime import BufferSlice
 
-from .low_ir import LowIRNode, LowIROp, Plan
+from .format import LowIRNode, LowIROp, Plan
 
 
 def tune_plan(plan: Plan, rt: Any, resident: dict[str, tuple[int, int]] | None = None) -> Plan:

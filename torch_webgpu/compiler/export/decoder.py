@@ -1,5 +1,5 @@
 """`export_decoder(lm, path, max_len=..., prompt_buckets=...)`: one decode-ready bundle of a causal LM —
-a prefill plan per prompt-length bucket and one decode plan (bundle/decoder_model.py), their model
+a prefill plan per prompt-length bucket and one decode plan (compiler/export/decoder_model.py), their model
 weights stored once and uploaded once at load (the plans bind the same buffers), the KV cache handed
 from plan to plan on the device, and what `generate` needs (vocabulary, end-of-sequence ids, max_len).
 """
@@ -16,15 +16,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from torch_webgpu.compiler.lowering import same_constant
+from torch_webgpu.bundle.format import BUNDLE_FORMAT, BUNDLE_FORMAT_VERSION, write_bundle
+from torch_webgpu.bundle.requirements import check_requirements, plan_requirements
+from torch_webgpu.kernels.sampling import sample_wgsl
+from torch_webgpu.plan.buffers import same_constant
 
 from .decoder_model import DecodeStep, PrefillStep, cache_shape, check_decoder
-from .exporter import _constant_weight_names, _versions, compile_traced, make_target, trace
-from .format import BUNDLE_FORMAT, BUNDLE_FORMAT_VERSION, write_bundle
-from .requirements import check_requirements, plan_requirements
+from .graph import _constant_weight_names, _versions, compile_traced, make_target, trace
 
 DECODER_KIND = "decoder"
 WEIGHTS_FILE = "weights.safetensors"
+SAMPLER_FILE = "sampler.wgsl"
+_WGSL_SCALARS = {"float32": "f32", "float16": "f16"}
 
 
 def _phases(lm: torch.nn.Module, max_len: int, buckets: Sequence[int]) -> list[tuple[str, Any, list]]:
@@ -126,6 +129,10 @@ def export_decoder(lm: torch.nn.Module, path: str | os.PathLike, *, max_len: int
     files[WEIGHTS_FILE] = save(weights)
     cfg = lm.config
     decode = phases["decode"]
+    # The device sampler (kernels/sampling.py) for the logits' dtype, so that a runtime without the
+    # kernel library (torch-webgpu.js) draws the same tokens from the same seed.
+    scores = _WGSL_SCALARS[decode["outputs"][0]["dtype"]]
+    files[SAMPLER_FILE] = sample_wgsl(scores).encode()
     manifest = {
         "format": BUNDLE_FORMAT, "format_version": BUNDLE_FORMAT_VERSION, "kind": DECODER_KIND,
         "producer": _versions(), "source": source or type(lm).__name__,
@@ -139,7 +146,7 @@ def export_decoder(lm: torch.nn.Module, path: str | os.PathLike, *, max_len: int
             "max_len": max_len, "prompt_buckets": buckets, "vocab_size": int(cfg.vocab_size),
             "eos_token_ids": _eos_ids(lm), "cache_shape": list(cache_shape(cfg, max_len)),
             "architecture": type(lm).__name__, "config": json.loads(cfg.to_json_string()),
-            "phases": phases,
+            "phases": phases, "sampler": {"wgsl": SAMPLER_FILE, "dtype": scores},
         },
     }
     return write_bundle(path, manifest, files)

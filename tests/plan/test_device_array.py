@@ -1,4 +1,4 @@
-"""Torch-free device residency of a compiled plan (lowering.DeviceArray, run_resident, constant_buffers):
+"""Torch-free device residency of a compiled plan (plan.DeviceArray, run_resident, constant_buffers):
 outputs kept on the device feed the next call zero-copy, and two plans can share their weight buffers."""
 
 import numpy as np
@@ -7,7 +7,7 @@ import torch
 
 import torch_webgpu
 from torch_webgpu.bundle.loader import load_plan
-from torch_webgpu.compiler.lowering import DeviceArray, lowering
+from torch_webgpu.plan import DeviceArray, lowering
 
 
 class _Step(torch.nn.Module):
@@ -54,9 +54,9 @@ def test_plans_share_constant_buffers(step_plan):
     first = lowering(plan)
     n_user = len(plan.inputs)
     lifted = list(plan.constants)[:plan.num_constant_inputs]
-    shared = {name: first._static[f"in{n_user + j}"][0] for j, name in enumerate(lifted)}
+    shared = {name: first.buffers.static[f"in{n_user + j}"][0] for j, name in enumerate(lifted)}
     second = lowering(plan, constant_buffers=shared)
-    assert shared and not set(shared.values()) & set(second._owned)   # bound, not allocated again
+    assert shared and not set(shared.values()) & set(second.buffers.owned)   # bound, not allocated again
     h = np.zeros((4, 8), np.float32)
     np.testing.assert_array_equal(first.run_resident([x.numpy(), h])[0],
                                   second.run_resident([x.numpy(), h])[0])
@@ -77,7 +77,7 @@ def test_all_resident_calls_run_natively(step_plan):
         np.testing.assert_allclose(total.numpy(), want_total.numpy(), atol=1e-4)
         h = out
     if compiled.executor == "native":
-        [layout] = compiled._layouts.values()
+        [layout] = compiled.layouts.values()
         assert any(program is not None for program in layout.native.values()), compiled.native_unsupported
 
 
@@ -103,7 +103,7 @@ def test_tied_weights_share_one_buffer(tmp_path):
     n_user = len(plan.inputs)
     lifted = list(plan.constants.values())[:plan.num_constant_inputs]
     big = [j for j, v in enumerate(lifted) if v.nbytes >= 1 << 16]
-    buffers = {compiled._static[f"in{n_user + j}"][0] for j in big}
+    buffers = {compiled.buffers.static[f"in{n_user + j}"][0] for j in big}
     assert len(big) == 2 and len(buffers) == 1     # the plan takes the weight twice, the device holds it once
     with torch.no_grad():
         np.testing.assert_allclose(compiled.run_resident([x.numpy(), y.numpy()])[0], model(x, y).numpy(),

@@ -1,5 +1,5 @@
 """Compiled plans carry their library ops' variants; the executor that loads a plan times them once on its
-own device, caches the winner and runs it (compiler/plan_tuning.py)."""
+own device, caches the winner and runs it (plan/tuning.py)."""
 
 import json
 
@@ -7,10 +7,10 @@ import pytest
 import torch
 import torch.nn as nn
 
-from torch_webgpu.compiler.low_ir import LowIROp
-from torch_webgpu.compiler.lowering import lowering
 from torch_webgpu.compiler.webgpu_compiler import STATS
 from torch_webgpu.kernels import autotune
+from torch_webgpu.plan import lowering
+from torch_webgpu.plan.format import LowIROp
 
 
 def _compile(model, x):

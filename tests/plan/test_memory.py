@@ -1,4 +1,4 @@
-"""Plan buffers whose live ranges do not overlap share one storage (compiler/plan_memory.py): no two
+"""Plan buffers whose live ranges do not overlap share one storage (plan/memory.py): no two
 simultaneously live buffers share, the rules that keep a buffer its own storage hold, and shared plans give
 the same bits as unshared ones (MLP, tiny Llama decode, a bundle round trip); load-time tuning binds the
 weights in place instead of scratch copies of them."""
@@ -12,11 +12,11 @@ import torch.nn as nn
 
 import torch_webgpu
 from torch_webgpu.bundle.loader import load_plan
-from torch_webgpu.compiler.low_ir import ExecutableSpec, LowIRNode, LowIROp, Plan, TensorSpec
-from torch_webgpu.compiler.lowering import lowering
-from torch_webgpu.compiler.plan_memory import ENV, assign_memory, check_assignment, live_ranges
-from torch_webgpu.compiler.plan_tuning import tune_plan
 from torch_webgpu.compiler.webgpu_compiler import STATS
+from torch_webgpu.plan import lowering
+from torch_webgpu.plan.format import ExecutableSpec, LowIRNode, LowIROp, Plan, TensorSpec
+from torch_webgpu.plan.memory import ENV, assign_memory, check_assignment, live_ranges
+from torch_webgpu.plan.tuning import tune_plan
 
 
 def _mlp():
@@ -167,7 +167,8 @@ def test_in_buffer_copies_share_one_scratch_buffer():
     compiled = lowering(plan)
     x = np.arange(64, dtype=np.float32)
     np.testing.assert_array_equal(compiled(x)[0], x)
-    assert len(compiled._scratch) == 2 and len(set(compiled._scratch.values())) == 1
+    scratch = compiled.buffers.scratch_buffers
+    assert len(scratch) == 2 and len(set(scratch.values())) == 1
 
 
 def test_loading_a_tuned_plan_holds_its_weight_once(monkeypatch, tmp_path, rt, tuning_here):

@@ -1,4 +1,4 @@
-"""Binding a compiled plan's inputs (lowering._bind_inputs): webgpu tensors of every view kind.
+"""Binding a compiled plan's inputs (plan/binding.py): webgpu tensors of every view kind.
 
 A non-contiguous webgpu input is materialised on the device and bound zero-copy; that temporary must
 live until every node of the call is recorded (issue 11, item 1: it was freed first, and the dispatch

@@ -1,8 +1,9 @@
-"""A compiled plan's per-call nodes as one native command program (runtime/native.py), per layout.
+"""The native executor: a layout's per-call nodes as one native command program (runtime/native.py).
 
-The Python executor (lowering.SHADER_TO_FUNC) stays the reference; this turns the same resolved nodes into
-commands once: plan buffers (globals, transients, lifted constants, read-only copies) are fixed operands,
-graph inputs and device output tensors are per-call slots. A call then records every node from C++.
+The Python executor (python_executor.SHADER_TO_FUNC) stays the reference; this turns the same resolved
+nodes into commands once: plan buffers (globals, transients, lifted constants, read-only copies) are fixed
+operands, graph inputs and device output tensors are per-call slots. A call then records every node from
+C++ (`NativeLayout.run`).
 
 Plans the native program does not cover keep the Python executor (an internal, per-layout choice that
 `NativeUnsupported` names): patterned fills of a graph input, unaligned fills or copies (the Python
@@ -13,17 +14,24 @@ aliasing per call.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from torch_webgpu.runtime import BufferSlice
+from torch_webgpu.runtime.extension import buffer_handle
 from torch_webgpu.runtime.native import NativeProgram, ProgramBuilder, Slot
 
-from .low_ir import LowIRNode, LowIROp
-
-if TYPE_CHECKING:
-    from .lowering import CompiledPlan, _Layout
-
+from . import torch_tensors
+from .buffers import PlanBuffers
+from .call import CallState
+from .device_array import DeviceArray
+from .dtypes import spec_nbytes
+from .format import LowIRNode, LowIROp, Plan
+from .int64 import Int64Narrowing, widen_int32_launch
+from .layout import Layout
+from .outputs import check_output_size, finish
+from .pipelines import PreparedDispatch
 
 # Process-wide counts: native programs built, checked against the Python executor, and layouts left to
 # it (reason -> count), for tests and benchmarks to report.
@@ -53,6 +61,54 @@ class NativeLayout:
         """True when some output goes to the host (the call ends with a download)."""
         return any(r[0] == "host" for r in self.results.values())
 
+    def inputs_distinct(self, buffers: dict[str, tuple[int, int]]) -> bool:
+        """True when the program's input slots are bound to different buffers this call."""
+        ids = [buffers[f"in{k}"][0] for k in self.input_slots]
+        return len(set(ids)) == len(ids)
+
+    def input_words(self, buffers: dict[str, tuple[int, int]]) -> list[int]:
+        """(GPU buffer handle, byte offset) of each input slot for this call's bound inputs, flattened."""
+        pool = self.program.rt.pool
+        slots: list[int] = []
+        for k in self.input_slots:
+            buf_id, base = buffers[f"in{k}"]
+            slots += (buffer_handle(pool.get(buf_id)), base)
+        return slots
+
+    def record(self, state: CallState) -> None:
+        """One call through the program: per-call buffers into its slots (new output tensors, or
+        DeviceArrays for a resident call; then the int64 sources it narrows), then record it."""
+        rt = self.program.rt
+        pool = rt.pool
+        slots = self.input_words(state.buffers)
+        results = dict(self.results)
+        if self.output_slots:
+            layout = state.layout
+            for i in self.output_slots:
+                spec = layout.outputs[i]
+                if state.resident:
+                    buf = rt.allocate(max(spec_nbytes(spec), 4))
+                    out = DeviceArray(rt, buf, spec.shape, spec.device_dtype)
+                    slots += (buffer_handle(pool.get(out.buffer)), 0)
+                else:
+                    out = torch_tensors.empty(spec.shape, spec.dtype, state.to_device)
+                    ptr = out.data_ptr()
+                    # A fresh storage starts at offset 0; an empty one has no buffer (and no command uses it).
+                    slots += (buffer_handle(pool.get(ptr >> 32 or layout.readback)), 0)
+                results[i] = ("device", out)
+        for _, buf_id, offset, _ in state.narrowed:   # int64 sources narrowed by the first dispatches
+            slots += (buffer_handle(pool.get(buf_id)), offset)
+        state.results = results
+        # Outputs that stay on the device: C++ also submits (nothing to read back, no wait).
+        self.program.record(tuple(slots), submit=not self.reads_back)
+        if state.narrowed:
+            rt.after_wait(state.narrowing.check_overflow)
+
+    def run(self, state: CallState, args: Sequence[Any], as_numpy: bool) -> list[Any]:
+        """Record the call and return its plan outputs."""
+        self.record(state)
+        return finish(state, args, as_numpy)
+
 
 def _words(n: int) -> int:
     return -(-n // 4) * 4
@@ -64,14 +120,16 @@ def _identity(b: BufferSlice | Slot) -> tuple:
 
 
 class _Builder:
-    def __init__(self, compiled: CompiledPlan, layout: _Layout, device_outputs: bool,
-                 narrowed: tuple[int, ...]):
-        self.compiled = compiled
-        self.rt = compiled.rt
+    def __init__(self, layout: Layout, plan: Plan, buffers: PlanBuffers, narrowing: Int64Narrowing,
+                 device_outputs: bool, narrowed: tuple[int, ...]):
+        self.rt = buffers.rt
+        self.plan_buffers = buffers
+        self.plan_buffer_names = plan.buffers
+        self.narrowing = narrowing
         self.layout = layout
         self.device_outputs = device_outputs
         self.narrowed = narrowed
-        self.fixed = {**compiled._static, **layout.buffers}
+        self.fixed = {**buffers.static, **layout.buffers}
         self.program = ProgramBuilder(self.rt)
         self.input_slots: list[int] = []
         self.output_slots: list[int] = []
@@ -82,7 +140,7 @@ class _Builder:
     def _physical(self, name: str, offset: int, size: int) -> tuple[int, int, int] | None:
         """(buffer id, start, size) of a range of one of the plan's own buffers (not an input or a weight);
         None for the others."""
-        if name not in self.compiled.plan.buffers or name not in self.fixed:
+        if name not in self.plan_buffer_names or name not in self.fixed:
             return None
         buf_id, base = self.fixed[name]
         return (buf_id, base + offset, size)
@@ -153,7 +211,7 @@ class _Builder:
             return Slot(self._input_slot(int(name[2:])), offset, size)
         raise NativeUnsupported(f"buffer {name} is neither a plan buffer nor an input")
 
-    def dispatch(self, node: LowIRNode, prepared: tuple) -> None:
+    def dispatch(self, node: LowIRNode, prepared: PreparedDispatch) -> None:
         kernel, slots, uniform, read_only, workgroups = prepared
         bindings: list[Any] = [uniform if s is None else self.operand(*s) for s in slots]
         writable = {_identity(b) for i, b in enumerate(bindings)
@@ -161,8 +219,8 @@ class _Builder:
         self.writes_inputs |= any(kind == "slot" and index < _OUTPUT_SLOT_MARK for kind, index in writable)
         for i, b in enumerate(bindings):
             if i in read_only and isinstance(b, (BufferSlice, Slot)) and _identity(b) in writable:
-                # As lowering._run_dispatch: the read-only view reads a copy taken just before.
-                scratch = self.compiled.scratch(id(node), i, b.nbytes)
+                # As python_executor._run_dispatch: the read-only view reads a copy taken just before.
+                scratch = self.plan_buffers.scratch(id(node), i, b.nbytes)
                 self.program.copy(b, BufferSlice(scratch), _words(b.nbytes))
                 bindings[i] = BufferSlice(scratch, 0, b.nbytes)
         self.program.dispatch(kernel, bindings, workgroups)
@@ -193,23 +251,19 @@ class _Builder:
             raise NativeUnsupported(f"copy {a}: unaligned (the Python executor reports it)")
         if type(src) is type(dst) and _identity(src) == _identity(dst):
             # WebGPU refuses a copy within one buffer: bounce through a plan-owned scratch buffer.
-            scratch = self.compiled.scratch(id(node), 0, a["size"])
+            scratch = self.plan_buffers.scratch(id(node), 0, a["size"])
             self.program.copy(src, BufferSlice(scratch), a["size"])
             src = BufferSlice(scratch)
         self.program.copy(src, dst, a["size"])
 
     def output(self, node: LowIRNode) -> None:
-        from .lowering import _nbytes, widen_int32_launch
-
         a = node.args
         i = a["index"]
         if "input" in a:
             self.results[i] = ("input", a["input"])
             return
         spec = self.layout.outputs[i]
-        if _nbytes(spec) != a["size"] and not (_nbytes(spec) == 0 and a["size"] <= 4):
-            raise ValueError(f"output {i}: {a['size']} bytes on device, expected {_nbytes(spec)} "
-                             f"for {spec.device_dtype}{spec.shape}")
+        check_output_size(i, spec, a["size"])
         src = self.operand(a["buffer"], a["offset"], a["size"])
         size = _words(a["size"])
         widen = spec.dtype == "int64" and spec.device_dtype == "int32"
@@ -223,7 +277,7 @@ class _Builder:
             if widen and count:
                 if isinstance(src, Slot):
                     raise NativeUnsupported(f"int64 output {i} read from a graph input")
-                kernel, grid, params = widen_int32_launch(self.compiled, src.offset, 0, count)
+                kernel, grid, params = widen_int32_launch(self.rt, src.offset, 0, count)
                 dst = Slot(_OUTPUT_SLOT_MARK + slot, 0, 8 * count)
                 self.program.dispatch(kernel, [src.buffer_id, dst, self.rt.constant(params)], grid)
             elif size and not widen and not (isinstance(src, Slot) and src.index == _OUTPUT_SLOT_MARK + slot):
@@ -239,7 +293,7 @@ class _Builder:
             count = 1
             for d in self.layout.shapes[k]:
                 count *= int(d)
-            kernel, params, flag, grid = self.compiled.narrow_launch(0, count)
+            kernel, params, flag, grid = self.narrowing.launch(0, count)
             dst = BufferSlice(self.layout.host_inputs[f"in{k}"][0], 0, 4 * count)
             src = Slot(_NARROW_SLOT_MARK + j, 0, 8 * count)
             self.program.dispatch(kernel, [src, dst, flag, params], grid)
@@ -287,12 +341,13 @@ def _renumber(command: tuple, outputs: int, narrowed: int) -> tuple:
     return (2, command[1], fix(command[2]), *command[3:])
 
 
-def build_native_layout(compiled: CompiledPlan, layout: _Layout, device_outputs: bool,
-                        narrowed: tuple[int, ...] = ()) -> NativeLayout:
-    """The native program of one layout (device or host outputs; int64 inputs `narrowed` on the device
-    by its first dispatches); raises NativeUnsupported for nodes it does not cover."""
+def build_native_layout(layout: Layout, plan: Plan, buffers: PlanBuffers, narrowing: Int64Narrowing,
+                        device_outputs: bool, narrowed: tuple[int, ...] = ()) -> NativeLayout:
+    """The native program of one layout of `plan` (whose buffers and int64 narrowing are `buffers` and
+    `narrowing`): device or host outputs, int64 inputs `narrowed` on the device by its first dispatches;
+    raises NativeUnsupported for nodes it does not cover."""
     try:
-        native = _Builder(compiled, layout, device_outputs, narrowed).build()
+        native = _Builder(layout, plan, buffers, narrowing, device_outputs, narrowed).build()
     except NativeUnsupported as exc:
         reason = str(exc)
         STATS["unsupported"][reason] = STATS["unsupported"].get(reason, 0) + 1
@@ -300,39 +355,3 @@ def build_native_layout(compiled: CompiledPlan, layout: _Layout, device_outputs:
     STATS["built"] += 1
     STATS["writes_inputs"] += native.writes_inputs
     return native
-
-
-
-def mark_checked(native: NativeLayout) -> None:
-    """Note that `native` matched the Python executor (TORCH_WEBGPU_EXECUTOR=check)."""
-    native.checked = True
-    STATS["checked"] += 1
-
-
-class NativeMismatchError(AssertionError):
-    """The native executor's outputs differ from the Python executor's on the same call."""
-
-
-def assert_same_outputs(native: list[Any], python: list[Any], what: str) -> None:
-    """Raise NativeMismatchError unless both executors gave bit-identical outputs (NaNs included)."""
-    import numpy as np
-
-    if len(native) != len(python):
-        raise NativeMismatchError(f"{what}: {len(native)} native outputs, {len(python)} Python ones")
-    for i, (a, b) in enumerate(zip(native, python, strict=True)):
-        if a is b:
-            continue
-        arrays = []
-        for t in (a, b):
-            if not isinstance(t, np.ndarray):
-                import torch
-
-                t = t.detach().cpu()
-                if t.dtype == torch.bfloat16:   # numpy has no bfloat16: compare the bits
-                    t = t.view(torch.int16)
-                t = t.numpy()
-            arrays.append(t)
-        x, y = arrays
-        if x.shape != y.shape or x.dtype != y.dtype or x.tobytes() != y.tobytes():
-            raise NativeMismatchError(f"{what}: output {i} differs between the native and Python executors "
-                                      f"({x.dtype}{list(x.shape)} vs {y.dtype}{list(y.shape)})")

@@ -28,11 +28,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .low_ir import LowIRNode, LowIROp, Plan
+from .format import LowIRNode, LowIROp, Plan
 
 ENV = "TORCH_WEBGPU_PLAN_MEMORY"
 SLOT_PREFIX = "mem"
-_GLOBAL = re.compile(r"(.*_)?g\d+$")   # IREE globals (plan_builder.buffer_name), with a segment prefix
+_GLOBAL = re.compile(r"(.*_)?g\d+$")   # IREE globals (compiler/plan_builder.py), with a segment prefix
 READ, WRITE = "r", "w"                 # a use that only reads / that may write (read-write included)
 
 

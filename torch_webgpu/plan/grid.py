@@ -1,5 +1,6 @@
-"""The contract between the WGSL translator and the plan executor for grids past WebGPU's per-dimension
-workgroup limit (pure Python: the torch-free bundle loader imports it).
+"""Grids past WebGPU's per-dimension workgroup limit: the contract between the WGSL translator
+(mlir_passes/spirv_to_wgsl, which declares the override) and the plan's executors (this module, and
+torch-webgpu.js the same way). Pure Python: the torch-free bundle loader imports it.
 
 IREE distributes some dispatches along x only, with more than the 65,535 workgroups per dimension WebGPU
 guarantees (a large elementwise op, GPT-2's logits). A translated shader that reads its workgroup id

@@ -1,8 +1,9 @@
-"""Grids past WebGPU's 65,535 workgroups per dimension are folded into x and y, and still compute right."""
+"""Grids past WebGPU's 65,535 workgroups per dimension are folded into x and y (plan/grid.py), and still
+compute right."""
 
 import torch
 
-from mlir_passes.dispatch_grid import folded_grid
+from torch_webgpu.plan.grid import folded_grid
 
 
 def test_folded_grid_covers_the_logical_grid():

@@ -1,4 +1,4 @@
-"""The fast call of a static plan on the native executor (compiler/fast_call.py): taken from the call after
+"""The fast call of a static plan on the native executor (plan/fast_call.py): taken from the call after
 the first, bit-identical to the Python executor, a new output tensor per call, and any call it does not
 fit (non-contiguous or unaligned views, host inputs, other dtypes, the Python executor, profiling) goes
 through the general path and gets the same results."""
@@ -9,7 +9,7 @@ import torch
 
 import torch_webgpu
 from tests.compiler.models import MLP
-from torch_webgpu.compiler.native_plan import assert_same_outputs
+from torch_webgpu.plan.check import assert_same_outputs
 
 
 @pytest.fixture
@@ -21,9 +21,9 @@ def mlp_bundle(tmp_path):
         path = torch_webgpu.export(model, [torch.randn(4, 16)], tmp_path / "mlp")
     bundle = torch_webgpu.load(path)
     general = []
-    compiled = bundle._compiled
-    bind = compiled._bind_inputs
-    compiled._bind_inputs = lambda *a, **k: general.append(1) or bind(*a, **k)
+    binder = bundle._compiled.binder
+    bind = binder.bind
+    binder.bind = lambda *a, **k: general.append(1) or bind(*a, **k)
     return model, bundle, general
 
 
@@ -35,7 +35,7 @@ def test_steady_calls_are_fast_and_bit_identical_to_python(mlp_bundle):
     model, bundle, general = mlp_bundle
     xs = _inputs(4)
     outs = [bundle(x.to("webgpu")) for x in xs]
-    assert bundle._compiled._fast is not None
+    assert bundle._compiled.fast_call is not None
     assert len(general) == 1   # only the first call
     assert len({o.data_ptr() for o in outs}) == len(outs)   # each call its own output
     bundle._compiled.executor = "python"
@@ -143,7 +143,7 @@ def test_int64_inputs_narrowed_by_the_program_stay_fast(tmp_path):
     with torch.no_grad():
         bundle = torch_webgpu.load(torch_webgpu.export(model, [ids[0]], tmp_path / "embed"))
         outs = [bundle(i.to("webgpu")) for i in ids]
-        assert bundle._compiled._fast._narrowed == (0,)   # the ids: narrowed by the program's first dispatch
+        assert bundle._compiled.fast_call.narrowed == (0,)   # the ids: narrowed by the program's first one
         for i, out in zip(ids, outs, strict=True):
             torch.testing.assert_close(out.cpu(), model(i), rtol=1e-4, atol=1e-4)
         # a value beyond int32 is reported at the next wait, as on the general path

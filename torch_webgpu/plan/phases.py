@@ -1,4 +1,5 @@
-"""Wall time of each compile phase, summed per process (benchmarks read it to say where compile time goes;
+"""Wall time of each phase of compiling a graph and loading its plan, summed per process (the compiler's
+phases and the plan's own: autotune, pipelines; benchmarks read it to say where compile time goes;
 `TORCH_WEBGPU_COMPILE_TIMING=1` logs each graph's phases at INFO level)."""
 
 from __future__ import annotations

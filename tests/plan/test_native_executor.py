@@ -1,4 +1,4 @@
-"""The native plan executor (compiler/native_plan.py): the default for compiled plans, bit-identical to
+"""The native plan executor (plan/native_executor.py): the default for compiled plans, bit-identical to
 the Python executor (the reference) on host and device inputs, call after call; TORCH_WEBGPU_EXECUTOR
 selects the Python one; a profiled call takes the Python path so every dispatch is timed."""
 
@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from tests.compiler.models import MLP
-from torch_webgpu.compiler import native_plan, webgpu_compiler
-from torch_webgpu.compiler.native_plan import NativeMismatchError, assert_same_outputs
+from torch_webgpu.compiler import webgpu_compiler
+from torch_webgpu.plan import native_executor
+from torch_webgpu.plan.check import NativeMismatchError, assert_same_outputs
 
 
 @pytest.fixture
@@ -54,7 +55,7 @@ def test_native_is_default_and_bit_identical_to_python(compiled_plans):
                 assert_same_outputs([native], [python], "MLP")
                 torch.testing.assert_close(native.cpu(), model(x), rtol=1e-4, atol=1e-4)
     for compiled in compiled_plans:
-        (layout,) = compiled._layouts.values()
+        (layout,) = compiled.layouts.values()
         programs = [p for p in layout.native.values() if p is not None]
         assert programs and all(p.program.info()["runs"] >= 3 for p in programs)
 
@@ -63,12 +64,12 @@ def test_python_executor_selected_by_environment(monkeypatch, compiled_plans):
     monkeypatch.setenv("TORCH_WEBGPU_EXECUTOR", "python")
     _, _, plan = _mlp_and_plan(compiled_plans)
     assert plan.executor == "python"
-    assert all(not layout.native for layout in plan._layouts.values())
+    assert all(not layout.native for layout in plan.layouts.values())
 
 
 def test_profiled_call_times_every_dispatch_on_the_python_path(rt, compiled_plans):
     _, fn, plan = _mlp_and_plan(compiled_plans)
-    (layout,) = plan._layouts.values()
+    (layout,) = plan.layouts.values()
     runs = layout.native[(False, ())].program.info()["runs"]
     with torch.no_grad(), rt.profile() as timings:
         fn(torch.randn(4, 16))
@@ -109,7 +110,7 @@ def test_calls_with_device_outputs_never_wait_for_the_queue(rt, monkeypatch, com
         assert waits == []   # int64 inputs narrowed on the device, outputs stay there: nothing waited
         monkeypatch.undo()
         (plan,) = compiled_plans
-        (layout,) = plan._layouts.values()
+        (layout,) = plan.layouts.values()
         (key,) = [k for k, program in layout.native.items() if program is not None]
         assert key[0] and len(key[1]) == 2   # device outputs; both int64 inputs narrowed by the program
         for t, out in enumerate(outs):
@@ -127,7 +128,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) { dst[g.x] = src[g.x] + 1.0
 
 def _plan_writing_its_second_input():
     """in1 = in0 + 1, in place; the output reads in1 back."""
-    from torch_webgpu.compiler.low_ir import ExecutableSpec, LowIRNode, LowIROp, Plan, TensorSpec
+    from torch_webgpu.plan.format import ExecutableSpec, LowIRNode, LowIROp, Plan, TensorSpec
 
     spec = TensorSpec([64], "float32", "float32")
     exe = ExecutableSpec("main", "add_one.wgsl", [64, 1, 1], {0: 0, 1: 1}, read_only=[0])
@@ -138,16 +139,16 @@ def _plan_writing_its_second_input():
 
 
 def test_program_writing_an_input_runs_natively_unless_inputs_alias():
-    from torch_webgpu.compiler.lowering import lowering
+    from torch_webgpu.plan import lowering
 
     compiled = lowering(_plan_writing_its_second_input())
     a = torch.arange(64, dtype=torch.float32)
-    checked = native_plan.STATS["checked"]
+    checked = native_executor.STATS["checked"]
     (out,) = compiled(a.numpy(), torch.zeros(64).numpy())   # check mode: inputs restored, then compared
     torch.testing.assert_close(torch.from_numpy(out), a + 1)
-    (layout,) = compiled._layouts.values()
+    (layout,) = compiled.layouts.values()
     assert layout.native[(False, ())].writes_inputs
-    assert native_plan.STATS["checked"] == checked + 1
+    assert native_executor.STATS["checked"] == checked + 1
     x, y = a.to("webgpu"), torch.zeros(64).to("webgpu")
     (out,) = compiled(x, y)
     torch.testing.assert_close(y.cpu(), a + 1)   # written in place, as the Python executor does
@@ -163,7 +164,7 @@ def test_program_writing_an_input_runs_natively_unless_inputs_alias():
 def test_device_output_calls_split_into_submits_match_one_submit(rt, compiled_plans):
     """TORCH_WEBGPU_PLAN_SPLIT: a self-submitting run in pieces of n dispatches computes what one submit
     does, and makes one submit per piece (forced here: lavapipe's default is one submit)."""
-    from torch_webgpu.runtime import native
+    from torch_webgpu.runtime import extension, native_queue
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(*[m for _ in range(6) for m in (torch.nn.Linear(16, 16), torch.nn.ReLU())])
@@ -174,36 +175,36 @@ def test_device_output_calls_split_into_submits_match_one_submit(rt, compiled_pl
     with torch.no_grad():
         whole = fn(x.to("webgpu")).cpu()
         (plan,) = compiled_plans
-        (layout,) = plan._layouts.values()
+        (layout,) = plan.layouts.values()
         (program,) = [p for p in layout.native.values() if p is not None]
         dispatches = program.program.dispatches
         assert dispatches >= 4
         try:
-            native._module.set_plan_split(1)
+            extension.module.set_plan_split(1)
             rt.synchronize()
             before = rt.submits
             pieces = fn(x.to("webgpu"))
             submits = rt.submits - before
             pieces = pieces.cpu()
         finally:
-            native._module.set_plan_split(native.plan_split_dispatches(software=True))
+            extension.module.set_plan_split(native_queue.plan_split_dispatches(software=True))
     assert submits >= dispatches - 1   # (a last piece under half the split joins the one before)
     assert torch.equal(pieces, whole)
     torch.testing.assert_close(pieces, reference(x), rtol=1e-4, atol=1e-4)
 
 
 def test_plan_split_reads_the_environment(monkeypatch):
-    from torch_webgpu.runtime import native
+    from torch_webgpu.runtime import native_queue
 
     monkeypatch.delenv("TORCH_WEBGPU_PLAN_SPLIT", raising=False)
-    assert native.plan_split_dispatches() == 32
-    assert native.plan_split_dispatches(software=True) == 0
+    assert native_queue.plan_split_dispatches() == 32
+    assert native_queue.plan_split_dispatches(software=True) == 0
     monkeypatch.setenv("TORCH_WEBGPU_PLAN_SPLIT", "8")
-    assert native.plan_split_dispatches(software=True) == 8
+    assert native_queue.plan_split_dispatches(software=True) == 8
     for bad in ("-1", "2.5", "many"):
         monkeypatch.setenv("TORCH_WEBGPU_PLAN_SPLIT", bad)
         with pytest.raises(ValueError, match="TORCH_WEBGPU_PLAN_SPLIT"):
-            native.plan_split_dispatches()
+            native_queue.plan_split_dispatches()
 
 
 def test_device_outputs_are_written_in_place_not_copied(compiled_plans):
@@ -213,7 +214,7 @@ def test_device_outputs_are_written_in_place_not_copied(compiled_plans):
     fn = torch.compile(lambda t: torch.softmax(t, -1) * 2.0, backend="webgpu")
     first = fn(x.to("webgpu"))
     (plan,) = compiled_plans
-    (layout,) = plan._layouts.values()
+    (layout,) = plan.layouts.values()
     (program,) = [p for p in layout.native.values() if p is not None]
     assert program.program.commands == program.program.dispatches   # no copy command
     outs = [fn(x.to("webgpu")) for _ in range(3)]

@@ -1,9 +1,10 @@
-"""Index expressions of a dynamic-shape host program, as JSON-friendly values.
+"""Index expressions of a dynamic-shape plan, as JSON-friendly values (part of the plan format).
 
 An expression is an int or a list `[op, *operands]`: `["dim", k, axis]` is dimension `axis` of host input
 `k`; other ops are IREE's host index arithmetic (`arith.*` names, `align`, `cmp.<predicate>`, `select`).
-The extractor folds operations whose operands are all ints, so static programs contain ints only; a plan
-evaluates the rest once per input-shape signature. Pure Python: plans load without IREE.
+The extractor (mlir_passes/host_program.py) folds operations whose operands are all ints, so static
+programs contain ints only; a plan evaluates the rest once per input-shape signature (plan/layout.py, and
+torch-webgpu.js the same way). Pure Python: plans load without IREE.
 """
 
 from __future__ import annotations
