@@ -444,6 +444,9 @@ export async function readZip(buffer, where = "zip") {
 
 /** How to read a bundle's files: `where` names it in errors, `member(name)` gives bytes or null. */
 async function openSource(source) {
+  if (isNode() && (typeof source === "string" || source instanceof URL) && !/^https?:/i.test(String(source))) {
+    return fileSource(source);
+  }
   if (typeof source === "string" || source instanceof URL) {
     let url = String(source);
     const base = typeof location !== "undefined" ? location.href : undefined;
@@ -484,6 +487,37 @@ async function openSource(source) {
   }
   throw new TypeError("load() takes a bundle URL (a directory or .zip), a .zip File/Blob/ArrayBuffer, " +
                       "or a Map of file name -> bytes");
+}
+
+const isNode = () => typeof process !== "undefined" && Boolean(process.versions && process.versions.node);
+
+/** A bundle directory or .zip on the local file system (Node: its fetch reads no file:// URLs). */
+async function fileSource(source) {
+  const [fs, path, url] = await Promise.all([import("node:fs/promises"), import("node:path"), import("node:url")]);
+  // Errors name the path as given, as the Python loader's do.
+  const given = source instanceof URL || String(source).startsWith("file:") ? url.fileURLToPath(source) : String(source);
+  const where = given.length > 1 ? given.replace(/\/+$/, "") : given;
+  const dir = path.resolve(where);
+  let stat;
+  try {
+    stat = await fs.stat(dir);
+  } catch (exc) {
+    throw new BundleError(`no bundle at ${where}`);
+  }
+  if (stat.isFile()) return zipSource(where, new Uint8Array(await fs.readFile(dir)));
+  return {
+    where,
+    name: path.basename(dir),
+    async member(name) {
+      try {
+        return new Uint8Array(await fs.readFile(path.join(dir, name)));
+      } catch (exc) {
+        if (exc.code === "ENOENT") return null;
+        throw new BundleError(`${path.join(where, name)}: ${exc.message}`);
+      }
+    },
+    missingManifest: `${where}: no ${MANIFEST}; not a torch-webgpu bundle`,
+  };
 }
 
 async function zipSource(where, bytes) {
@@ -627,6 +661,112 @@ function bindExternalWeights(name, plan, external, weights) {
   plan.constants = constants;
 }
 
+// -- per-call buffers sharing storage by liveness (torch_webgpu/compiler/plan_memory.py) ---------------------
+
+const SLOT_PREFIX = "mem";
+const GLOBAL_BUFFER = /^(.*_)?g\d+$/;   // IREE globals (they persist across calls), with a segment prefix
+
+/** [buffer name, "r" | "w"] of every buffer a node touches, in binding order (plan_memory.node_uses). */
+function nodeUses(node, plan) {
+  switch (node.op) {
+    case "dispatch": {
+      const spec = plan.executables[node.entry_point];
+      const readOnly = new Set();
+      if (spec) {
+        const wgslReadOnly = new Set(spec.read_only || []);
+        for (const [wgsl, host] of Object.entries(spec.binding_map)) if (wgslReadOnly.has(Number(wgsl))) readOnly.add(host);
+      }
+      const uses = node.bindings.map((b, i) => [b[0], readOnly.has(i) ? "r" : "w"]);
+      for (const variant of (node.tune && node.tune.variants) || []) {   // tunable: every variant's buffers too
+        for (const step of [variant, ...(variant.then || [])]) for (const b of step.bindings) uses.push([b[0], "w"]);
+      }
+      return uses;
+    }
+    case "copy": return [[node.source, "r"], [node.buffer, "w"]];
+    case "fill": case "upload": return [[node.buffer, "w"]];
+    case "output": return "buffer" in node ? [[node.buffer, "r"]] : [];
+    default: return [];
+  }
+}
+
+/** The plan with buffers of disjoint live ranges renamed into shared slots `mem<k>`, and the slots
+ *  (slot -> its buffers): plan_memory.assign_memory, name for name, so that the phases of a decode bundle
+ *  can share them as the Python loader does. */
+export function assignMemory(plan) {
+  const ranges = new Map(), firstUse = new Map();
+  const end = plan.main.length - 1;
+  plan.main.forEach((node, i) => {
+    for (const [name, kind] of nodeUses(node, plan)) {
+      if (!ranges.has(name)) { ranges.set(name, [i, i]); firstUse.set(name, kind); } else ranges.get(name)[1] = i;
+      if (node.op === "output") ranges.get(name)[1] = end;   // outputs live to the end of the call
+    }
+  });
+  const inInit = new Set();
+  for (const node of plan.init) {
+    for (const [name] of nodeUses(node, plan)) inInit.add(name);
+    if ("buffer" in node) inInit.add(node.buffer);
+  }
+  const candidates = Object.entries(plan.buffers).filter(([name, size]) =>
+    typeof size === "number" && !GLOBAL_BUFFER.test(name) && !inInit.has(name) && ranges.has(name) &&
+    firstUse.get(name) !== "r").map(([name]) => name);
+  const taken = new Set(Object.keys(plan.buffers));
+  for (const node of plan.main) for (const [name] of nodeUses(node, plan)) taken.add(name);
+  const slots = [];
+  const order = candidates.slice().sort((a, b) => (plan.buffers[b] - plan.buffers[a]) || (ranges.get(a)[0] - ranges.get(b)[0]));
+  for (const name of order) {
+    const [lo, hi] = ranges.get(name);
+    let best = null;
+    for (const slot of slots) {
+      if (slot.ranges.some(([a, b]) => lo <= b && a <= hi)) continue;
+      if (best === null || slot.size < best.size) best = slot;
+    }
+    if (best === null) { best = { size: 0, members: [], ranges: [] }; slots.push(best); }
+    best.size = Math.max(best.size, plan.buffers[name]);
+    best.members.push(name);
+    best.ranges.push([lo, hi]);
+  }
+  const rename = new Map();
+  const isCandidate = new Set(candidates);
+  const buffers = Object.fromEntries(Object.entries(plan.buffers).filter(([name]) => !isCandidate.has(name)));
+  const report = new Map();
+  let k = 0;
+  for (const slot of slots) {
+    while (taken.has(`${SLOT_PREFIX}${k}`)) k++;
+    const slotName = `${SLOT_PREFIX}${k++}`;
+    buffers[slotName] = slot.size;
+    report.set(slotName, slot.members);
+    for (const member of slot.members) rename.set(member, slotName);
+  }
+  const renamed = (b) => [rename.get(b[0]) ?? b[0], ...b.slice(1)];
+  const main = [];
+  for (const node of plan.main) {
+    if ((node.op === "allocate" || node.op === "free") && rename.has(node.buffer)) continue;
+    if (!("buffer" in node || "source" in node || "bindings" in node)) { main.push(node); continue; }
+    const out = { ...node };
+    for (const key of ["buffer", "source"]) if (key in out) out[key] = rename.get(out[key]) ?? out[key];
+    if ("bindings" in out) out.bindings = out.bindings.map(renamed);
+    if (out.tune) {
+      out.tune = { ...out.tune, variants: out.tune.variants.map((v) => ({
+        ...v, bindings: v.bindings.map(renamed),
+        ...(v.then ? { then: v.then.map((t) => ({ ...t, bindings: t.bindings.map(renamed) })) } : {}),
+      })) };
+    }
+    main.push(out);
+  }
+  return { plan: { ...plan, buffers, main }, slots: report };
+}
+
+/** Slot name -> bytes that serve the slot of that name in each of `plans` (plan_memory.shared_slot_sizes):
+ *  plans whose calls never overlap (the phases of a decode bundle) share those storages. */
+export function sharedSlotSizes(plans) {
+  const sizes = new Map();
+  for (const plan of plans) {
+    const { plan: assigned, slots } = assignMemory(plan);
+    for (const name of slots.keys()) sizes.set(name, Math.max(sizes.get(name) || 0, assigned.buffers[name]));
+  }
+  return sizes;
+}
+
 // -- WebGPU helpers ------------------------------------------------------------------------------------
 
 // Fill a u32 word range with one 32-bit pattern (clearBuffer only writes zeros).
@@ -708,33 +848,13 @@ class Recorder {
  */
 export async function load(source, options = {}) {
   const { manifest, files, where, name } = await readBundle(source);
-  if (manifest.kind === "decoder") {
-    throw new BundleFormatError(`${where}: a decode bundle (prefill and decode plans) does not run in ` +
-      "torch-webgpu.js yet; run it from Python (torch_webgpu.load(path).generate) or `torch-webgpu generate`");
-  }
+  if (manifest.kind === DECODER_KIND) return loadLanguageModel(manifest, files, where, options);
   for (const key of ["inputs", "outputs", "requires", "plan"]) {
     if (!(key in manifest)) throw new BundleFormatError(`${where}: manifest has no '${key}'`);
   }
   const plan = planFromDoc(manifest.plan, files, where);
   if ("external_weights" in manifest) bindExternalWeights(name, plan, manifest.external_weights, options.weights);
-  let device = options.device;
-  let what;
-  if (device) {
-    what = `this device (${adapterName(device.adapterInfo)})`;
-    checkRequirements(manifest.requires, limitsOf(device, device.adapterInfo), device.features, what);
-  } else {
-    const gpu = options.gpu || (typeof navigator !== "undefined" ? navigator.gpu : undefined);
-    if (!gpu) {
-      throw new BundleRequirementError("WebGPU is unavailable here (no navigator.gpu): use a browser with WebGPU " +
-                                       "on a secure context (https or localhost), or pass {device}");
-    }
-    const adapter = await gpu.requestAdapter(options.adapterOptions);
-    if (!adapter) throw new BundleRequirementError("navigator.gpu.requestAdapter() found no WebGPU adapter");
-    what = `this adapter (${adapterName(adapter.info)})`;
-    const limits = limitsOf(adapter, adapter.info);
-    checkRequirements(manifest.requires, limits, adapter.features, what);
-    device = await adapter.requestDevice(deviceDescriptor(manifest.requires, limits));
-  }
+  const device = await openDevice(manifest.requires, options);
   const model = new Model(manifest, plan, device, where);
   model._ownsDevice = !options.device;
   model._tuning = tuningPolicy(options, device);
@@ -745,6 +865,27 @@ export async function load(source, options = {}) {
     throw exc;
   }
   return model;
+}
+
+/** `options.device` after checking it meets `requires`, else a new device of an adapter that does (from
+ *  `options.gpu` or navigator.gpu): BundleRequirementError naming whatever is missing. */
+async function openDevice(requires, options) {
+  const device = options.device;
+  if (device) {
+    const what = `this device (${adapterName(device.adapterInfo)})`;
+    checkRequirements(requires, limitsOf(device, device.adapterInfo), device.features, what);
+    return device;
+  }
+  const gpu = options.gpu || (typeof navigator !== "undefined" ? navigator.gpu : undefined);
+  if (!gpu) {
+    throw new BundleRequirementError("WebGPU is unavailable here (no navigator.gpu): use a browser with WebGPU " +
+                                     "on a secure context (https or localhost), or pass {device}");
+  }
+  const adapter = await gpu.requestAdapter(options.adapterOptions);
+  if (!adapter) throw new BundleRequirementError("navigator.gpu.requestAdapter() found no WebGPU adapter");
+  const limits = limitsOf(adapter, adapter.info);
+  checkRequirements(requires, limits, adapter.features, `this adapter (${adapterName(adapter.info)})`);
+  return adapter.requestDevice(deviceDescriptor(requires, limits));
 }
 
 const AUTOTUNE_MIN_FLOPS = 2 ** 20;   // smaller problems keep the default (PLAN_MIN_FLOPS, kernels/autotune.py)
@@ -1002,33 +1143,50 @@ export class Model {
     dispatches.forEach((node, k) => into.set(node, prepared[k]));
   }
 
-  async _build() {
-    const plan = this.plan;
+  /**
+   * Buffers, weights, variants, pipelines and the init nodes. `shared.constants`: lifted constants already on
+   * the device (weights that another plan binds too), by constant name: bound, never uploaded again;
+   * `shared.slots`: buffers for the plan's memory slots (sharedSlotSizes), shared by plans whose calls never
+   * overlap (the phases of a decode bundle); the caller owns both.
+   */
+  async _build(shared = {}) {
+    const constantBuffers = shared.constants || new Map();
+    const slotBuffers = shared.slots || new Map();
+    // Per-call buffers of disjoint live ranges share storage, as in the Python executor.
+    const { plan, slots } = assignMemory(this.plan);
+    this.plan = plan;
+    this.memory = slots;
     await withErrorScope(this.device, `${this.where}: WebGPU rejected the bundle's setup`, async () => {
       this._static = new Map();
       for (const [name, size] of Object.entries(plan.buffers)) {
-        if (typeof size === "number") this._static.set(name, [this._buffer(size, name), 0]);
+        if (typeof size !== "number") continue;
+        const given = slots.has(name) ? slotBuffers.get(name) : undefined;
+        this._static.set(name, [given && given.size >= size ? given : this._buffer(size, name), 0]);
       }
       const nUser = plan.inputs.length;
       const uploaded = new Set(plan.init.filter((n) => n.op === "upload").map((n) => n.constant));
       const lifted = [...plan.constants.entries()].slice(0, plan.num_constant_inputs);
       this._constantShapes = lifted.map(([, t]) => t.shape);
       lifted.forEach(([name, tensor], j) => {
-        const buffer = this._buffer(tensor.bytes.byteLength, name);
-        // Filled by the plan's upload init nodes (plans saved before those existed: here).
-        if (!uploaded.has(name)) this._write(buffer, 0, tensor.bytes);
+        let buffer = constantBuffers.get(name);
+        if (!buffer) {
+          buffer = this._buffer(tensor.bytes.byteLength, name);
+          // Filled by the plan's upload init nodes (plans saved before those existed: here).
+          if (!uploaded.has(name)) this._write(buffer, 0, tensor.bytes);
+        }
         this._static.set(`in${nUser + j}`, [buffer, 0]);
       });
       this.dynamic = plan.inputs.some((spec) => spec.shape.some((d) => d === null));
       if (containsExpression(plan.init)) throw new BundleFormatError("a plan's init nodes cannot depend on the input shapes");
+      const init = plan.init.filter((n) => !(n.op === "upload" && constantBuffers.has(n.constant)));
       const initDispatches = new Map();
-      await this._prepareAll(plan.init, initDispatches);
+      await this._prepareAll(init, initDispatches);
       plan.main = await this._chooseVariants(plan.main);
       if (!this.dynamic) await this._layout(plan.inputs.map((spec) => spec.shape));
       const recorder = new Recorder(this.device);
       const state = { recorder, buffers: new Map(this._static), dispatches: initDispatches, results: null,
                       phase: "init" };
-      plan.init.forEach((node, index) => { state.dispatchIndex = index; this._execute(state, node); });
+      init.forEach((node, index) => { state.dispatchIndex = index; this._execute(state, node); });
       recorder.submit();
     });
   }
@@ -1288,6 +1446,28 @@ export class Model {
     return this.plan.output_map.map((entry) => mapOutput(entry, outputs, checked));
   }
 
+  /**
+   * Records one call of a static plan into `recorder`, nothing read back (the phases of a decode bundle):
+   * `inputs[k]` is a GPUBuffer (bound zero-copy; contents in the device dtype) or a typed array in the device
+   * dtype (written to the input's own buffer), output k is copied into the GPUBuffer `into[k]`. Checks
+   * nothing: the caller builds the inputs from the plan's own signature.
+   */
+  _recordInto(recorder, inputs, into) {
+    const layout = this._layouts.values().next().value;
+    const buffers = new Map([...this._static, ...layout.buffers]);
+    inputs.forEach((value, k) => {
+      const name = `in${k}`;
+      if (isGPUBuffer(value)) { buffers.set(name, [value, 0]); return; }
+      const [buffer] = layout.hostInputs.get(name);
+      this._write(buffer, 0, new Uint8Array(value.buffer, value.byteOffset, value.byteLength));
+      buffers.set(name, layout.hostInputs.get(name));
+    });
+    const state = { recorder, buffers, dispatches: layout.dispatches, layout, results: new Map(), into,
+                    phase: layout.key };
+    layout.main.forEach((node, index) => { state.dispatchIndex = index; this._execute(state, node); });
+    this.calls += 1;
+  }
+
   /** Destroy the model's buffers, and its device if `load` created it (a device passed in stays). */
   release() {
     for (const buffer of this._owned) buffer.destroy();
@@ -1412,6 +1592,11 @@ function runOutput(model, state, node) {
   }
   const [src, base] = model._location(state, node.buffer);
   const size = alignUp(node.size, 4);
+  if (state.into) {   // a decode bundle's phase: into the caller's buffer (a KV cache, the logits)
+    if (size) state.recorder.copy(src, base + node.offset, state.into[node.index], 0, size);
+    state.results.set(node.index, { kind: "gpu", value: state.into[node.index] });
+    return;
+  }
   if (state.toGPU) {
     const buffer = model.device.createBuffer({
       size: Math.max(size, 4), label: `output${node.index}`,
@@ -1435,6 +1620,453 @@ const OPS = {
   upload: runUpload, dispatch: runDispatch, fill: runFill, copy: runCopy, output: runOutput,
 };
 
+
+// -- decode bundles: language models (torch_webgpu/bundle/decoder.py) -------------------------------------
+
+const DECODER_KIND = "decoder";
+const WEIGHTS_FILE = "weights.safetensors";
+const SAMPLE_GREEDY = 0, SAMPLE_LOGITS = 1;   // kernels/sampling.py MODES
+const FIXED_ONE = 2 ** 31;                    // top-p masses in fixed point (kernels/sampling.py)
+const SAMPLER_PARAM_WORDS = 16;
+const SCORE_BYTES = { f32: 4, f16: 2 };
+const REPLACEMENT = "\uFFFD";                 // what a decoder writes for an incomplete UTF-8 sequence
+
+/** The u32 bit pattern of an f32 (kernels/launch.f32_word). */
+function f32Word(value) {
+  return new Uint32Array(new Float32Array([value]).buffer)[0];
+}
+
+/** top_p as the fixed-point mass the sampler's radix select reaches (kernels/sampling.top_p_target). */
+function topPTarget(topP) {
+  return topP >= 1 ? FIXED_ONE : Math.ceil(topP * FIXED_ONE);
+}
+
+/** The sampler's 16 parameter words (kernels/sampling.sample_launch) for one row of `n` scores: greedy, or
+ *  temperature / top-k / top-p sampling with Philox state `rng` (seed lo, seed hi, step, 0). */
+export function samplerParams(n, { doSample = false, temperature = 1.0, topK = 0, topP = 1.0 } = {},
+                              rng = [0, 0, 0, 0]) {
+  if (doSample) {
+    if (!(temperature > 0) || !Number.isFinite(temperature)) {
+      throw new RangeError(`sampling: temperature must be a positive float, got ${temperature}`);
+    }
+    if (topK < 0 || !(topP >= 0 && topP <= 1)) {
+      throw new RangeError(`sampling: top_k must be >= 0 and top_p in [0, 1], got ${topK}, ${topP}`);
+    }
+  }
+  const mode = doSample ? SAMPLE_LOGITS : SAMPLE_GREEDY;
+  const words = [n, n, 0, 0, mode, topK, topPTarget(topP), f32Word(1.0 / temperature), ...rng, 1, 1, 1, 0];
+  return Uint32Array.from(words, (w) => Number(BigInt.asUintN(32, BigInt(Math.trunc(w)))));
+}
+
+/** Philox state of step `step` for `seed` (a number or BigInt), as the Python loader derives it. */
+function samplerRng(seed, step) {
+  const s = BigInt(seed);
+  return [Number(s & 0xFFFFFFFFn), Number((s >> 32n) & 0xFFFFFFFFn), step, 0];
+}
+
+/** A module of the page or of node_modules: `@huggingface/tokenizers` or `@huggingface/jinja`. */
+async function importText(specifier, what) {
+  try {
+    return await import(specifier);
+  } catch (exc) {
+    throw new BundleError(
+      `${what} needs the npm package ${specifier}, which did not load (${exc.message}): install it with ` +
+      "`npm ci` in torch_webgpu/web (tools/setup_node.sh does), or give the page an import map for it " +
+      "(`torch-webgpu serve` and `export-web` write one)");
+  }
+}
+
+function jsonFile(files, file, where, what) {
+  const bytes = files.get(file);
+  if (!bytes) throw new BundleFormatError(`${where}: ${file} (${what}) is not among the bundle's files`);
+  try {
+    return JSON.parse(new TextDecoder().decode(bytes));
+  } catch (exc) {
+    throw new BundleFormatError(`${where}: ${file} is not valid JSON (${exc.message}); re-export the bundle`);
+  }
+}
+
+/** A token's text in a tokenizer_config.json entry: a string or an AddedToken object. */
+function tokenText(value) {
+  if (value && typeof value === "object") return value.content ?? null;
+  return value ?? null;
+}
+
+const SPECIAL_TOKEN_NAMES = ["bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
+                             "mask_token"];
+
+/**
+ * A decode bundle's tokenizer (tokenizer.json and tokenizer_config.json, through @huggingface/tokenizers)
+ * and chat template (@huggingface/jinja, rendered as transformers' `apply_chat_template` renders it).
+ */
+export class TextTokenizer {
+  constructor(tokenizers, jinja, tokenizerJson, config, where) {
+    this.config = config;
+    this.where = where;
+    this._jinja = jinja;
+    this._template = null;
+    /** The `@huggingface/tokenizers` Tokenizer underneath. */
+    this.raw = new tokenizers.Tokenizer(tokenizerJson, config);
+    /** Special tokens by name (bos_token, eos_token, ...), as strings. */
+    this.specialTokens = {};
+    for (const name of SPECIAL_TOKEN_NAMES) {
+      const text = tokenText(config[name]);
+      if (text) this.specialTokens[name] = text;
+    }
+    /** The chat template (tokenizer_config.json's "chat_template"), or null. */
+    this.chatTemplate = typeof config.chat_template === "string" ? config.chat_template : null;
+  }
+
+  /** Token ids of `text` (with the tokenizer's special tokens, e.g. BOS, unless addSpecialTokens is false). */
+  encode(text, { addSpecialTokens = true } = {}) {
+    return this.raw.encode(text, { add_special_tokens: addSpecialTokens }).ids;
+  }
+
+  /** The text of `ids` (special tokens left out unless skipSpecialTokens is false), as `tokenizers` does. */
+  decode(ids, { skipSpecialTokens = true } = {}) {
+    return this.raw.decode(Array.from(ids, Number), { skip_special_tokens: skipSpecialTokens });
+  }
+
+  /** The prompt text of a conversation ([{role, content}]), with the assistant's opening when
+   *  addGenerationPrompt (default true); `tokenize: true` gives its ids instead. */
+  applyChatTemplate(messages, { addGenerationPrompt = true, tokenize = false, ...kwargs } = {}) {
+    if (this.chatTemplate === null) {
+      throw new BundleError(`${this.where}: the bundle's tokenizer has no chat template (tokenizer_config.json ` +
+                            "has no \"chat_template\"); generate from text instead, or re-export with a " +
+                            "tokenizer that has one");
+    }
+    if (this._template === null) this._template = new this._jinja.Template(this.chatTemplate);
+    const text = this._template.render({ messages, add_generation_prompt: addGenerationPrompt, tools: null,
+                                          documents: null, ...this.specialTokens, ...kwargs });
+    return tokenize ? this.encode(text, { addSpecialTokens: false }) : text;
+  }
+}
+
+async function loadTokenizer(manifest, files, where, options) {
+  const spec = manifest.decoder.tokenizer;
+  if (!spec) return null;
+  const tokenizerJson = jsonFile(files, spec.json, where, "the tokenizer");
+  const config = jsonFile(files, spec.config, where, "the tokenizer's configuration");
+  const [tokenizers, jinja] = await Promise.all([
+    options.tokenizers || importText("@huggingface/tokenizers", `${where}: the bundle's tokenizer`),
+    options.jinja || importText("@huggingface/jinja", `${where}: the bundle's chat template`),
+  ]);
+  try {
+    return new TextTokenizer(tokenizers, jinja, tokenizerJson, config, where);
+  } catch (exc) {
+    throw new BundleFormatError(`${where}: ${spec.json} is not a tokenizer @huggingface/tokenizers can read ` +
+                                `(${exc.message}); re-export the bundle`);
+  }
+}
+
+async function loadLanguageModel(manifest, files, where, options) {
+  const info = manifest.decoder;
+  for (const key of ["requires", "decoder"]) {
+    if (!(key in manifest)) throw new BundleFormatError(`${where}: manifest has no '${key}'`);
+  }
+  if (!info.sampler) {
+    throw new BundleFormatError(`${where}: the decode bundle has no sampler (decoder.sampler); it was written by ` +
+                                "an older torch-webgpu: re-export it");
+  }
+  const tokenizer = await loadTokenizer(manifest, files, where, options);
+  const device = await openDevice(manifest.requires, options);
+  const lm = new LanguageModel(manifest, device, where, tokenizer);
+  lm._ownsDevice = !options.device;
+  try {
+    await lm._build(files, options);
+  } catch (exc) {
+    lm.release();
+    throw exc;
+  }
+  return lm;
+}
+
+/**
+ * A loaded decode bundle: `generate` (text), `generateIds` (token ids) and `chat` stream what the model
+ * writes. The prefill plan of the prompt's bucket fills the KV cache, then the decode plan runs once per
+ * token; the weights are uploaded once and bound by every plan, the cache and the logits stay on the device
+ * (handed from plan to plan), the device sampler picks each token there, and one 4-byte id is read back per
+ * step.
+ */
+export class LanguageModel {
+  constructor(manifest, device, where, tokenizer) {
+    const info = manifest.decoder;
+    this.manifest = manifest;
+    this.device = device;
+    this.where = where;
+    this.name = where.replace(/\/+$/, "").split("/").pop();
+    /** The bundle's tokenizer (encode, decode, applyChatTemplate), or null for a bundle without one. */
+    this.tokenizer = tokenizer;
+    this.maxLen = Number(info.max_len);
+    this.buckets = info.prompt_buckets.map(Number);
+    this.vocabSize = Number(info.vocab_size);
+    this.eosTokenIds = info.eos_token_ids.map(Number);
+    /** Figures of the last generation: prompt and new tokens, milliseconds of prefill and decode. */
+    this.stats = null;
+    this.plans = new Map();
+    this.weightBuffers = new Map();
+    this.slotBuffers = new Map();
+    this._owned = [];
+    this._queue = Promise.resolve();
+  }
+
+  _buffer(size, label, usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST) {
+    const buffer = this.device.createBuffer({ size: alignUp(Math.max(Number(size), 4), 4), usage, label });
+    this._owned.push(buffer);
+    return buffer;
+  }
+
+  async _build(files, options) {
+    const info = this.manifest.decoder;
+    const where = this.where;
+    const weights = parseSafetensors(files.get(WEIGHTS_FILE) || new Uint8Array(0), `${where}: ${WEIGHTS_FILE}`);
+    const docs = new Map(Object.entries(info.phases).map(([name, phase]) => [name, planFromDoc(phase.plan, files, where)]));
+    for (const bucket of this.buckets) {
+      if (!docs.has(`prefill-${bucket}`)) throw new BundleFormatError(`${where}: no prefill-${bucket} phase`);
+    }
+    if (!docs.has("decode")) throw new BundleFormatError(`${where}: the decode bundle has no decode phase`);
+    await withErrorScope(this.device, `${where}: WebGPU rejected the bundle's setup`, async () => {
+      // The phases run one at a time (their outputs are copied out): their per-call buffers share storage.
+      for (const [slot, size] of sharedSlotSizes([...docs.values()])) this.slotBuffers.set(slot, this._buffer(size, slot));
+    });
+    const tuning = tuningPolicy(options, this.device);
+    for (const [name, phase] of Object.entries(info.phases)) {
+      const plan = docs.get(name);
+      const tensor = (key) => {
+        const t = weights.get(key);
+        if (!t) throw new BundleFormatError(`${where}: weight ${key} of phase ${name} is not in ${WEIGHTS_FILE}`);
+        return t;
+      };
+      plan.constants = new Map(phase.constants.map(([constName, key]) => [constName, tensor(key)]));
+      const shared = new Map();
+      await withErrorScope(this.device, `${where}: WebGPU rejected the bundle's weights`, async () => {
+        for (const [constName, key, isWeight] of phase.constants.slice(0, plan.num_constant_inputs)) {
+          if (isWeight) shared.set(constName, this._weightBuffer(key, tensor(key)));
+        }
+      });
+      const phaseManifest = { inputs: phase.inputs, outputs: phase.outputs, requires: this.manifest.requires,
+                              dispatches: phase.dispatches };
+      const model = new Model(phaseManifest, plan, this.device, `${where} (${name})`);
+      model._tuning = tuning;
+      this.plans.set(name, model);
+      await model._build({ constants: shared, slots: this.slotBuffers });
+      plan.constants = new Map();   // uploaded: the host copies can go
+    }
+    const decode = this.plans.get("decode");
+    const [logits, cache] = decode.outputs;
+    const scores = info.sampler.dtype;
+    if (!(scores in SCORE_BYTES)) throw new BundleFormatError(`${where}: sampler dtype ${scores} is not f32 or f16`);
+    await withErrorScope(this.device, `${where}: WebGPU rejected the bundle's sampler`, async () => {
+      this._logits = this._buffer(product(logits.shape) * SCORE_BYTES[scores], "torch-webgpu-logits");
+      const cacheBytes = product(cache.shape) * ITEMSIZE[decode.plan.outputs[1].device_dtype];
+      this._caches = [this._buffer(cacheBytes, "torch-webgpu-kv-cache-0"), this._buffer(cacheBytes, "torch-webgpu-kv-cache-1")];
+      this._token = this._buffer(4, "torch-webgpu-token");
+      this._params = this._buffer(SAMPLER_PARAM_WORDS * 4, "torch-webgpu-sampler-params",
+                                  GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
+      this._readback = this._buffer(4, "torch-webgpu-token-readback", GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST);
+      const source = new TextDecoder().decode(files.get(info.sampler.wgsl) || new Uint8Array(0));
+      if (!source) throw new BundleFormatError(`${where}: ${info.sampler.wgsl} is not among the bundle's files`);
+      const module = this.device.createShaderModule({ code: source, label: info.sampler.wgsl });
+      this._sampler = await this.device.createComputePipelineAsync({
+        layout: "auto", compute: { module, entryPoint: "main" }, label: "torch-webgpu-sampler" });
+      this._samplerGroup = this.device.createBindGroup({
+        layout: this._sampler.getBindGroupLayout(0), label: "torch-webgpu-sampler",
+        entries: [{ binding: 0, resource: { buffer: this._params } }, { binding: 1, resource: { buffer: this._logits } },
+                  { binding: 2, resource: { buffer: this._token } }] });
+    });
+  }
+
+  _weightBuffer(key, tensor) {
+    if (!this.weightBuffers.has(key)) {
+      const buffer = this._buffer(tensor.bytes.byteLength, key);
+      let bytes = tensor.bytes;
+      if (bytes.byteLength % 4) { bytes = new Uint8Array(alignUp(bytes.byteLength, 4)); bytes.set(tensor.bytes); }
+      this.device.queue.writeBuffer(buffer, 0, bytes.buffer, bytes.byteOffset, bytes.byteLength);
+      this.weightBuffers.set(key, buffer);
+    }
+    return this.weightBuffers.get(key);
+  }
+
+  /** Bytes of the device buffers the model holds: weights, the phases' own buffers, shared slots, the KV
+   *  caches, logits and sampler state. */
+  get deviceBytes() {
+    const owned = new Set(this._owned);
+    for (const model of this.plans.values()) for (const b of model._owned) owned.add(b);
+    let total = 0;
+    for (const b of owned) total += b.size;
+    return total;
+  }
+
+  _bucket(length) {
+    for (const bucket of this.buckets) if (length <= bucket) return bucket;
+    throw new BundleSignatureError(`${this.name}: a prompt of ${length} tokens is longer than the largest prefill ` +
+                                   `bucket (${this.buckets[this.buckets.length - 1]}); re-export with a larger ` +
+                                   "prompt_buckets entry");
+  }
+
+  _needTokenizer() {
+    if (this.tokenizer === null) {
+      throw new BundleError(`${this.name} has no tokenizer: pass token ids to generateIds(), or re-export the ` +
+                            "bundle with its tokenizer (export_decoder(..., tokenizer=...), or compile --tokenizer)");
+    }
+    return this.tokenizer;
+  }
+
+  /** Token ids of a prompt: text (encoded by the bundle's tokenizer) or ids (an array or typed array). */
+  _promptIds(prompt) {
+    if (typeof prompt === "string") return this._needTokenizer().encode(prompt);
+    if (Array.isArray(prompt) || ArrayBuffer.isView(prompt)) return Array.from(prompt, Number);
+    throw new TypeError("a prompt is text (a string) or token ids (an array or typed array)");
+  }
+
+  /** Serialises generations on this model: one at a time, in the order they were asked for. */
+  async _lock() {
+    let unlock;
+    const previous = this._queue;
+    this._queue = new Promise((resolve) => { unlock = resolve; });
+    await previous;
+    return unlock;
+  }
+
+  /**
+   * The new token ids, streamed as each is read back: greedy, or with `doSample` sampled on the device with
+   * `temperature`, `topK` and `topP` (transformers' order; the same `seed` draws the same tokens as the
+   * Python loader). Stops after `maxNewTokens` (default 32) or at an end-of-sequence id (unless
+   * `stopAtEos` is false); `signal` (an AbortSignal) stops it between tokens.
+   */
+  async *generateIds(prompt, options = {}) {
+    const ids = this._promptIds(prompt);
+    const unlock = await this._lock();
+    try {
+      yield* this._generate(ids, options);
+    } finally {
+      unlock();
+    }
+  }
+
+  async *_generate(ids, { maxNewTokens = 32, doSample = false, temperature = 1.0, topK = 0, topP = 1.0, seed = 0,
+                          stopAtEos = true, signal = null } = {}) {
+    const length = ids.length;
+    if (length === 0 || !(maxNewTokens >= 0)) {
+      throw new BundleSignatureError("generate needs a non-empty prompt and max_new_tokens >= 0");
+    }
+    if (ids.some((t) => !Number.isInteger(t) || t < 0 || t >= this.vocabSize)) {
+      throw new BundleSignatureError(`prompt ids must lie in [0, ${this.vocabSize})`);
+    }
+    if (length + maxNewTokens > this.maxLen) {
+      throw new BundleSignatureError(`${length} prompt + ${maxNewTokens} new tokens exceed the bundle's max_len ` +
+                                     `${this.maxLen} (its KV cache); re-export with a larger max_len`);
+    }
+    const bucket = this._bucket(length);
+    samplerParams(this.vocabSize, { doSample, temperature, topK, topP });   // its errors before any work
+    if (signal) signal.throwIfAborted();
+    const stats = { promptTokens: length, bucket, newTokens: 0, prefillMs: 0, decodeMs: 0 };
+    this.stats = stats;
+    if (maxNewTokens === 0) return;
+    const device = this.device;
+    const eos = new Set(this.eosTokenIds);
+    const padded = new Int32Array(bucket);
+    padded.set(ids);
+    const start = performance.now();
+    let firstAt = start;
+    device.pushErrorScope("validation");
+    device.pushErrorScope("out-of-memory");
+    let failure = null;
+    try {
+      let recorder = new Recorder(device);
+      this.plans.get(`prefill-${bucket}`)._recordInto(recorder, [padded, Int32Array.of(length - 1)],
+                                                      [this._logits, this._caches[0]]);
+      let cache = 0;
+      for (let step = 0; step < maxNewTokens; step++) {
+        const params = samplerParams(this.vocabSize, { doSample, temperature, topK, topP }, samplerRng(seed, step));
+        device.queue.writeBuffer(this._params, 0, params);
+        recorder.dispatch(this._sampler, this._samplerGroup, [1, 1, 1]);
+        recorder.copy(this._token, 0, this._readback, 0, 4);
+        const last = step === maxNewTokens - 1;
+        if (!last) {
+          // The next step's decode goes in the same submit: its token is the sampler's, on the device.
+          this.plans.get("decode")._recordInto(recorder, [this._token, Int32Array.of(length + step), this._caches[cache]],
+                                               [this._logits, this._caches[1 - cache]]);
+          cache = 1 - cache;
+        }
+        recorder.submit();
+        await this._readback.mapAsync(GPUMapMode.READ, 0, 4);
+        const token = new Int32Array(this._readback.getMappedRange(0, 4))[0];
+        this._readback.unmap();
+        const now = performance.now();
+        if (step === 0) { firstAt = now; stats.prefillMs = now - start; } else stats.decodeMs = now - firstAt;
+        stats.newTokens = step + 1;
+        yield token;
+        if ((stopAtEos && eos.has(token)) || last) break;
+        if (signal) signal.throwIfAborted();
+        recorder = new Recorder(device);
+      }
+    } catch (exc) {
+      failure = exc;
+    } finally {
+      const oom = await device.popErrorScope();
+      const invalid = await device.popErrorScope();
+      if (failure === null || !(failure instanceof BundleError)) {
+        if (oom) failure = new BundleError(`${this.where}: generate ran out of device memory: ${oom.message}`);
+        else if (invalid) failure = new BundleError(`${this.where}: WebGPU rejected a generate step: ${invalid.message}`);
+      }
+    }
+    if (failure) throw failure;
+  }
+
+  /**
+   * The text the model writes after `prompt` (text, or token ids), streamed in pieces as tokens arrive; a
+   * character split across tokens comes whole, with its last token. Options as generateIds.
+   */
+  async *generate(prompt, options = {}) {
+    const tokenizer = this._needTokenizer();
+    const ids = this._promptIds(prompt);
+    const unlock = await this._lock();
+    try {
+      yield* this._stream(tokenizer, ids, options);
+    } finally {
+      unlock();
+    }
+  }
+
+  async *_stream(tokenizer, ids, options) {
+    const generated = [];
+    let shown = 0;
+    for await (const token of this._generate(ids, options)) {
+      generated.push(token);
+      const text = tokenizer.decode(generated);
+      // An incomplete UTF-8 sequence decodes to U+FFFD: wait for the token that completes it.
+      if (text.length > shown && !text.endsWith(REPLACEMENT)) {
+        yield text.slice(shown);
+        shown = text.length;
+      }
+    }
+    const text = tokenizer.decode(generated);
+    if (text.length > shown) yield text.slice(shown);
+  }
+
+  /** The assistant's reply to a conversation ([{role, content}], the bundle's chat template), streamed as
+   *  generate streams text. */
+  async *chat(messages, options = {}) {
+    const tokenizer = this._needTokenizer();
+    const ids = tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, tokenize: true });
+    const unlock = await this._lock();
+    try {
+      yield* this._stream(tokenizer, ids, options);
+    } finally {
+      unlock();
+    }
+  }
+
+  /** Destroy the model's buffers, and its device if `load` created it (a device passed in stays). */
+  release() {
+    for (const model of this.plans.values()) model.release();
+    for (const buffer of this._owned) buffer.destroy();
+    this._owned = [];
+    this.plans.clear();
+    if (this._ownsDevice) this.device.destroy();
+  }
+}
 
 // -- .npy files ------------------------------------------------------------------------------------------
 
@@ -1469,7 +2101,8 @@ export function parseNpy(buffer) {
 /** The module's API as one object: `import TorchWebGPU from "./torch-webgpu.js"`. */
 const TorchWebGPU = {
   load, readBundle, parseSafetensors, tensorData, canonicalManifest, formatSignature, checkRequirements, unmet,
-  limitsOf, evaluate, evaluateAll, readZip, parseNpy, Model, BundleError, BundleFormatError, BundleIntegrityError,
+  limitsOf, evaluate, evaluateAll, readZip, parseNpy, assignMemory, sharedSlotSizes, samplerParams, Model,
+  LanguageModel, TextTokenizer, BundleError, BundleFormatError, BundleIntegrityError,
   BundleRequirementError, BundleSignatureError, BUNDLE_FORMAT, BUNDLE_FORMAT_VERSION, VERSION,
 };
 export default TorchWebGPU;
