@@ -1801,7 +1801,8 @@ export class LanguageModel {
     this.buckets = info.prompt_buckets.map(Number);
     this.vocabSize = Number(info.vocab_size);
     this.eosTokenIds = info.eos_token_ids.map(Number);
-    /** Figures of the last generation: prompt and new tokens, milliseconds of prefill and decode. */
+    /** The last generation: prompt and new token counts, milliseconds of prefill (to the first new token)
+     *  and decode (from there to the last), and the new ids. */
     this.stats = null;
     this.plans = new Map();
     this.weightBuffers = new Map();
@@ -1960,7 +1961,7 @@ export class LanguageModel {
     const bucket = this._bucket(length);
     samplerParams(this.vocabSize, { doSample, temperature, topK, topP });   // its errors before any work
     if (signal) signal.throwIfAborted();
-    const stats = { promptTokens: length, bucket, newTokens: 0, prefillMs: 0, decodeMs: 0 };
+    const stats = { promptTokens: length, bucket, newTokens: 0, prefillMs: 0, decodeMs: 0, ids: [] };
     this.stats = stats;
     if (maxNewTokens === 0) return;
     const device = this.device;
@@ -1996,6 +1997,7 @@ export class LanguageModel {
         const now = performance.now();
         if (step === 0) { firstAt = now; stats.prefillMs = now - start; } else stats.decodeMs = now - firstAt;
         stats.newTokens = step + 1;
+        stats.ids.push(token);
         yield token;
         if ((stopAtEos && eos.has(token)) || last) break;
         if (signal) signal.throwIfAborted();
