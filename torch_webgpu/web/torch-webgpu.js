@@ -1664,6 +1664,34 @@ function samplerRng(seed, step) {
   return [Number(s & 0xFFFFFFFFn), Number((s >> 32n) & 0xFFFFFFFFn), step, 0];
 }
 
+// The error texts of decode bundles a user can cause, verbatim from torch_webgpu/bundle/messages.py (same
+// placeholders: {bundle} is the bundle's name), so that both runtimes say the same thing.
+export const MESSAGES = {
+  EMPTY_PROMPT: "{bundle}: generate needs a non-empty prompt and max_new_tokens >= 0",
+  PROMPT_IDS_RANGE: "{bundle}: prompt ids must lie in [0, {vocab_size})",
+  PROMPT_OVER_BUCKET: "{bundle}: a prompt of {length} tokens is longer than the largest prefill bucket " +
+                      "({largest}); re-export with a larger prompt_buckets entry",
+  PROMPT_OVER_MAX_LEN: "{bundle}: {length} prompt + {new_tokens} new tokens exceed the bundle's max_len " +
+                       "{max_len} (its KV cache); re-export with a larger max_len",
+  GENERATION_RUNNING: "{bundle}: a generation is still running on this bundle; finish (or close) its stream " +
+                      "before starting another",
+  NO_TOKENIZER: "{bundle} was exported without a tokenizer, so it takes token ids, not text; re-export it " +
+                "with a tokenizer (export_decoder(..., tokenizer=tok) or torch-webgpu compile --decoder " +
+                "--tokenizer DIR), or give token ids",
+  NO_CHAT_TEMPLATE: "{bundle}: the tokenizer has no chat template ({file} has no \"chat_template\"); " +
+                    "generate from plain text, or re-export with a tokenizer that has one",
+  CHAT_TEMPLATE_REFUSED: "{bundle}: the chat template refused the messages: {reason}",
+  TOKENIZER_UNREADABLE: "{bundle}: {file} cannot be read as a Hugging Face tokenizer ({reason}); re-export " +
+                        "the bundle with a fast tokenizer",
+  TOKENIZER_CONFIG_UNREADABLE: "{bundle}: {file} is not a JSON object of tokenizer settings ({reason}); " +
+                               "re-export the bundle",
+};
+
+/** A MESSAGES text with its {placeholders} filled (Python's str.format of the same text). */
+function message(name, values) {
+  return MESSAGES[name].replace(/\{(\w+)\}/g, (_, key) => String(values[key]));
+}
+
 /** A module of the page or of node_modules: `@huggingface/tokenizers` or `@huggingface/jinja`. */
 async function importText(specifier, what) {
   try {
@@ -1671,92 +1699,194 @@ async function importText(specifier, what) {
   } catch (exc) {
     throw new BundleError(
       `${what} needs the npm package ${specifier}, which did not load (${exc.message}): install it with ` +
-      "`npm ci` in torch_webgpu/web (tools/setup_node.sh does), or give the page an import map for it " +
+      "`npm ci` in torch_webgpu/web (the set-up does), or give the page an import map for it " +
       "(`torch-webgpu serve` and `export-web` write one)");
   }
 }
 
-function jsonFile(files, file, where, what) {
-  const bytes = files.get(file);
-  if (!bytes) throw new BundleFormatError(`${where}: ${file} (${what}) is not among the bundle's files`);
-  try {
-    return JSON.parse(new TextDecoder().decode(bytes));
-  } catch (exc) {
-    throw new BundleFormatError(`${where}: ${file} is not valid JSON (${exc.message}); re-export the bundle`);
-  }
-}
-
-/** A token's text in a tokenizer_config.json entry: a string or an AddedToken object. */
+/** A token's text in a tokenizer_config.json entry: a string or an AddedToken object ({content}). */
 function tokenText(value) {
-  if (value && typeof value === "object") return value.content ?? null;
-  return value ?? null;
+  if (value && typeof value === "object") value = value.content;
+  return typeof value === "string" ? value : null;
 }
 
+// transformers' named special tokens: the chat template sees each one the tokenizer has as a variable.
 const SPECIAL_TOKEN_NAMES = ["bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
                              "mask_token"];
+const REASONING_FIELDS = ["reasoning_content", "thinking", "reasoning"];
+// The spaces transformers 5 cleans up when decoding with a non-BPE model that asks for it.
+const CLEAN_UP = [[" .", "."], [" ?", "?"], [" !", "!"], [" ,", ","], [" ' ", "'"], [" n't", "n't"], [" 'm", "'m"],
+                  [" 's", "'s"], [" 've", "'ve"], [" 're", "'re"]];
+
+function namedTemplates(value) {
+  if (typeof value === "string") return { default: value };
+  if (Array.isArray(value)) {   // tokenizer_config.json's named templates: [{name, template}]
+    return Object.fromEntries(value.filter((t) => t && typeof t === "object" && "name" in t).map((t) => [t.name, t.template]));
+  }
+  if (value && typeof value === "object") return Object.fromEntries(Object.entries(value).filter(([, v]) => typeof v === "string"));
+  return {};
+}
+
+/** The messages as plain objects without null values, reasoning under every name templates read. */
+function chatMessages(conversation, where) {
+  if (!Array.isArray(conversation) || !conversation.length) {
+    throw new BundleSignatureError(`${where}: a chat is a non-empty list of messages ({'role': 'user', 'content': ` +
+                                   `'...'}), not ${JSON.stringify(conversation ?? null).slice(0, 80)}`);
+  }
+  return conversation.map((m) => {
+    if (m === null || typeof m !== "object" || Array.isArray(m)) {
+      throw new BundleSignatureError(`${where}: chat messages are dicts with 'role' and 'content', not ${typeof m}`);
+    }
+    let out = Object.fromEntries(Object.entries(m).filter(([, v]) => v !== null && v !== undefined));
+    const key = REASONING_FIELDS.find((k) => k in out);
+    if (key !== undefined) out = { thinking: out[key], ...out, reasoning_content: out[key] };
+    return out;
+  });
+}
 
 /**
- * A decode bundle's tokenizer (tokenizer.json and tokenizer_config.json, through @huggingface/tokenizers)
- * and chat template (@huggingface/jinja, rendered as transformers' `apply_chat_template` renders it).
+ * A decode bundle's tokenizer (tokenizer.json + tokenizer_config.json through @huggingface/tokenizers)
+ * and chat template (@huggingface/jinja), as the Python loader's BundleTokenizer (bundle/tokenizer.py)
+ * reads them: the same ids, text and rendered templates.
  */
 export class TextTokenizer {
-  constructor(tokenizers, jinja, tokenizerJson, config, where) {
-    this.config = config;
+  constructor(tokenizers, jinja, tokenizerBytes, configBytes, where, files) {
     this.where = where;
+    this.files = files;
     this._jinja = jinja;
-    this._template = null;
-    /** The `@huggingface/tokenizers` Tokenizer underneath. */
-    this.raw = new tokenizers.Tokenizer(tokenizerJson, config);
-    /** Special tokens by name (bos_token, eos_token, ...), as strings. */
-    this.specialTokens = {};
-    for (const name of SPECIAL_TOKEN_NAMES) {
-      const text = tokenText(config[name]);
-      if (text) this.specialTokens[name] = text;
+    this._compiled = new Map();
+    const decoder = new TextDecoder("utf-8", { fatal: true });
+    try {
+      this.config = JSON.parse(decoder.decode(configBytes));
+      if (this.config === null || typeof this.config !== "object" || Array.isArray(this.config)) {
+        throw new Error("not a JSON object");
+      }
+    } catch (exc) {
+      throw new BundleFormatError(message("TOKENIZER_CONFIG_UNREADABLE",
+        { bundle: where, file: files[1], reason: String(exc.message).slice(0, 200) }));
     }
-    /** The chat template (tokenizer_config.json's "chat_template"), or null. */
-    this.chatTemplate = typeof config.chat_template === "string" ? config.chat_template : null;
+    try {
+      const json = JSON.parse(decoder.decode(tokenizerBytes));
+      this._modelType = json.model.type;
+      /** The `@huggingface/tokenizers` Tokenizer underneath. */
+      this.raw = new tokenizers.Tokenizer(json, this.config);
+    } catch (exc) {
+      throw new BundleFormatError(message("TOKENIZER_UNREADABLE",
+        { bundle: where, file: files[0], reason: String(exc.message || exc.name).split("\n")[0].slice(0, 200) }));
+    }
+    /** The special tokens the tokenizer has, by name (bos_token, eos_token, ...). */
+    this.specialTokensMap = {};
+    for (const name of SPECIAL_TOKEN_NAMES) {
+      const text = tokenText(this.config[name]);
+      if (text !== null) this.specialTokensMap[name] = text;
+    }
+    /** The chat templates by name ("default": tokenizer_config.json's "chat_template" when a string). */
+    this.chatTemplates = namedTemplates(this.config.chat_template);
   }
 
-  /** Token ids of `text` (with the tokenizer's special tokens, e.g. BOS, unless addSpecialTokens is false). */
+  /** The default chat template (null without one). */
+  get chatTemplate() { return this.chatTemplates.default ?? null; }
+  /** The number of token ids, added tokens included. */
+  get vocabSize() { return this.raw.get_vocab(true).size; }
+  get bosToken() { return this.specialTokensMap.bos_token ?? null; }
+  get eosToken() { return this.specialTokensMap.eos_token ?? null; }
+  /** The id of `token`, or null if it is not in the vocabulary. */
+  tokenToId(token) { return this.raw.token_to_id(token) ?? null; }
+
+  /** Token ids of `text`; `addSpecialTokens` (default true): the post-processor's, e.g. a bos token first. */
   encode(text, { addSpecialTokens = true } = {}) {
+    if (typeof text !== "string") throw new BundleSignatureError(`${this.where}: encode takes a str, not ${typeof text}`);
     return this.raw.encode(text, { add_special_tokens: addSpecialTokens }).ids;
   }
 
-  /** The text of `ids` (special tokens left out unless skipSpecialTokens is false), as `tokenizers` does. */
-  decode(ids, { skipSpecialTokens = true } = {}) {
-    return this.raw.decode(Array.from(ids, Number), { skip_special_tokens: skipSpecialTokens });
+  /** The text of `ids` (as transformers' fast tokenizers decode it; special tokens kept unless
+   *  skipSpecialTokens). */
+  decode(ids, { skipSpecialTokens = false } = {}) {
+    let text = this.raw.decode(Array.from(ids, Number), { skip_special_tokens: skipSpecialTokens,
+                                                            clean_up_tokenization_spaces: false });
+    if (this.config.clean_up_tokenization_spaces && this._modelType !== "BPE") {
+      for (const [before, after] of CLEAN_UP) text = text.split(before).join(after);
+    }
+    return text;
   }
 
-  /** The prompt text of a conversation ([{role, content}]), with the assistant's opening when
-   *  addGenerationPrompt (default true); `tokenize: true` gives its ids instead. */
-  applyChatTemplate(messages, { addGenerationPrompt = true, tokenize = false, ...kwargs } = {}) {
-    if (this.chatTemplate === null) {
-      throw new BundleError(`${this.where}: the bundle's tokenizer has no chat template (tokenizer_config.json ` +
-                            "has no \"chat_template\"); generate from text instead, or re-export with a " +
-                            "tokenizer that has one");
+  _template(chatTemplate, tools) {
+    const named = this.chatTemplates;
+    if (chatTemplate !== null && chatTemplate !== undefined) return named[chatTemplate] ?? chatTemplate;
+    if (tools !== null && tools !== undefined && "tool_use" in named) return named.tool_use;
+    if ("default" in named) return named.default;
+    if (!Object.keys(named).length) {
+      throw new BundleSignatureError(message("NO_CHAT_TEMPLATE", { bundle: this.where, file: this.files[1] }));
     }
-    if (this._template === null) this._template = new this._jinja.Template(this.chatTemplate);
-    const text = this._template.render({ messages, add_generation_prompt: addGenerationPrompt, tools: null,
-                                          documents: null, ...this.specialTokens, ...kwargs });
-    return tokenize ? this.encode(text, { addSpecialTokens: false }) : text;
+    throw new BundleSignatureError(`${this.where}: the tokenizer has several chat templates and no default; pass ` +
+                                   `chatTemplate: NAME, one of ${Object.keys(named).sort().join(", ")}`);
+  }
+
+  /**
+   * The chat rendered as text, as transformers' `apply_chat_template(..., tokenize=False)` renders it (the
+   * special tokens and `variables` are template variables): encode it with addSpecialTokens false.
+   */
+  applyChatTemplate(messages, { addGenerationPrompt = true, tools = null, documents = null, chatTemplate = null,
+                                ...variables } = {}) {
+    const source = this._template(chatTemplate, tools);
+    const chat = chatMessages(messages, this.where);
+    let compiled = this._compiled.get(source);
+    if (!compiled) { compiled = new this._jinja.Template(source); this._compiled.set(source, compiled); }
+    try {
+      return compiled.render({ ...this.specialTokensMap, ...variables, messages: chat, tools, documents,
+                               add_generation_prompt: addGenerationPrompt });
+    } catch (exc) {
+      throw new BundleSignatureError(message("CHAT_TEMPLATE_REFUSED", { bundle: this.where, reason: exc.message }));
+    }
   }
 }
 
-async function loadTokenizer(manifest, files, where, options) {
-  const spec = manifest.decoder.tokenizer;
-  if (!spec) return null;
-  const tokenizerJson = jsonFile(files, spec.json, where, "the tokenizer");
-  const config = jsonFile(files, spec.config, where, "the tokenizer's configuration");
-  const [tokenizers, jinja] = await Promise.all([
-    options.tokenizers || importText("@huggingface/tokenizers", `${where}: the bundle's tokenizer`),
-    options.jinja || importText("@huggingface/jinja", `${where}: the bundle's chat template`),
-  ]);
-  try {
-    return new TextTokenizer(tokenizers, jinja, tokenizerJson, config, where);
-  } catch (exc) {
-    throw new BundleFormatError(`${where}: ${spec.json} is not a tokenizer @huggingface/tokenizers can read ` +
-                                `(${exc.message}); re-export the bundle`);
+/** Text pieces of a growing token sequence (bundle/tokenizer.py's TextStream): `push(id)` gives the new
+ *  text, held back while the decoded tail is an incomplete character; `finish()` the rest. The pieces add
+ *  up to the decoded sequence. */
+export class TextStream {
+  constructor(tokenizer, skipSpecialTokens = true) {
+    this.tokenizer = tokenizer;
+    this.skipSpecialTokens = skipSpecialTokens;
+    this.ids = [];
+    this.text = "";
   }
+
+  push(token) {
+    this.ids.push(Number(token));
+    const text = this.tokenizer.decode(this.ids, { skipSpecialTokens: this.skipSpecialTokens });
+    if (text.endsWith(REPLACEMENT) || !text.startsWith(this.text)) return "";
+    const piece = text.slice(this.text.length);
+    this.text = text;
+    return piece;
+  }
+
+  finish() {
+    const text = this.tokenizer.decode(this.ids, { skipSpecialTokens: this.skipSpecialTokens });
+    if (!text.startsWith(this.text)) {
+      throw new BundleError(`${this.tokenizer.where}: the tokenizer's decoder changed text it had given out; ` +
+                            "streamed pieces would not add up to the text");
+    }
+    const piece = text.slice(this.text.length);
+    this.text = text;
+    return piece;
+  }
+}
+
+async function loadTokenizer(manifest, files, where, name, options) {
+  const entry = manifest.decoder.tokenizer;
+  if (!entry) return null;
+  const names = [entry.json, entry.config];
+  const missing = names.filter((n) => !files.has(n));
+  if (missing.length) {
+    throw new BundleFormatError(`${name}: the manifest's tokenizer names [${missing.map((n) => `'${n}'`).join(", ")}], ` +
+                                "which the bundle does not list; re-export it");
+  }
+  const [tokenizers, jinja] = await Promise.all([
+    options.tokenizers || importText("@huggingface/tokenizers", `${name}: the bundle's tokenizer`),
+    options.jinja || importText("@huggingface/jinja", `${name}: the bundle's chat template`),
+  ]);
+  return new TextTokenizer(tokenizers, jinja, files.get(names[0]), files.get(names[1]), name, names);
 }
 
 async function loadLanguageModel(manifest, files, where, options) {
@@ -1768,7 +1898,8 @@ async function loadLanguageModel(manifest, files, where, options) {
     throw new BundleFormatError(`${where}: the decode bundle has no sampler (decoder.sampler); it was written by ` +
                                 "an older torch-webgpu: re-export it");
   }
-  const tokenizer = await loadTokenizer(manifest, files, where, options);
+  const name = where.replace(/\/+$/, "").split("/").pop();
+  const tokenizer = await loadTokenizer(manifest, files, where, name, options);
   const device = await openDevice(manifest.requires, options);
   const lm = new LanguageModel(manifest, device, where, tokenizer);
   lm._ownsDevice = !options.device;
@@ -1808,7 +1939,7 @@ export class LanguageModel {
     this.weightBuffers = new Map();
     this.slotBuffers = new Map();
     this._owned = [];
-    this._queue = Promise.resolve();
+    this._running = false;
   }
 
   _buffer(size, label, usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST) {
@@ -1900,70 +2031,62 @@ export class LanguageModel {
 
   _bucket(length) {
     for (const bucket of this.buckets) if (length <= bucket) return bucket;
-    throw new BundleSignatureError(`${this.name}: a prompt of ${length} tokens is longer than the largest prefill ` +
-                                   `bucket (${this.buckets[this.buckets.length - 1]}); re-export with a larger ` +
-                                   "prompt_buckets entry");
+    throw new BundleSignatureError(message("PROMPT_OVER_BUCKET", { bundle: this.name, length,
+                                                                   largest: this.buckets[this.buckets.length - 1] }));
   }
 
-  _needTokenizer() {
-    if (this.tokenizer === null) {
-      throw new BundleError(`${this.name} has no tokenizer: pass token ids to generateIds(), or re-export the ` +
-                            "bundle with its tokenizer (export_decoder(..., tokenizer=...), or compile --tokenizer)");
-    }
+  _textTokenizer() {
+    if (this.tokenizer === null) throw new BundleSignatureError(message("NO_TOKENIZER", { bundle: this.name }));
     return this.tokenizer;
   }
 
-  /** Token ids of a prompt: text (encoded by the bundle's tokenizer) or ids (an array or typed array). */
+  /** Token ids of a prompt: text (encoded by the bundle's tokenizer, its special tokens added) or ids. */
   _promptIds(prompt) {
-    if (typeof prompt === "string") return this._needTokenizer().encode(prompt);
+    if (typeof prompt === "string") return this._textTokenizer().encode(prompt);
     if (Array.isArray(prompt) || ArrayBuffer.isView(prompt)) return Array.from(prompt, Number);
-    throw new TypeError("a prompt is text (a string) or token ids (an array or typed array)");
+    throw new TypeError(`${this.name}: a prompt is text (a string) or token ids (an array or typed array)`);
   }
 
-  /** Serialises generations on this model: one at a time, in the order they were asked for. */
-  async _lock() {
-    let unlock;
-    const previous = this._queue;
-    this._queue = new Promise((resolve) => { unlock = resolve; });
-    await previous;
-    return unlock;
+  /** The number of new tokens to generate (BundleSignatureError for a prompt that cannot run): the Python
+   *  loader's checks, in its order. */
+  _checkPrompt(ids, maxNewTokens) {
+    const length = ids.length;
+    if (maxNewTokens === null || maxNewTokens === undefined) maxNewTokens = Math.max(this.maxLen - length, 0);
+    if (length === 0 || !(maxNewTokens >= 0)) throw new BundleSignatureError(message("EMPTY_PROMPT", { bundle: this.name }));
+    if (ids.some((t) => !Number.isInteger(t) || t < 0 || t >= this.vocabSize)) {
+      throw new BundleSignatureError(message("PROMPT_IDS_RANGE", { bundle: this.name, vocab_size: this.vocabSize }));
+    }
+    if (length + maxNewTokens > this.maxLen) {
+      throw new BundleSignatureError(message("PROMPT_OVER_MAX_LEN", { bundle: this.name, length,
+                                                                      new_tokens: maxNewTokens, max_len: this.maxLen }));
+    }
+    this._bucket(length);
+    return maxNewTokens;
   }
 
   /**
-   * The new token ids, streamed as each is read back: greedy, or with `doSample` sampled on the device with
-   * `temperature`, `topK` and `topP` (transformers' order; the same `seed` draws the same tokens as the
-   * Python loader). Stops after `maxNewTokens` (default 32) or at an end-of-sequence id (unless
-   * `stopAtEos` is false); `signal` (an AbortSignal) stops it between tokens.
+   * The new token ids of `prompt` (text or ids), streamed as each is read back: greedy, or with `doSample`
+   * sampled on the device with `temperature`, `topK` and `topP` (transformers' order; a `seed` draws the
+   * same tokens as in the Python loader). Up to `maxNewTokens` (default: until the KV cache is full) or an
+   * end-of-sequence id (unless `stopAtEos` is false); `signal` (an AbortSignal) stops it between tokens
+   * with the signal's reason. One generation runs at a time on a model.
    */
   async *generateIds(prompt, options = {}) {
     const ids = this._promptIds(prompt);
-    const unlock = await this._lock();
-    try {
-      yield* this._generate(ids, options);
-    } finally {
-      unlock();
-    }
+    yield* this._tokens(ids, this._checkPrompt(ids, options.maxNewTokens), options);
   }
 
-  async *_generate(ids, { maxNewTokens = 32, doSample = false, temperature = 1.0, topK = 0, topP = 1.0, seed = 0,
-                          stopAtEos = true, signal = null } = {}) {
-    const length = ids.length;
-    if (length === 0 || !(maxNewTokens >= 0)) {
-      throw new BundleSignatureError("generate needs a non-empty prompt and max_new_tokens >= 0");
-    }
-    if (ids.some((t) => !Number.isInteger(t) || t < 0 || t >= this.vocabSize)) {
-      throw new BundleSignatureError(`prompt ids must lie in [0, ${this.vocabSize})`);
-    }
-    if (length + maxNewTokens > this.maxLen) {
-      throw new BundleSignatureError(`${length} prompt + ${maxNewTokens} new tokens exceed the bundle's max_len ` +
-                                     `${this.maxLen} (its KV cache); re-export with a larger max_len`);
-    }
-    const bucket = this._bucket(length);
+  async *_tokens(ids, maxNewTokens, { doSample = false, temperature = 1.0, topK = 0, topP = 1.0, seed = 0,
+                                      stopAtEos = true, signal = null } = {}) {
     samplerParams(this.vocabSize, { doSample, temperature, topK, topP });   // its errors before any work
     if (signal) signal.throwIfAborted();
+    const length = ids.length;
+    const bucket = this._bucket(length);
     const stats = { promptTokens: length, bucket, newTokens: 0, prefillMs: 0, decodeMs: 0, ids: [] };
+    if (maxNewTokens === 0) { this.stats = stats; return; }
+    if (this._running) throw new BundleSignatureError(message("GENERATION_RUNNING", { bundle: this.name }));
+    this._running = true;
     this.stats = stats;
-    if (maxNewTokens === 0) return;
     const device = this.device;
     const eos = new Set(this.eosTokenIds);
     const padded = new Int32Array(bucket);
@@ -2006,6 +2129,7 @@ export class LanguageModel {
     } catch (exc) {
       failure = exc;
     } finally {
+      this._running = false;
       const oom = await device.popErrorScope();
       const invalid = await device.popErrorScope();
       if (failure === null || !(failure instanceof BundleError)) {
@@ -2017,47 +2141,36 @@ export class LanguageModel {
   }
 
   /**
-   * The text the model writes after `prompt` (text, or token ids), streamed in pieces as tokens arrive; a
-   * character split across tokens comes whole, with its last token. Options as generateIds.
+   * The text the model writes after `prompt` (text, encoded with the tokenizer's special tokens, or token
+   * ids), streamed in pieces as tokens arrive: the continuation only, decoded without special tokens (unless
+   * `skipSpecialTokens` is false); a character split across tokens comes whole, with its last token, and the
+   * pieces add up to the decoded text. Options as generateIds.
    */
   async *generate(prompt, options = {}) {
-    const tokenizer = this._needTokenizer();
+    const tokenizer = this._textTokenizer();
     const ids = this._promptIds(prompt);
-    const unlock = await this._lock();
-    try {
-      yield* this._stream(tokenizer, ids, options);
-    } finally {
-      unlock();
-    }
+    yield* this._pieces(tokenizer, ids, options);
   }
 
-  async *_stream(tokenizer, ids, options) {
-    const generated = [];
-    let shown = 0;
-    for await (const token of this._generate(ids, options)) {
-      generated.push(token);
-      const text = tokenizer.decode(generated);
-      // An incomplete UTF-8 sequence decodes to U+FFFD: wait for the token that completes it.
-      if (text.length > shown && !text.endsWith(REPLACEMENT)) {
-        yield text.slice(shown);
-        shown = text.length;
-      }
+  async *_pieces(tokenizer, ids, options) {
+    const text = new TextStream(tokenizer, options.skipSpecialTokens ?? true);
+    for await (const token of this._tokens(ids, this._checkPrompt(ids, options.maxNewTokens), options)) {
+      const piece = text.push(token);
+      if (piece) yield piece;
     }
-    const text = tokenizer.decode(generated);
-    if (text.length > shown) yield text.slice(shown);
+    const rest = text.finish();
+    if (rest) yield rest;
   }
 
-  /** The assistant's reply to a conversation ([{role, content}], the bundle's chat template), streamed as
-   *  generate streams text. */
+  /**
+   * The assistant's reply to `messages` ([{role: "user", content: "..."}, ...]): the bundle's chat template
+   * rendered with a generation prompt (`options.templateVariables`: more template variables, e.g. tools),
+   * then generate of its tokens (no special tokens added: the template has them), streamed as text.
+   */
   async *chat(messages, options = {}) {
-    const tokenizer = this._needTokenizer();
-    const ids = tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, tokenize: true });
-    const unlock = await this._lock();
-    try {
-      yield* this._stream(tokenizer, ids, options);
-    } finally {
-      unlock();
-    }
+    const tokenizer = this._textTokenizer();
+    const text = tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, ...(options.templateVariables || {}) });
+    yield* this._pieces(tokenizer, tokenizer.encode(text, { addSpecialTokens: false }), options);
   }
 
   /** Destroy the model's buffers, and its device if `load` created it (a device passed in stays). */

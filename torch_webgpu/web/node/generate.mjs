@@ -39,7 +39,7 @@ function options() {
       allowPositionals: true,
       options: {
         prompt: { type: "string" }, ids: { type: "string" }, chat: { type: "boolean", default: false },
-        "max-new-tokens": { type: "string", default: "32" }, sample: { type: "boolean", default: false },
+        "max-new-tokens": { type: "string" }, sample: { type: "boolean", default: false },
         temperature: { type: "string", default: "1.0" }, "top-k": { type: "string", default: "0" },
         "top-p": { type: "string", default: "1.0" }, seed: { type: "string", default: "0" },
         "ignore-eos": { type: "boolean", default: false }, repeat: { type: "string", default: "0" },
@@ -66,7 +66,7 @@ function options() {
   return {
     bundle: positionals[0], prompt, chat: values.chat, json: values.json, repeat: number("repeat", (v) => parseInt(v, 10)),
     generation: {
-      maxNewTokens: number("max-new-tokens", (v) => parseInt(v, 10)), doSample: values.sample,
+      maxNewTokens: values["max-new-tokens"] === undefined ? null : number("max-new-tokens", (v) => parseInt(v, 10)), doSample: values.sample,
       temperature: number("temperature"), topK: number("top-k", (v) => parseInt(v, 10)), topP: number("top-p"),
       seed: BigInt(values.seed), stopAtEos: !values["ignore-eos"],
     },
@@ -80,7 +80,8 @@ async function generateOnce(lm, args, write) {
   let prompt = args.prompt;
   if (args.chat) {
     if (typeof prompt !== "string") fail("--chat takes --prompt TEXT");
-    prompt = lm._needTokenizer().applyChatTemplate([{ role: "user", content: prompt }], { tokenize: true });
+    const tokenizer = lm._textTokenizer();
+    prompt = tokenizer.encode(tokenizer.applyChatTemplate([{ role: "user", content: prompt }]), { addSpecialTokens: false });
   }
   if (lm.tokenizer) {
     // Text streams through generate; the ids come from the same run.
