@@ -136,7 +136,8 @@ def _parser() -> argparse.ArgumentParser:
         "serve", help="serve a bundle and a page that runs it in the browser (torch-webgpu.js)",
         description="Start a local HTTP server with a page that shows the bundle's signature, runs it on "
                     "random or uploaded (.npy) inputs through torch-webgpu.js and shows the outputs and the "
-                    "time per call. Open the printed URL in a browser with WebGPU; Ctrl-C stops.")
+                    "time per call; for a decode bundle, a chat page (streamed replies, tokens/s, sampling "
+                    "controls). Open the printed URL in a browser with WebGPU; Ctrl-C stops.")
     w.add_argument("bundle", help="bundle directory or .zip")
     w.add_argument("--port", type=int, default=8000, help="TCP port (default 8000; 0 picks a free one)")
     w.add_argument("--host", default="127.0.0.1",
@@ -150,7 +151,9 @@ def _parser() -> argparse.ArgumentParser:
     e = sub.add_parser(
         "export-web", help="write the bundle, torch-webgpu.js and the page as static files",
         description="Write index.html, app.js, page.css, torch-webgpu.js (+ .d.ts), config.json and a "
-                    "copy of the bundle into DIR, for any static web host (served over https or localhost).")
+                    "copy of the bundle into DIR, for any static web host (served over https or localhost); "
+                    "a decode bundle gets the chat page (index.html, chat.js) and, with a tokenizer, "
+                    "vendor/ with the ES modules of @huggingface/tokenizers and @huggingface/jinja.")
     e.add_argument("bundle", help="bundle directory or .zip")
     e.add_argument("directory", metavar="DIR", help="output directory (created)")
     e.add_argument("--weights", metavar="FILE.safetensors",
@@ -490,27 +493,31 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 # -- web -----------------------------------------------------------------------------------------------
 
-def _refuse_decoder(manifest: dict, bundle: Any) -> None:
+def _page_of(manifest: dict, bundle: Any) -> str:
+    """What the page of `bundle` shows: its signature, or a decode bundle's chat."""
     if manifest.get("kind") == "decoder":
-        raise ValueError(f"{bundle} is a decode bundle, which torch-webgpu.js does not run yet; use "
-                         "`torch-webgpu generate` (or torch_webgpu.load(path).generate) instead")
+        info = manifest["decoder"]
+        text = "text (its tokenizer)" if info.get("tokenizer") else "token ids (no tokenizer)"
+        return (f"the decode bundle {bundle} in a chat page: {text}, max_len {info['max_len']}, prompt "
+                f"buckets {info['prompt_buckets']}")
+    from torch_webgpu.bundle.loader import format_signature
+
+    return f"{bundle} {format_signature(manifest['inputs'], manifest['outputs'])}"
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """`torch-webgpu serve`."""
     from torch_webgpu.bundle.format import read_manifest
-    from torch_webgpu.bundle.loader import format_signature
 
     from .web import bundle_mounts, make_server, page_config
 
     bundle = Path(args.bundle)
     manifest = read_manifest(bundle)   # a corrupted bundle fails here, not only in the page
-    _refuse_decoder(manifest, bundle)
     weights = Path(args.weights) if args.weights else None
     server = make_server(bundle_mounts(bundle, weights), page_config(bundle, weights), args.host, args.port,
                          args.verbose)
     host, port = server.server_address[:2]
-    print(f"serving {bundle} {format_signature(manifest['inputs'], manifest['outputs'])}")
+    print(f"serving {_page_of(manifest, bundle)}")
     print(f"open http://{'localhost' if host in ('127.0.0.1', '::1') else host}:{port}/ (Ctrl-C stops)",
           flush=True)
     try:
@@ -524,11 +531,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_export_web(args: argparse.Namespace) -> int:
     """`torch-webgpu export-web`."""
-    from torch_webgpu.bundle.format import read_manifest
-
     from .web import export_web
 
-    _refuse_decoder(read_manifest(args.bundle), args.bundle)
     out = export_web(args.bundle, args.directory, args.weights)
     print(f"wrote {out}: index.html and torch-webgpu.js with the bundle; serve the directory over https "
           "(or localhost) and open index.html")
