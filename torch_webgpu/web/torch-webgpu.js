@@ -1,5 +1,7 @@
 // torch-webgpu.js: runs torch-webgpu bundles (manifest.json + one .wgsl per executable + safetensors
-// weights) in a browser or any JavaScript host with WebGPU. No dependencies.
+// weights) in a browser or any JavaScript host with WebGPU (Node: the npm package `webgpu`). Decode bundles
+// (language models) generate text; their tokenizer and chat template run on @huggingface/tokenizers and
+// @huggingface/jinja, imported only for a bundle that has a tokenizer.
 //
 // The bundle's low-IR plan is this module's only contract with the compiler: it executes the plan's
 // nodes (allocate, free, upload, dispatch, copy, fill, barrier, output) exactly as the Python executor
@@ -9,6 +11,9 @@
 //   import * as TorchWebGPU from "./torch-webgpu.js";
 //   const model = await TorchWebGPU.load("mlp.bundle/");
 //   const [y] = await model.run([new Float32Array(64)]);   // y = {data, shape, dtype}
+//
+//   const lm = await TorchWebGPU.load("llama.bundle/");     // a decode bundle: a LanguageModel
+//   for await (const piece of lm.generate("Once upon a time", {maxNewTokens: 32})) show(piece);
 
 export const BUNDLE_FORMAT = "torch-webgpu-bundle";
 export const BUNDLE_FORMAT_VERSION = 1;
@@ -2217,7 +2222,7 @@ export function parseNpy(buffer) {
 const TorchWebGPU = {
   load, readBundle, parseSafetensors, tensorData, canonicalManifest, formatSignature, checkRequirements, unmet,
   limitsOf, evaluate, evaluateAll, readZip, parseNpy, assignMemory, sharedSlotSizes, samplerParams, Model,
-  LanguageModel, TextTokenizer, BundleError, BundleFormatError, BundleIntegrityError,
+  LanguageModel, TextTokenizer, TextStream, MESSAGES, BundleError, BundleFormatError, BundleIntegrityError,
   BundleRequirementError, BundleSignatureError, BUNDLE_FORMAT, BUNDLE_FORMAT_VERSION, VERSION,
 };
 export default TorchWebGPU;
