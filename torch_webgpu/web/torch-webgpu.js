@@ -109,7 +109,8 @@ export function formatSignature(inputs, outputs) {
 // -- sha256 and the manifest's canonical form --------------------------------------------------------------
 
 async function sha256Hex(bytes) {
-  const subtle = globalThis.crypto && globalThis.crypto.subtle;
+  let subtle = globalThis.crypto && globalThis.crypto.subtle;
+  if (!subtle && isNode()) subtle = (await import("node:crypto")).webcrypto.subtle;   // Node 18: not global
   if (!subtle) {
     throw new BundleError("crypto.subtle is unavailable (pages must be a secure context: https or " +
                           "localhost); it is needed to verify the bundle's sha256 hashes");
