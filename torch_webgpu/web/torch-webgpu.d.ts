@@ -128,6 +128,10 @@ export interface GenerationStats {
   prefillMs: number;
   /** From the first new token to the last. */
   decodeMs: number;
+  /** Host time recording and submitting the commands of the prefill (with the first decode step) and of
+   *  the later steps: the rest is waiting for the device. */
+  prefillHostMs: number;
+  decodeHostMs: number;
   /** The new token ids. */
   ids: number[];
 }

@@ -844,6 +844,16 @@ class Recorder {
   }
 }
 
+/** A Recorder's interface that keeps the commands instead of encoding them: a plan's call resolved once
+ *  (pipelines, bind groups, copies), replayed into a Recorder on every call. */
+class CommandList {
+  constructor() { this.commands = []; }
+  dispatch(pipeline, group, grid) { this.commands.push({ pipeline, group, grid }); }
+  copy(src, srcOffset, dst, dstOffset, size) { this.commands.push({ src, srcOffset, dst, dstOffset, size }); }
+  clear(buffer, offset, size) { this.commands.push({ clear: true, buffer, offset, size }); }
+  submit() { throw new BundleFormatError("a plan's per-call nodes upload constants; only its init nodes may"); }
+}
+
 // -- the model --------------------------------------------------------------------------------------------
 
 /**
@@ -1460,17 +1470,31 @@ export class Model {
    */
   _recordInto(recorder, inputs, into) {
     const layout = this._layouts.values().next().value;
-    const buffers = new Map([...this._static, ...layout.buffers]);
     inputs.forEach((value, k) => {
-      const name = `in${k}`;
-      if (isGPUBuffer(value)) { buffers.set(name, [value, 0]); return; }
-      const [buffer] = layout.hostInputs.get(name);
+      if (isGPUBuffer(value)) return;
+      const [buffer] = layout.hostInputs.get(`in${k}`);
       this._write(buffer, 0, new Uint8Array(value.buffer, value.byteOffset, value.byteLength));
-      buffers.set(name, layout.hostInputs.get(name));
     });
-    const state = { recorder, buffers, dispatches: layout.dispatches, layout, results: new Map(), into,
-                    phase: layout.key };
-    layout.main.forEach((node, index) => { state.dispatchIndex = index; this._execute(state, node); });
+    // The commands of a call depend only on which buffers it binds: resolved once per binding, replayed.
+    const key = [...inputs.map((v) => (isGPUBuffer(v) ? bufferId(v) : "host")), ...into.map(bufferId)].join(",");
+    this._programs = this._programs || new Map();
+    let program = this._programs.get(key);
+    if (!program) {
+      const buffers = new Map([...this._static, ...layout.buffers]);
+      inputs.forEach((value, k) => buffers.set(`in${k}`, isGPUBuffer(value) ? [value, 0] : layout.hostInputs.get(`in${k}`)));
+      const capture = new CommandList();
+      const state = { recorder: capture, buffers, dispatches: layout.dispatches, layout, results: new Map(), into,
+                      phase: layout.key };
+      layout.main.forEach((node, index) => { state.dispatchIndex = index; this._execute(state, node); });
+      program = capture.commands;
+      if (this._programs.size >= 4) this._programs.delete(this._programs.keys().next().value);
+      this._programs.set(key, program);
+    }
+    for (const c of program) {
+      if (c.pipeline) recorder.dispatch(c.pipeline, c.group, c.grid);
+      else if (c.clear) recorder.clear(c.buffer, c.offset, c.size);
+      else recorder.copy(c.src, c.srcOffset, c.dst, c.dstOffset, c.size);
+    }
     this.calls += 1;
   }
 
@@ -1939,7 +1963,8 @@ export class LanguageModel {
     this.vocabSize = Number(info.vocab_size);
     this.eosTokenIds = info.eos_token_ids.map(Number);
     /** The last generation: prompt and new token counts, milliseconds of prefill (to the first new token)
-     *  and decode (from there to the last), and the new ids. */
+     *  and decode (from there to the last), of host time recording and submitting them (prefillHostMs,
+     *  decodeHostMs), and the new ids. */
     this.stats = null;
     this.plans = new Map();
     this.weightBuffers = new Map();
@@ -2088,7 +2113,8 @@ export class LanguageModel {
     if (signal) signal.throwIfAborted();
     const length = ids.length;
     const bucket = this._bucket(length);
-    const stats = { promptTokens: length, bucket, newTokens: 0, prefillMs: 0, decodeMs: 0, ids: [] };
+    const stats = { promptTokens: length, bucket, newTokens: 0, prefillMs: 0, decodeMs: 0, prefillHostMs: 0,
+                    decodeHostMs: 0, ids: [] };
     if (maxNewTokens === 0) { this.stats = stats; return; }
     if (this._running) throw new BundleSignatureError(message("GENERATION_RUNNING", { bundle: this.name }));
     this._running = true;
@@ -2107,6 +2133,7 @@ export class LanguageModel {
       this.plans.get(`prefill-${bucket}`)._recordInto(recorder, [padded, Int32Array.of(length - 1)],
                                                       [this._logits, this._caches[0]]);
       let cache = 0;
+      let recordFrom = start;
       for (let step = 0; step < maxNewTokens; step++) {
         const params = samplerParams(this.vocabSize, { doSample, temperature, topK, topP }, samplerRng(seed, step));
         device.queue.writeBuffer(this._params, 0, params);
@@ -2120,6 +2147,8 @@ export class LanguageModel {
           cache = 1 - cache;
         }
         recorder.submit();
+        // host time recording and submitting (not waiting): the first submit holds the prefill
+        stats[step === 0 ? "prefillHostMs" : "decodeHostMs"] += performance.now() - recordFrom;
         await this._readback.mapAsync(GPUMapMode.READ, 0, 4);
         const token = new Int32Array(this._readback.getMappedRange(0, 4))[0];
         this._readback.unmap();
@@ -2130,6 +2159,7 @@ export class LanguageModel {
         yield token;
         if ((stopAtEos && eos.has(token)) || last) break;
         if (signal) signal.throwIfAborted();
+        recordFrom = performance.now();
         recorder = new Recorder(device);
       }
     } catch (exc) {

@@ -99,6 +99,8 @@ function rates(stats) {
     prefill_ms: stats.prefillMs, decode_ms: stats.decodeMs,
     prefill_tokens_per_s: stats.promptTokens / (stats.prefillMs / 1000),
     decode_tokens_per_s: stats.newTokens > 1 ? (stats.newTokens - 1) / (stats.decodeMs / 1000) : null,
+    decode_ms_per_step: stats.newTokens > 1 ? stats.decodeMs / (stats.newTokens - 1) : null,
+    decode_host_ms_per_step: stats.newTokens > 1 ? stats.decodeHostMs / (stats.newTokens - 1) : null,
   };
 }
 
@@ -140,7 +142,8 @@ async function main() {
     return values.length ? values[Math.floor(values.length / 2)] : null;
   };
   const summary = { prefill_tokens_per_s: median("prefill_tokens_per_s"), decode_tokens_per_s: median("decode_tokens_per_s"),
-                    prefill_ms: median("prefill_ms") };
+                    prefill_ms: median("prefill_ms"), decode_ms_per_step: median("decode_ms_per_step"),
+                    decode_host_ms_per_step: median("decode_host_ms_per_step") };
   if (args.json) {
     process.stdout.write(JSON.stringify({ bundle: args.bundle, runtime: "torch-webgpu.js", host: `node ${process.version}`,
       adapter, load_ms: loadMs, ids: first.ids, text: first.text ?? null, runs, ...summary }) + "\n");
