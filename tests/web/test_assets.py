@@ -27,7 +27,8 @@ def test_chat_page_files_are_in_the_package_and_map_the_text_libraries():
         assert asset(name).stat().st_size > 0, name
     html = asset("chat.html").read_text()
     assert 'src="chat.js"' in html and 'href="page.css"' in html
-    imports = json.loads(re.search(r'<script type="importmap">(.*?)</script>', html, re.S).group(1))["imports"]
+    importmap = re.search(r'<script type="importmap">(.*?)</script>', html, re.S).group(1)
+    imports = json.loads(importmap)["imports"]
     assert imports == {package: f"./{page_path}" for package, (_, page_path) in TEXT_LIBRARIES.items()}
 
 
