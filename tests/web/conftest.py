@@ -184,6 +184,21 @@ def build_web_language_model(web_root):
 
 
 @pytest.fixture(scope="session")
+def f16_language_bundle(build_web_language_model, web_root):
+    """The tiny Llama in float16 as a decode bundle with its tokenizer (it requires shader-f16)."""
+    import copy
+
+    import torch
+
+    import torch_webgpu
+
+    lm = build_web_language_model("llama", "f32")
+    half = copy.deepcopy(lm.model).to(torch.float16)
+    return torch_webgpu.export_decoder(half, web_root / "lm" / "llama-f16", tokenizer=lm.tokenizer,
+                                       max_len=32, prompt_buckets=(8,), f16=True, target="webgpu-core")
+
+
+@pytest.fixture(scope="session")
 def lm_page(page, web_server, web_root):
     """The browser on a page of the test server whose import map gives @huggingface/tokenizers and
     @huggingface/jinja (what the chat page's does): a decode bundle with a tokenizer loads there."""

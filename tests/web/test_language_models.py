@@ -4,7 +4,6 @@ token what transformers gives on CPU and what the Python loader gives, greedy an
 tokenizers and chat templates give what `tokenizers` and transformers give; a user's mistakes get the
 Python loader's error texts."""
 
-import copy
 import json
 import re
 import shutil
@@ -181,14 +180,8 @@ def test_corrupted_tokenizer_files_give_the_loaders_errors(build_web_language_mo
     assert re.fullmatch(template, message) and re.fullmatch(template, page_message), (message, page_message)
 
 
-def test_an_f16_bundle_on_an_adapter_without_shader_f16(build_web_language_model, lm_page, run_lm_in_page,
-                                                        web_root):
-    import torch
-
-    lm = build_web_language_model("llama", "f32")
-    half = copy.deepcopy(lm.model).to(torch.float16)
-    path = torch_webgpu.export_decoder(half, web_root / "lm" / "llama-f16", tokenizer=lm.tokenizer,
-                                       max_len=32, prompt_buckets=(8,), f16=True, target="webgpu-core")
+def test_an_f16_bundle_on_an_adapter_without_shader_f16(f16_language_bundle, lm_page, run_lm_in_page):
+    path = f16_language_bundle
     requires = json.loads((path / "manifest.json").read_text())["requires"]
     assert "shader-f16" in requires["features"]
     adapter = lm_page.execute_async_script(
