@@ -20,6 +20,9 @@ examples:
   torch-webgpu compile models.py:MLP --input 4x16xf32 -o mlp.bundle
   torch-webgpu compile model.pt2 --target webgpu-core -o model.zip
   torch-webgpu compile models.py:MLP --input 4x16xf32 --compile-to=wgsl -o shaders/
+  torch-webgpu compile models.py:tiny_llama --decoder --tokenizer tok/ -o llama.bundle
+  torch-webgpu generate llama.bundle --prompt "Once upon a time"   # streams the generated text
+  torch-webgpu generate llama.bundle --chat                        # a conversation on the terminal
   torch-webgpu run mlp.bundle --input @x.npy --output @y.npy
   torch-webgpu run mlp.bundle --input 4x16xf32=1 --benchmark 100
   torch-webgpu inspect mlp.bundle
@@ -82,15 +85,28 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--prompt-buckets", default="16,64", metavar="L1,L2,...",
                    help="with --decoder: prompt lengths with a prefill plan of their own; a prompt runs in "
                         "the smallest bucket that holds it (default 16,64)")
+    c.add_argument("--tokenizer", metavar="DIR|FILE",
+                   help="with --decoder: the model's tokenizer, a directory holding tokenizer.json [+ "
+                        "tokenizer_config.json, chat_template.jinja] (what save_pretrained writes) or a "
+                        "tokenizer.json file; stored in the bundle for `generate --prompt TEXT` and --chat")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     c.set_defaults(func=cmd_compile)
 
     g = sub.add_parser(
-        "generate", help="generate tokens with a decode bundle (compile --decoder)",
-        description="Greedy (default) or sampled decoding with a decode bundle; prints the token ids.")
+        "generate", help="generate text (or token ids) with a decode bundle (compile --decoder)",
+        description="Greedy (default) or sampled decoding with a decode bundle. A bundle compiled with "
+                    "--tokenizer takes text: --prompt TEXT streams the generated text to stdout; --chat "
+                    "applies the chat template (one turn with --prompt, else a conversation: one user "
+                    "message per line of stdin). --ids takes token ids and prints the prompt's and new ids.")
     g.add_argument("bundle", help="decode bundle directory or .zip")
-    g.add_argument("--prompt", required=True, metavar="ID,ID,...", help="the prompt's token ids")
-    g.add_argument("--max-new-tokens", type=int, default=16, metavar="N")
+    g.add_argument("--prompt", metavar="TEXT", help="the prompt text (needs a bundle with a tokenizer)")
+    g.add_argument("--ids", metavar="ID,ID,...", help="the prompt as token ids; prints token ids")
+    g.add_argument("--chat", action="store_true",
+                   help="apply the bundle's chat template: --prompt is the user's message; without it, a "
+                        "conversation over stdin (interactive on a terminal; Ctrl-D ends it)")
+    g.add_argument("--system", metavar="TEXT", help="with --chat: a system message first")
+    g.add_argument("--max-new-tokens", type=int, default=None, metavar="N",
+                   help="at most N new tokens (default: until an end-of-sequence token or max_len)")
     g.add_argument("--sample", action="store_true",
                    help="sample (temperature, top-k, top-p) instead of greedy")
     g.add_argument("--temperature", type=float, default=1.0)
@@ -268,6 +284,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     if args.decoder:
         return _compile_decoder(args, bar, start)
+    if args.tokenizer:
+        raise ValueError("--tokenizer goes with --decoder (a decode bundle's text in and out)")
     phase("load model")
     target = ex.make_target(args.target, args.f16)
     model = _load_model(args.model)
@@ -327,28 +345,96 @@ def _compile_decoder(args: argparse.Namespace, bar: Any, start: float) -> int:
     bar.update()
     bar.set_postfix_str("compile prefill and decode plans")
     path = export_decoder(model, args.output, max_len=args.max_len, prompt_buckets=buckets,
-                          target=args.target, f16=args.f16, source=args.model)
+                          target=args.target, f16=args.f16, source=args.model, tokenizer=args.tokenizer)
     bar.update(bar.total - bar.n)
     bar.close()
-    print(f"wrote decode bundle {path} (prompt buckets {buckets}, max_len {args.max_len}) in "
+    text = f", tokenizer from {args.tokenizer}" if args.tokenizer else ""
+    print(f"wrote decode bundle {path} (prompt buckets {buckets}, max_len {args.max_len}{text}) in "
           f"{time.perf_counter() - start:.1f}s")
     return 0
 
 
 # -- generate ------------------------------------------------------------------------------------------
 
+def _prompt_ids(text: str) -> list[int]:
+    try:
+        return [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise ValueError(f"--ids takes token ids separated by commas (e.g. 1,15043,29892), not {text!r}; "
+                         "give text with --prompt") from None
+
+
+def _write_piece(piece: str) -> None:
+    sys.stdout.write(piece)
+    sys.stdout.flush()
+
+
+def _chat_turns(bundle: Any, args: argparse.Namespace, options: dict[str, Any]) -> None:
+    """A conversation over stdin: each line a user message, each reply streamed to stdout."""
+    from torch_webgpu.bundle import BundleSignatureError
+
+    start = [{"role": "system", "content": args.system}] if args.system else []
+    history = list(start)
+    interactive = sys.stdin.isatty()
+    while True:
+        if interactive:
+            try:
+                line = input("> ")
+            except EOFError:
+                print()
+                return
+        else:
+            line = sys.stdin.readline()
+            if not line:
+                return
+            line = line.rstrip("\n")
+        if not line.strip():
+            continue
+        history.append({"role": "user", "content": line})
+        pieces: list[str] = []
+        try:
+            for piece in bundle.chat(history, args.max_new_tokens, stream=True, **options):
+                pieces.append(piece)
+                _write_piece(piece)
+        except BundleSignatureError as exc:   # the conversation outgrew the bundle: start a new one
+            print(f"torch-webgpu generate: {exc}; starting a new conversation", file=sys.stderr)
+            history = list(start)
+            continue
+        print(flush=True)
+        history.append({"role": "assistant", "content": "".join(pieces)})
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     """`torch-webgpu generate`."""
     from torch_webgpu.bundle import load
 
+    if args.prompt is not None and args.ids is not None:
+        raise ValueError("give the prompt as text (--prompt) or as token ids (--ids), not --prompt and --ids")
+    if args.chat and args.ids is not None:
+        raise ValueError("--chat renders messages as text: give --prompt TEXT (or none: stdin), not --ids")
+    if args.prompt is None and args.ids is None and not args.chat:
+        raise ValueError("give --prompt TEXT, --ids ID,ID,... or --chat")
     bundle = load(args.bundle)
     if not hasattr(bundle, "generate"):
         raise ValueError(f"{args.bundle} is not a decode bundle; compile it with "
                          "`torch-webgpu compile --decoder`")
-    prompt = [int(t) for t in args.prompt.split(",") if t.strip()]
-    ids = bundle.generate(prompt, args.max_new_tokens, do_sample=args.sample, temperature=args.temperature,
-                          top_k=args.top_k, top_p=args.top_p, seed=args.seed)
-    print(",".join(str(int(t)) for t in ids[0]))
+    options = dict(do_sample=args.sample, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                   seed=args.seed)
+    if args.ids is not None:
+        ids = bundle.generate(_prompt_ids(args.ids), args.max_new_tokens, **options)
+        print(",".join(str(int(t)) for t in ids[0]))
+        return 0
+    if args.chat and args.prompt is None:
+        bundle.text_tokenizer()   # a bundle without a tokenizer says so before reading stdin
+        _chat_turns(bundle, args, options)
+        return 0
+    if args.chat:
+        messages = ([{"role": "system", "content": args.system}] if args.system else []) + \
+            [{"role": "user", "content": args.prompt}]
+        bundle.chat(messages, args.max_new_tokens, streamer=_write_piece, **options)
+    else:
+        bundle.generate(args.prompt, args.max_new_tokens, streamer=_write_piece, **options)
+    print(flush=True)
     return 0
 
 
@@ -551,7 +637,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Errors about the user's model, inputs, bundle or adapter are reported in one line; anything
         # else is a bug and keeps its traceback.
         user_errors = [BundleError, WebGPUError, ValueError, TypeError, NotImplementedError, OSError,
-                       OverflowError]
+                       OverflowError, ImportError]
         iree = sys.modules.get("mlir_passes.iree_driver")
         if iree is not None:
             user_errors.append(iree.IREECompileError)
