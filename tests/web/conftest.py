@@ -185,17 +185,22 @@ def build_web_language_model(web_root):
 
 @pytest.fixture(scope="session")
 def f16_language_bundle(build_web_language_model, web_root):
-    """The tiny Llama in float16 as a decode bundle with its tokenizer (it requires shader-f16)."""
+    """The tiny Llama in float16 as a decode bundle with its tokenizer, compiled for webgpu-core's limits
+    plus shader-f16 (which it then requires)."""
     import copy
+    import json
 
     import torch
 
     import torch_webgpu
+    from torch_webgpu.bundle.requirements import WEBGPU_CORE_LIMITS
 
+    target = web_root / "webgpu-core-f16.json"   # an adapter file (`torch-webgpu adapter --json`'s form)
+    target.write_text(json.dumps({"limits": WEBGPU_CORE_LIMITS, "features": ["shader-f16"]}))
     lm = build_web_language_model("llama", "f32")
     half = copy.deepcopy(lm.model).to(torch.float16)
     return torch_webgpu.export_decoder(half, web_root / "lm" / "llama-f16", tokenizer=lm.tokenizer,
-                                       max_len=32, prompt_buckets=(8,), f16=True, target="webgpu-core")
+                                       max_len=32, prompt_buckets=(8,), f16=True, target=str(target))
 
 
 @pytest.fixture(scope="session")
