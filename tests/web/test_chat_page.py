@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow   # an export and a page load (pipelines on SwiftS
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOT = REPO / "docs" / "chat-page.png"
 NEW_TOKENS = 16
-MESSAGES = ["Hello, how are you?", "Tell me about the café in München."]
+MESSAGES = ["Hello, how are you?", "Tell me about the café in München."]   # the second: past max_len
 
 
 def _state(browser) -> str:
@@ -65,20 +65,24 @@ def test_serve_chat_page_answers_typed_messages(page, build_web_language_model):
         assert _wait(page, ("ready", "error")) == "ready", page.find_element("id", "error").text
         _set(page, "max-new-tokens", str(NEW_TOKENS))
         bundle = torch_webgpu.load(lm.path)
-        chat = []
         try:
             for text in MESSAGES:
                 reply = _send(page, text)
-                chat.append({"role": "user", "content": text})
-                assert reply == bundle.chat(chat, NEW_TOKENS), text   # the whole conversation, templated
-                chat.append({"role": "assistant", "content": reply})
+                # the conversation the template rendered (older turns left out where the KV cache is full)
+                last = page.execute_script("return window.torchWebGPUChat.last")
+                assert last["messages"][-1] == {"role": "user", "content": text}
+                assert last["maxNewTokens"] == min(NEW_TOKENS, 64 - last["promptTokens"])
+                assert reply == bundle.chat(last["messages"], last["maxNewTokens"]), text
         finally:
             bundle.release()
+        history = page.execute_script("return window.torchWebGPUChat.messages")
+        assert [m["content"] for m in history[::2]] == MESSAGES
+        assert all(m["role"] == "assistant" for m in history[1::2])
         bubbles = page.find_elements("css selector", "#messages .message .text")
         assert [b.text for b in bubbles][::2] == MESSAGES
         stats = page.find_element("id", "stats").text
         assert re.fullmatch(r"prefill \d+ tokens in \d+ ms \([\d.]+ tokens/s\) · decode \d+ tokens at [\d.]+ "
-                            r"tokens/s", stats), stats
+                            r"tokens/s · 2 older messages left out \(max_len 64\)", stats), stats
         assert float(page.find_element("id", "stats").get_attribute("data-decode-tokens-per-s")) > 0
         height = page.execute_script("return document.documentElement.scrollHeight")
         page.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",

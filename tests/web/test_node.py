@@ -27,10 +27,10 @@ def _generate(node: str, bundle, *args: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _node_eval(node: str, script: str) -> object:
-    """The JSON a module script prints (run where torch-webgpu.js and its packages are)."""
+def _node_eval(node: str, script: str, stdin: str = "") -> object:
+    """The JSON a module script prints (run where torch-webgpu.js and its packages are; `stdin` its input)."""
     proc = subprocess.run([node, "--input-type=module", "-e", script], cwd=ASSETS, capture_output=True,
-                          text=True, timeout=600)
+                          text=True, timeout=600, input=stdin)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -86,16 +86,19 @@ def test_the_phases_share_the_python_executors_memory_slots(build_web_language_m
     lm = build_web_language_model("llama", "f32")
     manifest = json.loads((lm.path / "manifest.json").read_text())
     phases = manifest["decoder"]["phases"]
-    js = _node_eval(node, f"""
+    docs = json.dumps({name: phase["plan"] for name, phase in phases.items()})
+    js = _node_eval(node, """
         const T = await import('./torch-webgpu.js');
-        const phases = {json.dumps({name: phase["plan"] for name, phase in phases.items()})};
-        const out = {{}};
-        for (const [name, doc] of Object.entries(phases)) {{
-          const {{plan, slots}} = T.assignMemory(doc);
-          out[name] = {{buffers: plan.buffers, main: plan.main, slots: Object.fromEntries(slots)}};
-        }}
+        let text = '';
+        for await (const chunk of process.stdin) text += chunk;
+        const phases = JSON.parse(text);
+        const out = {};
+        for (const [name, doc] of Object.entries(phases)) {
+          const {plan, slots} = T.assignMemory(doc);
+          out[name] = {buffers: plan.buffers, main: plan.main, slots: Object.fromEntries(slots)};
+        }
         out.shared = Object.fromEntries(T.sharedSlotSizes(Object.values(phases)));
-        console.log(JSON.stringify(out));""")
+        console.log(JSON.stringify(out));""", stdin=docs)
     plans = {}
     for name, phase in phases.items():
         plan = Plan.from_doc(json.loads(json.dumps(phase["plan"])), lm.path)

@@ -4,7 +4,7 @@
 import TorchWebGPU from "./torch-webgpu.js";
 
 const $ = (id) => document.getElementById(id);
-const page = { lm: null, messages: [], reply: "", abort: null, stats: null };
+const page = { lm: null, messages: [], reply: "", abort: null, stats: null, last: null };
 window.torchWebGPUChat = page;   // for scripts driving the page (tests, benchmarks)
 
 function setState(state) { document.body.dataset.state = state; }
@@ -37,7 +37,8 @@ function renderInfo(lm, loadMs) {
   const rows = [
     ["model", `${lm.manifest.decoder.architecture || lm.manifest.source || "?"}, vocabulary ${lm.vocabSize}`],
     ["KV cache", `max_len ${lm.maxLen} (prompt + new tokens); prefill buckets ${lm.buckets.join(", ")}`],
-    ["weights", `${lm.manifest.target?.f16 ? "f16" : "as exported"}; ${(lm.deviceBytes / 2 ** 20).toFixed(1)} MiB on the device`],
+    ["compiled for", `${lm.manifest.target?.name ?? "?"}${lm.manifest.target?.f16 ? " (f16)" : ""}; ` +
+      `${(lm.deviceBytes / 2 ** 20).toFixed(1)} MiB on the device`],
     ["tokenizer", tok ? `yes${tok.chatTemplate ? ", with a chat template" : ", no chat template"}` : "none (token ids)"],
     ["adapter", [info.vendor, info.architecture, info.description].filter((s) => s).join(" ") || "?"],
     ["load (fetch, verify, weights, pipelines)", `${loadMs.toFixed(0)} ms`],
@@ -67,18 +68,31 @@ function showStats(stats) {
   $("stats").dataset.decodeTokensPerS = stats.newTokens > 1 ? String((stats.newTokens - 1) / (stats.decodeMs / 1000)) : "";
 }
 
-/** The prompt's token ids for the current mode (the chat so far through the template, the text, or ids). */
-function promptIds(text) {
+/**
+ * The prompt of a message in the current mode: the chat so far through the template (the oldest turns left
+ * out while it is longer than the largest prefill bucket, or leaves no room in the KV cache), the text, or
+ * ids. Returns {ids, messages (what the template rendered), dropped (messages left out)}.
+ */
+function prompt(text) {
   const lm = page.lm;
   const mode = $("mode").value;
   if (mode === "ids") {
     const ids = text.split(/[\s,]+/).filter((s) => s).map(Number);
     if (!ids.length || ids.some((v) => !Number.isInteger(v))) throw new TypeError("give token ids: 1, 15043, 29892");
-    return ids;
+    return { ids, messages: null, dropped: 0 };
   }
-  if (mode === "text") return lm.tokenizer.encode(text);
-  const chat = [...page.messages, { role: "user", content: text }];
-  return lm.tokenizer.encode(lm.tokenizer.applyChatTemplate(chat), { addSpecialTokens: false });
+  if (mode === "text") return { ids: lm.tokenizer.encode(text), messages: null, dropped: 0 };
+  const messages = [...page.messages, { role: "user", content: text }];
+  const limit = Math.min(lm.buckets[lm.buckets.length - 1], lm.maxLen - 1);
+  let dropped = 0;
+  for (;;) {
+    const ids = lm.tokenizer.encode(lm.tokenizer.applyChatTemplate(messages), { addSpecialTokens: false });
+    const first = messages[0].role === "system" ? 1 : 0;   // a system message stays
+    if (ids.length <= limit || messages.length - first <= 1) return { ids, messages, dropped };
+    const n = Math.min(2, messages.length - first - 1);      // the oldest turn: a user message and its reply
+    messages.splice(first, n);
+    dropped += n;
+  }
 }
 
 /** Generates the reply to `text` (streamed into a new bubble); resolves with the reply's text. */
@@ -94,9 +108,10 @@ page.send = async (text) => {
   const opts = { ...options(), signal: page.abort.signal };
   let body = null;
   try {
-    const ids = promptIds(text);
+    const { ids, messages, dropped } = prompt(text);
     // Never past the KV cache: the reply gets what max_len leaves after the prompt.
     opts.maxNewTokens = Math.min(opts.maxNewTokens, Math.max(lm.maxLen - ids.length, 0));
+    page.last = { messages, dropped, maxNewTokens: opts.maxNewTokens, promptTokens: ids.length };
     bubble("user", text);
     body = bubble("assistant", "");
     body.classList.add("streaming");
@@ -118,7 +133,13 @@ page.send = async (text) => {
     }
   } finally {
     if (body) body.classList.remove("streaming");
-    if (lm.stats && lm.stats.newTokens) { page.stats = lm.stats; showStats(lm.stats); }
+    if (lm.stats && lm.stats.newTokens) {
+      page.stats = lm.stats;
+      showStats(lm.stats);
+      if (page.last && page.last.dropped) {
+        $("stats").textContent += ` · ${page.last.dropped} older messages left out (max_len ${lm.maxLen})`;
+      }
+    }
     page.abort = null;
     $("stop").disabled = true;
     for (const b of ["send", "reset"]) $(b).disabled = false;
@@ -133,7 +154,7 @@ async function main() {
     const config = await (await fetch("config.json", { cache: "no-store" })).json();
     $("bundle-name").textContent = config.name || "";
     const start = performance.now();
-    const lm = await TorchWebGPU.load(config.bundle);
+    const lm = await TorchWebGPU.load(config.bundle, { name: config.name });
     if (!(lm instanceof TorchWebGPU.LanguageModel)) {
       throw new TypeError(`${config.name} is not a decode bundle: its page is the bundle page (index.html)`);
     }

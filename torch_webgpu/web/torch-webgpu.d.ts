@@ -49,6 +49,9 @@ export interface LoadOptions {
   autotuneCache?: { get(key: string): string | null; set(key: string, value: string): void } | null;
   /** The weights of a bundle exported with external weights: a safetensors file or name -> tensor. */
   weights?: ArrayBuffer | Uint8Array | Map<string, HostTensor | TypedArray> | Record<string, HostTensor | TypedArray>;
+  /** The bundle's name in error messages (default: the last part of its URL or path), e.g. when a page
+   *  serves it under another name. */
+  name?: string;
   /** A decode bundle's tokenizer libraries, when not `import`able by name (default: import
    *  "@huggingface/tokenizers" and "@huggingface/jinja", through the page's import map or node_modules). */
   tokenizers?: unknown;

@@ -872,6 +872,7 @@ export async function load(source, options = {}) {
   if ("external_weights" in manifest) bindExternalWeights(name, plan, manifest.external_weights, options.weights);
   const device = await openDevice(manifest.requires, options);
   const model = new Model(manifest, plan, device, where);
+  if (options.name) model.name = options.name;
   model._ownsDevice = !options.device;
   model._tuning = tuningPolicy(options, device);
   try {
@@ -1928,10 +1929,11 @@ async function loadLanguageModel(manifest, files, where, options) {
     throw new BundleFormatError(`${where}: the decode bundle has no sampler (decoder.sampler); it was written by ` +
                                 "an older torch-webgpu: re-export it");
   }
-  const name = where.replace(/\/+$/, "").split("/").pop();
+  const name = options.name || where.replace(/\/+$/, "").split("/").pop();
   const tokenizer = await loadTokenizer(manifest, files, where, name, options);
   const device = await openDevice(manifest.requires, options);
   const lm = new LanguageModel(manifest, device, where, tokenizer);
+  lm.name = name;
   lm._ownsDevice = !options.device;
   try {
     await lm._build(files, options);
