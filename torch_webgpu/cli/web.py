@@ -19,7 +19,7 @@ from torch_webgpu.web import ASSETS, CHAT_PAGE, CHAT_PAGE_FILES, PAGE_FILES, tex
 _TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".html": "text/html; charset=utf-8",
           ".css": "text/css", ".json": "application/json", ".wgsl": "text/plain; charset=utf-8",
           ".ts": "text/plain; charset=utf-8", ".npy": "application/octet-stream",
-          ".safetensors": "application/octet-stream", ".zip": "application/zip"}
+          ".safetensors": "application/octet-stream", ".zip": "application/zip", ".wasm": "application/wasm"}
 
 
 WEIGHTS = "weights.safetensors"   # where the page finds the weights of a bundle with external weights
