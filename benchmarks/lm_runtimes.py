@@ -6,6 +6,7 @@ recording and submitting the step's commands, the rest being the wait for its to
 
     python -m benchmarks.lm_runtimes measure BUNDLE [--prompt-tokens 7] [--new-tokens 16] [--reps 5]
         [--rounds 3] [--page] [--no-node] [--node NODE] [--json FILE]
+    python -m benchmarks.lm_runtimes tiny OUT      # tests/language_models.py's Llama and Qwen2, f32 and int4
     python -m benchmarks.lm_runtimes synthetic-1b OUT [--quant int4|int8|f16] [--max-len 512]
     python -m benchmarks.lm_runtimes strip BUNDLE OUT      # the bundle without weights.safetensors
     python -m benchmarks.lm_runtimes fill BUNDLE           # its weights again, byte for byte
@@ -373,6 +374,8 @@ def main() -> None:
     s.add_argument("--quant", choices=["int4", "int8", "f16"], default="int4")
     s.add_argument("--max-len", type=int, default=512)
     s.add_argument("--prompt-buckets", default="16,128")
+    t = sub.add_parser("tiny", help="export tests/language_models.py's tiny models (f32, int4) as bundles")
+    t.add_argument("out", type=Path)
     st = sub.add_parser("strip", help="copy a synthetic bundle without its weights")
     st.add_argument("bundle", type=Path)
     st.add_argument("out", type=Path)
@@ -388,6 +391,12 @@ def main() -> None:
     elif args.command == "synthetic-1b":
         buckets = [int(b) for b in args.prompt_buckets.split(",")]
         print(f"wrote {synthetic_1b(args.out, args.quant, args.max_len, buckets)}")
+    elif args.command == "tiny":
+        from tests.language_models import KINDS, QUANTS, build_language_model
+
+        for kind in KINDS:
+            for quant in QUANTS:
+                print(f"wrote {build_language_model(kind, quant, args.out).path}")
     elif args.command == "strip":
         strip(args.bundle, args.out)
     else:

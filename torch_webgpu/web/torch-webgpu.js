@@ -2143,7 +2143,9 @@ export class LanguageModel {
         recorder.copy(this._token, 0, this._readback, 0, 4);
         const last = step === maxNewTokens - 1;
         if (!last) {
-          // The next step's decode goes in the same submit: its token is the sampler's, on the device.
+          // The next step's decode (its token the sampler's, on the device) in a submit of its own: the id is
+          // read back while it runs, and the host records the next step meanwhile.
+          recorder.submit();
           this.plans.get("decode")._recordInto(recorder, [this._token, Int32Array.of(length + step), this._caches[cache]],
                                                [this._logits, this._caches[1 - cache]]);
           cache = 1 - cache;
