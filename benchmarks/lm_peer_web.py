@@ -3,7 +3,8 @@ through the peer, transformers.js 4 (`@huggingface/transformers` on onnxruntime-
 exported to ONNX by ONNX Runtime GenAI's model builder): tokens/s of prefill and decode side by side, and
 whether each gives transformers' CPU tokens.
 
-    python -m benchmarks.lm_peer_web [--kind llama] [--new-tokens 12] [--reps 5] [--out DIR] [--json FILE]
+    python -m benchmarks.lm_peer_web [--kind llama] [--new-tokens 12] [--reps 5] [--rounds 3] [--out DIR]
+        [--json FILE]
 
 Benchmark-only installs, into DIR (default benchmarks/out/lm-peer; never package dependencies):
 `npm install --no-save @huggingface/transformers@4.3.2` (it brings onnxruntime-web) and
@@ -11,8 +12,9 @@ Benchmark-only installs, into DIR (default benchmarks/out/lm-peer; never package
 onnxruntime-webgpu the venv has). The model is tests/language_models.py's (random weights, a BPE tokenizer
 trained in process); the builder writes `model.onnx` with GroupQueryAttention for `-e webgpu -p fp32`, whose
 KV-cache head dimension is made concrete here (transformers.js sizes the empty cache from the graph's input
-shapes, where a symbolic dimension counts as 0). Both sides: greedy, end-of-sequence ignored, one warm-up
-generation, then `--reps` timed ones; prefill = the call to the first new token, decode = the rest.
+shapes, where a symbolic dimension counts as 0). Both sides: greedy, end-of-sequence ignored; per round a
+load, one warm-up generation, then `--reps` timed ones, the two alternating for `--rounds` rounds (medians of
+every run); prefill = the call to the first new token, decode = the rest.
 """
 
 from __future__ import annotations
@@ -113,6 +115,16 @@ def export_onnx(lm: Any, genai: Path, out: Path) -> Path:
     return model_dir
 
 
+def _merged(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One runtime's rounds as one result: every timed run, the median load, the first round's ids (every
+    round's must be the same)."""
+    ids = rounds[0]["ids"]
+    if any(r["ids"] != ids for r in rounds):
+        raise SystemExit("a runtime gave different tokens in different rounds")
+    return {**rounds[0], "runs": [run for r in rounds for run in r["runs"]],
+            "loadMs": statistics.median(r["loadMs"] for r in rounds), "firstLoadMs": rounds[0]["loadMs"]}
+
+
 def _rates(prompt_tokens: int, runs: list[dict[str, float]]) -> dict[str, Any]:
     prefill = statistics.median(r["prefillMs"] for r in runs)
     decode = statistics.median((r["newTokens"] - 1) / (r["decodeMs"] / 1e3) for r in runs)
@@ -134,7 +146,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kind", choices=["llama", "qwen2"], default="llama")
     parser.add_argument("--new-tokens", type=int, default=12)
-    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--reps", type=int, default=5, help="timed generations per load")
+    parser.add_argument("--rounds", type=int, default=3, help="loads per runtime, alternating")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "out" / "lm-peer")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -161,29 +174,35 @@ def main() -> None:
     try:
         base = f"http://localhost:{server.server_address[1]}"
         driver.get(f"{base}/bench.html")
-        ours = driver.execute_async_script(PAGE_JS, f"{base}/files/{lm.path.name}/", ids, args.new_tokens,
-                                           args.reps)
-        theirs = driver.execute_async_script(PEER_JS, model_dir.name, ids, args.new_tokens, args.reps)
+        rounds: dict[str, list[dict]] = {"ours": [], "theirs": []}
+        for _ in range(args.rounds):   # alternating: both see the machine's load alike
+            rounds["ours"].append(driver.execute_async_script(PAGE_JS, f"{base}/files/{lm.path.name}/", ids,
+                                                              args.new_tokens, args.reps))
+            rounds["theirs"].append(driver.execute_async_script(PEER_JS, model_dir.name, ids, args.new_tokens,
+                                                                args.reps))
         version = driver.capabilities.get("browserVersion")
     finally:
         driver.quit()
         server.shutdown()
         server.server_close()
-    for name, result in (("torch-webgpu.js", ours), ("transformers.js", theirs)):
-        if "error" in result:
-            raise SystemExit(f"{name}: {result['error']}")
+    for name, results in (("torch-webgpu.js", rounds["ours"]), ("transformers.js", rounds["theirs"])):
+        for result in results:
+            if "error" in result:
+                raise SystemExit(f"{name}: {result['error']}")
+    ours, theirs = (_merged(rounds[k]) for k in ("ours", "theirs"))
     rows = [{"runtime": "torch-webgpu.js (decode bundle)", "load_ms": ours["loadMs"],
+             "first_load_ms": ours["firstLoadMs"],
              "adapter": ours["adapter"], "same_tokens_as_transformers_cpu": ours["ids"] == reference,
              **_rates(len(ids), ours["runs"])},
             {"runtime": f"transformers.js {TRANSFORMERS_JS.split('@')[-1]} (onnxruntime-web WebGPU EP)",
-             "load_ms": theirs["loadMs"], "adapter": ours["adapter"],
+             "load_ms": theirs["loadMs"], "first_load_ms": theirs["firstLoadMs"], "adapter": ours["adapter"],
              "same_tokens_as_transformers_cpu": theirs["ids"] == reference,
              **_rates(len(ids), theirs["runs"])}]
     model = f"tests/language_models.py {args.kind} f32 (hidden 64, 2 layers, vocab {len(lm.tokenizer)})"
     results = {"model": model, "chromium": version, "prompt_tokens": len(ids), "new_tokens": args.new_tokens,
-               "reps": args.reps, "reference_ids": reference, "runtimes": rows}
+               "reps": args.reps, "rounds": args.rounds, "reference_ids": reference, "runtimes": rows}
     print(f"{results['model']} in Chromium {version}: prompt {len(ids)} tokens, {args.new_tokens} new, "
-          f"medians of {args.reps}")
+          f"medians of {args.reps} runs x {args.rounds} rounds")
     print(f"{'runtime':<58}{'load ms':>9}{'prefill ms':>11}{'decode tok/s':>14}{'ms/step':>9}  same tokens")
     for r in rows:
         print(f"{r['runtime']:<58}{r['load_ms']:>9.0f}{r['prefill_ms']:>11.1f}"
