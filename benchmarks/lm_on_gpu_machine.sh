@@ -45,6 +45,9 @@ if [ "${SETUP:-1}" != 0 ]; then
   nvidia-smi -L || true
 fi
 export PYTHONUNBUFFERED=1 TORCH_WEBGPU_CACHE_DIR=${TORCH_WEBGPU_CACHE_DIR:-/tmp/torch-webgpu-cache}
+# the bundle is compiled for subgroup size 32 (benchmarks/targets/h200-dawn.json); Dawn reports NVIDIA's as
+# 4…128: both runtimes take the one size (generate.mjs reads the same variable)
+export TORCH_WEBGPU_SUBGROUP_SIZE=${TORCH_WEBGPU_SUBGROUP_SIZE:-32}
 "$NODE" --version
 log "set up"
 [ -f "$BUNDLE/weights.safetensors" ] || { "$PY" -m benchmarks.lm_runtimes fill "$BUNDLE"; log "weights written"; }

@@ -318,10 +318,10 @@ def strip(bundle: Path, out: Path) -> None:
           f"({(bundle / WEIGHTS).stat().st_size / 2**20:.0f} MiB)")
 
 
-def synthetic_1b(out: Path, quant: str, max_len: int, buckets: list[int]) -> Path:
-    """The Llama-3.2-1B-shaped decode bundle (random init, then synthetic weights): `quant` int4/int8
-    (torchao weight-only, group 32; token table and tied LM head quantized too, as ExecuTorch's recipes)
-    or f16."""
+def synthetic_1b(out: Path, quant: str, max_len: int, buckets: list[int], target: str) -> Path:
+    """The Llama-3.2-1B-shaped decode bundle (random init, then synthetic weights) for `target` (an
+    adapter file: the GPU's limits, subgroup size and features): `quant` int4/int8 (torchao weight-only,
+    group 32; token table and tied LM head quantized too, as ExecuTorch's recipes) or f16."""
     import torch
     from transformers import LlamaForCausalLM
 
@@ -349,7 +349,7 @@ def synthetic_1b(out: Path, quant: str, max_len: int, buckets: list[int]) -> Pat
         bits = torch.int4 if quant == "int4" else torch.int8
         quantize_(model, IntxWeightOnlyConfig(weight_dtype=bits, granularity=PerGroup(32)),
                   filter_fn=lambda m, fqn: isinstance(m, (torch.nn.Linear, torch.nn.Embedding)))
-    path = torch_webgpu.export_decoder(model, out, max_len=max_len, prompt_buckets=buckets,
+    path = torch_webgpu.export_decoder(model, out, max_len=max_len, prompt_buckets=buckets, target=target,
                                        f16=quant == "f16", source=f"benchmarks:llama-1b-{quant}")
     make_synthetic(Path(path))
     return Path(path)
@@ -374,6 +374,8 @@ def main() -> None:
     s.add_argument("--quant", choices=["int4", "int8", "f16"], default="int4")
     s.add_argument("--max-len", type=int, default=512)
     s.add_argument("--prompt-buckets", default="16,128")
+    s.add_argument("--target", default=str(REPO / "benchmarks" / "targets" / "h200-dawn.json"),
+                   help="the adapter file to compile for (default: the H200's under Dawn; H100s take it too)")
     t = sub.add_parser("tiny", help="export tests/language_models.py's tiny models (f32, int4) as bundles")
     t.add_argument("out", type=Path)
     st = sub.add_parser("strip", help="copy a synthetic bundle without its weights")
@@ -390,7 +392,7 @@ def main() -> None:
             args.json.write_text(json.dumps(results, indent=1))
     elif args.command == "synthetic-1b":
         buckets = [int(b) for b in args.prompt_buckets.split(",")]
-        print(f"wrote {synthetic_1b(args.out, args.quant, args.max_len, buckets)}")
+        print(f"wrote {synthetic_1b(args.out, args.quant, args.max_len, buckets, args.target)}")
     elif args.command == "tiny":
         from tests.language_models import KINDS, QUANTS, build_language_model
 

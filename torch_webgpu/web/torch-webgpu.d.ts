@@ -49,6 +49,9 @@ export interface LoadOptions {
   autotuneCache?: { get(key: string): string | null; set(key: string, value: string): void } | null;
   /** The weights of a bundle exported with external weights: a safetensors file or name -> tensor. */
   weights?: ArrayBuffer | Uint8Array | Map<string, HostTensor | TypedArray> | Record<string, HostTensor | TypedArray>;
+  /** The adapter's subgroup size as the bundle's requirements see it (the Python runtime's
+   *  TORCH_WEBGPU_SUBGROUP_SIZE): 0 hides it, N declares the one size N (Dawn reports NVIDIA's as 4…128). */
+  subgroupSize?: number;
   /** The bundle's name in error messages (default: the last part of its URL or path), e.g. when a page
    *  serves it under another name. */
   name?: string;

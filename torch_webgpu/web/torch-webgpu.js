@@ -890,7 +890,7 @@ async function openDevice(requires, options) {
   const device = options.device;
   if (device) {
     const what = `this device (${adapterName(device.adapterInfo)})`;
-    checkRequirements(requires, limitsOf(device, device.adapterInfo), device.features, what);
+    checkRequirements(requires, subgroupSizes(limitsOf(device, device.adapterInfo), options), device.features, what);
     return device;
   }
   const gpu = options.gpu || (typeof navigator !== "undefined" ? navigator.gpu : undefined);
@@ -900,9 +900,23 @@ async function openDevice(requires, options) {
   }
   const adapter = await gpu.requestAdapter(options.adapterOptions);
   if (!adapter) throw new BundleRequirementError("navigator.gpu.requestAdapter() found no WebGPU adapter");
-  const limits = limitsOf(adapter, adapter.info);
+  const limits = subgroupSizes(limitsOf(adapter, adapter.info), options);
   checkRequirements(requires, limits, adapter.features, `this adapter (${adapterName(adapter.info)})`);
   return adapter.requestDevice(deviceDescriptor(requires, limits));
+}
+
+/** `limits` with the subgroup size `options.subgroupSize` declares (the Python runtime's
+ *  TORCH_WEBGPU_SUBGROUP_SIZE): 0 hides it, N is the one size (Dawn reports NVIDIA's as 4…128, though
+ *  every pipeline gets 32). */
+function subgroupSizes(limits, options) {
+  const size = options.subgroupSize;
+  if (size === undefined || size === null) return limits;
+  if (!Number.isInteger(size) || size < 0) throw new TypeError(`subgroupSize ${size}: expected 0 or a subgroup size`);
+  const out = { ...limits };
+  delete out["subgroup-min-size"];
+  delete out["subgroup-max-size"];
+  if (size) { out["subgroup-min-size"] = size; out["subgroup-max-size"] = size; }
+  return out;
 }
 
 const AUTOTUNE_MIN_FLOPS = 2 ** 20;   // smaller problems keep the default (PLAN_MIN_FLOPS, kernels/autotune.py)

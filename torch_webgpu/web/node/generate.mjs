@@ -16,7 +16,8 @@ const USAGE = `usage: generate.mjs BUNDLE (--prompt TEXT | --ids 1,2,3) [--chat]
 BUNDLE: a decode bundle directory or .zip (torch-webgpu compile --decoder, torch_webgpu.export_decoder).
 --chat: the prompt is a user message, through the bundle's chat template. --repeat R: R timed generations
 after one warm-up (pipelines, first uploads). TORCH_WEBGPU_DAWN_TOGGLES=0|1|fast: Dawn's instance toggles
-as the Python runtime sets them (default 1: NVIDIA's shader-f16 and unquantised timestamps).`;
+as the Python runtime sets them (default 1: NVIDIA's shader-f16 and unquantised timestamps);
+TORCH_WEBGPU_SUBGROUP_SIZE=N: the adapter's one subgroup size, as the Python runtime takes it.`;
 
 // Dawn instance toggles, as torch_webgpu/runtime/adapter.py sets them for the Python runtime.
 const TOGGLES = {
@@ -119,7 +120,10 @@ async function main() {
   const start = performance.now();
   let lm;
   try {
-    lm = await TorchWebGPU.load(args.bundle, { gpu, adapterOptions: { powerPreference: "high-performance" } });
+    const options = { gpu, adapterOptions: { powerPreference: "high-performance" } };
+    const subgroupSize = process.env.TORCH_WEBGPU_SUBGROUP_SIZE;   // as the Python runtime reads it
+    if (subgroupSize) options.subgroupSize = Number(subgroupSize);
+    lm = await TorchWebGPU.load(args.bundle, options);
   } catch (exc) {
     fail(`${exc.name}: ${exc.message}`);
   }
