@@ -34,6 +34,33 @@ WEIGHTS_FILE = "weights.safetensors"
 _SCORES = {"float32": "f32", "float16": "f16"}
 
 
+def _sampler_source(path: Path, info: Mapping[str, Any], files: Mapping[str, bytes], logits_dtype: str) \
+        -> str | None:
+    """The bundle's own sampler WGSL, which the page runs too (None in bundles older than it: the kernel
+    library's, the same source, is used)."""
+    sampler = info.get("sampler")
+    if sampler is None:
+        return None
+    if sampler.get("dtype") != logits_dtype or sampler.get("wgsl") not in files:
+        raise BundleFormatError(f"{path.name}: the manifest's sampler {sampler} does not match the bundle "
+                                f"({logits_dtype} logits); re-export it")
+    return files[sampler["wgsl"]].decode()
+
+
+def _tokenizer_source(path: Path, info: Mapping[str, Any], files: Mapping[str, bytes]) -> tuple | None:
+    """(tokenizer.json bytes, tokenizer_config.json bytes, their names) of a bundle exported with a
+    tokenizer, else None."""
+    entry = info.get("tokenizer")
+    if entry is None:
+        return None
+    names = (entry.get("json"), entry.get("config"))
+    missing = [n for n in names if n not in files]
+    if missing:
+        raise BundleFormatError(f"{path.name}: the manifest's tokenizer names {missing}, which the bundle "
+                                "does not list; re-export it")
+    return files[names[0]], files[names[1]], names
+
+
 class DecoderBundle:
     """A decode bundle bound to the runtime: `generate(prompt_ids, max_new_tokens, ...)`."""
 
@@ -72,32 +99,10 @@ class DecoderBundle:
             self.plans[name] = lowering(plan, rt, constant_buffers=shared, slot_buffers=self.slot_buffers)
         self._logits_dtype = _SCORES[info["phases"]["decode"]["outputs"][0]["dtype"]]
         self._token = DeviceArray(rt, rt.allocate(4), (1, 1), "int32")
-        self._sampler_wgsl = self._bundle_sampler(info, files)
-        self._tokenizer_files = self._tokenizer_entry(info, files)
+        self._sampler_wgsl = _sampler_source(path, info, files, self._logits_dtype)
+        self._tokenizer_files = _tokenizer_source(path, info, files)
         self._tokenizer: BundleTokenizer | None = None
         self._running = False
-
-    def _bundle_sampler(self, info: Mapping[str, Any], files: Mapping[str, bytes]) -> str | None:
-        """The bundle's own sampler WGSL, which the page runs too (None in bundles older than it: the
-        kernel library's, the same source, is used)."""
-        sampler = info.get("sampler")
-        if sampler is None:
-            return None
-        if sampler.get("dtype") != self._logits_dtype or sampler.get("wgsl") not in files:
-            raise BundleFormatError(f"{self.path.name}: the manifest's sampler {sampler} does not match the "
-                                    f"bundle ({self._logits_dtype} logits); re-export it")
-        return files[sampler["wgsl"]].decode()
-
-    def _tokenizer_entry(self, info: Mapping[str, Any], files: Mapping[str, bytes]) -> tuple | None:
-        entry = info.get("tokenizer")
-        if entry is None:
-            return None
-        names = (entry.get("json"), entry.get("config"))
-        missing = [n for n in names if n not in files]
-        if missing:
-            raise BundleFormatError(f"{self.path.name}: the manifest's tokenizer names {missing}, which the "
-                                    "bundle does not list; re-export it")
-        return files[names[0]], files[names[1]], names
 
     @property
     def tokenizer(self) -> BundleTokenizer | None:
@@ -236,7 +241,8 @@ class DecoderBundle:
               streamer: Callable[[str], Any] | None, skip_special_tokens: bool) -> Any:
         """The continuation of prompt `ids` as text (or an iterator of its pieces)."""
         new_tokens = self._check_prompt(np.asarray(ids, dtype=np.int64), max_new_tokens)
-        pieces = self._pieces(np.asarray(ids, dtype=np.int64), new_tokens, options, skip_special_tokens)
+        tokens = self._tokens(np.asarray(ids, dtype=np.int64), new_tokens, **options)
+        pieces = self.text_tokenizer().pieces(tokens, skip_special_tokens)
         if stream:
             return _each(pieces, streamer)
         text = []
@@ -245,17 +251,6 @@ class DecoderBundle:
             if streamer is not None:
                 streamer(piece)
         return "".join(text)
-
-    def _pieces(self, ids: np.ndarray, max_new_tokens: int, options: dict[str, Any],
-                skip_special_tokens: bool) -> Iterator[str]:
-        text = self.text_tokenizer().stream(skip_special_tokens)
-        for token in self._tokens(ids, max_new_tokens, **options):
-            piece = text.push(token)
-            if piece:
-                yield piece
-        rest = text.finish()
-        if rest:
-            yield rest
 
     def chat(self, messages: Sequence[Mapping[str, Any]], max_new_tokens: int | None = None, *,
              template_kwargs: Mapping[str, Any] | None = None, **options: Any) -> Any:
