@@ -240,8 +240,8 @@ class DecoderBundle:
     def _text(self, ids: list[int], max_new_tokens: int | None, options: dict[str, Any], stream: bool,
               streamer: Callable[[str], Any] | None, skip_special_tokens: bool) -> Any:
         """The continuation of prompt `ids` as text (or an iterator of its pieces)."""
-        new_tokens = self._check_prompt(np.asarray(ids, dtype=np.int64), max_new_tokens)
-        tokens = self._tokens(np.asarray(ids, dtype=np.int64), new_tokens, **options)
+        prompt = np.asarray(ids, dtype=np.int64)
+        tokens = self._tokens(prompt, self._check_prompt(prompt, max_new_tokens), **options)
         pieces = self.text_tokenizer().pieces(tokens, skip_special_tokens)
         if stream:
             return _each(pieces, streamer)
@@ -253,21 +253,20 @@ class DecoderBundle:
         return "".join(text)
 
     def chat(self, messages: Sequence[Mapping[str, Any]], max_new_tokens: int | None = None, *,
-             template_kwargs: Mapping[str, Any] | None = None, **options: Any) -> Any:
-        """The assistant's reply to `messages` ([{"role": "user", "content": "..."}, ...]): the chat
+             do_sample: bool = False, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+             seed: int = 0, stop_at_eos: bool = True, stream: bool = False,
+             streamer: Callable[[str], Any] | None = None, skip_special_tokens: bool = True,
+             template_kwargs: Mapping[str, Any] | None = None) -> Any:
+        """The assistant's reply to `messages` ([{"role": "user", "content": "..."}, ...]) as text: the chat
         template rendered with a generation prompt (`template_kwargs`: more template variables, e.g.
-        tools=[...]), then `generate` of its tokens (no special tokens added: the template has them);
-        `options` as generate's (stream, streamer, do_sample, temperature, top_k, top_p, seed)."""
+        tools=[...]) and encoded without added special tokens (the template has them), then generated
+        as `generate` does from text (same options; `stream=True` gives the reply's pieces)."""
         tokenizer = self.text_tokenizer()
         text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, **(template_kwargs or {}))
-        ids = tokenizer.encode(text, add_special_tokens=False)
-        stream, streamer = options.pop("stream", False), options.pop("streamer", None)
-        skip = options.pop("skip_special_tokens", True)
-        sampling = dict(do_sample=False, temperature=1.0, top_k=0, top_p=1.0, seed=0, stop_at_eos=True)
-        unknown = set(options) - set(sampling)
-        if unknown:
-            raise TypeError(f"chat() got unexpected options {sorted(unknown)}")
-        return self._text(ids, max_new_tokens, {**sampling, **options}, stream, streamer, skip)
+        options = dict(do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
+                       stop_at_eos=stop_at_eos)
+        return self._text(tokenizer.encode(text, add_special_tokens=False), max_new_tokens, options, stream,
+                          streamer, skip_special_tokens)
 
     def release(self) -> None:
         """Give the bundle's device buffers back to the runtime pool."""
