@@ -213,9 +213,15 @@ def test_cli_generate_text_chat_and_ids(llama_text, llama_text_copy, capsys):
     assert "--prompt and --ids" in capsys.readouterr().err
     assert main(["generate", path, "--ids", "1,x"]) == 2
     assert "--ids takes token ids" in capsys.readouterr().err
+    assert main(["inspect", path]) == 0
+    assert "tokenizer: tokenizer.json + tokenizer_config.json, chat template: yes" in capsys.readouterr().out
     edit_manifest(llama_text_copy, _drop_tokenizer)
     assert main(["generate", str(llama_text_copy), "--prompt", "Hello"]) == 2
     assert "llama-edited was exported without a tokenizer" in capsys.readouterr().err
+    assert main(["generate", str(llama_text_copy), "--chat"]) == 2
+    assert "llama-edited was exported without a tokenizer" in capsys.readouterr().err
+    assert main(["inspect", str(llama_text_copy)]) == 0
+    assert "tokenizer: none (token ids in and out)" in capsys.readouterr().out
 
 
 def test_cli_chat_reads_turns_from_stdin(llama_text, monkeypatch, capsys):

@@ -34,6 +34,33 @@ WEIGHTS_FILE = "weights.safetensors"
 _SCORES = {"float32": "f32", "float16": "f16"}
 
 
+def _sampler_source(path: Path, info: Mapping[str, Any], files: Mapping[str, bytes], logits_dtype: str) \
+        -> str | None:
+    """The bundle's own sampler WGSL, which the page runs too (None in bundles older than it: the kernel
+    library's, the same source, is used)."""
+    sampler = info.get("sampler")
+    if sampler is None:
+        return None
+    if sampler.get("dtype") != logits_dtype or sampler.get("wgsl") not in files:
+        raise BundleFormatError(f"{path.name}: the manifest's sampler {sampler} does not match the bundle "
+                                f"({logits_dtype} logits); re-export it")
+    return files[sampler["wgsl"]].decode()
+
+
+def _tokenizer_source(path: Path, info: Mapping[str, Any], files: Mapping[str, bytes]) -> tuple | None:
+    """(tokenizer.json bytes, tokenizer_config.json bytes, their names) of a bundle exported with a
+    tokenizer, else None."""
+    entry = info.get("tokenizer")
+    if entry is None:
+        return None
+    names = (entry.get("json"), entry.get("config"))
+    missing = [n for n in names if n not in files]
+    if missing:
+        raise BundleFormatError(f"{path.name}: the manifest's tokenizer names {missing}, which the bundle "
+                                "does not list; re-export it")
+    return files[names[0]], files[names[1]], names
+
+
 class DecoderBundle:
     """A decode bundle bound to the runtime: `generate(prompt_ids, max_new_tokens, ...)`."""
 
@@ -72,32 +99,10 @@ class DecoderBundle:
             self.plans[name] = lowering(plan, rt, constant_buffers=shared, slot_buffers=self.slot_buffers)
         self._logits_dtype = _SCORES[info["phases"]["decode"]["outputs"][0]["dtype"]]
         self._token = DeviceArray(rt, rt.allocate(4), (1, 1), "int32")
-        self._sampler_wgsl = self._bundle_sampler(info, files)
-        self._tokenizer_files = self._tokenizer_entry(info, files)
+        self._sampler_wgsl = _sampler_source(path, info, files, self._logits_dtype)
+        self._tokenizer_files = _tokenizer_source(path, info, files)
         self._tokenizer: BundleTokenizer | None = None
         self._running = False
-
-    def _bundle_sampler(self, info: Mapping[str, Any], files: Mapping[str, bytes]) -> str | None:
-        """The bundle's own sampler WGSL, which the page runs too (None in bundles older than it: the
-        kernel library's, the same source, is used)."""
-        sampler = info.get("sampler")
-        if sampler is None:
-            return None
-        if sampler.get("dtype") != self._logits_dtype or sampler.get("wgsl") not in files:
-            raise BundleFormatError(f"{self.path.name}: the manifest's sampler {sampler} does not match the "
-                                    f"bundle ({self._logits_dtype} logits); re-export it")
-        return files[sampler["wgsl"]].decode()
-
-    def _tokenizer_entry(self, info: Mapping[str, Any], files: Mapping[str, bytes]) -> tuple | None:
-        entry = info.get("tokenizer")
-        if entry is None:
-            return None
-        names = (entry.get("json"), entry.get("config"))
-        missing = [n for n in names if n not in files]
-        if missing:
-            raise BundleFormatError(f"{self.path.name}: the manifest's tokenizer names {missing}, which the "
-                                    "bundle does not list; re-export it")
-        return files[names[0]], files[names[1]], names
 
     @property
     def tokenizer(self) -> BundleTokenizer | None:
@@ -235,8 +240,9 @@ class DecoderBundle:
     def _text(self, ids: list[int], max_new_tokens: int | None, options: dict[str, Any], stream: bool,
               streamer: Callable[[str], Any] | None, skip_special_tokens: bool) -> Any:
         """The continuation of prompt `ids` as text (or an iterator of its pieces)."""
-        new_tokens = self._check_prompt(np.asarray(ids, dtype=np.int64), max_new_tokens)
-        pieces = self._pieces(np.asarray(ids, dtype=np.int64), new_tokens, options, skip_special_tokens)
+        prompt = np.asarray(ids, dtype=np.int64)
+        tokens = self._tokens(prompt, self._check_prompt(prompt, max_new_tokens), **options)
+        pieces = self.text_tokenizer().pieces(tokens, skip_special_tokens)
         if stream:
             return _each(pieces, streamer)
         text = []
@@ -246,33 +252,21 @@ class DecoderBundle:
                 streamer(piece)
         return "".join(text)
 
-    def _pieces(self, ids: np.ndarray, max_new_tokens: int, options: dict[str, Any],
-                skip_special_tokens: bool) -> Iterator[str]:
-        text = self.text_tokenizer().stream(skip_special_tokens)
-        for token in self._tokens(ids, max_new_tokens, **options):
-            piece = text.push(token)
-            if piece:
-                yield piece
-        rest = text.finish()
-        if rest:
-            yield rest
-
     def chat(self, messages: Sequence[Mapping[str, Any]], max_new_tokens: int | None = None, *,
-             template_kwargs: Mapping[str, Any] | None = None, **options: Any) -> Any:
-        """The assistant's reply to `messages` ([{"role": "user", "content": "..."}, ...]): the chat
+             do_sample: bool = False, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+             seed: int = 0, stop_at_eos: bool = True, stream: bool = False,
+             streamer: Callable[[str], Any] | None = None, skip_special_tokens: bool = True,
+             template_kwargs: Mapping[str, Any] | None = None) -> Any:
+        """The assistant's reply to `messages` ([{"role": "user", "content": "..."}, ...]) as text: the chat
         template rendered with a generation prompt (`template_kwargs`: more template variables, e.g.
-        tools=[...]), then `generate` of its tokens (no special tokens added: the template has them);
-        `options` as generate's (stream, streamer, do_sample, temperature, top_k, top_p, seed)."""
+        tools=[...]) and encoded without added special tokens (the template has them), then generated
+        as `generate` does from text (same options; `stream=True` gives the reply's pieces)."""
         tokenizer = self.text_tokenizer()
         text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, **(template_kwargs or {}))
-        ids = tokenizer.encode(text, add_special_tokens=False)
-        stream, streamer = options.pop("stream", False), options.pop("streamer", None)
-        skip = options.pop("skip_special_tokens", True)
-        sampling = dict(do_sample=False, temperature=1.0, top_k=0, top_p=1.0, seed=0, stop_at_eos=True)
-        unknown = set(options) - set(sampling)
-        if unknown:
-            raise TypeError(f"chat() got unexpected options {sorted(unknown)}")
-        return self._text(ids, max_new_tokens, {**sampling, **options}, stream, streamer, skip)
+        options = dict(do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
+                       stop_at_eos=stop_at_eos)
+        return self._text(tokenizer.encode(text, add_special_tokens=False), max_new_tokens, options, stream,
+                          streamer, skip_special_tokens)
 
     def release(self) -> None:
         """Give the bundle's device buffers back to the runtime pool."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from . import messages
@@ -238,6 +238,17 @@ class BundleTokenizer:
     def stream(self, skip_special_tokens: bool = True) -> TextStream:
         """A TextStream over this tokenizer."""
         return TextStream(self, skip_special_tokens)
+
+    def pieces(self, tokens: Iterable[int], skip_special_tokens: bool = True) -> Iterator[str]:
+        """The text of `tokens` in pieces as they come (a TextStream's non-empty pieces)."""
+        text = self.stream(skip_special_tokens)
+        for token in tokens:
+            piece = text.push(token)
+            if piece:
+                yield piece
+        rest = text.finish()
+        if rest:
+            yield rest
 
     def __repr__(self) -> str:
         return (f"<torch_webgpu bundle tokenizer of {self.where}: {self.vocab_size} tokens, special "

@@ -509,7 +509,12 @@ def summarize(path: str | Path) -> dict[str, Any]:
     extra = {}
     if decoder:
         extra["decoder"] = {"max_len": decoder["max_len"], "prompt_buckets": decoder["prompt_buckets"],
-                            "phases": {name: p["dispatches"] for name, p in decoder["phases"].items()}}
+                            "phases": {name: p["dispatches"] for name, p in decoder["phases"].items()},
+                            "eos_token_ids": decoder["eos_token_ids"], "tokenizer": None}
+        if "tokenizer" in decoder:
+            config = json.loads(files[decoder["tokenizer"]["config"]])
+            extra["decoder"]["tokenizer"] = {**decoder["tokenizer"],
+                                             "chat_template": bool(config.get("chat_template"))}
     return {**extra,
         "path": str(path),
         "format_version": manifest["format_version"],
@@ -564,6 +569,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         dec = info["decoder"]
         print(f"decode bundle: max_len {dec['max_len']}, prompt buckets {dec['prompt_buckets']}; dispatches "
               f"per phase: {dec['phases']} (`torch-webgpu generate` runs it)")
+        tok = dec["tokenizer"]
+        text = (f"{tok['json']} + {tok['config']}, chat template: {'yes' if tok['chat_template'] else 'no'} "
+                "(text in, text out)") if tok else "none (token ids in and out)"
+        print(f"tokenizer: {text}; end-of-sequence ids {dec['eos_token_ids']}")
     if info["external_weights"]:
         print(f"external weights: {info['external_weights']} tensors, supplied at load (run --weights)")
     req = info["requires"]
