@@ -39,7 +39,7 @@ function renderInfo(lm, loadMs) {
     ["KV cache", `max_len ${lm.maxLen} (prompt + new tokens); prefill buckets ${lm.buckets.join(", ")}`],
     ["compiled for", `${lm.manifest.target?.name ?? "?"}${lm.manifest.target?.f16 ? " (f16)" : ""}; ` +
       `${(lm.deviceBytes / 2 ** 20).toFixed(1)} MiB on the device`],
-    ["tokenizer", tok ? `yes${tok.chatTemplate ? ", with a chat template" : ", no chat template"}` : "none (token ids)"],
+    ["tokenizer", tok ? `yes, ${tok.chatTemplate ? "with" : "no"} chat template` : "none (token ids)"],
     ["adapter", [info.vendor, info.architecture, info.description].filter((s) => s).join(" ") || "?"],
     ["load (fetch, verify, weights, pipelines)", `${loadMs.toFixed(0)} ms`],
   ];
@@ -65,7 +65,8 @@ function showStats(stats) {
     : "decode: one token";
   $("stats").textContent = `${prefill} · ${decode}`;
   $("stats").dataset.prefillTokensPerS = String(stats.promptTokens / (stats.prefillMs / 1000));
-  $("stats").dataset.decodeTokensPerS = stats.newTokens > 1 ? String((stats.newTokens - 1) / (stats.decodeMs / 1000)) : "";
+  const decodeRate = stats.newTokens > 1 ? (stats.newTokens - 1) / (stats.decodeMs / 1000) : null;
+  $("stats").dataset.decodeTokensPerS = decodeRate === null ? "" : String(decodeRate);
 }
 
 /**
@@ -95,6 +96,11 @@ function prompt(text) {
   }
 }
 
+/** A chat's message and its reply go into the conversation the next prompt renders. */
+function remember(mode, text) {
+  if (mode === "chat") page.messages.push({ role: "user", content: text }, { role: "assistant", content: page.reply });
+}
+
 /** Generates the reply to `text` (streamed into a new bubble); resolves with the reply's text. */
 page.send = async (text) => {
   const lm = page.lm;
@@ -116,16 +122,19 @@ page.send = async (text) => {
     body = bubble("assistant", "");
     body.classList.add("streaming");
     if (mode === "ids") {
-      for await (const id of lm.generateIds(ids, opts)) { page.reply += `${page.reply ? " " : ""}${id}`; body.textContent = page.reply; }
+      for await (const id of lm.generateIds(ids, opts)) {
+        page.reply += `${page.reply ? " " : ""}${id}`;
+        body.textContent = page.reply;
+      }
     } else {
       for await (const piece of lm.generate(ids, opts)) { page.reply += piece; body.textContent = page.reply; }
     }
-    if (mode === "chat") page.messages.push({ role: "user", content: text }, { role: "assistant", content: page.reply });
+    remember(mode, text);
     setState("done");
   } catch (exc) {
     if (exc.name === "AbortError") {
       if (body) body.textContent = `${page.reply} [stopped]`;
-      if (mode === "chat") page.messages.push({ role: "user", content: text }, { role: "assistant", content: page.reply });
+      remember(mode, text);
       setState("stopped");
     } else {
       showError(exc);
@@ -180,7 +189,11 @@ async function main() {
       if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); $("composer").requestSubmit(); }
     });
     $("stop").addEventListener("click", () => page.stop());
-    $("reset").addEventListener("click", () => { page.messages = []; $("messages").replaceChildren(); $("stats").textContent = ""; });
+    $("reset").addEventListener("click", () => {
+      page.messages = [];
+      $("messages").replaceChildren();
+      $("stats").textContent = "";
+    });
     for (const id of ["prompt", "send", "reset"]) $(id).disabled = false;
     setState("ready");
   } catch (exc) {

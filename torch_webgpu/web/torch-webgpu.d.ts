@@ -215,7 +215,8 @@ export function load(source: string | URL | Blob | ArrayBuffer | ArrayBufferView
 /** The decode bundles' error texts, as torch_webgpu/bundle/messages.py has them ({placeholders}). */
 export const MESSAGES: Record<string, string>;
 /** The device sampler's 16 parameter words (kernels/sampling.py's layout). */
-export function samplerParams(n: number, options?: { doSample?: boolean; temperature?: number; topK?: number; topP?: number },
+export function samplerParams(n: number,
+                              options?: { doSample?: boolean; temperature?: number; topK?: number; topP?: number },
                               rng?: [number, number, number, number]): Uint32Array;
 /** A plan's per-call buffers of disjoint live ranges renamed into shared slots (compiler/plan_memory.py). */
 export function assignMemory<P>(plan: P): { plan: P; slots: Map<string, string[]> };
@@ -269,7 +270,8 @@ declare const TorchWebGPU: {
   evaluate: typeof evaluate; evaluateAll: typeof evaluateAll; readZip: typeof readZip; parseNpy: typeof parseNpy;
   Model: typeof Model; LanguageModel: typeof LanguageModel; TextTokenizer: typeof TextTokenizer;
   TextStream: typeof TextStream; MESSAGES: typeof MESSAGES; samplerParams: typeof samplerParams;
-  assignMemory: typeof assignMemory; sharedSlotSizes: typeof sharedSlotSizes; BundleError: typeof BundleError; BundleFormatError: typeof BundleFormatError;
+  assignMemory: typeof assignMemory; sharedSlotSizes: typeof sharedSlotSizes; BundleError: typeof BundleError;
+  BundleFormatError: typeof BundleFormatError;
   BundleIntegrityError: typeof BundleIntegrityError; BundleRequirementError: typeof BundleRequirementError;
   BundleSignatureError: typeof BundleSignatureError; BUNDLE_FORMAT: typeof BUNDLE_FORMAT;
   BUNDLE_FORMAT_VERSION: typeof BUNDLE_FORMAT_VERSION; VERSION: typeof VERSION;

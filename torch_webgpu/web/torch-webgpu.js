@@ -501,7 +501,8 @@ const isNode = () => typeof process !== "undefined" && Boolean(process.versions 
 async function fileSource(source) {
   const [fs, path, url] = await Promise.all([import("node:fs/promises"), import("node:path"), import("node:url")]);
   // Errors name the path as given, as the Python loader's do.
-  const given = source instanceof URL || String(source).startsWith("file:") ? url.fileURLToPath(source) : String(source);
+  const given = source instanceof URL || String(source).startsWith("file:") ? url.fileURLToPath(source)
+    : String(source);
   const where = given.length > 1 ? given.replace(/\/+$/, "") : given;
   const dir = path.resolve(where);
   let stat;
@@ -680,7 +681,9 @@ function nodeUses(node, plan) {
       const readOnly = new Set();
       if (spec) {
         const wgslReadOnly = new Set(spec.read_only || []);
-        for (const [wgsl, host] of Object.entries(spec.binding_map)) if (wgslReadOnly.has(Number(wgsl))) readOnly.add(host);
+        for (const [wgsl, host] of Object.entries(spec.binding_map)) {
+          if (wgslReadOnly.has(Number(wgsl))) readOnly.add(host);
+        }
       }
       const uses = node.bindings.map((b, i) => [b[0], readOnly.has(i) ? "r" : "w"]);
       for (const variant of (node.tune && node.tune.variants) || []) {   // tunable: every variant's buffers too
@@ -718,7 +721,9 @@ export function assignMemory(plan) {
   const taken = new Set(Object.keys(plan.buffers));
   for (const node of plan.main) for (const [name] of nodeUses(node, plan)) taken.add(name);
   const slots = [];
-  const order = candidates.slice().sort((a, b) => (plan.buffers[b] - plan.buffers[a]) || (ranges.get(a)[0] - ranges.get(b)[0]));
+  // largest first, then by first use (Python's sort on (-size, first use) is stable too)
+  const order = candidates.slice().sort((a, b) => (plan.buffers[b] - plan.buffers[a]) ||
+                                                  (ranges.get(a)[0] - ranges.get(b)[0]));
   for (const name of order) {
     const [lo, hi] = ranges.get(name);
     let best = null;
@@ -1496,7 +1501,9 @@ export class Model {
     let program = this._programs.get(key);
     if (!program) {
       const buffers = new Map([...this._static, ...layout.buffers]);
-      inputs.forEach((value, k) => buffers.set(`in${k}`, isGPUBuffer(value) ? [value, 0] : layout.hostInputs.get(`in${k}`)));
+      inputs.forEach((value, k) => {
+        buffers.set(`in${k}`, isGPUBuffer(value) ? [value, 0] : layout.hostInputs.get(`in${k}`));
+      });
       const capture = new CommandList();
       const state = { recorder: capture, buffers, dispatches: layout.dispatches, layout, results: new Map(), into,
                       phase: layout.key };
@@ -1766,9 +1773,12 @@ const CLEAN_UP = [[" .", "."], [" ?", "?"], [" !", "!"], [" ,", ","], [" ' ", "'
 function namedTemplates(value) {
   if (typeof value === "string") return { default: value };
   if (Array.isArray(value)) {   // tokenizer_config.json's named templates: [{name, template}]
-    return Object.fromEntries(value.filter((t) => t && typeof t === "object" && "name" in t).map((t) => [t.name, t.template]));
+    const named = value.filter((t) => t && typeof t === "object" && "name" in t);
+    return Object.fromEntries(named.map((t) => [t.name, t.template]));
   }
-  if (value && typeof value === "object") return Object.fromEntries(Object.entries(value).filter(([, v]) => typeof v === "string"));
+  if (value && typeof value === "object") {
+    return Object.fromEntries(Object.entries(value).filter(([, v]) => typeof v === "string"));
+  }
   return {};
 }
 
@@ -1840,7 +1850,9 @@ export class TextTokenizer {
 
   /** Token ids of `text`; `addSpecialTokens` (default true): the post-processor's, e.g. a bos token first. */
   encode(text, { addSpecialTokens = true } = {}) {
-    if (typeof text !== "string") throw new BundleSignatureError(`${this.where}: encode takes a str, not ${typeof text}`);
+    if (typeof text !== "string") {
+      throw new BundleSignatureError(`${this.where}: encode takes a str, not ${typeof text}`);
+    }
     return this.raw.encode(text, { add_special_tokens: addSpecialTokens }).ids;
   }
 
@@ -1924,8 +1936,9 @@ async function loadTokenizer(manifest, files, where, name, options) {
   const names = [entry.json, entry.config];
   const missing = names.filter((n) => !files.has(n));
   if (missing.length) {
-    throw new BundleFormatError(`${name}: the manifest's tokenizer names [${missing.map((n) => `'${n}'`).join(", ")}], ` +
-                                "which the bundle does not list; re-export it");
+    const listed = missing.map((n) => `'${n}'`).join(", ");
+    throw new BundleFormatError(`${name}: the manifest's tokenizer names [${listed}], which the bundle does not ` +
+                                "list; re-export it");
   }
   const [tokenizers, jinja] = await Promise.all([
     options.tokenizers || importText("@huggingface/tokenizers", `${name}: the bundle's tokenizer`),
@@ -1999,14 +2012,17 @@ export class LanguageModel {
     const info = this.manifest.decoder;
     const where = this.where;
     const weights = parseSafetensors(files.get(WEIGHTS_FILE) || new Uint8Array(0), `${where}: ${WEIGHTS_FILE}`);
-    const docs = new Map(Object.entries(info.phases).map(([name, phase]) => [name, planFromDoc(phase.plan, files, where)]));
+    const docs = new Map(Object.entries(info.phases).map(([name, phase]) => [name,
+                                                                             planFromDoc(phase.plan, files, where)]));
     for (const bucket of this.buckets) {
       if (!docs.has(`prefill-${bucket}`)) throw new BundleFormatError(`${where}: no prefill-${bucket} phase`);
     }
     if (!docs.has("decode")) throw new BundleFormatError(`${where}: the decode bundle has no decode phase`);
     await withErrorScope(this.device, `${where}: WebGPU rejected the bundle's setup`, async () => {
       // The phases run one at a time (their outputs are copied out): their per-call buffers share storage.
-      for (const [slot, size] of sharedSlotSizes([...docs.values()])) this.slotBuffers.set(slot, this._buffer(size, slot));
+      for (const [slot, size] of sharedSlotSizes([...docs.values()])) {
+        this.slotBuffers.set(slot, this._buffer(size, slot));
+      }
     });
     const tuning = tuningPolicy(options, this.device);
     for (const [name, phase] of Object.entries(info.phases)) {
@@ -2038,11 +2054,12 @@ export class LanguageModel {
     await withErrorScope(this.device, `${where}: WebGPU rejected the bundle's sampler`, async () => {
       this._logits = this._buffer(product(logits.shape) * SCORE_BYTES[scores], "torch-webgpu-logits");
       const cacheBytes = product(cache.shape) * ITEMSIZE[decode.plan.outputs[1].device_dtype];
-      this._caches = [this._buffer(cacheBytes, "torch-webgpu-kv-cache-0"), this._buffer(cacheBytes, "torch-webgpu-kv-cache-1")];
+      this._caches = [0, 1].map((k) => this._buffer(cacheBytes, `torch-webgpu-kv-cache-${k}`));
       this._token = this._buffer(4, "torch-webgpu-token");
       this._params = this._buffer(SAMPLER_PARAM_WORDS * 4, "torch-webgpu-sampler-params",
                                   GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
-      this._readback = this._buffer(4, "torch-webgpu-token-readback", GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST);
+      this._readback = this._buffer(4, "torch-webgpu-token-readback",
+                                    GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST);
       const source = new TextDecoder().decode(files.get(info.sampler.wgsl) || new Uint8Array(0));
       if (!source) throw new BundleFormatError(`${where}: ${info.sampler.wgsl} is not among the bundle's files`);
       const module = this.device.createShaderModule({ code: source, label: info.sampler.wgsl });
@@ -2050,8 +2067,9 @@ export class LanguageModel {
         layout: "auto", compute: { module, entryPoint: "main" }, label: "torch-webgpu-sampler" });
       this._samplerGroup = this.device.createBindGroup({
         layout: this._sampler.getBindGroupLayout(0), label: "torch-webgpu-sampler",
-        entries: [{ binding: 0, resource: { buffer: this._params } }, { binding: 1, resource: { buffer: this._logits } },
-                  { binding: 2, resource: { buffer: this._token } }] });
+        entries: [this._params, this._logits, this._token].map((buffer, binding) => ({ binding,
+                                                                               resource: { buffer } })),
+      });
     });
   }
 
@@ -2099,13 +2117,15 @@ export class LanguageModel {
   _checkPrompt(ids, maxNewTokens) {
     const length = ids.length;
     if (maxNewTokens === null || maxNewTokens === undefined) maxNewTokens = Math.max(this.maxLen - length, 0);
-    if (length === 0 || !(maxNewTokens >= 0)) throw new BundleSignatureError(message("EMPTY_PROMPT", { bundle: this.name }));
+    if (length === 0 || !(maxNewTokens >= 0)) {
+      throw new BundleSignatureError(message("EMPTY_PROMPT", { bundle: this.name }));
+    }
     if (ids.some((t) => !Number.isInteger(t) || t < 0 || t >= this.vocabSize)) {
       throw new BundleSignatureError(message("PROMPT_IDS_RANGE", { bundle: this.name, vocab_size: this.vocabSize }));
     }
     if (length + maxNewTokens > this.maxLen) {
-      throw new BundleSignatureError(message("PROMPT_OVER_MAX_LEN", { bundle: this.name, length,
-                                                                      new_tokens: maxNewTokens, max_len: this.maxLen }));
+      throw new BundleSignatureError(message("PROMPT_OVER_MAX_LEN",
+        { bundle: this.name, length, new_tokens: maxNewTokens, max_len: this.maxLen }));
     }
     this._bucket(length);
     return maxNewTokens;
@@ -2160,8 +2180,8 @@ export class LanguageModel {
           // The next step's decode (its token the sampler's, on the device) in a submit of its own: the id is
           // read back while it runs, and the host records the next step meanwhile.
           recorder.submit();
-          this.plans.get("decode")._recordInto(recorder, [this._token, Int32Array.of(length + step), this._caches[cache]],
-                                               [this._logits, this._caches[1 - cache]]);
+          const inputs = [this._token, Int32Array.of(length + step), this._caches[cache]];
+          this.plans.get("decode")._recordInto(recorder, inputs, [this._logits, this._caches[1 - cache]]);
           cache = 1 - cache;
         }
         recorder.submit();
@@ -2188,7 +2208,7 @@ export class LanguageModel {
       const invalid = await device.popErrorScope();
       if (failure === null || !(failure instanceof BundleError)) {
         if (oom) failure = new BundleError(`${this.where}: generate ran out of device memory: ${oom.message}`);
-        else if (invalid) failure = new BundleError(`${this.where}: WebGPU rejected a generate step: ${invalid.message}`);
+        else if (invalid) failure = new BundleError(`${this.where}: WebGPU rejected a step: ${invalid.message}`);
       }
     }
     if (failure) throw failure;
@@ -2223,7 +2243,8 @@ export class LanguageModel {
    */
   async *chat(messages, options = {}) {
     const tokenizer = this._textTokenizer();
-    const text = tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, ...(options.templateVariables || {}) });
+    const variables = options.templateVariables || {};
+    const text = tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, ...variables });
     yield* this._pieces(tokenizer, tokenizer.encode(text, { addSpecialTokens: false }), options);
   }
 

@@ -54,6 +54,7 @@ function options() {
   if (values.help) { process.stdout.write(`${USAGE}\n`); process.exit(0); }
   if (positionals.length !== 1) fail(`give one bundle\n${USAGE}`);
   if ((values.prompt === undefined) === (values.ids === undefined)) fail(`give --prompt TEXT or --ids 1,2,3\n${USAGE}`);
+  const integer = (v) => parseInt(v, 10);
   const number = (name, parse = Number) => {
     const value = parse(values[name]);
     if (Number.isNaN(value)) fail(`--${name} ${values[name]} is not a number`);
@@ -65,10 +66,10 @@ function options() {
     if (prompt.some((v) => !Number.isInteger(v))) fail(`--ids ${values.ids}: comma-separated token ids`);
   }
   return {
-    bundle: positionals[0], prompt, chat: values.chat, json: values.json, repeat: number("repeat", (v) => parseInt(v, 10)),
+    bundle: positionals[0], prompt, chat: values.chat, json: values.json, repeat: number("repeat", integer),
     generation: {
-      maxNewTokens: values["max-new-tokens"] === undefined ? null : number("max-new-tokens", (v) => parseInt(v, 10)), doSample: values.sample,
-      temperature: number("temperature"), topK: number("top-k", (v) => parseInt(v, 10)), topP: number("top-p"),
+      maxNewTokens: values["max-new-tokens"] === undefined ? null : number("max-new-tokens", integer),
+      doSample: values.sample, temperature: number("temperature"), topK: number("top-k", integer), topP: number("top-p"),
       seed: BigInt(values.seed), stopAtEos: !values["ignore-eos"],
     },
   };
@@ -82,7 +83,8 @@ async function generateOnce(lm, args, write) {
   if (args.chat) {
     if (typeof prompt !== "string") fail("--chat takes --prompt TEXT");
     const tokenizer = lm._textTokenizer();
-    prompt = tokenizer.encode(tokenizer.applyChatTemplate([{ role: "user", content: prompt }]), { addSpecialTokens: false });
+    const text = tokenizer.applyChatTemplate([{ role: "user", content: prompt }]);
+    prompt = tokenizer.encode(text, { addSpecialTokens: false });
   }
   if (lm.tokenizer) {
     // Text streams through generate; the ids come from the same run.
@@ -128,7 +130,9 @@ async function main() {
     fail(`${exc.name}: ${exc.message}`);
   }
   const loadMs = performance.now() - start;
-  if (!(lm instanceof TorchWebGPU.LanguageModel)) fail(`${args.bundle} is not a decode bundle (compile it with --decoder)`);
+  if (!(lm instanceof TorchWebGPU.LanguageModel)) {
+    fail(`${args.bundle} is not a decode bundle (compile it with --decoder)`);
+  }
   const info = lm.device.adapterInfo || {};
   const adapter = [info.vendor, info.architecture, info.device, info.description].filter((s) => s).join(" ");
   const runs = [];
@@ -145,12 +149,14 @@ async function main() {
     const values = runs.map((r) => r[key]).filter((v) => v !== null).sort((a, b) => a - b);
     return values.length ? values[Math.floor(values.length / 2)] : null;
   };
-  const summary = { prefill_tokens_per_s: median("prefill_tokens_per_s"), decode_tokens_per_s: median("decode_tokens_per_s"),
-                    prefill_ms: median("prefill_ms"), decode_ms_per_step: median("decode_ms_per_step"),
-                    decode_host_ms_per_step: median("decode_host_ms_per_step") };
+  const keys = ["prefill_tokens_per_s", "decode_tokens_per_s", "prefill_ms", "decode_ms_per_step",
+                "decode_host_ms_per_step"];
+  const summary = Object.fromEntries(keys.map((key) => [key, median(key)]));
   if (args.json) {
-    process.stdout.write(JSON.stringify({ bundle: args.bundle, runtime: "torch-webgpu.js", host: `node ${process.version}`,
-      adapter, load_ms: loadMs, ids: first.ids, text: first.text ?? null, runs, ...summary }) + "\n");
+    const host = `node ${process.version}`;
+    process.stdout.write(JSON.stringify({ bundle: args.bundle, runtime: "torch-webgpu.js", host, adapter,
+                                          load_ms: loadMs, ids: first.ids, text: first.text ?? null, runs,
+                                          ...summary }) + "\n");
   } else {
     if (args.repeat) process.stdout.write(first.text ?? first.ids.join(" "));
     const decode = summary.decode_tokens_per_s === null ? "n/a" : summary.decode_tokens_per_s.toFixed(1);
