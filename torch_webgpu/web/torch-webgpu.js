@@ -2221,6 +2221,10 @@ export class LanguageModel {
    * pieces add up to the decoded text. Options as generateIds.
    */
   async *generate(prompt, options = {}) {
+    if (this.tokenizer === null && typeof prompt !== "string") {
+      throw new BundleSignatureError(`${this.name} was exported without a tokenizer, so it gives token ids, not ` +
+                                     "text: use generateIds(ids)");
+    }
     const tokenizer = this._textTokenizer();
     const ids = this._promptIds(prompt);
     yield* this._pieces(tokenizer, ids, options);
