@@ -23,9 +23,11 @@ version=$(apt-cache "${opts[@]}" madison nodejs | awk -F'|' '$2 !~ /nodesource/ 
 rm -rf "$lists"
 cp "$SRC/webgpu/package.json" "$SRC/webgpu/index.js" .node/node_modules/webgpu/
 xz -T0 -9 -c "$SRC/webgpu/dist/linux-x64/dawn.node" > .node/node_modules/webgpu/dist/linux-x64/dawn.node.xz
-for package in @huggingface/tokenizers @huggingface/jinja; do
-  mkdir -p ".node/node_modules/$package"
-  cp -r "$SRC/$package/package.json" "$SRC/$package/dist" ".node/node_modules/$package/"
-done
+# the tokenizer libraries: their package.json and the builds Node imports (no types, maps or CommonJS)
+mkdir -p .node/node_modules/@huggingface/tokenizers/dist .node/node_modules/@huggingface/jinja/dist
+cp "$SRC/@huggingface/tokenizers/package.json" .node/node_modules/@huggingface/tokenizers/
+cp "$SRC/@huggingface/tokenizers/dist/tokenizers.mjs" .node/node_modules/@huggingface/tokenizers/dist/
+cp "$SRC/@huggingface/jinja/package.json" .node/node_modules/@huggingface/jinja/
+cp "$SRC/@huggingface/jinja/dist/index.js" .node/node_modules/@huggingface/jinja/dist/
 echo "nodejs $version" > .node/VERSION
-du -sh .node .node/debs
+find .node -type f -printf '%s\n' | awk '{s += $1} END {printf ".node: %.1f MiB\n", s / 1048576}'
