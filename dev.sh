@@ -12,6 +12,7 @@ case "$command" in
 esac
 bash tools/setup_system.sh
 bash tools/setup_python.sh
+bash tools/setup_node.sh
 case "$command" in
   demo) exec .venv/bin/python -m torch_webgpu.demo "$@" ;;
   test) exec .venv/bin/python -m pytest "$@" ;;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # System packages for torch-webgpu on Debian 12: compilers, Python venv, the Vulkan loader and, when no
 # GPU Vulkan driver is present, Mesa's software rasteriser (lavapipe) from bookworm-backports; Chromium and
-# its WebDriver for the browser tests of torch-webgpu.js (tests/web, WebGPU on Chromium's SwiftShader).
+# its WebDriver for the browser tests of torch-webgpu.js (tests/web, WebGPU on Chromium's SwiftShader);
+# Node.js and npm for torch-webgpu.js's npm packages (tools/setup_node.sh) and its Node runs.
 # Dawn refuses bookworm's Mesa 22.3, so the backports suite is added by copying the machine's own deb822
 # Debian source (same URIs and keyring) — no registry host is written here.
 set -euo pipefail
@@ -50,6 +51,11 @@ mesa_major() { dpkg-query -W -f='${Version}' mesa-vulkan-drivers 2>/dev/null | s
 
 apt_install build-essential cmake ninja-build git python3 python3-venv python3-dev libvulkan1 ca-certificates
 apt_install chromium chromium-driver
+# Debian's nodejs and npm, unless a node and an npm are already there (NodeSource's nodejs carries its own
+# npm, which Debian's npm package would conflict with).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  apt_install nodejs npm
+fi
 
 if has_vendor_gpu_icd; then
   :  # NVIDIA driver present; Mesa lavapipe is not needed

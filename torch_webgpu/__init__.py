@@ -34,7 +34,8 @@ def export(model: Any, example_inputs: Any, path: str | os.PathLike, **options: 
 def export_decoder(lm: Any, path: str | os.PathLike, **options: Any) -> Path:
     """Compile a Llama-style causal LM into a decode bundle (prefill plans per prompt bucket + one decode
     plan sharing weights and KV cache) whose `load(path).generate(...)` runs without torch (options:
-    max_len, prompt_buckets, target, f16; see torch_webgpu.compiler.export.decoder)."""
+    max_len, prompt_buckets, target, f16, tokenizer — a fast tokenizer or its directory, for text in and
+    text out; see torch_webgpu.compiler.export.decoder)."""
     from .compiler.export import export_decoder as _export_decoder
 
     return _export_decoder(lm, path, **options)

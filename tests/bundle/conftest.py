@@ -1,4 +1,5 @@
-"""Bundle fixtures: a private compile cache and one MLP bundle exported once per session."""
+"""Bundle fixtures: a private compile cache, one MLP bundle and the tiny language models' decode bundles
+(tests/language_models.py: Llama and Qwen2, f32 and int4, with their tokenizers) exported once per session."""
 
 import json
 import os
@@ -10,6 +11,7 @@ import torch
 
 from tests.compiler.models import MLP
 from tests.executor_check import check_native_executor  # noqa: F401  (autouse fixture)
+from tests.language_models import KINDS, QUANTS, build_language_model
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -54,3 +56,44 @@ def edit_manifest(path: Path, change, reseal: bool = True) -> None:
     if reseal:
         manifest[SELF_HASH_KEY] = sha256(_canonical(manifest))
     (path / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.fixture(scope="session")
+def build_language_bundle(tmp_path_factory):
+    """(kind, quant) -> its LanguageModel with the decode bundle exported, each built once per session."""
+    built = {}
+
+    def build(kind: str, quant: str):
+        if (kind, quant) not in built:
+            built[kind, quant] = build_language_model(kind, quant, tmp_path_factory.mktemp("language-models"))
+        return built[kind, quant]
+
+    return build
+
+
+@pytest.fixture(scope="session", params=[(k, q) for k in KINDS for q in QUANTS], ids="-".join)
+def language_model(request, build_language_bundle):
+    """Each tiny language model (Llama, Qwen2 × f32, int4) with its exported decode bundle."""
+    return build_language_bundle(*request.param)
+
+
+@pytest.fixture(scope="session")
+def language_bundle(language_model):
+    """The language_model's decode bundle, loaded."""
+    import torch_webgpu
+
+    bundle = torch_webgpu.load(language_model.path)
+    yield bundle
+    bundle.release()
+
+
+@pytest.fixture(scope="session")
+def llama_text(build_language_bundle):
+    """The tiny float32 Llama with its decode bundle (for the tests one model serves)."""
+    return build_language_bundle("llama", "f32")
+
+
+@pytest.fixture
+def llama_text_copy(llama_text, tmp_path):
+    """A private copy of the tiny Llama's decode bundle directory, to edit."""
+    return Path(shutil.copytree(llama_text.path, tmp_path / "llama-edited"))

@@ -200,10 +200,15 @@ def test_quantized_table_and_head_decoder_bundle_matches_torchao_cpu(tmp_path):
     assert bundle.generate(prompt[0].numpy(), 6).tolist() == want.tolist()
 
 
-def test_web_commands_refuse_decode_bundles(decoder_bundle, tmp_path, capsys):
+def test_export_web_writes_the_chat_page_of_a_decode_bundle(decoder_bundle, tmp_path, capsys):
     from torch_webgpu.cli.main import main
+    from torch_webgpu.web import ASSETS
 
-    assert main(["export-web", str(decoder_bundle), str(tmp_path / "site")]) != 0
-    assert "torch-webgpu.js does not run yet" in capsys.readouterr().err
+    site = tmp_path / "site"
+    assert main(["export-web", str(decoder_bundle), str(site)]) == 0, capsys.readouterr().err
+    assert (site / "index.html").read_bytes() == (ASSETS / "chat.html").read_bytes()
+    assert (site / "chat.js").is_file() and (site / "bundle" / "manifest.json").is_file()
+    assert not (site / "vendor").exists()   # no tokenizer: the page needs no npm package
+    capsys.readouterr()
     assert main(["inspect", str(decoder_bundle)]) == 0
     assert "decode bundle: max_len 24, prompt buckets [4, 8]" in capsys.readouterr().out

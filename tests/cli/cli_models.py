@@ -50,3 +50,10 @@ def tiny_llama():
                                       max_position_embeddings=64)
     torch.manual_seed(0)
     return transformers.LlamaForCausalLM(config)
+
+
+def text_qwen2():
+    """tests/language_models.py's tiny Qwen2, over the vocabulary of its trained tokenizer."""
+    from tests.language_models import make_model, make_tokenizer
+
+    return make_model("qwen2", make_tokenizer("qwen2"))

@@ -181,18 +181,32 @@ def test_compile_unsupported_op_is_named(main_cli, tmp_path):
 
 @pytest.mark.slow
 def test_decoder_compile_inspect_generate(cli, tmp_path):
-    """compile --decoder writes a decode bundle, inspect lists its phases, generate prints greedy ids."""
-    bundle = tmp_path / "llama.bundle"
-    cli("compile", f"{MODELS}:tiny_llama", "--decoder", "--max-len", "16", "--prompt-buckets", "4",
-        "--target", "webgpu-core", "-o", bundle)
+    """compile --decoder --tokenizer writes a decode bundle with the tokenizer, inspect lists its phases,
+    generate prints greedy ids (--ids) and streams text (--prompt, --chat) as transformers gives them."""
+    from tests.language_models import build_language_model, reference_generate, reference_text
+
+    lm = build_language_model("qwen2")
+    lm.tokenizer.save_pretrained(tmp_path / "tokenizer")
+    bundle = tmp_path / "qwen2.bundle"
+    cli("compile", f"{MODELS}:text_qwen2", "--decoder", "--max-len", "24", "--prompt-buckets", "12",
+        "--target", "webgpu-core", "--tokenizer", tmp_path / "tokenizer", "-o", bundle)
     info = json.loads(cli("inspect", bundle, "--json").stdout)
-    assert info["decoder"]["max_len"] == 16 and sorted(info["decoder"]["phases"]) == ["decode", "prefill-4"]
+    assert info["decoder"]["max_len"] == 24 and sorted(info["decoder"]["phases"]) == ["decode", "prefill-12"]
+    assert json.loads((bundle / "manifest.json").read_text())["decoder"]["tokenizer"] == {
+        "json": "tokenizer.json", "config": "tokenizer_config.json"}
     prompt = [5, 17, 99]
-    model = cli_models.tiny_llama().eval()
-    model.generation_config.pad_token_id = 0
-    want = model.generate(torch.tensor([prompt]), max_new_tokens=6, do_sample=False)[0].tolist()
-    out = cli("generate", bundle, "--prompt", ",".join(map(str, prompt)), "--max-new-tokens", "6")
+    want = reference_generate(lm, prompt, 6)
+    out = cli("generate", bundle, "--ids", ",".join(map(str, prompt)), "--max-new-tokens", "6")
     assert out.stdout.strip().splitlines()[-1] == ",".join(map(str, want))
-    sampled = cli("generate", bundle, "--prompt", "5,17,99", "--max-new-tokens", "4", "--sample",
-                  "--top-k", "5")
+    sampled = cli("generate", bundle, "--ids", "5,17,99", "--max-new-tokens", "4", "--sample", "--top-k", "5")
     assert sampled.stdout.strip().splitlines()[-1].startswith("5,17,99,")
+    text = cli("generate", bundle, "--prompt", "Grüße 你好", "--max-new-tokens", "6").stdout
+    assert text == reference_text(lm, "Grüße 你好", 6) + "\n"
+    chat = [{"role": "user", "content": "Hello"}]
+    ids = list(lm.tokenizer.apply_chat_template(chat, add_generation_prompt=True, return_dict=False))
+    reply = cli("generate", bundle, "--chat", "--prompt", "Hello", "--max-new-tokens", "5").stdout
+    want = lm.tokenizer.decode(reference_generate(lm, ids, 5)[len(ids):], skip_special_tokens=True)
+    assert reply == want + "\n"
+    refused = cli("compile", f"{MODELS}:mlp", "--input", "4x16xf32", "--tokenizer", tmp_path / "tokenizer",
+                  "-o", tmp_path / "mlp", check=False)
+    assert refused.returncode == 2 and "--tokenizer goes with --decoder" in refused.stderr

@@ -1,7 +1,10 @@
 """Browser fixtures: one headless Chromium (WebGPU on its SwiftShader adapter) driven by Selenium for the
-session, a local server of torch-webgpu.js and the test bundles, and helpers that run a bundle in the page.
+session, a local server of torch-webgpu.js and the test bundles, and helpers that run a bundle in the page;
+the tiny language models' decode bundles (tests/language_models.py) exported under the server's root, a
+page whose import map finds the tokenizer libraries, and Node with Dawn for Node (the npm package `webgpu`).
 
-Never skipped: a machine without Chromium or chromedriver fails here with the set-up step to run.
+Never skipped: a machine without Chromium, chromedriver, node or the npm packages fails here with the
+set-up step to run.
 """
 
 import base64
@@ -84,11 +87,17 @@ def web_root(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def web_server(web_root):
-    """Base URL of a local server of torch-webgpu.js (at /) and `web_root` (at /files/)."""
+    """Base URL of a local server of torch-webgpu.js (at /), `web_root` (at /files/) and, where they are
+    installed, the tokenizer libraries (at /vendor/, as the chat page's import map names them)."""
     from torch_webgpu.cli.web import make_server, serve_in_thread
-    from torch_webgpu.web import ASSETS
+    from torch_webgpu.web import ASSETS, text_libraries
 
-    server = make_server({"/": ASSETS, "/files/": web_root})
+    mounts = {"/": ASSETS, "/files/": web_root}
+    try:
+        mounts.update({f"/{page_path}": file for page_path, file in text_libraries().items()})
+    except FileNotFoundError:
+        pass   # the language-model fixtures fail with the set-up step; the other tests need none
+    server = make_server(mounts)
     serve_in_thread(server)
     yield f"http://localhost:{server.server_address[1]}"
     server.shutdown()
@@ -153,3 +162,136 @@ def export_model(name: str, shape: tuple[int, ...], web_root: Path) -> tuple[Pat
 def mlp_web(web_root):
     """The MLP bundle (webgpu-core), its model and an input."""
     return export_model("mlp", (4, 16), web_root)
+
+
+NPM_SETUP = "run tools/setup_node.sh (npm ci in torch_webgpu/web; ./dev.sh does it)"
+
+
+@pytest.fixture(scope="session")
+def build_web_language_model(web_root):
+    """(kind, quant) -> tests/language_models.py's tiny model with its decode bundle exported under
+    `web_root`/lm (served at /files/lm/<kind>-<quant>/), each built once per session."""
+    from tests.language_models import build_language_model
+
+    built = {}
+
+    def build(kind: str, quant: str):
+        if (kind, quant) not in built:
+            built[kind, quant] = build_language_model(kind, quant, web_root / "lm")
+        return built[kind, quant]
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def f16_language_bundle(build_web_language_model, web_root):
+    """The tiny Llama in float16 as a decode bundle with its tokenizer, compiled for webgpu-core's limits
+    plus shader-f16 (which it then requires)."""
+    import copy
+    import json
+
+    import torch
+
+    import torch_webgpu
+    from torch_webgpu.bundle.requirements import WEBGPU_CORE_LIMITS
+
+    target = web_root / "webgpu-core-f16.json"   # an adapter file (`torch-webgpu adapter --json`'s form)
+    target.write_text(json.dumps({"limits": WEBGPU_CORE_LIMITS, "features": ["shader-f16"]}))
+    lm = build_web_language_model("llama", "f32")
+    half = copy.deepcopy(lm.model).to(torch.float16)
+    return torch_webgpu.export_decoder(half, web_root / "lm" / "llama-f16", tokenizer=lm.tokenizer,
+                                       max_len=32, prompt_buckets=(8,), f16=True, target=str(target))
+
+
+@pytest.fixture(scope="session")
+def lm_page(page, web_server, web_root):
+    """The browser on a page of the test server whose import map gives @huggingface/tokenizers and
+    @huggingface/jinja (what the chat page's does): a decode bundle with a tokenizer loads there."""
+    import json
+
+    from torch_webgpu.web import TEXT_LIBRARIES, text_libraries
+
+    try:
+        text_libraries()
+    except FileNotFoundError as exc:
+        pytest.fail(f"{exc}; {NPM_SETUP}", pytrace=False)
+    imports = {package: f"/{page_path}" for package, (_, page_path) in TEXT_LIBRARIES.items()}
+    (web_root / "lm.html").write_text('<!doctype html><title>torch-webgpu language models</title>'
+                                      f'<script type="importmap">{json.dumps({"imports": imports})}</script>')
+    page.get(f"{web_server}/files/lm.html")
+    return page
+
+
+# Runs `ops` on one decode bundle in the page: load it, then each op (generate, encode, ...); returns
+# {op name: {value} or {error: {name, message}}}, or {load_error: {name, message}}.
+LM_JS = """
+const [url, ops, done] = [arguments[0], arguments[1], arguments[arguments.length - 1]];
+const error = (e) => ({name: e.name, message: String(e.message)});
+(async () => {
+  const T = await import("/torch-webgpu.js");
+  let lm;
+  try {
+    lm = await T.load(url);
+  } catch (e) {
+    done({load_error: error(e)});
+    return;
+  }
+  const all = async (stream) => { const out = []; for await (const x of stream) out.push(x); return out; };
+  const results = {};
+  for (const op of ops) {
+    try {
+      const t = lm.tokenizer;
+      let value;
+      switch (op.kind) {
+        case "ids": value = await all(lm.generateIds(op.prompt, op.options)); break;
+        case "text": value = await all(lm.generate(op.prompt, op.options)); break;
+        case "chat": value = await all(lm.chat(op.messages, op.options)); break;
+        case "encode": value = t.encode(op.text, op.options); break;
+        case "decode": value = t.decode(op.ids, op.options); break;
+        case "template": value = t.applyChatTemplate(op.messages, op.options); break;
+        case "info": value = {maxLen: lm.maxLen, buckets: lm.buckets, vocabSize: lm.vocabSize,
+                              eos: lm.eosTokenIds, tokenizer: t !== null}; break;
+        default: throw new Error(`unknown op ${op.kind}`);
+      }
+      results[op.name] = {value, stats: lm.stats};
+    } catch (e) {
+      results[op.name] = {error: error(e)};
+    }
+  }
+  lm.release();
+  done(results);
+})().catch((e) => done({load_error: error(e)}));
+"""
+
+
+@pytest.fixture(scope="session")
+def run_lm_in_page(lm_page, web_server, web_root):
+    """run(bundle_dir, ops) -> LM_JS's results for a decode bundle under `web_root`."""
+
+    def run(bundle: Path, ops: list[dict]) -> dict:
+        if lm_page.current_url != f"{web_server}/files/lm.html":
+            lm_page.get(f"{web_server}/files/lm.html")
+        url = f"{web_server}/files/{Path(bundle).relative_to(web_root).as_posix()}/"
+        return lm_page.execute_async_script(LM_JS, url, ops)
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def node():
+    """The node binary, after checking Dawn for Node and the tokenizer libraries import under it."""
+    import subprocess
+
+    from torch_webgpu.web import ASSETS
+
+    binary = os.environ.get("TORCH_WEBGPU_NODE") or shutil.which("node")
+    if not binary:
+        pytest.fail(f"the Node tests need node; {SETUP.replace('chromium chromium-driver', 'nodejs npm')}",
+                    pytrace=False)
+    probe = subprocess.run([binary, "--input-type=module", "-e", "await import('webgpu'); "
+                            "await import('@huggingface/tokenizers'); await import('@huggingface/jinja');"],
+                           cwd=ASSETS, capture_output=True, text=True, timeout=120)
+    if probe.returncode != 0:
+        pytest.fail(f"node cannot import torch-webgpu.js's npm packages ({probe.stderr.strip()[-300:]}); "
+                    f"{NPM_SETUP}", pytrace=False)
+    return binary

@@ -20,6 +20,9 @@ examples:
   torch-webgpu compile models.py:MLP --input 4x16xf32 -o mlp.bundle
   torch-webgpu compile model.pt2 --target webgpu-core -o model.zip
   torch-webgpu compile models.py:MLP --input 4x16xf32 --compile-to=wgsl -o shaders/
+  torch-webgpu compile models.py:tiny_llama --decoder --tokenizer tok/ -o llama.bundle
+  torch-webgpu generate llama.bundle --prompt "Once upon a time"   # streams the generated text
+  torch-webgpu generate llama.bundle --chat                        # a conversation on the terminal
   torch-webgpu run mlp.bundle --input @x.npy --output @y.npy
   torch-webgpu run mlp.bundle --input 4x16xf32=1 --benchmark 100
   torch-webgpu inspect mlp.bundle
@@ -82,15 +85,28 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--prompt-buckets", default="16,64", metavar="L1,L2,...",
                    help="with --decoder: prompt lengths with a prefill plan of their own; a prompt runs in "
                         "the smallest bucket that holds it (default 16,64)")
+    c.add_argument("--tokenizer", metavar="DIR|FILE",
+                   help="with --decoder: the model's tokenizer, a directory holding tokenizer.json [+ "
+                        "tokenizer_config.json, chat_template.jinja] (what save_pretrained writes) or a "
+                        "tokenizer.json file; stored in the bundle for `generate --prompt TEXT` and --chat")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     c.set_defaults(func=cmd_compile)
 
     g = sub.add_parser(
-        "generate", help="generate tokens with a decode bundle (compile --decoder)",
-        description="Greedy (default) or sampled decoding with a decode bundle; prints the token ids.")
+        "generate", help="generate text (or token ids) with a decode bundle (compile --decoder)",
+        description="Greedy (default) or sampled decoding with a decode bundle. A bundle compiled with "
+                    "--tokenizer takes text: --prompt TEXT streams the generated text to stdout; --chat "
+                    "applies the chat template (one turn with --prompt, else a conversation: one user "
+                    "message per line of stdin). --ids takes token ids and prints the prompt's and new ids.")
     g.add_argument("bundle", help="decode bundle directory or .zip")
-    g.add_argument("--prompt", required=True, metavar="ID,ID,...", help="the prompt's token ids")
-    g.add_argument("--max-new-tokens", type=int, default=16, metavar="N")
+    g.add_argument("--prompt", metavar="TEXT", help="the prompt text (needs a bundle with a tokenizer)")
+    g.add_argument("--ids", metavar="ID,ID,...", help="the prompt as token ids; prints token ids")
+    g.add_argument("--chat", action="store_true",
+                   help="apply the bundle's chat template: --prompt is the user's message; without it, a "
+                        "conversation over stdin (interactive on a terminal; Ctrl-D ends it)")
+    g.add_argument("--system", metavar="TEXT", help="with --chat: a system message first")
+    g.add_argument("--max-new-tokens", type=int, default=None, metavar="N",
+                   help="at most N new tokens (default: until an end-of-sequence token or max_len)")
     g.add_argument("--sample", action="store_true",
                    help="sample (temperature, top-k, top-p) instead of greedy")
     g.add_argument("--temperature", type=float, default=1.0)
@@ -136,7 +152,8 @@ def _parser() -> argparse.ArgumentParser:
         "serve", help="serve a bundle and a page that runs it in the browser (torch-webgpu.js)",
         description="Start a local HTTP server with a page that shows the bundle's signature, runs it on "
                     "random or uploaded (.npy) inputs through torch-webgpu.js and shows the outputs and the "
-                    "time per call. Open the printed URL in a browser with WebGPU; Ctrl-C stops.")
+                    "time per call; for a decode bundle, a chat page (streamed replies, tokens/s, sampling "
+                    "controls). Open the printed URL in a browser with WebGPU; Ctrl-C stops.")
     w.add_argument("bundle", help="bundle directory or .zip")
     w.add_argument("--port", type=int, default=8000, help="TCP port (default 8000; 0 picks a free one)")
     w.add_argument("--host", default="127.0.0.1",
@@ -150,7 +167,9 @@ def _parser() -> argparse.ArgumentParser:
     e = sub.add_parser(
         "export-web", help="write the bundle, torch-webgpu.js and the page as static files",
         description="Write index.html, app.js, page.css, torch-webgpu.js (+ .d.ts), config.json and a "
-                    "copy of the bundle into DIR, for any static web host (served over https or localhost).")
+                    "copy of the bundle into DIR, for any static web host (served over https or localhost); "
+                    "a decode bundle gets the chat page (index.html, chat.js) and, with a tokenizer, "
+                    "vendor/ with the ES modules of @huggingface/tokenizers and @huggingface/jinja.")
     e.add_argument("bundle", help="bundle directory or .zip")
     e.add_argument("directory", metavar="DIR", help="output directory (created)")
     e.add_argument("--weights", metavar="FILE.safetensors",
@@ -265,6 +284,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     if args.decoder:
         return _compile_decoder(args, bar, start)
+    if args.tokenizer:
+        raise ValueError("--tokenizer goes with --decoder (a decode bundle's text in and out)")
     phase("load model")
     target = ex.make_target(args.target, args.f16)
     model = _load_model(args.model)
@@ -324,28 +345,96 @@ def _compile_decoder(args: argparse.Namespace, bar: Any, start: float) -> int:
     bar.update()
     bar.set_postfix_str("compile prefill and decode plans")
     path = export_decoder(model, args.output, max_len=args.max_len, prompt_buckets=buckets,
-                          target=args.target, f16=args.f16, source=args.model)
+                          target=args.target, f16=args.f16, source=args.model, tokenizer=args.tokenizer)
     bar.update(bar.total - bar.n)
     bar.close()
-    print(f"wrote decode bundle {path} (prompt buckets {buckets}, max_len {args.max_len}) in "
+    text = f", tokenizer from {args.tokenizer}" if args.tokenizer else ""
+    print(f"wrote decode bundle {path} (prompt buckets {buckets}, max_len {args.max_len}{text}) in "
           f"{time.perf_counter() - start:.1f}s")
     return 0
 
 
 # -- generate ------------------------------------------------------------------------------------------
 
+def _prompt_ids(text: str) -> list[int]:
+    try:
+        return [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise ValueError(f"--ids takes token ids separated by commas (e.g. 1,15043,29892), not {text!r}; "
+                         "give text with --prompt") from None
+
+
+def _write_piece(piece: str) -> None:
+    sys.stdout.write(piece)
+    sys.stdout.flush()
+
+
+def _chat_turns(bundle: Any, args: argparse.Namespace, options: dict[str, Any]) -> None:
+    """A conversation over stdin: each line a user message, each reply streamed to stdout."""
+    from torch_webgpu.bundle import BundleSignatureError
+
+    start = [{"role": "system", "content": args.system}] if args.system else []
+    history = list(start)
+    interactive = sys.stdin.isatty()
+    while True:
+        if interactive:
+            try:
+                line = input("> ")
+            except EOFError:
+                print()
+                return
+        else:
+            line = sys.stdin.readline()
+            if not line:
+                return
+            line = line.rstrip("\n")
+        if not line.strip():
+            continue
+        history.append({"role": "user", "content": line})
+        pieces: list[str] = []
+        try:
+            for piece in bundle.chat(history, args.max_new_tokens, stream=True, **options):
+                pieces.append(piece)
+                _write_piece(piece)
+        except BundleSignatureError as exc:   # the conversation outgrew the bundle: start a new one
+            print(f"torch-webgpu generate: {exc}; starting a new conversation", file=sys.stderr)
+            history = list(start)
+            continue
+        print(flush=True)
+        history.append({"role": "assistant", "content": "".join(pieces)})
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     """`torch-webgpu generate`."""
     from torch_webgpu.bundle import load
 
+    if args.prompt is not None and args.ids is not None:
+        raise ValueError("give the prompt as text (--prompt) or as token ids (--ids), not --prompt and --ids")
+    if args.chat and args.ids is not None:
+        raise ValueError("--chat renders messages as text: give --prompt TEXT (or none: stdin), not --ids")
+    if args.prompt is None and args.ids is None and not args.chat:
+        raise ValueError("give --prompt TEXT, --ids ID,ID,... or --chat")
     bundle = load(args.bundle)
     if not hasattr(bundle, "generate"):
         raise ValueError(f"{args.bundle} is not a decode bundle; compile it with "
                          "`torch-webgpu compile --decoder`")
-    prompt = [int(t) for t in args.prompt.split(",") if t.strip()]
-    ids = bundle.generate(prompt, args.max_new_tokens, do_sample=args.sample, temperature=args.temperature,
-                          top_k=args.top_k, top_p=args.top_p, seed=args.seed)
-    print(",".join(str(int(t)) for t in ids[0]))
+    options = dict(do_sample=args.sample, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                   seed=args.seed)
+    if args.ids is not None:
+        ids = bundle.generate(_prompt_ids(args.ids), args.max_new_tokens, **options)
+        print(",".join(str(int(t)) for t in ids[0]))
+        return 0
+    if args.chat and args.prompt is None:
+        bundle.text_tokenizer()   # a bundle without a tokenizer says so before reading stdin
+        _chat_turns(bundle, args, options)
+        return 0
+    if args.chat:
+        messages = ([{"role": "system", "content": args.system}] if args.system else []) + \
+            [{"role": "user", "content": args.prompt}]
+        bundle.chat(messages, args.max_new_tokens, streamer=_write_piece, **options)
+    else:
+        bundle.generate(args.prompt, args.max_new_tokens, streamer=_write_piece, **options)
+    print(flush=True)
     return 0
 
 
@@ -420,7 +509,12 @@ def summarize(path: str | Path) -> dict[str, Any]:
     extra = {}
     if decoder:
         extra["decoder"] = {"max_len": decoder["max_len"], "prompt_buckets": decoder["prompt_buckets"],
-                            "phases": {name: p["dispatches"] for name, p in decoder["phases"].items()}}
+                            "phases": {name: p["dispatches"] for name, p in decoder["phases"].items()},
+                            "eos_token_ids": decoder["eos_token_ids"], "tokenizer": None}
+        if "tokenizer" in decoder:
+            config = json.loads(files[decoder["tokenizer"]["config"]])
+            extra["decoder"]["tokenizer"] = {**decoder["tokenizer"],
+                                             "chat_template": bool(config.get("chat_template"))}
     return {**extra,
         "path": str(path),
         "format_version": manifest["format_version"],
@@ -475,6 +569,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         dec = info["decoder"]
         print(f"decode bundle: max_len {dec['max_len']}, prompt buckets {dec['prompt_buckets']}; dispatches "
               f"per phase: {dec['phases']} (`torch-webgpu generate` runs it)")
+        tok = dec["tokenizer"]
+        text = (f"{tok['json']} + {tok['config']}, chat template: {'yes' if tok['chat_template'] else 'no'} "
+                "(text in, text out)") if tok else "none (token ids in and out)"
+        print(f"tokenizer: {text}; end-of-sequence ids {dec['eos_token_ids']}")
     if info["external_weights"]:
         print(f"external weights: {info['external_weights']} tensors, supplied at load (run --weights)")
     req = info["requires"]
@@ -490,27 +588,31 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 # -- web -----------------------------------------------------------------------------------------------
 
-def _refuse_decoder(manifest: dict, bundle: Any) -> None:
+def _page_of(manifest: dict, bundle: Any) -> str:
+    """What the page of `bundle` shows: its signature, or a decode bundle's chat."""
     if manifest.get("kind") == "decoder":
-        raise ValueError(f"{bundle} is a decode bundle, which torch-webgpu.js does not run yet; use "
-                         "`torch-webgpu generate` (or torch_webgpu.load(path).generate) instead")
+        info = manifest["decoder"]
+        text = "text (its tokenizer)" if info.get("tokenizer") else "token ids (no tokenizer)"
+        return (f"the decode bundle {bundle} in a chat page: {text}, max_len {info['max_len']}, prompt "
+                f"buckets {info['prompt_buckets']}")
+    from torch_webgpu.bundle.loader import format_signature
+
+    return f"{bundle} {format_signature(manifest['inputs'], manifest['outputs'])}"
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """`torch-webgpu serve`."""
     from torch_webgpu.bundle.format import read_manifest
-    from torch_webgpu.bundle.loader import format_signature
 
     from .web import bundle_mounts, make_server, page_config
 
     bundle = Path(args.bundle)
     manifest = read_manifest(bundle)   # a corrupted bundle fails here, not only in the page
-    _refuse_decoder(manifest, bundle)
     weights = Path(args.weights) if args.weights else None
     server = make_server(bundle_mounts(bundle, weights), page_config(bundle, weights), args.host, args.port,
                          args.verbose)
     host, port = server.server_address[:2]
-    print(f"serving {bundle} {format_signature(manifest['inputs'], manifest['outputs'])}")
+    print(f"serving {_page_of(manifest, bundle)}")
     print(f"open http://{'localhost' if host in ('127.0.0.1', '::1') else host}:{port}/ (Ctrl-C stops)",
           flush=True)
     try:
@@ -524,11 +626,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_export_web(args: argparse.Namespace) -> int:
     """`torch-webgpu export-web`."""
-    from torch_webgpu.bundle.format import read_manifest
-
     from .web import export_web
 
-    _refuse_decoder(read_manifest(args.bundle), args.bundle)
     out = export_web(args.bundle, args.directory, args.weights)
     print(f"wrote {out}: index.html and torch-webgpu.js with the bundle; serve the directory over https "
           "(or localhost) and open index.html")
@@ -547,7 +646,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Errors about the user's model, inputs, bundle or adapter are reported in one line; anything
         # else is a bug and keeps its traceback.
         user_errors = [BundleError, WebGPUError, ValueError, TypeError, NotImplementedError, OSError,
-                       OverflowError]
+                       OverflowError, ImportError]
         iree = sys.modules.get("mlir_passes.iree_driver")
         if iree is not None:
             user_errors.append(iree.IREECompileError)

@@ -1,5 +1,7 @@
 """`torch-webgpu serve` and `export-web`: a bundle and the page that runs it in a browser with
-torch-webgpu.js, over a local HTTP server or as static files for any web host."""
+torch-webgpu.js, over a local HTTP server or as static files for any web host. A decode bundle gets the
+chat page, and with a tokenizer the ES module builds of @huggingface/tokenizers and @huggingface/jinja from
+node_modules beside it (its import map names them vendor/...)."""
 
 from __future__ import annotations
 
@@ -11,13 +13,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from torch_webgpu.bundle.format import MANIFEST, is_zip, read_manifest
-from torch_webgpu.web import ASSETS, PAGE_FILES
+from torch_webgpu.bundle.format import MANIFEST, _read_raw, is_zip, read_manifest
+from torch_webgpu.web import ASSETS, CHAT_PAGE, CHAT_PAGE_FILES, PAGE_FILES, text_libraries
 
 _TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".html": "text/html; charset=utf-8",
           ".css": "text/css", ".json": "application/json", ".wgsl": "text/plain; charset=utf-8",
           ".ts": "text/plain; charset=utf-8", ".npy": "application/octet-stream",
-          ".safetensors": "application/octet-stream", ".zip": "application/zip"}
+          ".safetensors": "application/octet-stream", ".zip": "application/zip", ".wasm": "application/wasm"}
 
 
 WEIGHTS = "weights.safetensors"   # where the page finds the weights of a bundle with external weights
@@ -99,10 +101,33 @@ def make_server(mounts: Mapping[str, Path], config: dict | None = None, host: st
     return _Server((host, port), mounts, config, verbose)
 
 
+def _unverified_manifest(bundle: Path) -> dict[str, Any]:
+    """The bundle's manifest as it stands, {} where there is none to read: which page to show (the page
+    itself verifies the bundle and shows what is wrong with it)."""
+    try:
+        return _read_raw(Path(bundle))[0]
+    except Exception:   # a missing or broken bundle: the page's own load reports it
+        return {}
+
+
+def page_libraries(manifest: dict[str, Any]) -> dict[str, Path]:
+    """Page path -> file of the npm packages the bundle's page needs (none unless a decode bundle has a
+    tokenizer); FileNotFoundError naming the set-up step when they are not installed."""
+    if manifest.get("kind") == "decoder" and (manifest.get("decoder") or {}).get("tokenizer"):
+        return text_libraries()
+    return {}
+
+
 def bundle_mounts(bundle: Path, weights: Path | None = None) -> dict[str, Path]:
-    """The page's files at /, the bundle at /bundle/ (or /bundle.zip), its external weights (a
-    .safetensors file) at /weights.safetensors."""
+    """The page's files at / (a decode bundle's: the chat page, and the npm packages its tokenizer needs
+    under /vendor/), the bundle at /bundle/ (or /bundle.zip), its external weights (a .safetensors file)
+    at /weights.safetensors."""
     mounts: dict[str, Path] = {"/": ASSETS}
+    manifest = _unverified_manifest(bundle)
+    if manifest.get("kind") == "decoder":
+        mounts["/index.html"] = ASSETS / CHAT_PAGE
+        for page_path, file in page_libraries(manifest).items():
+            mounts[f"/{page_path}"] = file
     if is_zip(bundle):
         mounts["/bundle.zip"] = bundle
     else:
@@ -126,16 +151,25 @@ def serve_in_thread(server: _Server) -> threading.Thread:
 
 
 def export_web(bundle: str | Path, directory: str | Path, weights: str | Path | None = None) -> Path:
-    """Write the page, torch-webgpu.js and a copy of `bundle` (and of its external `weights`) into
-    `directory` (static files for any web host); the bundle is verified first."""
+    """Write the page (a decode bundle's: the chat page and the npm packages its tokenizer needs),
+    torch-webgpu.js and a copy of `bundle` (and of its external `weights`) into `directory` (static files
+    for any web host); the bundle is verified first."""
     bundle, out = Path(bundle), Path(directory)
     weights = None if weights is None else _weights_file(Path(weights))
     read_manifest(bundle)   # hashes and format version: never publish a corrupted bundle
     if out.exists() and any(out.iterdir()) and not (out / "config.json").exists():
         raise FileExistsError(f"{out} exists, is not empty and not an export-web page; not writing into it")
+    manifest = _unverified_manifest(bundle)
+    libraries = page_libraries(manifest)   # before writing anything: the packages may be missing
     out.mkdir(parents=True, exist_ok=True)
-    for name in PAGE_FILES:
-        shutil.copyfile(ASSETS / name, out / name)
+    chat = manifest.get("kind") == "decoder"
+    for name in CHAT_PAGE_FILES if chat else PAGE_FILES:
+        shutil.copyfile(ASSETS / name, out / ("index.html" if name == CHAT_PAGE else name))
+    if (out / "vendor").is_dir():
+        shutil.rmtree(out / "vendor")
+    for page_path, file in libraries.items():
+        (out / page_path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(file, out / page_path)
     for old in (out / "bundle", out / "bundle.zip"):
         if old.is_dir():
             shutil.rmtree(old)

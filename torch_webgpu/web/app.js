@@ -193,7 +193,7 @@ async function main() {
       if (!response.ok) throw new Error(`${config.weights}: HTTP ${response.status}`);
       options.weights = await response.arrayBuffer();
     }
-    page.model = await TorchWebGPU.load(config.bundle, options);
+    page.model = await TorchWebGPU.load(config.bundle, { ...options, name: config.name });
     renderInfo(page.model, performance.now() - start);
     renderInputs(page.model);
     page.inputs = page.model.inputs.map(randomInput);

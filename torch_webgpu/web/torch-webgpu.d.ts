@@ -1,4 +1,5 @@
-// Type declarations of torch-webgpu.js: run torch-webgpu bundles in the browser with WebGPU.
+// Type declarations of torch-webgpu.js: run torch-webgpu bundles in the browser (or Node with the `webgpu`
+// package) with WebGPU; decode bundles generate text.
 
 /** Element types of bundle inputs and outputs (torch's names). */
 export type DType = "float32" | "float16" | "int64" | "int32" | "int16" | "int8" | "uint8" | "bool";
@@ -48,6 +49,16 @@ export interface LoadOptions {
   autotuneCache?: { get(key: string): string | null; set(key: string, value: string): void } | null;
   /** The weights of a bundle exported with external weights: a safetensors file or name -> tensor. */
   weights?: ArrayBuffer | Uint8Array | Map<string, HostTensor | TypedArray> | Record<string, HostTensor | TypedArray>;
+  /** The adapter's subgroup size as the bundle's requirements see it (the Python runtime's
+   *  TORCH_WEBGPU_SUBGROUP_SIZE): 0 hides it, N declares the one size N (Dawn reports NVIDIA's as 4…128). */
+  subgroupSize?: number;
+  /** The bundle's name in error messages (default: the last part of its URL or path), e.g. when a page
+   *  serves it under another name. */
+  name?: string;
+  /** A decode bundle's tokenizer libraries, when not `import`able by name (default: import
+   *  "@huggingface/tokenizers" and "@huggingface/jinja", through the page's import map or node_modules). */
+  tokenizers?: unknown;
+  jinja?: unknown;
 }
 
 /** The bundle's needs: adapter features and limits (kebab-case names, as in the manifest). */
@@ -89,10 +100,128 @@ export class Model {
   release(): void;
 }
 
-/** Fetch and verify a bundle (directory URL, .zip URL, .zip Blob/ArrayBuffer or a Map of file -> bytes),
- *  check the adapter, upload the weights and build the pipelines. */
+/** How `generateIds`, `generate` and `chat` generate. */
+export interface GenerateOptions {
+  /** Default: until the KV cache (max_len) is full. */
+  maxNewTokens?: number | null;
+  /** Sample (temperature, then top-k, then top-p, as transformers applies them) instead of greedy. */
+  doSample?: boolean;
+  temperature?: number;
+  /** 0: no top-k filter. */
+  topK?: number;
+  /** 1: no top-p filter. */
+  topP?: number;
+  /** The device sampler's Philox seed: the same seed draws the same tokens as the Python loader. */
+  seed?: number | bigint;
+  /** Stop at the model's end-of-sequence ids (default true). */
+  stopAtEos?: boolean;
+  /** Stops the generation between tokens; the stream then throws the signal's reason (an AbortError). */
+  signal?: AbortSignal | null;
+  /** Text streams: leave special tokens (e.g. the end-of-sequence token) out of the text (default true). */
+  skipSpecialTokens?: boolean;
+}
+
+/** One message of a chat. */
+export interface ChatMessage { role: "system" | "user" | "assistant" | string; content: string; [key: string]: unknown }
+
+/** The last generation of a language model. */
+export interface GenerationStats {
+  promptTokens: number;
+  /** The prefill bucket the prompt ran in (right-padded to it). */
+  bucket: number;
+  newTokens: number;
+  /** From the call to the first new token read back (prefill, sampler, readback). */
+  prefillMs: number;
+  /** From the first new token to the last. */
+  decodeMs: number;
+  /** Host time recording and submitting the commands of the prefill (with the first decode step) and of
+   *  the later steps: the rest is waiting for the device. */
+  prefillHostMs: number;
+  decodeHostMs: number;
+  /** The new token ids. */
+  ids: number[];
+}
+
+/** A decode bundle's tokenizer (tokenizer.json + tokenizer_config.json) and chat template, read as the Python
+ *  loader's BundleTokenizer reads them. */
+export class TextTokenizer {
+  /** tokenizer_config.json */
+  readonly config: Record<string, unknown>;
+  /** The special tokens the tokenizer has, by name (bos_token, eos_token, ...). */
+  readonly specialTokensMap: Record<string, string>;
+  readonly chatTemplates: Record<string, string>;
+  readonly chatTemplate: string | null;
+  readonly vocabSize: number;
+  readonly bosToken: string | null;
+  readonly eosToken: string | null;
+  /** The `@huggingface/tokenizers` Tokenizer underneath. */
+  readonly raw: unknown;
+  tokenToId(token: string): number | null;
+  /** Token ids of `text` (with the post-processor's special tokens, e.g. a bos token, unless false). */
+  encode(text: string, options?: { addSpecialTokens?: boolean }): number[];
+  /** The text of `ids` (special tokens kept unless skipSpecialTokens). */
+  decode(ids: Iterable<number>, options?: { skipSpecialTokens?: boolean }): string;
+  /** The chat rendered as transformers' apply_chat_template(..., tokenize=False) renders it. */
+  applyChatTemplate(messages: ChatMessage[], options?: { addGenerationPrompt?: boolean; tools?: unknown[] | null;
+    documents?: unknown[] | null; chatTemplate?: string | null; [variable: string]: unknown }): string;
+}
+
+/** Text pieces of a growing token sequence that never split a character; they add up to the decoded text. */
+export class TextStream {
+  constructor(tokenizer: TextTokenizer, skipSpecialTokens?: boolean);
+  readonly ids: number[];
+  readonly text: string;
+  /** The new text after `token` ("" while a character is incomplete). */
+  push(token: number): string;
+  /** What is left when the sequence is complete. */
+  finish(): string;
+}
+
+/** A loaded decode bundle (a causal LM): prefill plans per prompt bucket and a decode plan sharing the weights,
+ *  the KV cache on the device, the device sampler, one token id read back per step. */
+export class LanguageModel {
+  readonly manifest: Manifest & { kind: "decoder"; decoder: Record<string, any> };
+  readonly device: GPUDevice;
+  /** The bundle's tokenizer, or null for a bundle exported without one (token ids only). */
+  readonly tokenizer: TextTokenizer | null;
+  /** Prompt plus new tokens, at most (the KV cache's length). */
+  readonly maxLen: number;
+  /** Prompt lengths with a prefill plan; a prompt runs in the smallest that holds it. */
+  readonly buckets: number[];
+  readonly vocabSize: number;
+  readonly eosTokenIds: number[];
+  /** Bytes of the device buffers the model holds. */
+  readonly deviceBytes: number;
+  /** The last generation's figures. */
+  readonly stats: GenerationStats | null;
+  /** The new token ids of `prompt` (text or ids), as each is read back. One generation at a time. */
+  generateIds(prompt: string | number[] | ArrayLike<number>, options?: GenerateOptions): AsyncGenerator<number>;
+  /** The text the model writes after `prompt` (text or ids), streamed in pieces. */
+  generate(prompt: string | number[] | ArrayLike<number>, options?: GenerateOptions): AsyncGenerator<string>;
+  /** The assistant's reply to `messages` through the bundle's chat template, streamed in pieces;
+   *  `templateVariables`: more variables for the template (e.g. tools). */
+  chat(messages: ChatMessage[], options?: GenerateOptions & { templateVariables?: Record<string, unknown> }):
+    AsyncGenerator<string>;
+  /** Destroy the model's buffers, and its device if `load` created it. */
+  release(): void;
+}
+
+/** Fetch and verify a bundle (directory URL, .zip URL, .zip Blob/ArrayBuffer or a Map of file -> bytes; under
+ *  Node also a local directory or .zip path), check the adapter, upload the weights and build the pipelines.
+ *  A decode bundle gives a LanguageModel. */
 export function load(source: string | URL | Blob | ArrayBuffer | ArrayBufferView | Map<string, Uint8Array>,
-                     options?: LoadOptions): Promise<Model>;
+                     options?: LoadOptions): Promise<Model | LanguageModel>;
+
+/** The decode bundles' error texts, as torch_webgpu/bundle/messages.py has them ({placeholders}). */
+export const MESSAGES: Record<string, string>;
+/** The device sampler's 16 parameter words (kernels/sampling.py's layout). */
+export function samplerParams(n: number,
+                              options?: { doSample?: boolean; temperature?: number; topK?: number; topP?: number },
+                              rng?: [number, number, number, number]): Uint32Array;
+/** A plan's per-call buffers of disjoint live ranges renamed into shared slots (compiler/plan_memory.py). */
+export function assignMemory<P>(plan: P): { plan: P; slots: Map<string, string[]> };
+/** Slot name -> bytes serving that slot in each of `plans`. */
+export function sharedSlotSizes(plans: unknown[]): Map<string, number>;
 
 /** Throws BundleFormatError unless `manifest` is a bundle manifest of a format version this module reads. */
 export function checkFormat(manifest: { format?: unknown; format_version?: unknown }, where?: string): void;
@@ -139,7 +268,10 @@ declare const TorchWebGPU: {
   tensorData: typeof tensorData; canonicalManifest: typeof canonicalManifest; formatSignature: typeof formatSignature;
   checkRequirements: typeof checkRequirements; unmet: typeof unmet; limitsOf: typeof limitsOf;
   evaluate: typeof evaluate; evaluateAll: typeof evaluateAll; readZip: typeof readZip; parseNpy: typeof parseNpy;
-  Model: typeof Model; BundleError: typeof BundleError; BundleFormatError: typeof BundleFormatError;
+  Model: typeof Model; LanguageModel: typeof LanguageModel; TextTokenizer: typeof TextTokenizer;
+  TextStream: typeof TextStream; MESSAGES: typeof MESSAGES; samplerParams: typeof samplerParams;
+  assignMemory: typeof assignMemory; sharedSlotSizes: typeof sharedSlotSizes; BundleError: typeof BundleError;
+  BundleFormatError: typeof BundleFormatError;
   BundleIntegrityError: typeof BundleIntegrityError; BundleRequirementError: typeof BundleRequirementError;
   BundleSignatureError: typeof BundleSignatureError; BUNDLE_FORMAT: typeof BUNDLE_FORMAT;
   BUNDLE_FORMAT_VERSION: typeof BUNDLE_FORMAT_VERSION; VERSION: typeof VERSION;

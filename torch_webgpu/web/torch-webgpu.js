@@ -1,5 +1,7 @@
 // torch-webgpu.js: runs torch-webgpu bundles (manifest.json + one .wgsl per executable + safetensors
-// weights) in a browser or any JavaScript host with WebGPU. No dependencies.
+// weights) in a browser or any JavaScript host with WebGPU (Node: the npm package `webgpu`). Decode bundles
+// (language models) generate text; their tokenizer and chat template run on @huggingface/tokenizers and
+// @huggingface/jinja, imported only for a bundle that has a tokenizer.
 //
 // The bundle's low-IR plan is this module's only contract with the compiler: it executes the plan's
 // nodes (allocate, free, upload, dispatch, copy, fill, barrier, output) exactly as the Python executor
@@ -9,6 +11,9 @@
 //   import * as TorchWebGPU from "./torch-webgpu.js";
 //   const model = await TorchWebGPU.load("mlp.bundle/");
 //   const [y] = await model.run([new Float32Array(64)]);   // y = {data, shape, dtype}
+//
+//   const lm = await TorchWebGPU.load("llama.bundle/");     // a decode bundle: a LanguageModel
+//   for await (const piece of lm.generate("Once upon a time", {maxNewTokens: 32})) show(piece);
 
 export const BUNDLE_FORMAT = "torch-webgpu-bundle";
 export const BUNDLE_FORMAT_VERSION = 1;
@@ -104,7 +109,8 @@ export function formatSignature(inputs, outputs) {
 // -- sha256 and the manifest's canonical form --------------------------------------------------------------
 
 async function sha256Hex(bytes) {
-  const subtle = globalThis.crypto && globalThis.crypto.subtle;
+  let subtle = globalThis.crypto && globalThis.crypto.subtle;
+  if (!subtle && isNode()) subtle = (await import("node:crypto")).webcrypto.subtle;   // Node 18: not global
   if (!subtle) {
     throw new BundleError("crypto.subtle is unavailable (pages must be a secure context: https or " +
                           "localhost); it is needed to verify the bundle's sha256 hashes");
@@ -444,6 +450,9 @@ export async function readZip(buffer, where = "zip") {
 
 /** How to read a bundle's files: `where` names it in errors, `member(name)` gives bytes or null. */
 async function openSource(source) {
+  if (isNode() && (typeof source === "string" || source instanceof URL) && !/^https?:/i.test(String(source))) {
+    return fileSource(source);
+  }
   if (typeof source === "string" || source instanceof URL) {
     let url = String(source);
     const base = typeof location !== "undefined" ? location.href : undefined;
@@ -484,6 +493,38 @@ async function openSource(source) {
   }
   throw new TypeError("load() takes a bundle URL (a directory or .zip), a .zip File/Blob/ArrayBuffer, " +
                       "or a Map of file name -> bytes");
+}
+
+const isNode = () => typeof process !== "undefined" && Boolean(process.versions && process.versions.node);
+
+/** A bundle directory or .zip on the local file system (Node: its fetch reads no file:// URLs). */
+async function fileSource(source) {
+  const [fs, path, url] = await Promise.all([import("node:fs/promises"), import("node:path"), import("node:url")]);
+  // Errors name the path as given, as the Python loader's do.
+  const given = source instanceof URL || String(source).startsWith("file:") ? url.fileURLToPath(source)
+    : String(source);
+  const where = given.length > 1 ? given.replace(/\/+$/, "") : given;
+  const dir = path.resolve(where);
+  let stat;
+  try {
+    stat = await fs.stat(dir);
+  } catch (exc) {
+    throw new BundleError(`no bundle at ${where}`);
+  }
+  if (stat.isFile()) return zipSource(where, new Uint8Array(await fs.readFile(dir)));
+  return {
+    where,
+    name: path.basename(dir),
+    async member(name) {
+      try {
+        return new Uint8Array(await fs.readFile(path.join(dir, name)));
+      } catch (exc) {
+        if (exc.code === "ENOENT") return null;
+        throw new BundleError(`${path.join(where, name)}: ${exc.message}`);
+      }
+    },
+    missingManifest: `${where}: no ${MANIFEST}; not a torch-webgpu bundle`,
+  };
 }
 
 async function zipSource(where, bytes) {
@@ -627,6 +668,116 @@ function bindExternalWeights(name, plan, external, weights) {
   plan.constants = constants;
 }
 
+// -- per-call buffers sharing storage by liveness (torch_webgpu/compiler/plan_memory.py) ---------------------
+
+const SLOT_PREFIX = "mem";
+const GLOBAL_BUFFER = /^(.*_)?g\d+$/;   // IREE globals (they persist across calls), with a segment prefix
+
+/** [buffer name, "r" | "w"] of every buffer a node touches, in binding order (plan_memory.node_uses). */
+function nodeUses(node, plan) {
+  switch (node.op) {
+    case "dispatch": {
+      const spec = plan.executables[node.entry_point];
+      const readOnly = new Set();
+      if (spec) {
+        const wgslReadOnly = new Set(spec.read_only || []);
+        for (const [wgsl, host] of Object.entries(spec.binding_map)) {
+          if (wgslReadOnly.has(Number(wgsl))) readOnly.add(host);
+        }
+      }
+      const uses = node.bindings.map((b, i) => [b[0], readOnly.has(i) ? "r" : "w"]);
+      for (const variant of (node.tune && node.tune.variants) || []) {   // tunable: every variant's buffers too
+        for (const step of [variant, ...(variant.then || [])]) for (const b of step.bindings) uses.push([b[0], "w"]);
+      }
+      return uses;
+    }
+    case "copy": return [[node.source, "r"], [node.buffer, "w"]];
+    case "fill": case "upload": return [[node.buffer, "w"]];
+    case "output": return "buffer" in node ? [[node.buffer, "r"]] : [];
+    default: return [];
+  }
+}
+
+/** The plan with buffers of disjoint live ranges renamed into shared slots `mem<k>`, and the slots
+ *  (slot -> its buffers): plan_memory.assign_memory, name for name, so that the phases of a decode bundle
+ *  can share them as the Python loader does. */
+export function assignMemory(plan) {
+  const ranges = new Map(), firstUse = new Map();
+  const end = plan.main.length - 1;
+  plan.main.forEach((node, i) => {
+    for (const [name, kind] of nodeUses(node, plan)) {
+      if (!ranges.has(name)) { ranges.set(name, [i, i]); firstUse.set(name, kind); } else ranges.get(name)[1] = i;
+      if (node.op === "output") ranges.get(name)[1] = end;   // outputs live to the end of the call
+    }
+  });
+  const inInit = new Set();
+  for (const node of plan.init) {
+    for (const [name] of nodeUses(node, plan)) inInit.add(name);
+    if ("buffer" in node) inInit.add(node.buffer);
+  }
+  const candidates = Object.entries(plan.buffers).filter(([name, size]) =>
+    typeof size === "number" && !GLOBAL_BUFFER.test(name) && !inInit.has(name) && ranges.has(name) &&
+    firstUse.get(name) !== "r").map(([name]) => name);
+  const taken = new Set(Object.keys(plan.buffers));
+  for (const node of plan.main) for (const [name] of nodeUses(node, plan)) taken.add(name);
+  const slots = [];
+  // largest first, then by first use (Python's sort on (-size, first use) is stable too)
+  const order = candidates.slice().sort((a, b) => (plan.buffers[b] - plan.buffers[a]) ||
+                                                  (ranges.get(a)[0] - ranges.get(b)[0]));
+  for (const name of order) {
+    const [lo, hi] = ranges.get(name);
+    let best = null;
+    for (const slot of slots) {
+      if (slot.ranges.some(([a, b]) => lo <= b && a <= hi)) continue;
+      if (best === null || slot.size < best.size) best = slot;
+    }
+    if (best === null) { best = { size: 0, members: [], ranges: [] }; slots.push(best); }
+    best.size = Math.max(best.size, plan.buffers[name]);
+    best.members.push(name);
+    best.ranges.push([lo, hi]);
+  }
+  const rename = new Map();
+  const isCandidate = new Set(candidates);
+  const buffers = Object.fromEntries(Object.entries(plan.buffers).filter(([name]) => !isCandidate.has(name)));
+  const report = new Map();
+  let k = 0;
+  for (const slot of slots) {
+    while (taken.has(`${SLOT_PREFIX}${k}`)) k++;
+    const slotName = `${SLOT_PREFIX}${k++}`;
+    buffers[slotName] = slot.size;
+    report.set(slotName, slot.members);
+    for (const member of slot.members) rename.set(member, slotName);
+  }
+  const renamed = (b) => [rename.get(b[0]) ?? b[0], ...b.slice(1)];
+  const main = [];
+  for (const node of plan.main) {
+    if ((node.op === "allocate" || node.op === "free") && rename.has(node.buffer)) continue;
+    if (!("buffer" in node || "source" in node || "bindings" in node)) { main.push(node); continue; }
+    const out = { ...node };
+    for (const key of ["buffer", "source"]) if (key in out) out[key] = rename.get(out[key]) ?? out[key];
+    if ("bindings" in out) out.bindings = out.bindings.map(renamed);
+    if (out.tune) {
+      out.tune = { ...out.tune, variants: out.tune.variants.map((v) => ({
+        ...v, bindings: v.bindings.map(renamed),
+        ...(v.then ? { then: v.then.map((t) => ({ ...t, bindings: t.bindings.map(renamed) })) } : {}),
+      })) };
+    }
+    main.push(out);
+  }
+  return { plan: { ...plan, buffers, main }, slots: report };
+}
+
+/** Slot name -> bytes that serve the slot of that name in each of `plans` (plan_memory.shared_slot_sizes):
+ *  plans whose calls never overlap (the phases of a decode bundle) share those storages. */
+export function sharedSlotSizes(plans) {
+  const sizes = new Map();
+  for (const plan of plans) {
+    const { plan: assigned, slots } = assignMemory(plan);
+    for (const name of slots.keys()) sizes.set(name, Math.max(sizes.get(name) || 0, assigned.buffers[name]));
+  }
+  return sizes;
+}
+
 // -- WebGPU helpers ------------------------------------------------------------------------------------
 
 // Fill a u32 word range with one 32-bit pattern (clearBuffer only writes zeros).
@@ -698,6 +849,16 @@ class Recorder {
   }
 }
 
+/** A Recorder's interface that keeps the commands instead of encoding them: a plan's call resolved once
+ *  (pipelines, bind groups, copies), replayed into a Recorder on every call. */
+class CommandList {
+  constructor() { this.commands = []; }
+  dispatch(pipeline, group, grid) { this.commands.push({ pipeline, group, grid }); }
+  copy(src, srcOffset, dst, dstOffset, size) { this.commands.push({ src, srcOffset, dst, dstOffset, size }); }
+  clear(buffer, offset, size) { this.commands.push({ clear: true, buffer, offset, size }); }
+  submit() { throw new BundleFormatError("a plan's per-call nodes upload constants; only its init nodes may"); }
+}
+
 // -- the model --------------------------------------------------------------------------------------------
 
 /**
@@ -708,34 +869,15 @@ class Recorder {
  */
 export async function load(source, options = {}) {
   const { manifest, files, where, name } = await readBundle(source);
-  if (manifest.kind === "decoder") {
-    throw new BundleFormatError(`${where}: a decode bundle (prefill and decode plans) does not run in ` +
-      "torch-webgpu.js yet; run it from Python (torch_webgpu.load(path).generate) or `torch-webgpu generate`");
-  }
+  if (manifest.kind === DECODER_KIND) return loadLanguageModel(manifest, files, where, options);
   for (const key of ["inputs", "outputs", "requires", "plan"]) {
     if (!(key in manifest)) throw new BundleFormatError(`${where}: manifest has no '${key}'`);
   }
   const plan = planFromDoc(manifest.plan, files, where);
   if ("external_weights" in manifest) bindExternalWeights(name, plan, manifest.external_weights, options.weights);
-  let device = options.device;
-  let what;
-  if (device) {
-    what = `this device (${adapterName(device.adapterInfo)})`;
-    checkRequirements(manifest.requires, limitsOf(device, device.adapterInfo), device.features, what);
-  } else {
-    const gpu = options.gpu || (typeof navigator !== "undefined" ? navigator.gpu : undefined);
-    if (!gpu) {
-      throw new BundleRequirementError("WebGPU is unavailable here (no navigator.gpu): use a browser with WebGPU " +
-                                       "on a secure context (https or localhost), or pass {device}");
-    }
-    const adapter = await gpu.requestAdapter(options.adapterOptions);
-    if (!adapter) throw new BundleRequirementError("navigator.gpu.requestAdapter() found no WebGPU adapter");
-    what = `this adapter (${adapterName(adapter.info)})`;
-    const limits = limitsOf(adapter, adapter.info);
-    checkRequirements(manifest.requires, limits, adapter.features, what);
-    device = await adapter.requestDevice(deviceDescriptor(manifest.requires, limits));
-  }
+  const device = await openDevice(manifest.requires, options);
   const model = new Model(manifest, plan, device, where);
+  if (options.name) model.name = options.name;
   model._ownsDevice = !options.device;
   model._tuning = tuningPolicy(options, device);
   try {
@@ -745,6 +887,41 @@ export async function load(source, options = {}) {
     throw exc;
   }
   return model;
+}
+
+/** `options.device` after checking it meets `requires`, else a new device of an adapter that does (from
+ *  `options.gpu` or navigator.gpu): BundleRequirementError naming whatever is missing. */
+async function openDevice(requires, options) {
+  const device = options.device;
+  if (device) {
+    const what = `this device (${adapterName(device.adapterInfo)})`;
+    checkRequirements(requires, subgroupSizes(limitsOf(device, device.adapterInfo), options), device.features, what);
+    return device;
+  }
+  const gpu = options.gpu || (typeof navigator !== "undefined" ? navigator.gpu : undefined);
+  if (!gpu) {
+    throw new BundleRequirementError("WebGPU is unavailable here (no navigator.gpu): use a browser with WebGPU " +
+                                     "on a secure context (https or localhost), or pass {device}");
+  }
+  const adapter = await gpu.requestAdapter(options.adapterOptions);
+  if (!adapter) throw new BundleRequirementError("navigator.gpu.requestAdapter() found no WebGPU adapter");
+  const limits = subgroupSizes(limitsOf(adapter, adapter.info), options);
+  checkRequirements(requires, limits, adapter.features, `this adapter (${adapterName(adapter.info)})`);
+  return adapter.requestDevice(deviceDescriptor(requires, limits));
+}
+
+/** `limits` with the subgroup size `options.subgroupSize` declares (the Python runtime's
+ *  TORCH_WEBGPU_SUBGROUP_SIZE): 0 hides it, N is the one size (Dawn reports NVIDIA's as 4…128, though
+ *  every pipeline gets 32). */
+function subgroupSizes(limits, options) {
+  const size = options.subgroupSize;
+  if (size === undefined || size === null) return limits;
+  if (!Number.isInteger(size) || size < 0) throw new TypeError(`subgroupSize ${size}: expected 0 or a subgroup size`);
+  const out = { ...limits };
+  delete out["subgroup-min-size"];
+  delete out["subgroup-max-size"];
+  if (size) { out["subgroup-min-size"] = size; out["subgroup-max-size"] = size; }
+  return out;
 }
 
 const AUTOTUNE_MIN_FLOPS = 2 ** 20;   // smaller problems keep the default (PLAN_MIN_FLOPS, kernels/autotune.py)
@@ -1002,33 +1179,50 @@ export class Model {
     dispatches.forEach((node, k) => into.set(node, prepared[k]));
   }
 
-  async _build() {
-    const plan = this.plan;
+  /**
+   * Buffers, weights, variants, pipelines and the init nodes. `shared.constants`: lifted constants already on
+   * the device (weights that another plan binds too), by constant name: bound, never uploaded again;
+   * `shared.slots`: buffers for the plan's memory slots (sharedSlotSizes), shared by plans whose calls never
+   * overlap (the phases of a decode bundle); the caller owns both.
+   */
+  async _build(shared = {}) {
+    const constantBuffers = shared.constants || new Map();
+    const slotBuffers = shared.slots || new Map();
+    // Per-call buffers of disjoint live ranges share storage, as in the Python executor.
+    const { plan, slots } = assignMemory(this.plan);
+    this.plan = plan;
+    this.memory = slots;
     await withErrorScope(this.device, `${this.where}: WebGPU rejected the bundle's setup`, async () => {
       this._static = new Map();
       for (const [name, size] of Object.entries(plan.buffers)) {
-        if (typeof size === "number") this._static.set(name, [this._buffer(size, name), 0]);
+        if (typeof size !== "number") continue;
+        const given = slots.has(name) ? slotBuffers.get(name) : undefined;
+        this._static.set(name, [given && given.size >= size ? given : this._buffer(size, name), 0]);
       }
       const nUser = plan.inputs.length;
       const uploaded = new Set(plan.init.filter((n) => n.op === "upload").map((n) => n.constant));
       const lifted = [...plan.constants.entries()].slice(0, plan.num_constant_inputs);
       this._constantShapes = lifted.map(([, t]) => t.shape);
       lifted.forEach(([name, tensor], j) => {
-        const buffer = this._buffer(tensor.bytes.byteLength, name);
-        // Filled by the plan's upload init nodes (plans saved before those existed: here).
-        if (!uploaded.has(name)) this._write(buffer, 0, tensor.bytes);
+        let buffer = constantBuffers.get(name);
+        if (!buffer) {
+          buffer = this._buffer(tensor.bytes.byteLength, name);
+          // Filled by the plan's upload init nodes (plans saved before those existed: here).
+          if (!uploaded.has(name)) this._write(buffer, 0, tensor.bytes);
+        }
         this._static.set(`in${nUser + j}`, [buffer, 0]);
       });
       this.dynamic = plan.inputs.some((spec) => spec.shape.some((d) => d === null));
       if (containsExpression(plan.init)) throw new BundleFormatError("a plan's init nodes cannot depend on the input shapes");
+      const init = plan.init.filter((n) => !(n.op === "upload" && constantBuffers.has(n.constant)));
       const initDispatches = new Map();
-      await this._prepareAll(plan.init, initDispatches);
+      await this._prepareAll(init, initDispatches);
       plan.main = await this._chooseVariants(plan.main);
       if (!this.dynamic) await this._layout(plan.inputs.map((spec) => spec.shape));
       const recorder = new Recorder(this.device);
       const state = { recorder, buffers: new Map(this._static), dispatches: initDispatches, results: null,
                       phase: "init" };
-      plan.init.forEach((node, index) => { state.dispatchIndex = index; this._execute(state, node); });
+      init.forEach((node, index) => { state.dispatchIndex = index; this._execute(state, node); });
       recorder.submit();
     });
   }
@@ -1288,6 +1482,44 @@ export class Model {
     return this.plan.output_map.map((entry) => mapOutput(entry, outputs, checked));
   }
 
+  /**
+   * Records one call of a static plan into `recorder`, nothing read back (the phases of a decode bundle):
+   * `inputs[k]` is a GPUBuffer (bound zero-copy; contents in the device dtype) or a typed array in the device
+   * dtype (written to the input's own buffer), output k is copied into the GPUBuffer `into[k]`. Checks
+   * nothing: the caller builds the inputs from the plan's own signature.
+   */
+  _recordInto(recorder, inputs, into) {
+    const layout = this._layouts.values().next().value;
+    inputs.forEach((value, k) => {
+      if (isGPUBuffer(value)) return;
+      const [buffer] = layout.hostInputs.get(`in${k}`);
+      this._write(buffer, 0, new Uint8Array(value.buffer, value.byteOffset, value.byteLength));
+    });
+    // The commands of a call depend only on which buffers it binds: resolved once per binding, replayed.
+    const key = [...inputs.map((v) => (isGPUBuffer(v) ? bufferId(v) : "host")), ...into.map(bufferId)].join(",");
+    this._programs = this._programs || new Map();
+    let program = this._programs.get(key);
+    if (!program) {
+      const buffers = new Map([...this._static, ...layout.buffers]);
+      inputs.forEach((value, k) => {
+        buffers.set(`in${k}`, isGPUBuffer(value) ? [value, 0] : layout.hostInputs.get(`in${k}`));
+      });
+      const capture = new CommandList();
+      const state = { recorder: capture, buffers, dispatches: layout.dispatches, layout, results: new Map(), into,
+                      phase: layout.key };
+      layout.main.forEach((node, index) => { state.dispatchIndex = index; this._execute(state, node); });
+      program = capture.commands;
+      if (this._programs.size >= 4) this._programs.delete(this._programs.keys().next().value);
+      this._programs.set(key, program);
+    }
+    for (const c of program) {
+      if (c.pipeline) recorder.dispatch(c.pipeline, c.group, c.grid);
+      else if (c.clear) recorder.clear(c.buffer, c.offset, c.size);
+      else recorder.copy(c.src, c.srcOffset, c.dst, c.dstOffset, c.size);
+    }
+    this.calls += 1;
+  }
+
   /** Destroy the model's buffers, and its device if `load` created it (a device passed in stays). */
   release() {
     for (const buffer of this._owned) buffer.destroy();
@@ -1412,6 +1644,11 @@ function runOutput(model, state, node) {
   }
   const [src, base] = model._location(state, node.buffer);
   const size = alignUp(node.size, 4);
+  if (state.into) {   // a decode bundle's phase: into the caller's buffer (a KV cache, the logits)
+    if (size) state.recorder.copy(src, base + node.offset, state.into[node.index], 0, size);
+    state.results.set(node.index, { kind: "gpu", value: state.into[node.index] });
+    return;
+  }
   if (state.toGPU) {
     const buffer = model.device.createBuffer({
       size: Math.max(size, 4), label: `output${node.index}`,
@@ -1435,6 +1672,595 @@ const OPS = {
   upload: runUpload, dispatch: runDispatch, fill: runFill, copy: runCopy, output: runOutput,
 };
 
+
+// -- decode bundles: language models (torch_webgpu/bundle/decoder.py) -------------------------------------
+
+const DECODER_KIND = "decoder";
+const WEIGHTS_FILE = "weights.safetensors";
+const SAMPLE_GREEDY = 0, SAMPLE_LOGITS = 1;   // kernels/sampling.py MODES
+const FIXED_ONE = 2 ** 31;                    // top-p masses in fixed point (kernels/sampling.py)
+const SAMPLER_PARAM_WORDS = 16;
+const SCORE_BYTES = { f32: 4, f16: 2 };
+const REPLACEMENT = "\uFFFD";                 // what a decoder writes for an incomplete UTF-8 sequence
+
+/** The u32 bit pattern of an f32 (kernels/launch.f32_word). */
+function f32Word(value) {
+  return new Uint32Array(new Float32Array([value]).buffer)[0];
+}
+
+/** top_p as the fixed-point mass the sampler's radix select reaches (kernels/sampling.top_p_target). */
+function topPTarget(topP) {
+  return topP >= 1 ? FIXED_ONE : Math.ceil(topP * FIXED_ONE);
+}
+
+/** The sampler's 16 parameter words (kernels/sampling.sample_launch) for one row of `n` scores: greedy, or
+ *  temperature / top-k / top-p sampling with Philox state `rng` (seed lo, seed hi, step, 0). */
+export function samplerParams(n, { doSample = false, temperature = 1.0, topK = 0, topP = 1.0 } = {},
+                              rng = [0, 0, 0, 0]) {
+  if (doSample) {
+    if (!(temperature > 0) || !Number.isFinite(temperature)) {
+      throw new RangeError(`sampling: temperature must be a positive float, got ${temperature}`);
+    }
+    if (topK < 0 || !(topP >= 0 && topP <= 1)) {
+      throw new RangeError(`sampling: top_k must be >= 0 and top_p in [0, 1], got ${topK}, ${topP}`);
+    }
+  }
+  const mode = doSample ? SAMPLE_LOGITS : SAMPLE_GREEDY;
+  const words = [n, n, 0, 0, mode, topK, topPTarget(topP), f32Word(1.0 / temperature), ...rng, 1, 1, 1, 0];
+  return Uint32Array.from(words, (w) => Number(BigInt.asUintN(32, BigInt(Math.trunc(w)))));
+}
+
+/** Philox state of step `step` for `seed` (a number or BigInt), as the Python loader derives it. */
+function samplerRng(seed, step) {
+  const s = BigInt(seed);
+  return [Number(s & 0xFFFFFFFFn), Number((s >> 32n) & 0xFFFFFFFFn), step, 0];
+}
+
+// The error texts of decode bundles a user can cause, verbatim from torch_webgpu/bundle/messages.py (same
+// placeholders: {bundle} is the bundle's name), so that both runtimes say the same thing.
+export const MESSAGES = {
+  EMPTY_PROMPT: "{bundle}: generate needs a non-empty prompt and max_new_tokens >= 0",
+  PROMPT_IDS_RANGE: "{bundle}: prompt ids must lie in [0, {vocab_size})",
+  PROMPT_OVER_BUCKET: "{bundle}: a prompt of {length} tokens is longer than the largest prefill bucket " +
+                      "({largest}); re-export with a larger prompt_buckets entry",
+  PROMPT_OVER_MAX_LEN: "{bundle}: {length} prompt + {new_tokens} new tokens exceed the bundle's max_len " +
+                       "{max_len} (its KV cache); re-export with a larger max_len",
+  GENERATION_RUNNING: "{bundle}: a generation is still running on this bundle; finish (or close) its stream " +
+                      "before starting another",
+  NO_TOKENIZER: "{bundle} was exported without a tokenizer, so it takes token ids, not text; re-export it " +
+                "with a tokenizer (export_decoder(..., tokenizer=tok) or torch-webgpu compile --decoder " +
+                "--tokenizer DIR), or give token ids",
+  NO_CHAT_TEMPLATE: "{bundle}: the tokenizer has no chat template ({file} has no \"chat_template\"); " +
+                    "generate from plain text, or re-export with a tokenizer that has one",
+  CHAT_TEMPLATE_REFUSED: "{bundle}: the chat template refused the messages: {reason}",
+  TOKENIZER_UNREADABLE: "{bundle}: {file} cannot be read as a Hugging Face tokenizer ({reason}); re-export " +
+                        "the bundle with a fast tokenizer",
+  TOKENIZER_CONFIG_UNREADABLE: "{bundle}: {file} is not a JSON object of tokenizer settings ({reason}); " +
+                               "re-export the bundle",
+};
+
+/** A MESSAGES text with its {placeholders} filled (Python's str.format of the same text). */
+function message(name, values) {
+  return MESSAGES[name].replace(/\{(\w+)\}/g, (_, key) => String(values[key]));
+}
+
+/** A module of the page or of node_modules: `@huggingface/tokenizers` or `@huggingface/jinja`. */
+async function importText(specifier, what) {
+  try {
+    return await import(specifier);
+  } catch (exc) {
+    throw new BundleError(
+      `${what} needs the npm package ${specifier}, which did not load (${exc.message}): install it with ` +
+      "`npm ci` in torch_webgpu/web (the set-up does), or give the page an import map for it " +
+      "(`torch-webgpu serve` and `export-web` write one)");
+  }
+}
+
+/** A token's text in a tokenizer_config.json entry: a string or an AddedToken object ({content}). */
+function tokenText(value) {
+  if (value && typeof value === "object") value = value.content;
+  return typeof value === "string" ? value : null;
+}
+
+// transformers' named special tokens: the chat template sees each one the tokenizer has as a variable.
+const SPECIAL_TOKEN_NAMES = ["bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
+                             "mask_token"];
+const REASONING_FIELDS = ["reasoning_content", "thinking", "reasoning"];
+// The spaces transformers 5 cleans up when decoding with a non-BPE model that asks for it.
+const CLEAN_UP = [[" .", "."], [" ?", "?"], [" !", "!"], [" ,", ","], [" ' ", "'"], [" n't", "n't"], [" 'm", "'m"],
+                  [" 's", "'s"], [" 've", "'ve"], [" 're", "'re"]];
+
+function namedTemplates(value) {
+  if (typeof value === "string") return { default: value };
+  if (Array.isArray(value)) {   // tokenizer_config.json's named templates: [{name, template}]
+    const named = value.filter((t) => t && typeof t === "object" && "name" in t);
+    return Object.fromEntries(named.map((t) => [t.name, t.template]));
+  }
+  if (value && typeof value === "object") {
+    return Object.fromEntries(Object.entries(value).filter(([, v]) => typeof v === "string"));
+  }
+  return {};
+}
+
+/** The messages as plain objects without null values, reasoning under every name templates read. */
+function chatMessages(conversation, where) {
+  if (!Array.isArray(conversation) || !conversation.length) {
+    throw new BundleSignatureError(`${where}: a chat is a non-empty list of messages ({'role': 'user', 'content': ` +
+                                   `'...'}), not ${JSON.stringify(conversation ?? null).slice(0, 80)}`);
+  }
+  return conversation.map((m) => {
+    if (m === null || typeof m !== "object" || Array.isArray(m)) {
+      throw new BundleSignatureError(`${where}: chat messages are dicts with 'role' and 'content', not ${typeof m}`);
+    }
+    let out = Object.fromEntries(Object.entries(m).filter(([, v]) => v !== null && v !== undefined));
+    const key = REASONING_FIELDS.find((k) => k in out);
+    if (key !== undefined) out = { thinking: out[key], ...out, reasoning_content: out[key] };
+    return out;
+  });
+}
+
+/**
+ * A decode bundle's tokenizer (tokenizer.json + tokenizer_config.json through @huggingface/tokenizers)
+ * and chat template (@huggingface/jinja), as the Python loader's BundleTokenizer (bundle/tokenizer.py)
+ * reads them: the same ids, text and rendered templates.
+ */
+export class TextTokenizer {
+  constructor(tokenizers, jinja, tokenizerBytes, configBytes, where, files) {
+    this.where = where;
+    this.files = files;
+    this._jinja = jinja;
+    this._compiled = new Map();
+    const decoder = new TextDecoder("utf-8", { fatal: true });
+    try {
+      this.config = JSON.parse(decoder.decode(configBytes));
+      if (this.config === null || typeof this.config !== "object" || Array.isArray(this.config)) {
+        throw new Error("not a JSON object");
+      }
+    } catch (exc) {
+      throw new BundleFormatError(message("TOKENIZER_CONFIG_UNREADABLE",
+        { bundle: where, file: files[1], reason: String(exc.message).slice(0, 200) }));
+    }
+    try {
+      const json = JSON.parse(decoder.decode(tokenizerBytes));
+      this._modelType = json.model.type;
+      /** The `@huggingface/tokenizers` Tokenizer underneath. */
+      this.raw = new tokenizers.Tokenizer(json, this.config);
+    } catch (exc) {
+      throw new BundleFormatError(message("TOKENIZER_UNREADABLE",
+        { bundle: where, file: files[0], reason: String(exc.message || exc.name).split("\n")[0].slice(0, 200) }));
+    }
+    /** The special tokens the tokenizer has, by name (bos_token, eos_token, ...). */
+    this.specialTokensMap = {};
+    for (const name of SPECIAL_TOKEN_NAMES) {
+      const text = tokenText(this.config[name]);
+      if (text !== null) this.specialTokensMap[name] = text;
+    }
+    /** The chat templates by name ("default": tokenizer_config.json's "chat_template" when a string). */
+    this.chatTemplates = namedTemplates(this.config.chat_template);
+  }
+
+  /** The default chat template (null without one). */
+  get chatTemplate() { return this.chatTemplates.default ?? null; }
+  /** The number of token ids, added tokens included. */
+  get vocabSize() { return this.raw.get_vocab(true).size; }
+  get bosToken() { return this.specialTokensMap.bos_token ?? null; }
+  get eosToken() { return this.specialTokensMap.eos_token ?? null; }
+  /** The id of `token`, or null if it is not in the vocabulary. */
+  tokenToId(token) { return this.raw.token_to_id(token) ?? null; }
+
+  /** Token ids of `text`; `addSpecialTokens` (default true): the post-processor's, e.g. a bos token first. */
+  encode(text, { addSpecialTokens = true } = {}) {
+    if (typeof text !== "string") {
+      throw new BundleSignatureError(`${this.where}: encode takes a str, not ${typeof text}`);
+    }
+    return this.raw.encode(text, { add_special_tokens: addSpecialTokens }).ids;
+  }
+
+  /** The text of `ids` (as transformers' fast tokenizers decode it; special tokens kept unless
+   *  skipSpecialTokens). */
+  decode(ids, { skipSpecialTokens = false } = {}) {
+    let text = this.raw.decode(Array.from(ids, Number), { skip_special_tokens: skipSpecialTokens,
+                                                            clean_up_tokenization_spaces: false });
+    if (this.config.clean_up_tokenization_spaces && this._modelType !== "BPE") {
+      for (const [before, after] of CLEAN_UP) text = text.split(before).join(after);
+    }
+    return text;
+  }
+
+  _template(chatTemplate, tools) {
+    const named = this.chatTemplates;
+    if (chatTemplate !== null && chatTemplate !== undefined) return named[chatTemplate] ?? chatTemplate;
+    if (tools !== null && tools !== undefined && "tool_use" in named) return named.tool_use;
+    if ("default" in named) return named.default;
+    if (!Object.keys(named).length) {
+      throw new BundleSignatureError(message("NO_CHAT_TEMPLATE", { bundle: this.where, file: this.files[1] }));
+    }
+    throw new BundleSignatureError(`${this.where}: the tokenizer has several chat templates and no default; pass ` +
+                                   `chatTemplate: NAME, one of ${Object.keys(named).sort().join(", ")}`);
+  }
+
+  /**
+   * The chat rendered as text, as transformers' `apply_chat_template(..., tokenize=False)` renders it (the
+   * special tokens and `variables` are template variables): encode it with addSpecialTokens false.
+   */
+  applyChatTemplate(messages, { addGenerationPrompt = true, tools = null, documents = null, chatTemplate = null,
+                                ...variables } = {}) {
+    const source = this._template(chatTemplate, tools);
+    const chat = chatMessages(messages, this.where);
+    let compiled = this._compiled.get(source);
+    if (!compiled) { compiled = new this._jinja.Template(source); this._compiled.set(source, compiled); }
+    try {
+      return compiled.render({ ...this.specialTokensMap, ...variables, messages: chat, tools, documents,
+                               add_generation_prompt: addGenerationPrompt });
+    } catch (exc) {
+      throw new BundleSignatureError(message("CHAT_TEMPLATE_REFUSED", { bundle: this.where, reason: exc.message }));
+    }
+  }
+}
+
+/** Text pieces of a growing token sequence (bundle/tokenizer.py's TextStream): `push(id)` gives the new
+ *  text, held back while the decoded tail is an incomplete character; `finish()` the rest. The pieces add
+ *  up to the decoded sequence. */
+export class TextStream {
+  constructor(tokenizer, skipSpecialTokens = true) {
+    this.tokenizer = tokenizer;
+    this.skipSpecialTokens = skipSpecialTokens;
+    this.ids = [];
+    this.text = "";
+  }
+
+  push(token) {
+    this.ids.push(Number(token));
+    const text = this.tokenizer.decode(this.ids, { skipSpecialTokens: this.skipSpecialTokens });
+    if (text.endsWith(REPLACEMENT) || !text.startsWith(this.text)) return "";
+    const piece = text.slice(this.text.length);
+    this.text = text;
+    return piece;
+  }
+
+  finish() {
+    const text = this.tokenizer.decode(this.ids, { skipSpecialTokens: this.skipSpecialTokens });
+    if (!text.startsWith(this.text)) {
+      throw new BundleError(`${this.tokenizer.where}: the tokenizer's decoder changed text it had given out; ` +
+                            "streamed pieces would not add up to the text");
+    }
+    const piece = text.slice(this.text.length);
+    this.text = text;
+    return piece;
+  }
+}
+
+async function loadTokenizer(manifest, files, where, name, options) {
+  const entry = manifest.decoder.tokenizer;
+  if (!entry) return null;
+  const names = [entry.json, entry.config];
+  const missing = names.filter((n) => !files.has(n));
+  if (missing.length) {
+    const listed = missing.map((n) => `'${n}'`).join(", ");
+    throw new BundleFormatError(`${name}: the manifest's tokenizer names [${listed}], which the bundle does not ` +
+                                "list; re-export it");
+  }
+  const [tokenizers, jinja] = await Promise.all([
+    options.tokenizers || importText("@huggingface/tokenizers", `${name}: the bundle's tokenizer`),
+    options.jinja || importText("@huggingface/jinja", `${name}: the bundle's chat template`),
+  ]);
+  return new TextTokenizer(tokenizers, jinja, files.get(names[0]), files.get(names[1]), name, names);
+}
+
+async function loadLanguageModel(manifest, files, where, options) {
+  const info = manifest.decoder;
+  for (const key of ["requires", "decoder"]) {
+    if (!(key in manifest)) throw new BundleFormatError(`${where}: manifest has no '${key}'`);
+  }
+  if (!info.sampler) {
+    throw new BundleFormatError(`${where}: the decode bundle has no sampler (decoder.sampler); it was written by ` +
+                                "an older torch-webgpu: re-export it");
+  }
+  const name = options.name || where.replace(/\/+$/, "").split("/").pop();
+  const tokenizer = await loadTokenizer(manifest, files, where, name, options);
+  const device = await openDevice(manifest.requires, options);
+  const lm = new LanguageModel(manifest, device, where, tokenizer);
+  lm.name = name;
+  lm._ownsDevice = !options.device;
+  try {
+    await lm._build(files, options);
+  } catch (exc) {
+    lm.release();
+    throw exc;
+  }
+  return lm;
+}
+
+/**
+ * A loaded decode bundle: `generate` (text), `generateIds` (token ids) and `chat` stream what the model
+ * writes. The prefill plan of the prompt's bucket fills the KV cache, then the decode plan runs once per
+ * token; the weights are uploaded once and bound by every plan, the cache and the logits stay on the device
+ * (handed from plan to plan), the device sampler picks each token there, and one 4-byte id is read back per
+ * step.
+ */
+export class LanguageModel {
+  constructor(manifest, device, where, tokenizer) {
+    const info = manifest.decoder;
+    this.manifest = manifest;
+    this.device = device;
+    this.where = where;
+    this.name = where.replace(/\/+$/, "").split("/").pop();
+    /** The bundle's tokenizer (encode, decode, applyChatTemplate), or null for a bundle without one. */
+    this.tokenizer = tokenizer;
+    this.maxLen = Number(info.max_len);
+    this.buckets = info.prompt_buckets.map(Number);
+    this.vocabSize = Number(info.vocab_size);
+    this.eosTokenIds = info.eos_token_ids.map(Number);
+    /** The last generation: prompt and new token counts, milliseconds of prefill (to the first new token)
+     *  and decode (from there to the last), of host time recording and submitting them (prefillHostMs,
+     *  decodeHostMs), and the new ids. */
+    this.stats = null;
+    this.plans = new Map();
+    this.weightBuffers = new Map();
+    this.slotBuffers = new Map();
+    this._owned = [];
+    this._running = false;
+  }
+
+  _buffer(size, label, usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST) {
+    const buffer = this.device.createBuffer({ size: alignUp(Math.max(Number(size), 4), 4), usage, label });
+    this._owned.push(buffer);
+    return buffer;
+  }
+
+  async _build(files, options) {
+    const info = this.manifest.decoder;
+    const where = this.where;
+    const weights = parseSafetensors(files.get(WEIGHTS_FILE) || new Uint8Array(0), `${where}: ${WEIGHTS_FILE}`);
+    const docs = new Map(Object.entries(info.phases).map(([name, phase]) => [name,
+                                                                             planFromDoc(phase.plan, files, where)]));
+    for (const bucket of this.buckets) {
+      if (!docs.has(`prefill-${bucket}`)) throw new BundleFormatError(`${where}: no prefill-${bucket} phase`);
+    }
+    if (!docs.has("decode")) throw new BundleFormatError(`${where}: the decode bundle has no decode phase`);
+    await withErrorScope(this.device, `${where}: WebGPU rejected the bundle's setup`, async () => {
+      // The phases run one at a time (their outputs are copied out): their per-call buffers share storage.
+      for (const [slot, size] of sharedSlotSizes([...docs.values()])) {
+        this.slotBuffers.set(slot, this._buffer(size, slot));
+      }
+    });
+    const tuning = tuningPolicy(options, this.device);
+    for (const [name, phase] of Object.entries(info.phases)) {
+      const plan = docs.get(name);
+      const tensor = (key) => {
+        const t = weights.get(key);
+        if (!t) throw new BundleFormatError(`${where}: weight ${key} of phase ${name} is not in ${WEIGHTS_FILE}`);
+        return t;
+      };
+      plan.constants = new Map(phase.constants.map(([constName, key]) => [constName, tensor(key)]));
+      const shared = new Map();
+      await withErrorScope(this.device, `${where}: WebGPU rejected the bundle's weights`, async () => {
+        for (const [constName, key, isWeight] of phase.constants.slice(0, plan.num_constant_inputs)) {
+          if (isWeight) shared.set(constName, this._weightBuffer(key, tensor(key)));
+        }
+      });
+      const phaseManifest = { inputs: phase.inputs, outputs: phase.outputs, requires: this.manifest.requires,
+                              dispatches: phase.dispatches };
+      const model = new Model(phaseManifest, plan, this.device, `${where} (${name})`);
+      model._tuning = tuning;
+      this.plans.set(name, model);
+      await model._build({ constants: shared, slots: this.slotBuffers });
+      plan.constants = new Map();   // uploaded: the host copies can go
+    }
+    const decode = this.plans.get("decode");
+    const [logits, cache] = decode.outputs;
+    const scores = info.sampler.dtype;
+    if (!(scores in SCORE_BYTES)) throw new BundleFormatError(`${where}: sampler dtype ${scores} is not f32 or f16`);
+    await withErrorScope(this.device, `${where}: WebGPU rejected the bundle's sampler`, async () => {
+      this._logits = this._buffer(product(logits.shape) * SCORE_BYTES[scores], "torch-webgpu-logits");
+      const cacheBytes = product(cache.shape) * ITEMSIZE[decode.plan.outputs[1].device_dtype];
+      this._caches = [0, 1].map((k) => this._buffer(cacheBytes, `torch-webgpu-kv-cache-${k}`));
+      this._token = this._buffer(4, "torch-webgpu-token");
+      this._params = this._buffer(SAMPLER_PARAM_WORDS * 4, "torch-webgpu-sampler-params",
+                                  GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
+      this._readback = this._buffer(4, "torch-webgpu-token-readback",
+                                    GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST);
+      const source = new TextDecoder().decode(files.get(info.sampler.wgsl) || new Uint8Array(0));
+      if (!source) throw new BundleFormatError(`${where}: ${info.sampler.wgsl} is not among the bundle's files`);
+      const module = this.device.createShaderModule({ code: source, label: info.sampler.wgsl });
+      this._sampler = await this.device.createComputePipelineAsync({
+        layout: "auto", compute: { module, entryPoint: "main" }, label: "torch-webgpu-sampler" });
+      this._samplerGroup = this.device.createBindGroup({
+        layout: this._sampler.getBindGroupLayout(0), label: "torch-webgpu-sampler",
+        entries: [this._params, this._logits, this._token].map((buffer, binding) => ({ binding,
+                                                                               resource: { buffer } })),
+      });
+    });
+  }
+
+  _weightBuffer(key, tensor) {
+    if (!this.weightBuffers.has(key)) {
+      const buffer = this._buffer(tensor.bytes.byteLength, key);
+      let bytes = tensor.bytes;
+      if (bytes.byteLength % 4) { bytes = new Uint8Array(alignUp(bytes.byteLength, 4)); bytes.set(tensor.bytes); }
+      this.device.queue.writeBuffer(buffer, 0, bytes.buffer, bytes.byteOffset, bytes.byteLength);
+      this.weightBuffers.set(key, buffer);
+    }
+    return this.weightBuffers.get(key);
+  }
+
+  /** Bytes of the device buffers the model holds: weights, the phases' own buffers, shared slots, the KV
+   *  caches, logits and sampler state. */
+  get deviceBytes() {
+    const owned = new Set(this._owned);
+    for (const model of this.plans.values()) for (const b of model._owned) owned.add(b);
+    let total = 0;
+    for (const b of owned) total += b.size;
+    return total;
+  }
+
+  _bucket(length) {
+    for (const bucket of this.buckets) if (length <= bucket) return bucket;
+    throw new BundleSignatureError(message("PROMPT_OVER_BUCKET", { bundle: this.name, length,
+                                                                   largest: this.buckets[this.buckets.length - 1] }));
+  }
+
+  _textTokenizer() {
+    if (this.tokenizer === null) throw new BundleSignatureError(message("NO_TOKENIZER", { bundle: this.name }));
+    return this.tokenizer;
+  }
+
+  /** Token ids of a prompt: text (encoded by the bundle's tokenizer, its special tokens added) or ids. */
+  _promptIds(prompt) {
+    if (typeof prompt === "string") return this._textTokenizer().encode(prompt);
+    if (Array.isArray(prompt) || ArrayBuffer.isView(prompt)) return Array.from(prompt, Number);
+    throw new TypeError(`${this.name}: a prompt is text (a string) or token ids (an array or typed array)`);
+  }
+
+  /** The number of new tokens to generate (BundleSignatureError for a prompt that cannot run): the Python
+   *  loader's checks, in its order. */
+  _checkPrompt(ids, maxNewTokens) {
+    const length = ids.length;
+    if (maxNewTokens === null || maxNewTokens === undefined) maxNewTokens = Math.max(this.maxLen - length, 0);
+    if (length === 0 || !(maxNewTokens >= 0)) {
+      throw new BundleSignatureError(message("EMPTY_PROMPT", { bundle: this.name }));
+    }
+    if (ids.some((t) => !Number.isInteger(t) || t < 0 || t >= this.vocabSize)) {
+      throw new BundleSignatureError(message("PROMPT_IDS_RANGE", { bundle: this.name, vocab_size: this.vocabSize }));
+    }
+    if (length + maxNewTokens > this.maxLen) {
+      throw new BundleSignatureError(message("PROMPT_OVER_MAX_LEN",
+        { bundle: this.name, length, new_tokens: maxNewTokens, max_len: this.maxLen }));
+    }
+    this._bucket(length);
+    return maxNewTokens;
+  }
+
+  /**
+   * The new token ids of `prompt` (text or ids), streamed as each is read back: greedy, or with `doSample`
+   * sampled on the device with `temperature`, `topK` and `topP` (transformers' order; a `seed` draws the
+   * same tokens as in the Python loader). Up to `maxNewTokens` (default: until the KV cache is full) or an
+   * end-of-sequence id (unless `stopAtEos` is false); `signal` (an AbortSignal) stops it between tokens
+   * with the signal's reason. One generation runs at a time on a model.
+   */
+  async *generateIds(prompt, options = {}) {
+    const ids = this._promptIds(prompt);
+    yield* this._tokens(ids, this._checkPrompt(ids, options.maxNewTokens), options);
+  }
+
+  async *_tokens(ids, maxNewTokens, { doSample = false, temperature = 1.0, topK = 0, topP = 1.0, seed = 0,
+                                      stopAtEos = true, signal = null } = {}) {
+    samplerParams(this.vocabSize, { doSample, temperature, topK, topP });   // its errors before any work
+    if (signal) signal.throwIfAborted();
+    const length = ids.length;
+    const bucket = this._bucket(length);
+    const stats = { promptTokens: length, bucket, newTokens: 0, prefillMs: 0, decodeMs: 0, prefillHostMs: 0,
+                    decodeHostMs: 0, ids: [] };
+    if (maxNewTokens === 0) { this.stats = stats; return; }
+    if (this._running) throw new BundleSignatureError(message("GENERATION_RUNNING", { bundle: this.name }));
+    this._running = true;
+    this.stats = stats;
+    const device = this.device;
+    const eos = new Set(this.eosTokenIds);
+    const padded = new Int32Array(bucket);
+    padded.set(ids);
+    const start = performance.now();
+    let firstAt = start;
+    device.pushErrorScope("validation");
+    device.pushErrorScope("out-of-memory");
+    let failure = null;
+    try {
+      let recorder = new Recorder(device);
+      this.plans.get(`prefill-${bucket}`)._recordInto(recorder, [padded, Int32Array.of(length - 1)],
+                                                      [this._logits, this._caches[0]]);
+      let cache = 0;
+      let recordFrom = start;
+      for (let step = 0; step < maxNewTokens; step++) {
+        const params = samplerParams(this.vocabSize, { doSample, temperature, topK, topP }, samplerRng(seed, step));
+        device.queue.writeBuffer(this._params, 0, params);
+        recorder.dispatch(this._sampler, this._samplerGroup, [1, 1, 1]);
+        recorder.copy(this._token, 0, this._readback, 0, 4);
+        const last = step === maxNewTokens - 1;
+        if (!last) {
+          // The next step's decode (its token the sampler's, on the device) in a submit of its own: the id is
+          // read back while it runs, and the host records the next step meanwhile.
+          recorder.submit();
+          const inputs = [this._token, Int32Array.of(length + step), this._caches[cache]];
+          this.plans.get("decode")._recordInto(recorder, inputs, [this._logits, this._caches[1 - cache]]);
+          cache = 1 - cache;
+        }
+        recorder.submit();
+        // host time recording and submitting (not waiting): the first submit holds the prefill
+        stats[step === 0 ? "prefillHostMs" : "decodeHostMs"] += performance.now() - recordFrom;
+        await this._readback.mapAsync(GPUMapMode.READ, 0, 4);
+        const token = new Int32Array(this._readback.getMappedRange(0, 4))[0];
+        this._readback.unmap();
+        const now = performance.now();
+        if (step === 0) { firstAt = now; stats.prefillMs = now - start; } else stats.decodeMs = now - firstAt;
+        stats.newTokens = step + 1;
+        stats.ids.push(token);
+        yield token;
+        if ((stopAtEos && eos.has(token)) || last) break;
+        if (signal) signal.throwIfAborted();
+        recordFrom = performance.now();
+        recorder = new Recorder(device);
+      }
+    } catch (exc) {
+      failure = exc;
+    } finally {
+      this._running = false;
+      const oom = await device.popErrorScope();
+      const invalid = await device.popErrorScope();
+      if (failure === null || !(failure instanceof BundleError)) {
+        if (oom) failure = new BundleError(`${this.where}: generate ran out of device memory: ${oom.message}`);
+        else if (invalid) failure = new BundleError(`${this.where}: WebGPU rejected a step: ${invalid.message}`);
+      }
+    }
+    if (failure) throw failure;
+  }
+
+  /**
+   * The text the model writes after `prompt` (text, encoded with the tokenizer's special tokens, or token
+   * ids), streamed in pieces as tokens arrive: the continuation only, decoded without special tokens (unless
+   * `skipSpecialTokens` is false); a character split across tokens comes whole, with its last token, and the
+   * pieces add up to the decoded text. Options as generateIds.
+   */
+  async *generate(prompt, options = {}) {
+    if (this.tokenizer === null && typeof prompt !== "string") {
+      throw new BundleSignatureError(`${this.name} was exported without a tokenizer, so it gives token ids, not ` +
+                                     "text: use generateIds(ids)");
+    }
+    const tokenizer = this._textTokenizer();
+    const ids = this._promptIds(prompt);
+    yield* this._pieces(tokenizer, ids, options);
+  }
+
+  async *_pieces(tokenizer, ids, options) {
+    const text = new TextStream(tokenizer, options.skipSpecialTokens ?? true);
+    for await (const token of this._tokens(ids, this._checkPrompt(ids, options.maxNewTokens), options)) {
+      const piece = text.push(token);
+      if (piece) yield piece;
+    }
+    const rest = text.finish();
+    if (rest) yield rest;
+  }
+
+  /**
+   * The assistant's reply to `messages` ([{role: "user", content: "..."}, ...]): the bundle's chat template
+   * rendered with a generation prompt (`options.templateVariables`: more template variables, e.g. tools),
+   * then generate of its tokens (no special tokens added: the template has them), streamed as text.
+   */
+  async *chat(messages, options = {}) {
+    const tokenizer = this._textTokenizer();
+    const variables = options.templateVariables || {};
+    const text = tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, ...variables });
+    yield* this._pieces(tokenizer, tokenizer.encode(text, { addSpecialTokens: false }), options);
+  }
+
+  /** Destroy the model's buffers, and its device if `load` created it (a device passed in stays). */
+  release() {
+    for (const model of this.plans.values()) model.release();
+    for (const buffer of this._owned) buffer.destroy();
+    this._owned = [];
+    this.plans.clear();
+    if (this._ownsDevice) this.device.destroy();
+  }
+}
 
 // -- .npy files ------------------------------------------------------------------------------------------
 
@@ -1469,7 +2295,8 @@ export function parseNpy(buffer) {
 /** The module's API as one object: `import TorchWebGPU from "./torch-webgpu.js"`. */
 const TorchWebGPU = {
   load, readBundle, parseSafetensors, tensorData, canonicalManifest, formatSignature, checkRequirements, unmet,
-  limitsOf, evaluate, evaluateAll, readZip, parseNpy, Model, BundleError, BundleFormatError, BundleIntegrityError,
+  limitsOf, evaluate, evaluateAll, readZip, parseNpy, assignMemory, sharedSlotSizes, samplerParams, Model,
+  LanguageModel, TextTokenizer, TextStream, MESSAGES, BundleError, BundleFormatError, BundleIntegrityError,
   BundleRequirementError, BundleSignatureError, BUNDLE_FORMAT, BUNDLE_FORMAT_VERSION, VERSION,
 };
 export default TorchWebGPU;

@@ -1,7 +1,9 @@
-"""`export_decoder(lm, path, max_len=..., prompt_buckets=...)`: one decode-ready bundle of a causal LM —
-a prefill plan per prompt-length bucket and one decode plan (compiler/export/decoder_model.py), their model
-weights stored once and uploaded once at load (the plans bind the same buffers), the KV cache handed
-from plan to plan on the device, and what `generate` needs (vocabulary, end-of-sequence ids, max_len).
+"""`export_decoder(lm, path, max_len=..., prompt_buckets=..., tokenizer=...)`: one decode-ready bundle of a
+causal LM — a prefill plan per prompt-length bucket and one decode plan (compiler/export/decoder_model.py),
+their model weights stored once and uploaded once at load (the plans bind the same buffers), the KV cache
+handed from plan to plan on the device, what `generate` needs (vocabulary, end-of-sequence ids, max_len),
+the device sampler's WGSL and, given a tokenizer, its tokenizer.json + tokenizer_config.json
+(compiler/export/tokenizer.py) for text in and text out.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from torch_webgpu.plan.buffers import same_constant
 
 from .decoder_model import DecodeStep, PrefillStep, cache_shape, check_decoder
 from .graph import _constant_weight_names, _versions, compile_traced, make_target, trace
+from .tokenizer import TOKENIZER_CONFIG, TOKENIZER_JSON, bundle_tokenizer
 
 DECODER_KIND = "decoder"
 WEIGHTS_FILE = "weights.safetensors"
@@ -44,10 +47,14 @@ def _phases(lm: torch.nn.Module, max_len: int, buckets: Sequence[int]) -> list[t
     return phases
 
 
-def _eos_ids(lm: torch.nn.Module) -> list[int]:
+def _eos_ids(lm: torch.nn.Module, tokenizer: Any = None) -> list[int]:
+    """The generation config's end-of-sequence ids, else the model config's, else the tokenizer's
+    eos_token (bundle/tokenizer.py's BundleTokenizer)."""
     gen = getattr(lm, "generation_config", None)
     eos = getattr(gen, "eos_token_id", None) if gen is not None else None
-    eos = lm.config.eos_token_id if eos is None else eos
+    eos = getattr(lm.config, "eos_token_id", None) if eos is None else eos
+    if eos is None and tokenizer is not None:
+        eos = tokenizer.eos_token_id
     return [] if eos is None else [int(e) for e in ([eos] if isinstance(eos, int) else eos)]
 
 
@@ -69,16 +76,22 @@ def _plan_files(plan: Any, phase: str) -> tuple[dict, dict[str, bytes]]:
 
 def export_decoder(lm: torch.nn.Module, path: str | os.PathLike, *, max_len: int,
                    prompt_buckets: Sequence[int] = (16,), target: str = "auto", f16: bool = False,
-                   source: str = "") -> Path:
+                   source: str = "", tokenizer: Any = None) -> Path:
     """Compile a Llama-style causal LM into a decode bundle at `path` (directory or .zip): prompts up
     to max(prompt_buckets) tokens, prompt + generated tokens up to `max_len`. Load it with
-    `torch_webgpu.load(path)` and call its `generate(prompt_ids, max_new_tokens)` (no torch needed)."""
+    `torch_webgpu.load(path)` and call its `generate(prompt_ids, max_new_tokens)` (no torch needed).
+
+    `tokenizer` (a transformers fast tokenizer, a `tokenizers.Tokenizer`, or a directory holding
+    tokenizer.json [+ tokenizer_config.json] or the tokenizer.json file) travels in the bundle, so that
+    `generate("text")` and `chat(messages)` take and give text."""
     buckets = sorted({int(b) for b in prompt_buckets})
     if not buckets or buckets[0] <= 0 or buckets[-1] > max_len:
         raise ValueError(f"prompt_buckets {list(prompt_buckets)} must be positive lengths <= max_len "
                          f"{max_len}")
     check_decoder(lm, max_len)
     lm = lm.eval()
+    text_files, text_tokenizer = bundle_tokenizer(tokenizer, int(lm.config.vocab_size)) \
+        if tokenizer is not None else ({}, None)
     tgt = make_target(target, f16)
     weights: dict[str, np.ndarray] = {}
     stored: dict[tuple, list] = {}   # (shape, dtype) -> [(array, key)] of the model weights stored
@@ -133,6 +146,7 @@ def export_decoder(lm: torch.nn.Module, path: str | os.PathLike, *, max_len: int
     # kernel library (torch-webgpu.js) draws the same tokens from the same seed.
     scores = _WGSL_SCALARS[decode["outputs"][0]["dtype"]]
     files[SAMPLER_FILE] = sample_wgsl(scores).encode()
+    files.update(text_files)
     manifest = {
         "format": BUNDLE_FORMAT, "format_version": BUNDLE_FORMAT_VERSION, "kind": DECODER_KIND,
         "producer": _versions(), "source": source or type(lm).__name__,
@@ -144,9 +158,11 @@ def export_decoder(lm: torch.nn.Module, path: str | os.PathLike, *, max_len: int
         "dispatches": decode["dispatches"],
         "decoder": {
             "max_len": max_len, "prompt_buckets": buckets, "vocab_size": int(cfg.vocab_size),
-            "eos_token_ids": _eos_ids(lm), "cache_shape": list(cache_shape(cfg, max_len)),
+            "eos_token_ids": _eos_ids(lm, text_tokenizer), "cache_shape": list(cache_shape(cfg, max_len)),
             "architecture": type(lm).__name__, "config": json.loads(cfg.to_json_string()),
             "phases": phases, "sampler": {"wgsl": SAMPLER_FILE, "dtype": scores},
         },
     }
+    if text_files:
+        manifest["decoder"]["tokenizer"] = {"json": TOKENIZER_JSON, "config": TOKENIZER_CONFIG}
     return write_bundle(path, manifest, files)
