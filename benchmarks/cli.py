@@ -1,9 +1,10 @@
-"""`python -m benchmarks run|prepare|report|check|latency|library|anatomy ...`: the one entry point.
+"""`python -m benchmarks run|prepare|report|check|latency|library|anatomy|lm ...`: the one entry point.
 
 `run` measures the harness's suites across backends (benchmarks/processes.py: the WebGPU backends in a
 process without a CUDA context, the CUDA references in their own); `prepare` compiles bundles for GPU
 machines; `report` merges results; `check` checks prepared bundles against torch CPU; `latency`, `library`
-and `anatomy` are the probe suites, whose modes print JSON rows (benchmarks/json_rows.py).
+and `anatomy` are the probe suites, whose modes print JSON rows (benchmarks/json_rows.py); `lm` times
+language models' decode bundles in each runtime (Python, Node, the page) and beside a peer in the page.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from .report import (
 SUITES = {"micro": ["tiny_dispatch", "eager_per_op", "host_overhead", "graphs", "matmul", "bandwidth",
                     "nn_ops", "compile_time"],
           "models": ["models"], "llm": ["llm"]}   # llm: not in `all` (1B-parameter models)
-PROBE_SUITES = ("latency", "library", "anatomy")
+PROBE_SUITES = ("latency", "library", "anatomy", "lm")
 
 
 def _probe_parser(sub, suite: str) -> dict[str, tuple[str, str]]:

@@ -6,13 +6,13 @@
 # Carried (git-ignored, made on this side; benchmarks/carry_size.sh .gl .whl .node .bundles-lm checks the
 # 64 MiB): .gl/ and .whl/ (../shared/tools/gpu-machine-kit.sh: the Vulkan loader, wgpudawn & co for Python
 # 3.12), .node/ (benchmarks/node_kit.sh: Debian's nodejs and dawn.node, ~26 MB) and .bundles-lm/llama-1b-int4
-# (`python -m benchmarks.lm_runtimes synthetic-1b .bundles-lm/full/llama-1b-int4` then
-# `python -m benchmarks.lm_runtimes strip .bundles-lm/full/llama-1b-int4 .bundles-lm/llama-1b-int4`: its
+# (`python -m benchmarks lm bundles synthetic-1b .bundles-lm/full/llama-1b-int4` then
+# `python -m benchmarks lm bundles strip .bundles-lm/full/llama-1b-int4 .bundles-lm/llama-1b-int4`: its
 # plans and WGSL without the weights, which `fill` writes again there, byte for byte).
 #
 #   run(command="bash benchmarks/lm_on_gpu_machine.sh", carry=[".gl", ".whl", ".node", ".bundles-lm"])
 #
-# Results: ${OUT:-benchmarks/out}/gpu-lm/lm-runtimes.json (+ .txt). SETUP=0 PY=... NODE=... skips the set-up
+# Results: ${OUT:-benchmarks/out}/gpu-lm/lm-runtimes-pin-{auto,0}.json (+ .txt). SETUP=0 PY=... NODE=... skips the set-up
 # (a dry run where the stack is installed, e.g. lavapipe here).
 set -euo pipefail
 T0=$SECONDS
@@ -50,10 +50,14 @@ export PYTHONUNBUFFERED=1 TORCH_WEBGPU_CACHE_DIR=${TORCH_WEBGPU_CACHE_DIR:-/tmp/
 export TORCH_WEBGPU_SUBGROUP_SIZE=${TORCH_WEBGPU_SUBGROUP_SIZE:-32}
 "$NODE" --version
 log "set up"
-[ -f "$BUNDLE/weights.safetensors" ] || { "$PY" -m benchmarks.lm_runtimes fill "$BUNDLE"; log "weights written"; }
-# Node and the loader alternate ROUNDS times (one load, a warm-up, REPS timed generations each), this
-# process holding a CUDA context throughout (the GPU's clock: design.md, 2026-12-07).
-"$PY" -m benchmarks.lm_runtimes measure "$BUNDLE" --node "$NODE" --prompt-tokens "${PROMPT_TOKENS:-16}" \
-  --new-tokens "${NEW_TOKENS:-128}" --reps "${REPS:-3}" --rounds "${ROUNDS:-2}" --json "$RES/lm-runtimes.json" \
-  2>&1 | grep -v "^Warning: max" | tee "$RES/lm-runtimes.txt"
+[ -f "$BUNDLE/weights.safetensors" ] || { "$PY" -m benchmarks lm bundles fill "$BUNDLE"; log "weights written"; }
+# Node and the loader alternate ROUNDS times (one load, a warm-up, REPS timed generations each), once with
+# the Python runtime's clock pin (it holds for Node's rounds too: one clock for both) and once with no pin
+# anywhere (as a browser or Node alone runs: NVIDIA's idle clock for bursty work); no CUDA context else.
+for pin in ${PINS:-auto 0}; do
+  "$PY" -m benchmarks lm runtimes "$BUNDLE" --node "$NODE" --prompt-tokens "${PROMPT_TOKENS:-16}" \
+    --new-tokens "${NEW_TOKENS:-128}" --reps "${REPS:-3}" --rounds "${ROUNDS:-2}" --pin-clock "$pin" \
+    --json "$RES/lm-runtimes-pin-$pin.json" 2>&1 | grep -v "^Warning: max" | tee "$RES/lm-runtimes-pin-$pin.txt"
+  log "pin $pin measured"
+done
 log "done"

@@ -3,7 +3,7 @@ through the peer, transformers.js 4 (`@huggingface/transformers` on onnxruntime-
 exported to ONNX by ONNX Runtime GenAI's model builder): tokens/s of prefill and decode side by side, and
 whether each gives transformers' CPU tokens.
 
-    python -m benchmarks.lm_peer_web [--kind llama] [--new-tokens 12] [--reps 5] [--rounds 3] [--out DIR]
+    python -m benchmarks lm peer-web [--kind llama] [--new-tokens 12] [--reps 5] [--rounds 3] [--out DIR]
         [--json FILE]
 
 Benchmark-only installs, into DIR (default benchmarks/out/lm-peer; never package dependencies):
@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TRANSFORMERS_JS = "@huggingface/transformers@4.3.2"
 GENAI = "onnxruntime-genai==0.18.0"
 PROMPT = "The quick brown fox"
@@ -132,7 +132,7 @@ def _rates(prompt_tokens: int, runs: list[dict[str, float]]) -> dict[str, Any]:
             "decode_tokens_per_s": decode, "decode_ms_per_step": 1e3 / decode}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None, prog: str | None = None) -> None:
     """Export, install, time both in one Chromium, print and write the figures."""
     import torch
 
@@ -140,17 +140,18 @@ def main() -> None:
     from torch_webgpu.cli.web import make_server, serve_in_thread
     from torch_webgpu.web import ASSETS, TEXT_LIBRARIES, text_libraries
 
-    from .lm_runtimes import PAGE_JS
-    from .web_vs_python import chromium
+    from ..latency.web_vs_python import chromium
+    from .runtimes import PAGE_JS
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kind", choices=["llama", "qwen2"], default="llama")
     parser.add_argument("--new-tokens", type=int, default=12)
     parser.add_argument("--reps", type=int, default=5, help="timed generations per load")
     parser.add_argument("--rounds", type=int, default=3, help="loads per runtime, alternating")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "out" / "lm-peer")
     parser.add_argument("--json", type=Path)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     out = args.out.resolve()
     peer, genai = install_peer(out)
     lm = build_language_model(args.kind, "f32", out / "bundles")
@@ -212,6 +213,3 @@ def main() -> None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=1))
 
-
-if __name__ == "__main__":
-    main()
