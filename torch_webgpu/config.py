@@ -7,8 +7,8 @@ cached: `VARIABLE.read()` reads the environment when called, and the caller deci
 read per call, so that a test's monkeypatch.setenv takes effect at once; the few read once say so in
 `applies`. A default that differs on software adapters (lavapipe, SwiftShader) is `software_default`, chosen
 by the caller's `read(software=...)`; a default that needs more than that (the adapter's RAM, the caller's
-floor) is None here and computed where the read happens. A bad value raises ConfigError, a ValueError
-naming the variable and the values it accepts.
+floor) is empty here, read as None, and computed where the read happens. A bad value raises ConfigError, a
+ValueError naming the variable and the values it accepts.
 """
 
 from __future__ import annotations
@@ -53,10 +53,6 @@ class Variable(Generic[T]):
             return self.parse(text)
         except (ValueError, OverflowError):
             raise ConfigError(f"{self.name}={text!r}: expected {self.accepted}") from None
-
-    def is_set(self) -> bool:
-        """True when the variable is in the environment (even if empty)."""
-        return self.name in os.environ
 
 
 def _choice(choices: dict[str, str]) -> Callable[[str], str]:
