@@ -12,8 +12,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = (ROOT / "torch_webgpu", ROOT / "mlir_passes")
-# top-level layer -> the layers it may import (besides itself)
-ALLOWED = {
+# top-level layer -> the layers it may import (besides itself and config)
+_LAYERS = {
+    "config": set(),   # torch_webgpu/config.py, the environment variables: a leaf that every layer may read
     "runtime": {"_native_plan"},   # the torch-free C++ recorder (csrc/native_plan/)
     "kernels": {"runtime"},
     "plan": {"runtime", "kernels", "_native_plan"},   # the runtime of the low IR: no compiler, no torch
@@ -25,6 +26,7 @@ ALLOWED = {
     "compiler": {"runtime", "kernels", "plan", "mlir_passes", "bundle"},   # compiler/export writes bundles
     "bundle": {"runtime", "kernels", "plan"},   # loads plans through plan/ alone
 }
+ALLOWED = {layer: below | ({"config"} if layer != "config" else set()) for layer, below in _LAYERS.items()}
 EXTENSIONS = {"torch_webgpu._C", "torch_webgpu._native_plan"}   # built from csrc/: modules without sources
 # Import circles that other work removes; this list may only shrink (a circle not listed fails, and so
 # does a listed one that is gone: take it off).
@@ -106,6 +108,17 @@ def test_layers_import_only_the_layers_below():
         upward += [f"{module} -> {t}" for t in sorted(targets)
                    if _layer(t) != layer and _layer(t) not in ALLOWED[layer]]
     assert not upward, "imports against the layering:\n" + "\n".join(upward)
+
+
+def test_config_is_a_leaf_of_the_standard_library():
+    """torch_webgpu/config.py imports only the standard library, so every layer (the torch-free plan/ and
+    bundle/ too) may read settings from it without an arrow pointing up or a circle."""
+    import sys
+
+    path = ROOT / "torch_webgpu" / "config.py"
+    imported = {target.split(".")[0] for node, _ in _import_nodes(path)
+                for target in _targets("torch_webgpu.config", path, node)}
+    assert imported - {"__future__"} <= set(sys.stdlib_module_names), imported
 
 
 def test_plan_runs_without_torch():

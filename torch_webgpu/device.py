@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from . import _C, graphs  # noqa: F401  (torch.webgpu.graphs)
+from .config import FALLBACK, MEMORY_LIMIT
 from .device_state import default_generators, runtime  # noqa: F401  (torch.webgpu.default_generators)
 from .graphs import (  # noqa: F401  (torch.webgpu.WebGPUGraph, graph, ...: the CUDA graphs API)
     GraphCaptureError,
@@ -32,28 +33,14 @@ _memory_limit_known = False
 
 
 # ---- runtime wiring ------------------------------------------------------------------------------
-def _parse_bytes(text: str) -> int:
-    text = text.strip().upper().removesuffix("B").removesuffix("I")
-    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(text[-1:], 1)
-    return int(float(text[:-1] if scale > 1 else text) * scale)
-
-
 def memory_limit() -> int | None:
     """The byte budget for webgpu tensors: TORCH_WEBGPU_MEMORY_LIMIT, else half the host RAM on CPU
     adapters (lavapipe allocates host memory), else None (the driver reports out-of-memory itself)."""
     global _memory_limit, _memory_limit_known
     if not _memory_limit_known:
-        env = os.environ.get("TORCH_WEBGPU_MEMORY_LIMIT")
-        if env:
-            try:
-                _memory_limit = _parse_bytes(env)
-            except ValueError:
-                raise ValueError(
-                    f"TORCH_WEBGPU_MEMORY_LIMIT={env!r}: expected a byte count like 4G or 512M") from None
-        elif runtime().info.software:
+        _memory_limit = MEMORY_LIMIT.read()
+        if _memory_limit is None and runtime().info.software:
             _memory_limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
-        else:
-            _memory_limit = None
         _memory_limit_known = True
     return _memory_limit
 
@@ -335,6 +322,7 @@ def register() -> None:
         return
     import sys
 
+    FALLBACK.read()   # csrc/aten.cpp reads it per op, taking any text but 0 as on: a bad value fails here
     if torch._C._get_privateuse1_backend_name() != "webgpu":
         torch.utils.rename_privateuse1_backend("webgpu")
     _C._set_runtime_callbacks(_allocate, _copy, _synchronize)

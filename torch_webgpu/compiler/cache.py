@@ -10,6 +10,7 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
+from torch_webgpu.config import CACHE_DIR
 from torch_webgpu.plan.format import Plan
 
 _PACKAGES = ("torch", "torch-mlir", "iree-base-compiler", "wgpudawn")
@@ -17,9 +18,9 @@ _PACKAGES = ("torch", "torch-mlir", "iree-base-compiler", "wgpudawn")
 
 def cache_dir() -> Path:
     """TORCH_WEBGPU_CACHE_DIR, or the platform's user cache dir for torch-webgpu."""
-    env = os.environ.get("TORCH_WEBGPU_CACHE_DIR")
-    if env:
-        return Path(env)
+    own = CACHE_DIR.read()
+    if own:
+        return own
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("torch-webgpu")) / "compile"

@@ -14,12 +14,12 @@ members cannot depend on each other). `TORCH_WEBGPU_GROUPED_GEMV=0` turns groupi
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
+from torch_webgpu.config import GROUPED_GEMV
 from torch_webgpu.kernels import autotune
 from torch_webgpu.kernels.launch import DeviceCaps, KernelLaunch
 from torch_webgpu.kernels.matmul import (
@@ -39,7 +39,7 @@ from .operands import Operand, Tunable, value_of
 from .partition import LibraryOp
 from .quant_partition import QuantLinearOp
 
-ENV = "TORCH_WEBGPU_GROUPED_GEMV"
+ENV = GROUPED_GEMV.name
 ALIGN = 256   # byte alignment of each member's result in the shared buffer (storage offset alignment)
 _ITEMSIZE = {"f32": 4, "f16": 2}
 _WEIGHT_ROLES = ("q", "scale", "zero")
@@ -47,7 +47,7 @@ _WEIGHT_ROLES = ("q", "scale", "zero")
 
 def grouping_enabled() -> bool:
     """False when TORCH_WEBGPU_GROUPED_GEMV=0 (every linear its own dispatch)."""
-    return os.environ.get(ENV, "1") != "0"
+    return GROUPED_GEMV.read()
 
 
 @dataclass

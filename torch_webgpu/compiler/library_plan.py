@@ -7,12 +7,12 @@ WGSL, IREE compiles the segments between them, and one plan holds both.
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 import numpy as np
 import torch
 
+from torch_webgpu.config import LIBRARY
 from torch_webgpu.kernels.launch import DeviceCaps
 from torch_webgpu.plan.dtypes import device_dtype
 from torch_webgpu.plan.format import Plan, TensorSpec
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 def library_enabled() -> bool:
     """False when TORCH_WEBGPU_LIBRARY=0 (everything through IREE)."""
-    return os.environ.get("TORCH_WEBGPU_LIBRARY", "1") != "0"
+    return LIBRARY.read()
 
 
 def caps_for_target(target: Any) -> DeviceCaps:

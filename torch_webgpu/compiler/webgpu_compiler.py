@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from torch_webgpu.config import DUMP_DIR
 from torch_webgpu.plan import phases
 from torch_webgpu.plan.compiled import lowering
 from torch_webgpu.plan.dtypes import INT32_MAX, INT32_MIN, SCALAR, device_dtype
@@ -59,11 +60,11 @@ class _Dumper:
     _counter = 0
 
     def __init__(self) -> None:
-        root = os.environ.get("TORCH_WEBGPU_DUMP_DIR")
+        root = DUMP_DIR.read()
         self.dir: Path | None = None
         if root:
             _Dumper._counter += 1
-            self.dir = Path(root) / f"graph_{os.getpid()}_{_Dumper._counter:03d}"
+            self.dir = root / f"graph_{os.getpid()}_{_Dumper._counter:03d}"
             self.dir.mkdir(parents=True, exist_ok=True)
 
     def write(self, name: str, text: str) -> None:

@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from torch_webgpu.config import AUTOTUNE, AUTOTUNE_DIR, AUTOTUNE_MIN_FLOPS, CACHE_DIR
+
 from .launch import DeviceCaps, KernelLaunch, record
 
 # Eager ops tune from about a quarter GFLOP: GPT-2 prefill's 128x768x3072 (0.6 GFLOP) kept its default tile
@@ -38,24 +40,24 @@ _loaded_from: Path | None = None
 
 def enabled() -> bool:
     """False when TORCH_WEBGPU_AUTOTUNE=0 (defaults only)."""
-    return os.environ.get("TORCH_WEBGPU_AUTOTUNE", "1").strip().lower() not in ("0", "off", "false", "no")
+    return AUTOTUNE.read() != "off"
 
 
 def min_flops(default: int = DEFAULT_MIN_FLOPS) -> int:
     """The FLOP count under which problems keep the default variant (TORCH_WEBGPU_AUTOTUNE_MIN_FLOPS
     overrides `default`)."""
-    value = os.environ.get("TORCH_WEBGPU_AUTOTUNE_MIN_FLOPS", "").strip()
-    return int(float(value)) if value else default
+    value = AUTOTUNE_MIN_FLOPS.read()
+    return default if value is None else value
 
 
 def cache_file() -> Path:
     """Where the winners are kept."""
-    own = os.environ.get("TORCH_WEBGPU_AUTOTUNE_DIR")
+    own = AUTOTUNE_DIR.read()
     if own:
-        return Path(own) / "autotune.json"
-    compile_cache = os.environ.get("TORCH_WEBGPU_CACHE_DIR")
+        return own / "autotune.json"
+    compile_cache = CACHE_DIR.read()
     if compile_cache:
-        return Path(compile_cache) / "autotune" / "autotune.json"
+        return compile_cache / "autotune" / "autotune.json"
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("torch-webgpu")) / "autotune" / "autotune.json"
@@ -81,9 +83,8 @@ def tuning_key(kernel: str, problem: Any, caps: DeviceCaps) -> str:
 def tunes_on(caps: DeviceCaps) -> bool:
     """Whether candidates are timed on this device (hardware adapters unless TORCH_WEBGPU_AUTOTUNE=0;
     software adapters only with TORCH_WEBGPU_AUTOTUNE=1)."""
-    if not enabled():
-        return False
-    return not caps.cpu or os.environ.get("TORCH_WEBGPU_AUTOTUNE", "").strip() == "1"
+    setting = AUTOTUNE.read()
+    return setting != "off" and (not caps.cpu or setting == "on")
 
 
 def _entries() -> dict[str, dict[str, Any]]:

@@ -23,14 +23,15 @@ TORCH_WEBGPU_PLAN_MEMORY=0 turns the assignment off (the plan runs with one stor
 from __future__ import annotations
 
 import copy
-import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from torch_webgpu.config import PLAN_MEMORY
+
 from .format import LowIRNode, LowIROp, Plan
 
-ENV = "TORCH_WEBGPU_PLAN_MEMORY"
+ENV = PLAN_MEMORY.name
 SLOT_PREFIX = "mem"
 _GLOBAL = re.compile(r"(.*_)?g\d+$")   # IREE globals (compiler/plan_builder.py), with a segment prefix
 READ, WRITE = "r", "w"                 # a use that only reads / that may write (read-write included)
@@ -38,7 +39,7 @@ READ, WRITE = "r", "w"                 # a use that only reads / that may write 
 
 def enabled() -> bool:
     """True unless TORCH_WEBGPU_PLAN_MEMORY=0."""
-    return os.environ.get(ENV, "1") != "0"
+    return PLAN_MEMORY.read()
 
 
 @dataclass

@@ -5,10 +5,11 @@ phases and the plan's own: autotune, pipelines; benchmarks read it to say where 
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from torch_webgpu.config import COMPILE_TIMING
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ def reset() -> dict[str, float]:
 
 def log_enabled() -> bool:
     """True when TORCH_WEBGPU_COMPILE_TIMING=1."""
-    return os.environ.get("TORCH_WEBGPU_COMPILE_TIMING", "0") not in ("", "0")
+    return COMPILE_TIMING.read()
 
 
 def log_phases(label: str, seconds: dict[str, float]) -> None:

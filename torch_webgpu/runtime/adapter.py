@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
+
+from torch_webgpu.config import ADAPTER, DAWN_TOGGLES, SUBGROUP_SIZE
 
 from .errors import NoAdapterError
 
@@ -92,11 +93,8 @@ def _subgroup_sizes(info: dict[str, Any]) -> dict[str, int]:
     """The adapter's subgroup size range as limits "subgroup-min-size"/"subgroup-max-size" (when known).
     TORCH_WEBGPU_SUBGROUP_SIZE overrides it: 0 hides it (compiled code without subgroups), N declares
     one size N (e.g. 8 on lavapipe, which Dawn reports as 4..128 though every pipeline gets 8)."""
-    override = os.environ.get("TORCH_WEBGPU_SUBGROUP_SIZE", "").strip()
-    if override:
-        if not override.isdigit():
-            raise ValueError(f"TORCH_WEBGPU_SUBGROUP_SIZE={override!r}: expected 0 or a subgroup size")
-        size = int(override)
+    size = SUBGROUP_SIZE.read()
+    if size is not None:
         return {"subgroup-min-size": size, "subgroup-max-size": size} if size else {}
     sizes = {}
     # wgpudawn 0.32 spells the adapter-info fields "stackgroup_*"; wgpu-native "subgroup_*".
@@ -115,14 +113,12 @@ def _adapter_name(adapter: Any) -> str:
 
 def wanted_toggles() -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(enabled, disabled) Dawn toggles for TORCH_WEBGPU_DAWN_TOGGLES: 0, 1 (the default) or fast."""
-    value = os.environ.get("TORCH_WEBGPU_DAWN_TOGGLES", "1").strip().lower()
-    if value in ("0", "off", "false", "no"):
+    value = DAWN_TOGGLES.read()
+    if value == "0":
         return (), ()
-    if value in ("", "1", "on", "true", "yes"):
-        return DAWN_INSTANCE_TOGGLES, DAWN_DISABLED_TOGGLES
     if value == "fast":
         return DAWN_INSTANCE_TOGGLES + DAWN_FAST_TOGGLES, DAWN_DISABLED_TOGGLES + DAWN_FAST_DISABLED_TOGGLES
-    raise ValueError(f"TORCH_WEBGPU_DAWN_TOGGLES={value!r}: expected 0, 1 or fast")
+    return DAWN_INSTANCE_TOGGLES, DAWN_DISABLED_TOGGLES
 
 
 def configure_instance(gpu_module: ModuleType) -> tuple[str, ...]:
@@ -163,7 +159,7 @@ def subgroup_matrix_configs(adapter: Any) -> tuple[tuple[str, str, int, int, int
 
 def select_adapter(gpu_module: ModuleType, spec: str | None = None) -> Any:
     """The adapter named by `spec` (index or name substring), else the high-performance one."""
-    spec = spec if spec is not None else os.environ.get("TORCH_WEBGPU_ADAPTER", "").strip()
+    spec = spec if spec is not None else ADAPTER.read()
     configure_instance(gpu_module)
     gpu = gpu_module.gpu
     if not spec:

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import importlib
-import os
 from types import ModuleType
+
+from torch_webgpu.config import BACKEND
 
 BACKENDS = {"dawn": "wgpudawn", "wgpu": "wgpu"}
 
 
 def backend_name() -> str:
     """The backend chosen by TORCH_WEBGPU_BACKEND (`dawn` or `wgpu`; default `dawn`)."""
-    name = os.environ.get("TORCH_WEBGPU_BACKEND", "dawn").strip().lower() or "dawn"
-    if name == "wgpudawn":
-        name = "dawn"
-    if name not in BACKENDS:
-        raise ValueError(f"TORCH_WEBGPU_BACKEND={name!r} is not one of {sorted(BACKENDS)}")
-    return name
+    return BACKEND.read()
 
 
 def load_backend(name: str | None = None) -> ModuleType:

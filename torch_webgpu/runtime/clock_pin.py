@@ -18,14 +18,15 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
-import os
 import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from torch_webgpu.config import PIN_CLOCK
+
 log = logging.getLogger(__name__)
 
-ENV = "TORCH_WEBGPU_PIN_CLOCK"
+ENV = PIN_CLOCK.name
 NVIDIA_VENDOR_IDS = ("0x10de", "nvidia")
 # cuCtxSetLimit: the context reserves per-thread stack (1 KiB × every resident thread), a printf FIFO and a
 # device malloc heap for kernels that never run in it; the smallest the driver accepts keeps it cheap.
@@ -121,12 +122,8 @@ def _is_nvidia_hardware(info: Any) -> bool:
 
 
 def policy() -> str:
-    """The configured policy: "auto", "on" or "off" (ValueError naming the variable otherwise)."""
-    value = os.environ.get(ENV, "auto").strip().lower()
-    choices = {"auto": "auto", "": "auto", "1": "on", "on": "on", "0": "off", "off": "off"}
-    if value not in choices:
-        raise ValueError(f"{ENV}={value!r}: use auto, 1 or 0")
-    return choices[value]
+    """The configured policy: "auto", "on" or "off" (ConfigError naming the variable otherwise)."""
+    return PIN_CLOCK.read()
 
 
 def pin_clock(info: Any) -> tuple[ClockPin, list[CudaPrimaryContext]]:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from time import perf_counter
 from typing import Any
+
+from torch_webgpu.config import FLUSH_MS
 
 from .errors import ValidationError, WebGPUError
 from .extension import handle
@@ -12,21 +13,6 @@ from .extension import handle
 # Submit early past these so a long eager program does not grow one unbounded command buffer.
 MAX_PENDING_COMMANDS = 2048
 MAX_PENDING_STAGING_BYTES = 64 << 20
-
-
-def env_amount(name: str, default: str, expected: str, off: tuple[str, ...] = ()) -> float | None:
-    """The non-negative finite number in environment variable `name` (`default` when unset); None for a
-    value in `off`; ValueError naming the variable and what it `expected` otherwise."""
-    text = os.environ.get(name, default).strip().lower()
-    if text in off:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 <= value < float("inf"):
-        raise ValueError(f"{name}={text!r}: expected {expected}")
-    return value
 
 
 def flush_after_seconds(software: bool = False) -> float | None:
@@ -37,8 +23,7 @@ def flush_after_seconds(software: bool = False) -> float | None:
     than a count keeps a submit's cost (~20 us) small per op where ops record fast. A software adapter
     (lavapipe) runs the commands on the host's own cores, so there is nothing to overlap with. `0` or
     `off`: submit only at syncs and the size limits."""
-    ms = env_amount("TORCH_WEBGPU_FLUSH_MS", "off" if software else "0.5", "milliseconds like 0.5, or 0/off",
-                    off=("0", "off", "none", ""))
+    ms = FLUSH_MS.read(software)
     return None if ms is None else ms / 1e3
 
 

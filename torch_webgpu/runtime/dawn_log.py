@@ -17,6 +17,8 @@ import sys
 import tempfile
 from collections.abc import Iterator
 
+from torch_webgpu.config import DAWN_LOG
+
 logger = logging.getLogger("torch_webgpu.dawn")
 
 _LEVELS = {"Debug": logging.DEBUG, "Info": logging.INFO, "Warning": logging.WARNING, "Error": logging.ERROR}
@@ -48,7 +50,7 @@ def emit(text: str) -> str:
 @contextlib.contextmanager
 def dawn_messages_to_logging() -> Iterator[None]:
     """While the block runs, what native code writes to stderr is captured and re-logged (see above)."""
-    if os.environ.get("TORCH_WEBGPU_DAWN_LOG", "").strip().lower() == "stderr":
+    if DAWN_LOG.read() == "stderr":
         yield
         return
     with contextlib.suppress(Exception):

@@ -13,10 +13,11 @@ turns it off (the Python executors stay the reference).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from torch_webgpu.config import EXECUTOR
 
 from . import extension
 from .extension import buffer_handle, handle, raise_dawn_errors
@@ -28,10 +29,7 @@ _DISPATCH, _COPY, _CLEAR = 0, 1, 2
 def executor_choice() -> str:
     """TORCH_WEBGPU_EXECUTOR: `native` (default), `python`, or `check` (native, and the first call of
     each native program is compared with the Python executor's)."""
-    name = os.environ.get("TORCH_WEBGPU_EXECUTOR", "native").strip().lower() or "native"
-    if name not in ("native", "python", "check"):
-        raise ValueError(f"TORCH_WEBGPU_EXECUTOR={name!r} is not 'native', 'python' or 'check'")
-    return name
+    return EXECUTOR.read()
 
 
 def native_available(rt: Runtime) -> bool:

@@ -20,10 +20,11 @@ dispatch go through `runtime.dispatch` should open too).
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
+
+from torch_webgpu.config import EAGER_LAUNCH
 
 from . import extension, native
 from .runtime import Constant, Kernel, Runtime
@@ -35,10 +36,7 @@ STATS = {"programs": 0, "records": 0}   # process-wide: EagerPrograms built, nat
 
 def eager_launch_choice() -> str:
     """TORCH_WEBGPU_EAGER_LAUNCH: `native` (default) or `python` (every dispatch via runtime.dispatch)."""
-    name = os.environ.get("TORCH_WEBGPU_EAGER_LAUNCH", "native").strip().lower() or "native"
-    if name not in ("native", "python"):
-        raise ValueError(f"TORCH_WEBGPU_EAGER_LAUNCH={name!r} is not 'native' or 'python'")
-    return name
+    return EAGER_LAUNCH.read()
 
 
 def native_eager_enabled(rt: Runtime) -> bool:

@@ -7,22 +7,19 @@ knows the device and its queue, not the Runtime.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
+from torch_webgpu.config import PLAN_SPLIT, SUBMIT, SYNC_SPIN_US
+
 from . import extension
-from .commands import env_amount
 from .extension import handle, raise_dawn_errors
 
 
 def submit_choice() -> str:
     """TORCH_WEBGPU_SUBMIT: `native` (default: finish, submit and wait for the queue in one C++ call) or
     `python` (wgpudawn's Python objects: encoder.finish, queue.submit, on_submitted_work_done_sync)."""
-    name = os.environ.get("TORCH_WEBGPU_SUBMIT", "native").strip().lower() or "native"
-    if name not in ("native", "python"):
-        raise ValueError(f"TORCH_WEBGPU_SUBMIT={name!r} is not 'native' or 'python'")
-    return name
+    return SUBMIT.read()
 
 
 def sync_spin_microseconds(software: bool = False) -> float:
@@ -34,8 +31,7 @@ def sync_spin_microseconds(software: bool = False) -> float:
     0.1-0.3 ms for waking up (BERT-base 3.06 -> 2.80 ms per call with 20 ms:
     benchmarks/results/h200-2026-12-04-sync-spin.md). A software adapter (lavapipe) runs the work on the
     host's own cores, where polling would take one from it."""
-    default = "0" if software else "20000"
-    return env_amount("TORCH_WEBGPU_SYNC_SPIN_US", default, "microseconds like 1000, or 0", off=("",)) or 0.0
+    return SYNC_SPIN_US.read(software)
 
 
 def plan_split_dispatches(software: bool = False) -> int:
@@ -44,11 +40,7 @@ def plan_split_dispatches(software: bool = False) -> int:
     turns the rest into Vulkan commands (Dawn does that inside each submit: ~5 us per dispatch on the
     H200, all before the GPU starts when a call is one submit). A software adapter runs the commands on
     the host's own cores, so there is nothing to overlap with. `0`: one submit per call."""
-    value = env_amount("TORCH_WEBGPU_PLAN_SPLIT", "0" if software else "32",
-                       "a number of dispatches like 32, or 0", off=("", "off"))
-    if value is not None and value != int(value):
-        raise ValueError(f"TORCH_WEBGPU_PLAN_SPLIT={value!r}: expected a whole number of dispatches")
-    return int(value or 0)
+    return PLAN_SPLIT.read(software)
 
 
 class NativeQueue:

@@ -5,8 +5,9 @@ page (installed by `npm ci` here, never committed)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from torch_webgpu.config import NODE_MODULES
 
 ASSETS = Path(__file__).resolve().parent
 RUNTIME = "torch-webgpu.js"
@@ -15,7 +16,7 @@ PAGE_FILES = ("index.html", "app.js", "page.css", RUNTIME, "torch-webgpu.d.ts")
 # The chat page of a decode bundle: chat.html is its index.html.
 CHAT_PAGE = "chat.html"
 CHAT_PAGE_FILES = (CHAT_PAGE, "chat.js", "page.css", RUNTIME, "torch-webgpu.d.ts")
-NODE_MODULES_ENV = "TORCH_WEBGPU_NODE_MODULES"
+NODE_MODULES_ENV = NODE_MODULES.name
 # npm package -> (its ES module build under node_modules, the path the chat page's import map gives it)
 TEXT_LIBRARIES = {
     "@huggingface/tokenizers": ("@huggingface/tokenizers/dist/tokenizers.mjs",
@@ -35,7 +36,7 @@ def asset(name: str) -> Path:
 def node_modules() -> Path:
     """The node_modules holding torch-webgpu.js's npm packages: $TORCH_WEBGPU_NODE_MODULES, else
     torch_webgpu/web/node_modules (what `npm ci` there installs)."""
-    return Path(os.environ.get(NODE_MODULES_ENV) or ASSETS / "node_modules")
+    return NODE_MODULES.read() or ASSETS / "node_modules"
 
 
 def text_libraries() -> dict[str, Path]:

@@ -25,6 +25,7 @@ from torch_webgpu.bundle.requirements import (
     target_limits,
     target_subgroup_matrix_configs,
 )
+from torch_webgpu.config import DUMP_DIR, overridden
 
 PHASES = ("high-ir", "iree-input", "wgsl", "bundle")
 
@@ -183,15 +184,8 @@ def _dump_dir(path: str | os.PathLike | None) -> Iterator[None]:
     if path is None:
         yield
         return
-    old = os.environ.get("TORCH_WEBGPU_DUMP_DIR")
-    os.environ["TORCH_WEBGPU_DUMP_DIR"] = str(path)
-    try:
+    with overridden(DUMP_DIR, str(path)):
         yield
-    finally:
-        if old is None:
-            os.environ.pop("TORCH_WEBGPU_DUMP_DIR", None)
-        else:
-            os.environ["TORCH_WEBGPU_DUMP_DIR"] = old
 
 
 def compile_traced(traced: TracedModel, target: Target, dump_dir: str | os.PathLike | None = None) -> Any:
