@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import torch
 
+from ...kernels.wgsl import PRELUDE
 from ...runtime import get_runtime
 from .conv import grid_64
 from .dtypes import convert, dtype_info
 from .operand import Operand, pack_u32
 from .recording import dispatch
-from .wgsl_math import PRELUDE
 
 _COMMON = """
 fn plane_h_w(t: u32, h: u32, w: u32) -> vec3<u32> { return vec3<u32>(t / (h * w), (t / w) % h, t % w); }

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import torch
 
+from ...kernels.wgsl import PRELUDE
 from ...runtime import get_runtime
 from .dtypes import convert, dtype_info
 from .operand import MAX_DIMS, Operand, pack_u32
 from .recording import dispatch
-from .wgsl_math import PRELUDE
 
 WG = 64
 _B = 4 + MAX_DIMS  # first buffer block
