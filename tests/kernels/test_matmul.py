@@ -465,3 +465,22 @@ def test_padded_a_tile_spreads_the_transposing_stores(bm, bk, banks, unpadded):
         for line, want in ((bm + LINE_PAD, banks), (bm, unpadded)):
             words = (kk + q) * line + ii
             assert {len(set(words[w:w + 32] % 32)) for w in range(0, len(e), 32)} == {want}
+
+
+def test_fused_gelu_is_the_eager_gelu(rt, caps, webgpu):
+    """One erf (issue 40): a matmul's GELU epilogue evaluates the prelude's `erf_`, as the eager GELU does, so
+    GELU(A @ B) fused matches the eager GELU of the unfused product on the device, and torch CPU within
+    float32's default tolerances (the OpInfo ones)."""
+    gen = torch.Generator().manual_seed(0)
+    a, bb = operands(1, 48, 40, 64, "f32", gen=gen)
+    a = a * 0.25   # products of about unit size: GELU's curved part, not its linear tails
+    p = problem(a, bb, "f32")
+    o = torch.full((1, 48, 40), float("nan"))
+    name = variants(p, caps)[0]
+    gelu = plan_matmul(dataclasses.replace(p, activation="gelu"), caps, name)
+    fused = run_launch(rt, gelu, {"a": a, "b": bb}, o)
+    plain = run_launch(rt, plan_matmul(p, caps, name), {"a": a, "b": bb}, o)
+    eager = torch.nn.functional.gelu(plain.to(webgpu)).cpu()
+    torch.testing.assert_close(fused, eager, rtol=2e-7, atol=1e-7)
+    torch.testing.assert_close(fused, torch.nn.functional.gelu(a @ bb))
+    assert "fn erf_(" in gelu.wgsl and "erf_approx" not in gelu.wgsl

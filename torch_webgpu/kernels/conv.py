@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, f32_word, grid_within
-from .matmul import ACTIVATIONS, ERF_WGSL
+from .matmul_wgsl import ACTIVATIONS, activation_functions
 
 
 @dataclass(frozen=True)
@@ -252,8 +252,7 @@ def _declarations(p: Conv2dProblem) -> tuple[str, list[str]]:
             decl.append(f"@group(0) @binding({len(roles)}) var<storage, read> {name}: array<{t}>;")
             roles.append(role)
     head = ("enable f16;\n" if t == "f16" else "") + _PARAMS_STRUCT + "\n".join(decl) + "\n"
-    if p.activation == "gelu":
-        head += ERF_WGSL
+    head += activation_functions(p.activation)
     return head, roles
 
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass, replace
 from . import matmul_wgsl as wgsl
 from . import sgmat_wgsl
 from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, f32_word, grid_within, record
-from .matmul_wgsl import ACTIVATIONS, ERF_WGSL
+from .matmul_wgsl import ACTIVATIONS
 
-__all__ = ["ACTIVATIONS", "ERF_WGSL", "Layout", "MatmulProblem", "plan_matmul", "variants", "MatmulPlan",
+__all__ = ["ACTIVATIONS", "Layout", "MatmulProblem", "plan_matmul", "variants", "MatmulPlan",
            "plan_matmul_steps", "record_matmul", "split_count",
            "VARIANTS", "TiledSpec", "GemvSpec", "SgmatSpec", "Piece", "split_for_binding",
            "tensor_core_subgroup_size", "vec8_axis", "GroupedGemvProblem", "grouped_variants",

@@ -13,11 +13,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .wgsl import functions_for
+
+# The epilogue's activations of `v` (f32); their functions come from the one prelude (`activation_functions`),
+# so a fused GELU computes the eager GELU's numbers.
 ACTIVATIONS = {
     None: "v",
     "relu": "max(v, 0.0)",
     "relu6": "clamp(v, 0.0, 6.0)",
-    "gelu": "0.5 * v * (1.0 + erf_approx(v * 0.70710678118654752))",
+    "gelu": "0.5 * v * (1.0 + erf_(v * 0.70710678118654752))",
     "gelu_tanh": ("0.5 * v * (1.0 + tanh(clamp(0.7978845608028654 * (v + 0.044715 * v * v * v), "
                   "-15.0, 15.0)))"),
     "silu": "v / (1.0 + exp(-v))",
@@ -25,17 +29,10 @@ ACTIVATIONS = {
     "tanh": "tanh(clamp(v, -15.0, 15.0))",
 }
 
-# Abramowitz–Stegun 7.1.26 is too coarse for torch's tolerances; this erf keeps |err| < 1.2e-7.
-ERF_WGSL = """
-fn erf_approx(x: f32) -> f32 {
-  let z = abs(x);
-  let t = 1.0 / (1.0 + 0.5 * z);
-  let r = t * exp(-z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 +
-          t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 +
-          t * (-0.82215223 + t * 0.17087277)))))))));
-  return select(r - 1.0, 1.0 - r, x >= 0.0);
-}
-"""
+
+def activation_functions(*activations: str | None) -> str:
+    """WGSL of the prelude functions the given activations call (`erf_` and its helpers for "gelu")."""
+    return functions_for(*(ACTIVATIONS[a] for a in activations))
 
 
 @dataclass(frozen=True)
@@ -77,7 +74,7 @@ def header(e: Epilogue, a_elem: str, b_elem: str, extra_enables: tuple[str, ...]
         lines.append(f"@group(0) @binding(4) var<storage, read> C: array<{t}>;")
     if e.residual:
         lines.append(f"@group(0) @binding({5 if e.bias else 4}) var<storage, read> R: array<{t}>;")
-    return "\n".join(lines) + "\n" + (ERF_WGSL if e.activation == "gelu" else "")
+    return "\n".join(lines) + "\n" + activation_functions(e.activation)
 
 
 def finish_fn(e: Epilogue, out_vec: bool = False) -> str:
@@ -140,7 +137,7 @@ def combine_source(e: Epilogue, splits: int, threads: int = 256) -> str:
         lines.append(f"@group(0) @binding(3) var<storage, read> C: array<{t}>;")
     if e.residual:
         lines.append(f"@group(0) @binding({4 if e.bias else 3}) var<storage, read> R: array<{t}>;")
-    head = "\n".join(lines) + "\n" + (ERF_WGSL if e.activation == "gelu" else "")
+    head = "\n".join(lines) + "\n" + activation_functions(e.activation)
     return f"""{head}{finish_fn(e)}
 @compute @workgroup_size({threads})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
@@ -697,13 +694,13 @@ fn finish{i}(row: u32, col: u32, acc: f32) {{
   v = {ACTIVATIONS[act]};
   O[P.o{i}.x + row * P.o{i}.z + col * P.o{i}.w] = {dtype}(v);
 }}""")
-    return (ERF_WGSL if "gelu" in activations else "") + "\n".join(out) + "\n"
+    return activation_functions(*activations) + "\n".join(out) + "\n"
 
 
 def glu_finish(dtype: str, activation: str | None) -> str:
     """`finish_glu(row, col, acc, up)`: act(alpha0 * acc) * (alpha1 * up) stored at problem 0's output
     layout (the gated linear unit of an MLP: silu(x W_gate^T) * (x W_up^T))."""
-    return f"""{ERF_WGSL if activation == "gelu" else ""}
+    return f"""{activation_functions(activation)}
 fn finish_glu(row: u32, col: u32, acc: f32, up: f32) {{
   if (row >= P.mnkb.x || col >= P.g0.y) {{ return; }}
   var v = bitcast<f32>(P.g0.z) * acc;

@@ -31,8 +31,8 @@ from .matmul import VARIANTS as DENSE_VARIANTS
 from .matmul import GroupedProblems, Layout, SgmatSpec, tensor_core_subgroup_size, vec8_axis
 from .matmul_wgsl import (
     ACTIVATIONS,
-    ERF_WGSL,
     Epilogue,
+    activation_functions,
     finish_fn,
     glu_finish,
     glu_parts,
@@ -227,7 +227,7 @@ def _header(p: QuantMatmulProblem, e: Epilogue, a_elem: str | None = None, strea
                   + "\n".join(f"  v[{j}] = f32(i32(w0 << {28 - 4 * j}u) >> 28u) - z;" for j in range(CHUNK)))
     helpers = _dequant_helpers(p.weight.zero)
     if stream:
-        return "\n".join(lines) + "\n" + (ERF_WGSL if e.activation == "gelu" else "") + helpers, roles
+        return "\n".join(lines) + "\n" + activation_functions(e.activation) + helpers, roles
     helpers += f"""// weights k = {CHUNK}c .. {CHUNK}c+{CHUNK - 1} of row n minus their zero point
 // ({per_word} per word)
 fn chunk(n: u32, c: u32) -> array<f32, {CHUNK}> {{
@@ -237,7 +237,7 @@ fn chunk(n: u32, c: u32) -> array<f32, {CHUNK}> {{
   return v;
 }}
 """
-    return "\n".join(lines) + "\n" + (ERF_WGSL if e.activation == "gelu" else "") + helpers, roles
+    return "\n".join(lines) + "\n" + activation_functions(e.activation) + helpers, roles
 
 
 def _gemv_source(p: QuantMatmulProblem, e: Epilogue, lk: int, ln: int, mr: int) -> tuple[str, list[str]]:
