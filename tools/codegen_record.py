@@ -100,14 +100,30 @@ def pytest_runtest_setup(item):
     _current[0] = item.nodeid
 
 
+def pytest_runtest_teardown(item):
+    # written as the run goes (every 20 tests), so a run cut short by a timeout still leaves its recording
+    _written[0] += 1
+    if _written[0] % 20 == 0:
+        _write()
+
+
 def pytest_unconfigure(config):
+    _write()
+
+
+_written = [0]
+
+
+def _write() -> None:
     out = os.environ.get("CODEGEN_RECORD")
     if not out:
         return
     Path(out).mkdir(parents=True, exist_ok=True)
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     doc = {test: {k: sorted(v) for k, v in kinds.items()} for test, kinds in _seen.items()}
-    (Path(out) / f"{worker}.json").write_text(json.dumps(doc, indent=0, sort_keys=True))
+    tmp = Path(out) / f".{worker}.json.tmp"
+    tmp.write_text(json.dumps(doc, indent=0, sort_keys=True))
+    tmp.replace(Path(out) / f"{worker}.json")
 
 
 def _load(directory: str) -> dict[str, dict[str, set[str]]]:

@@ -79,6 +79,7 @@ def _register_experimental() -> None:
     register = getattr(matmul, "register_experimental", None)
     if register is not None:
         register()
+        _MEMO.clear()
 
 
 def _unregister_experimental() -> None:
@@ -87,6 +88,7 @@ def _unregister_experimental() -> None:
     unregister = getattr(matmul, "unregister_experimental", None)
     if unregister is not None:
         unregister()
+        _MEMO.clear()
 
 
 Entry = tuple[str, Any, Callable[[Any, DeviceCaps], list[str]], Callable[[Any, DeviceCaps, str], str]]
@@ -147,9 +149,27 @@ def _matmul_problems() -> Iterator[tuple[str, Any]]:
                                  Layout(1, m * (n + 1), n + 1, 1), dtype=dtype))
 
 
+_MEMO: dict = {}
+
+
+def _memoised_variants(module: Any) -> None:
+    """`module.variants` answered once per (problem, device): plan_matmul asks it again for every variant,
+    which made this grid ten times slower (the answers are the same; `_register_experimental` clears it)."""
+    original = getattr(module, "_unmemoised_variants", None) or module.variants
+    module._unmemoised_variants = original
+
+    def variants(p, caps):
+        key = (p, id(caps))
+        if key not in _MEMO:
+            _MEMO[key] = (caps, list(original(p, caps)))
+        return list(_MEMO[key][1])
+    module.variants = variants
+
+
 def _matmul_entries() -> Iterator[Entry]:
     from torch_webgpu.kernels import matmul
 
+    _memoised_variants(matmul)
     def run(p, caps, name):
         plan = matmul.plan_matmul_steps(p, caps, name)
         return _steps_hash(list(plan.steps), plan.scratch)
