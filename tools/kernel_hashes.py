@@ -9,12 +9,14 @@ and writes, per (family, problem, device), two ordered lists of sha256:
 - "candidates": the first `autotune.MAX_CANDIDATES` variants the family offers (the default first),
   what the autotuner times and compiled plans carry: behaviour;
 - "variants": every variant it can run the problem with, shipping and experimental (registered here the
-  way benchmarks register them), in the family's order.
+  way benchmarks register them), in the family's order (compared as a multiset: where registered
+  experimental variants come in the list is no behaviour).
 
 A variant's hash covers the content of each of its launches (WGSL, grid, workgroup size, bindings,
 params, read_only, entry point) and its scratch, never its name. The eager strided kernels (the
 general matmul, direct convolutions, strided row ops) are hashed by WGSL, grid, params and binding count.
-`python -m tools.kernel_hashes compare BEFORE.json AFTER.json` prints what differs (exit 1 if anything).
+`python -m tools.kernel_hashes compare BEFORE.json AFTER.json` prints what differs (exit 1 if anything);
+`--match REGEX` hashes only the keys it finds (e.g. "gelu": what issue 40's one erf changed).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -422,14 +425,81 @@ def _strided_entries() -> Iterator[Entry]:
         return ["default"]
 
     def run(job, caps, name):
-        return _sha(job())
+        return _sha(job(caps))
 
     for key, job in _strided_jobs():
         yield f"strided|{key}", job, names, run
 
 
-def _strided_jobs() -> Iterator[tuple[str, Callable[[], dict]]]:
-    """Jobs calling the eager launch functions with a recording stand-in for the runtime."""
+def _strided_content(plan: Any) -> dict:
+    (launch,) = plan.steps
+    return {"wgsl": launch.wgsl, "grid": list(launch.grid), "bindings": len(launch.bindings),
+            "params": list(launch.params) + [0] * (-len(launch.params) % 4)}
+
+
+def _strided_jobs() -> Iterator[tuple[str, Callable[[DeviceCaps], dict]]]:
+    """The eager strided kernels (the general matmul, direct convolutions, strided row ops) over a grid of
+    dtypes, layouts and epilogues, as jobs returning {wgsl, grid, params, bindings}."""
+    from torch_webgpu.kernels import rows
+
+    if not hasattr(rows, "StridedRowProblem"):   # before issue 40 they lived in ops/codegen
+        yield from _ops_codegen_jobs()
+        return
+    import torch
+
+    from torch_webgpu.kernels import conv, matmul
+    from torch_webgpu.kernels.conv import DirectConvProblem, Strided1, Strided4
+    from torch_webgpu.kernels.matmul import Layout, MatmulProblem
+    from torch_webgpu.kernels.rows import StridedRowProblem, View
+    from torch_webgpu.ops.codegen.dtypes import storage_name
+
+    for dt in (torch.float16, torch.bfloat16, torch.int32):   # f32 takes the tuned variants
+        out_dt = torch.int32 if dt == torch.int32 else torch.float32
+        for b, m, n, k in ((1, 5, 7, 9), (3, 64, 48, 33), (2, 1, 300, 17)):
+            for layout in ("contig", "trans"):
+                a = Layout(0, m * k, k, 1) if layout == "contig" else Layout(0, m * k, 1, m)
+                for bias in (None, Layout(1, 0, 0, 1)):
+                    scale = 2 if out_dt == torch.int32 else 0.5
+                    dtype, in_dtype = storage_name(out_dt), storage_name(dt)
+                    p = MatmulProblem(b, m, n, k, a, Layout(2, k * n, n, 1), Layout(0, m * n, n, 1),
+                                      dtype=dtype, bias=bias, alpha=scale, beta=scale,
+                                      in_dtype=in_dtype if in_dtype != dtype else None)
+
+                    def job(caps, p=p):
+                        return _strided_content(matmul.FAMILY.steps(p, caps))
+                    yield f"matmul|{dt}|{b}x{m}x{n}x{k}|{layout}|bias={bias is not None}", job
+
+    for dt in (torch.float32, torch.float16, torch.bfloat16):
+        for kind in ("fwd", "data", "wgrad"):
+            for bias in (False, True):
+                if bias and kind != "fwd":
+                    continue
+                name = storage_name(dt)
+                p = DirectConvProblem(kind, (2, 16, 5, 6), Strided4(0, (960, 120, 12, 1)), (2, 8, 10, 12),
+                                      Strided4(0, (36, 9, 3, 1)), (16, 4, 3, 3), (2, 2), (1, 1), (1, 1),
+                                      (3, 3), 4, 8, name, name, Strided1(0, 1) if bias else None,
+                                      name if bias else None)
+
+                def job(caps, p=p):
+                    return _strided_content(conv.DIRECT_FAMILY.steps(p, caps))
+                yield f"conv|{dt}|{kind}|bias={bias}", job
+
+    for dt in (torch.float32, torch.float16, torch.bfloat16):
+        for kind in ("softmax", "log_softmax", "softmax_backward", "log_softmax_backward", "layer_norm"):
+            grad = View(0, (35, 7, 1)) if kind.endswith("backward") else None
+            for dim in (1, 2):
+                p = StridedRowProblem(kind, storage_name(dt), (3, 5, 7), dim, View(2, (35, 1, 5)),
+                                      View(0, (35, 7, 1)), grad, storage_name(dt) if grad else None, 1e-5,
+                                      kind == "layer_norm")
+
+                def job(caps, p=p):
+                    return _strided_content(rows.STRIDED_FAMILY.steps(p, caps))
+                yield f"rows|{dt}|{kind}|dim={dim}", job
+
+
+def _ops_codegen_jobs() -> Iterator[tuple[str, Callable[[DeviceCaps], dict]]]:
+    """The same jobs through the eager launch functions of ops/codegen (the code before issue 40), with a
+    recording stand-in for the runtime."""
     import torch
 
     from torch_webgpu.ops.codegen.operand import Operand
@@ -468,7 +538,7 @@ def _strided_jobs() -> Iterator[tuple[str, Callable[[], dict]]]:
         return Operand(buf, offset, dtype, tuple(sizes), tuple(strides))
 
     mm = _eager_module("matmul")
-    for dt in (torch.float32, torch.float16, torch.bfloat16, torch.int32):
+    for dt in (torch.float16, torch.bfloat16, torch.int32):   # f32 takes the tuned variants
         out_dt = torch.int32 if dt == torch.int32 else torch.float32
         for b, m, n, k in ((1, 5, 7, 9), (3, 64, 48, 33), (2, 1, 300, 17)):
             for layout in ("contig", "trans"):
@@ -478,7 +548,7 @@ def _strided_jobs() -> Iterator[tuple[str, Callable[[], dict]]]:
                 for bias in (None, op(dt, (b, m, n), (0, 0, 1), 1, 4)):
                     scale = 2 if out_dt == torch.int32 else 0.5
 
-                    def job(mm=mm, a=a, bb=bb, o=o, bias=bias, scale=scale):
+                    def job(caps, mm=mm, a=a, bb=bb, o=o, bias=bias, scale=scale):
                         return capture(mm, lambda: mm.launch_matmul(a, bb, o, bias, scale, scale))
                     yield f"matmul|{dt}|{b}x{m}x{n}x{k}|{layout}|bias={bias is not None}", job
 
@@ -493,7 +563,7 @@ def _strided_jobs() -> Iterator[tuple[str, Callable[[], dict]]]:
                 o = op(torch.float32, (2, 16, 5, 6), (480, 30, 6, 1), 0, 3)
                 c = op(dt, (16,), (1,), 0, 4) if bias else None
 
-                def job(cv=cv, kind=kind, a=a, w=w, o=o, c=c):
+                def job(caps, cv=cv, kind=kind, a=a, w=w, o=o, c=c):
                     return capture(cv, lambda: cv.launch_conv(kind, a, w, o, (2, 2), (1, 1), (1, 1), (3, 3),
                                                               4, 8, c))
                 yield f"conv|{dt}|{kind}|bias={bias}", job
@@ -506,7 +576,7 @@ def _strided_jobs() -> Iterator[tuple[str, Callable[[], dict]]]:
             g = op(dt, (3, 5, 7), (35, 7, 1), 0, 2) if kind.endswith("backward") else None
             extra = 9 if kind == "layer_norm" else None
             for dim in (1, 2):
-                def job(rw=rw, kind=kind, x=x, o=o, g=g, extra=extra, dim=dim):
+                def job(caps, rw=rw, kind=kind, x=x, o=o, g=g, extra=extra, dim=dim):
                     return capture(rw, lambda: rw.launch_rows(kind, x, dim, o, g, 1e-5, extra))
                 yield f"rows|{dt}|{kind}|dim={dim}", job
 
@@ -544,8 +614,9 @@ def _offered(variants_of: Callable, p: Any, caps: DeviceCaps) -> list[str]:
         return [f"error:{type(e).__name__}"]
 
 
-def collect(only: set[str] | None = None) -> dict[str, dict[str, list[str]]]:
-    """{family|problem|device: {"candidates": [...], "variants": [...]}} over the whole grid."""
+def collect(only: set[str] | None = None, match: str | None = None) -> dict[str, dict[str, list[str]]]:
+    """{family|problem|device: {"candidates": [...], "variants": [...]}} over the whole grid (`only`: these
+    families; `match`: the keys a regex finds in)."""
     result: dict[str, dict[str, list[str]]] = {}
     caps_by_name = devices()
     for family, entries in FAMILIES.items():
@@ -553,6 +624,8 @@ def collect(only: set[str] | None = None) -> dict[str, dict[str, list[str]]]:
             continue
         for key, p, variants_of, run in entries():
             for cname, caps in caps_by_name.items():
+                if match and not re.search(match, f"{key}|{cname}"):
+                    continue
                 _unregister_experimental()
                 shipping = _offered(variants_of, p, caps)[:autotune.MAX_CANDIDATES]
                 _register_experimental()
@@ -567,16 +640,21 @@ def collect(only: set[str] | None = None) -> dict[str, dict[str, list[str]]]:
 
 
 def compare(before_path: str, after_path: str) -> int:
-    """Print the differences between two outputs; 1 if any."""
+    """Print the differences between two outputs; 1 if any. "candidates" must be equal in order (the
+    default and what the autotuner times); "variants" as multisets (where registered experimental variants
+    come in a family's list is no behaviour; their order is reported apart)."""
     before, after = json.loads(open(before_path).read()), json.loads(open(after_path).read())
     differ = 0
-    for kind in ("candidates", "variants"):
-        same = sum(1 for k in before if k in after and before[k][kind] == after[k][kind])
-        changed = [k for k in before if k in after and before[k][kind] != after[k][kind]]
+    for kind, same_as in (("candidates", list), ("variants", sorted)):
+        common = [k for k in before if k in after]
+        changed = [k for k in common if same_as(before[k][kind]) != same_as(after[k][kind])]
+        reordered = [k for k in common if k not in changed and before[k][kind] != after[k][kind]]
         total_b = sum(len(v[kind]) for v in before.values())
         total_a = sum(len(v[kind]) for v in after.values())
-        print(f"{kind}: {len(before)} keys before, {len(after)} after; {same} identical, "
-              f"{len(changed)} differ; {total_b} variant hashes before, {total_a} after")
+        print(f"{kind}: {len(before)} keys before, {len(after)} after; {len(common) - len(changed)} identical"
+              f"{' as sets' if same_as is sorted else ''}, {len(changed)} differ"
+              f"{f' ({len(reordered)} in another order)' if reordered else ''}; {total_b} variant hashes "
+              f"before, {total_a} after")
         for k in changed[:40]:
             b, a = before[k][kind], after[k][kind]
             print(f"  {k}: {len(b)} -> {len(a)}; {len(set(b) - set(a))} only before, "
@@ -589,13 +667,18 @@ def compare(before_path: str, after_path: str) -> int:
 
 
 def main(argv: list[str]) -> int:
-    """`OUT.json [FAMILY...]` or `compare BEFORE AFTER`."""
+    """`OUT.json [FAMILY...] [--match REGEX]` or `compare BEFORE AFTER`."""
     if argv[:1] == ["compare"] and len(argv) == 3:
         return compare(argv[1], argv[2])
+    match = None
+    if "--match" in argv:
+        i = argv.index("--match")
+        match, argv = argv[i + 1], argv[:i] + argv[i + 2:]
     if not argv:
-        print("usage: python -m tools.kernel_hashes OUT.json [FAMILY...] | compare BEFORE.json AFTER.json")
+        print("usage: python -m tools.kernel_hashes OUT.json [FAMILY...] [--match REGEX] | "
+              "compare BEFORE.json AFTER.json")
         return 2
-    result = collect(set(argv[1:]) or None)
+    result = collect(set(argv[1:]) or None, match)
     with open(argv[0], "w") as f:
         json.dump(result, f, indent=0, sort_keys=True)
     n = sum(len(v["variants"]) for v in result.values())
