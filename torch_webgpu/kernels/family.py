@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from . import autotune
 from .launch import DeviceCaps, LaunchPlan
@@ -19,6 +19,7 @@ P = TypeVar("P")
 P_contra = TypeVar("P_contra", contravariant=True)
 
 
+@runtime_checkable
 class KernelFamily(Protocol[P_contra]):
     """What a family of library kernels offers for its problem type."""
 

@@ -12,6 +12,7 @@ torch-free: dtypes are WGSL scalar names ("f32", "f16", "i32", "u32").
 from __future__ import annotations
 
 import struct
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -140,21 +141,22 @@ class LaunchPlan:
     scratch: Mapping[str, int] = field(default_factory=dict)
 
 
-_KERNELS: dict[tuple[int, int], tuple[KernelLaunch, Any]] = {}
+_KERNELS: dict[tuple[int, int], tuple[weakref.ref, Any]] = {}
 _PLAN_CACHE: dict[tuple, Any] = {}
 _PLAN_CACHE_SIZE = 512
 _CAPS_KEYS: dict[int, tuple[DeviceCaps, tuple]] = {}
 
 
 def kernel_of(launch: KernelLaunch, rt: Any) -> Any:
-    """The runtime's compiled kernel of `launch` (memoised per launch object: plans are memoised, so
-    the WGSL is not hashed again on every eager call)."""
+    """The runtime's compiled kernel of `launch` (memoised per launch object, which it does not keep alive:
+    memoised plans hand out the same launches, so their WGSL is not hashed again on every eager call)."""
     key = (id(launch), id(rt))
     hit = _KERNELS.get(key)
-    if hit is None or hit[0] is not launch:
+    if hit is None or hit[0]() is not launch:
         if len(_KERNELS) > 4 * _PLAN_CACHE_SIZE:
             _KERNELS.clear()
-        hit = _KERNELS[key] = (launch, rt.kernel(launch.wgsl, launch.entry_point, label=launch.name))
+        hit = _KERNELS[key] = (weakref.ref(launch), rt.kernel(launch.wgsl, launch.entry_point,
+                                                               label=launch.name))
     return hit[1]
 
 
