@@ -628,10 +628,10 @@ def collect(only: set[str] | None = None, match: str | None = None) -> dict[str,
                     continue
                 _unregister_experimental()
                 shipping = _offered(variants_of, p, caps)[:autotune.MAX_CANDIDATES]
-                _register_experimental()
+                _register_experimental()   # planned while offered: a variant runs only what is offered
                 every = _offered(variants_of, p, caps)
-                _unregister_experimental()
                 hashes = dict(zip(every, _variant_hashes(p, caps, every, run), strict=True))
+                _unregister_experimental()
                 result[f"{key}|{cname}"] = {
                     "candidates": [hashes[n] if n in hashes else _variant_hashes(p, caps, [n], run)[0]
                                    for n in shipping],
