@@ -80,8 +80,8 @@ def test_the_error_texts_are_the_loaders(node):
 
 
 def test_the_phases_share_the_python_executors_memory_slots(build_web_language_model, node):
-    from torch_webgpu.compiler.low_ir import Plan
-    from torch_webgpu.compiler.plan_memory import assign_memory, shared_slot_sizes
+    from torch_webgpu.plan.format import Plan
+    from torch_webgpu.plan.memory import assign_memory, shared_slot_sizes
 
     lm = build_web_language_model("llama", "f32")
     manifest = json.loads((lm.path / "manifest.json").read_text())
