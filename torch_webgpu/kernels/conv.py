@@ -587,6 +587,14 @@ class DirectConvProblem:
             total *= s
         return total
 
+    def shape_class(self) -> str:
+        """A coarse autotuning key (the family's `problem_key`): the kind, power-of-two buckets of the
+        output elements and of the channels a group reads and writes, the window, the storage dtypes."""
+        def bucket(x: int) -> int:
+            return 1 << max(0, (x - 1).bit_length())
+        return (f"{self.kind}.n{bucket(self.total)}i{bucket(self.in_per_group)}o{bucket(self.out_per_group)}"
+                f"w{self.kernel[0]}x{self.kernel[1]}.{self.a_dtype}.{self.b_dtype}")
+
     def check(self) -> None:
         """ValueError naming what the direct kernels cannot run."""
         if self.kind not in DIRECT_KINDS:

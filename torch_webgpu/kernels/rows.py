@@ -520,6 +520,13 @@ class StridedRowProblem:
         """Elements per row."""
         return self.sizes[self.dim] if self.sizes else 1
 
+    def shape_class(self) -> str:
+        """A coarse autotuning key (the family's `problem_key`): the op, power-of-two buckets of rows and
+        n, and the storage dtype."""
+        def bucket(x: int) -> int:
+            return 1 << max(0, (x - 1).bit_length())
+        return f"{self.op}.r{bucket(self.rows)}n{bucket(self.n)}.{self.dtype}"
+
     def check(self) -> None:
         """NotImplementedError/ValueError naming what the strided kernel cannot run."""
         if self.op not in STRIDED_OPS:
