@@ -5,7 +5,8 @@ The evidence that a refactor left generated code unchanged: run the same tests b
 `python -m tools.codegen_record compare BEFORE_DIR AFTER_DIR`. Each xdist worker writes
 `DIR/<worker>.json`: {test id: {"wgsl": [sha256...], "plans": [sha256...]}}. Variant and kernel names
 are left out on purpose (a rename is not a change of code); a plan is hashed as its plan.json document
-with every WGSL file's hash in place of its name.
+with every WGSL file's hash in place of its name and every library variant's name replaced by its
+executable's identity (`plan_hash`).
 """
 
 from __future__ import annotations
@@ -26,13 +27,45 @@ def _sha(data: str | bytes) -> str:
 
 
 def plan_hash(plan) -> str:
-    """The plan's document with WGSL file names replaced by their sources' hashes, hashed."""
-    doc = plan.to_doc()
-    names = {name: _sha(src) for name, src in plan.wgsl.items()}
-    text = json.dumps(doc, sort_keys=True, default=str)
-    for name, digest in sorted(names.items(), key=lambda kv: -len(kv[0])):
-        text = text.replace(json.dumps(name), json.dumps("wgsl:" + digest))
-    return _sha(text)
+    """The plan's document, name-free, hashed: WGSL file names replaced by their sources' hashes, and every
+    kernel-library executable (whose key, `lib_<variant>_<digest>`, and whose tuning entries carry the
+    variant's name) by an identity made of its WGSL and its spec, so renaming a variant changes nothing."""
+    doc = _name_free(plan.to_doc(), {name: _sha(src) for name, src in plan.wgsl.items()})
+    return _sha(json.dumps(doc, sort_keys=True, default=str))
+
+
+def _name_free(doc: dict, wgsl: dict[str, str]) -> dict:
+    """`doc` with library executables keyed by identity (see `plan_hash`) and WGSL files by hash."""
+    library = (doc.get("meta") or {}).get("library") or {}
+    identity: dict[str, str] = {}
+    executables = {}
+    for key, spec in doc["executables"].items():
+        spec = {**spec, "wgsl_file": "wgsl:" + wgsl.get(spec["wgsl_file"], spec["wgsl_file"])}
+        if key in library or key.startswith("lib_"):
+            identity[key] = "lib:" + _sha(json.dumps(spec, sort_keys=True, default=str))
+        executables[identity.get(key, key)] = spec
+
+    def dispatch(args: dict) -> dict:
+        args = dict(args)
+        if "entry_point" in args:
+            args["entry_point"] = identity.get(args["entry_point"], args["entry_point"])
+        if "tune" in args:
+            variants = []
+            for variant in args["tune"]["variants"]:
+                variant = dispatch(variant)
+                if "variant" in variant:   # a variant's name is its first dispatch's executable
+                    variant["variant"] = variant["entry_point"]
+                if "then" in variant:
+                    variant["then"] = [dispatch(step) for step in variant["then"]]
+                variants.append(variant)
+            args["tune"] = {**args["tune"], "variants": variants}
+        return args
+
+    out = dict(doc, executables=executables, init=[dispatch(n) for n in doc["init"]],
+               main=[dispatch(n) for n in doc["main"]])
+    if library:
+        out["meta"] = {**doc["meta"], "library": sorted(identity.get(k, k) for k in library)}
+    return out
 
 
 def _install() -> None:
@@ -67,14 +100,30 @@ def pytest_runtest_setup(item):
     _current[0] = item.nodeid
 
 
+def pytest_runtest_teardown(item):
+    # written as the run goes (every 20 tests), so a run cut short by a timeout still leaves its recording
+    _written[0] += 1
+    if _written[0] % 20 == 0:
+        _write()
+
+
 def pytest_unconfigure(config):
+    _write()
+
+
+_written = [0]
+
+
+def _write() -> None:
     out = os.environ.get("CODEGEN_RECORD")
     if not out:
         return
     Path(out).mkdir(parents=True, exist_ok=True)
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     doc = {test: {k: sorted(v) for k, v in kinds.items()} for test, kinds in _seen.items()}
-    (Path(out) / f"{worker}.json").write_text(json.dumps(doc, indent=0, sort_keys=True))
+    tmp = Path(out) / f".{worker}.json.tmp"
+    tmp.write_text(json.dumps(doc, indent=0, sort_keys=True))
+    tmp.replace(Path(out) / f"{worker}.json")
 
 
 def _load(directory: str) -> dict[str, dict[str, set[str]]]:

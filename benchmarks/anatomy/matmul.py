@@ -22,7 +22,7 @@ import re
 import numpy as np
 
 from ..json_rows import emit, rows_main
-from ..library.matmul import _import_library, time_launches
+from ..library.matmul import _import_library, time_launches, with_experimental_variants
 
 
 def _keep_alive(tiles: str = "") -> str:
@@ -118,6 +118,7 @@ def tiled_parts(launch) -> dict[str, str]:
     return parts
 
 
+@with_experimental_variants
 def run(size: int, f16: str, f32: str, reps: int) -> list[dict]:
     """One row per (dtype, part)."""
     runtime, kernels, mm = _import_library()

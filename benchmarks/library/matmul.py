@@ -40,6 +40,17 @@ def _import_library():
     return runtime, kernels, matmul
 
 
+def with_experimental_variants(fn):
+    """`fn` with the matmul family's experimental variants offered while it runs: these benchmarks compare
+    every variant, while what runs after them in the process (a compiled model) sees the shipping ones."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        _, _, matmul = _import_library()
+        with matmul.experimental_offered():
+            return fn(*args, **kwargs)
+    return run
+
+
 # (label, batch, M, N, K, B stored as [N, K] (a linear layer's weight) instead of [K, N])
 CASES = [("4096^3", 1, 4096, 4096, 4096, False),
          ("prefill 128x768x3072 B[K,N]", 1, 128, 3072, 768, False),
@@ -166,6 +177,7 @@ def _operands(smoke: bool, dtypes, cases: str | None):
             yield label, batch, m, n, k, b_nk, dtype, a, b_store
 
 
+@with_experimental_variants
 def figures(smoke: bool = False, reps: int = 10, dtypes=("f32", "f16"),
             only: str | None = None, verbose: bool = True, cases: str | None = None,
             top: int | None = None, cuda: bool = True) -> list[dict]:

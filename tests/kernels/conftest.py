@@ -34,6 +34,15 @@ def with_limits(caps: DeviceCaps, **limits: int) -> DeviceCaps:
     return dataclasses.replace(caps, limits={**caps.limits, **named})
 
 
+@pytest.fixture
+def experimental():
+    """The matmul family's experimental variants offered too (as benchmarks register them), for one test."""
+    from torch_webgpu.kernels.matmul import experimental_offered
+
+    with experimental_offered() as names:
+        yield names
+
+
 @pytest.fixture(scope="session")
 def rt():
     """The process-wide Runtime (raw buffers for torch-free library launches)."""

@@ -88,7 +88,7 @@ def test_formats_and_shapes(rt, caps, fmt, m):
     run(rt, caps, m, 70, 96, fmt, 32, True, "f32")
 
 
-@pytest.mark.parametrize("variant", ["gemv.k64n4", "gemv.k32n8", "gemv.k16n16", "tile64x64.r4x4.k16",
+@pytest.mark.parametrize("variant", ["gemv.k64n4.wg", "gemv.k32n8.wg", "gemv.k16n16.wg", "tile64x64.r4x4.k16",
                                      "tile32x32.r2x2.k16"])
 def test_every_variant(rt, caps, variant):
     run(rt, caps, 2, 33, 128, "i4", 32, True, "f32", variant=variant)
@@ -130,7 +130,7 @@ def test_bad_problems_raise(caps):
         plan_quant_matmul(p, caps)
 
 
-@pytest.mark.parametrize("variant", list(STREAM))
+@pytest.mark.parametrize("variant", [spec.name for spec in STREAM])
 def test_streaming_gemv_variants(rt, caps, variant):
     """The 16-byte-load decode forms: odd N, int4 group 32, a tail of loads past the unrolled steps."""
     run(rt, caps, 1, 37, 352, "i4", 32, True, "f32", variant=variant, bias=True)
@@ -142,7 +142,7 @@ def test_streaming_gemv_shape_classes(rt, caps, case):
     """int8 and int4 with groups of 128, several rows, f16 activations (one variant each)."""
     if case[-1] == "f16" and not caps.shader_f16:
         pytest.skip("the adapter has no shader-f16")
-    variant = list(STREAM)[1 if case[3] == "i8" else 2]
+    variant = STREAM[1 if case[3] == "i8" else 2].name
     run(rt, caps, *case, variant=variant, residual=True)
 
 
@@ -150,8 +150,9 @@ def test_streaming_gemv_subgroup_forms(rt, caps):
     if "subgroups" not in caps.features:
         pytest.skip("adapter has no subgroups")
     sg_caps = caps if caps.subgroup_size else dataclasses.replace(caps, subgroup_size=8)  # lavapipe: 8
-    for variant in STREAM:
-        run(rt, sg_caps, 1, 33, 128, "i4", 32, True, "f32", variant=variant + ".sg")
+    for spec in STREAM:
+        variant = dataclasses.replace(spec, subgroup=True).name
+        run(rt, sg_caps, 1, 33, 128, "i4", 32, True, "f32", variant=variant)
     run(rt, sg_caps, 2, 20, 64, "i8", 64, False, "f32", variant="gemv.k16n8.u2.sg")
 
 
@@ -163,7 +164,7 @@ def test_streaming_gemv_offered_only_for_whole_loads(caps):
         return quant_variants(p, dataclasses.replace(caps, cpu=cpu))
     assert not any(".u2" in v for v in names(96, 16))
     assert any(".u2" in v for v in names(96, 32)) and any(".u2" in v for v in names(48, 16, "i8"))
-    assert names(2048, 32)[0] == "gemv.k64n4" and names(2048, 32, cpu=False)[0].startswith("gemv.k")
+    assert names(2048, 32)[0] == "gemv.k64n4.wg" and names(2048, 32, cpu=False)[0].startswith("gemv.k")
     assert ".u2" in names(2048, 32, cpu=False)[0]
 
 

@@ -17,7 +17,9 @@ from wgpudawn.backends.dawn import extras
 extras.set_instance_extras(enable_toggles=["allow_unsafe_apis"])
 from wgpudawn.backends.auto import gpu
 from torch_webgpu.kernels.launch import DeviceCaps
-from torch_webgpu.kernels.matmul import VARIANTS, Layout, MatmulProblem, SgmatSpec, plan_matmul, variants
+from torch_webgpu.kernels.matmul import (VARIANTS, Layout, MatmulProblem, SgmatSpec, plan_matmul,
+                                         register_experimental, variants)
+register_experimental()   # every tensor-core variant, the experimental ones too
 
 features = ["shader-f16", "subgroups", "chromium-experimental-subgroup-matrix"]
 adapter = gpu.request_adapter_sync()

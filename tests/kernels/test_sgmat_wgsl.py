@@ -219,7 +219,8 @@ def test_tensor_core_loop_with_emulated_matrices(rt, caps, monkeypatch, name, m,
 
 
 @pytest.mark.parametrize("name", [*EMULATED_O4, "sgmat.w4x4.f2x4.k32.pl.g8.rot.o4",
-                                  "sgmat.w4x4.f2x4.k32.pl.g4.o4.p16", "sgmat.w4x4.f2x4.k32.pl.o4.p16.pp"])
+                                  "sgmat.w4x4.f2x4.k32.pl.g4.rot.o4.p16",
+                                  "sgmat.w4x4.f2x4.k32.pl.rot.o4.p16.pp"])
 @pytest.mark.parametrize("m,n,k,b_nk", [(200, 132, 80, False), (96, 64, 16, True), (64, 168, 48, False)],
                          ids=["odd-tiles-b-scalar", "one-tile-b-nk", "three-tiles"])
 def test_tensor_core_results_stored_four_at_a_time(rt, caps, monkeypatch, name, m, n, k, b_nk):
@@ -230,25 +231,28 @@ def test_tensor_core_results_stored_four_at_a_time(rt, caps, monkeypatch, name, 
 
 
 def _emulated_against_torch(rt, caps, monkeypatch, name, small, m, n, k, b_nk) -> str:
-    """Run tensor-core variant `name` (one of `small`'s 2x2-subgroup forms, or a library variant) with its
-    subgroup matrices emulated against torch; its WGSL."""
+    """Run tensor-core variant `name` (one of `small`'s 2x2-subgroup forms, offered under the name its spec
+    derives, or a library variant, experimental ones too) with its subgroup matrices emulated against
+    torch; its WGSL."""
     import dataclasses
 
-    from torch_webgpu.kernels.matmul import VARIANTS, SgmatSpec, plan_matmul_steps
+    from torch_webgpu.kernels.matmul import VARIANTS, SgmatSpec, experimental_offered, plan_matmul_steps
 
     from .sgmat_emulation import emulate_subgroup_matrices
     from .test_matmul import lay, operands, problem
 
     if name in small:
-        spec = dict(bk=32) | small[name]
-        monkeypatch.setitem(VARIANTS, name, SgmatSpec(2, 2, 2, 2, **spec))
+        spec = SgmatSpec(2, 2, 2, 2, **(dict(bk=32) | small[name]))
+        name = spec.name
+        monkeypatch.setitem(VARIANTS, name, spec)
     tc = dataclasses.replace(caps, features=caps.features | {"chromium-experimental-subgroup-matrix"},
                              subgroup_size=32, subgroup_matrix_configs=(("f16", "f32", 16, 16, 16),),
                              limits=dict(caps.limits) | {"max-compute-workgroup-storage-size": 49152})
     a, bb = operands(1, m, n, k, "f16", False, b_nk, gen=torch.Generator().manual_seed(k))
     out = torch.full((1, m, n), float("nan"), dtype=torch.float16)
     p = dataclasses.replace(problem(a, bb, "f16"), out=lay(out))
-    plan = plan_matmul_steps(p, tc, name)
+    with experimental_offered():
+        plan = plan_matmul_steps(p, tc, name)
     emulated = dataclasses.replace(plan.steps[0], wgsl=emulate_subgroup_matrices(plan.steps[0].wgsl))
     got = run_plan(rt, dataclasses.replace(plan, steps=(emulated,)), {"a": a, "b": bb}, out)
     torch.testing.assert_close(got.float(), (a.float() @ bb.float()).half().float(), atol=2e-2, rtol=2e-2)
@@ -278,7 +282,7 @@ def test_every_tensor_core_variant_loads_its_fragments_at_constant_offsets(caps)
     import dataclasses
     import re
 
-    from torch_webgpu.kernels.matmul import VARIANTS, SgmatSpec, plan_matmul
+    from torch_webgpu.kernels.matmul import VARIANTS, experimental_offered, plan_matmul
 
     from .test_matmul import problem
 
@@ -289,10 +293,10 @@ def test_every_tensor_core_variant_loads_its_fragments_at_constant_offsets(caps)
     a, b = torch.zeros(1, 512, 512, dtype=torch.float16), torch.zeros(1, 512, 512, dtype=torch.float16)
     p = problem(a, b, "f16")
     load = re.compile(r"subgroupMatrixLoad<[^>]+>, (?:row|col)_major>\(&[AB]s\[[^\]]+\], ([^,]+), ([^)]+)\)")
-    for name, spec in VARIANTS.items():
-        if not isinstance(spec, SgmatSpec):
-            continue
-        src = plan_matmul(p, tc, name).wgsl
+    with experimental_offered():
+        sources = {name: plan_matmul(p, tc, name).wgsl for name, spec in VARIANTS.items()
+                   if spec.kind == "sgmat"}
+    for name, src in sources.items():
         loads = load.findall(src)
         assert loads, name
         literal = re.compile(r"\d+u")
@@ -309,7 +313,13 @@ def test_packed_tiles_pass_their_results_through_the_k_tiles():
     import dataclasses
 
     from torch_webgpu.kernels.launch import DeviceCaps
-    from torch_webgpu.kernels.matmul import VARIANTS, Layout, MatmulProblem, plan_matmul
+    from torch_webgpu.kernels.matmul import (
+        Layout,
+        MatmulProblem,
+        experimental_offered,
+        parse_variant,
+        plan_matmul,
+    )
 
     features = frozenset({"shader-f16", "subgroups", "chromium-experimental-subgroup-matrix"})
     tc = DeviceCaps(features=features, subgroup_size=32,
@@ -319,13 +329,13 @@ def test_packed_tiles_pass_their_results_through_the_k_tiles():
     n = 4096
     p = MatmulProblem(1, n, n, n, Layout(0, n * n, n, 1), Layout(0, n * n, n, 1), Layout(0, n * n, n, 1),
                       dtype="f16")
-    name = "sgmat.w4x4.f2x4.k32.pl.g4.o4.p16"
-    src = plan_matmul(p, tc, name).wgsl
+    name = "sgmat.w4x4.f2x4.k32.pl.g4.rot.o4.p16"
+    with experimental_offered():
+        src = plan_matmul(p, tc, name).wgsl
+        fallback = plan_matmul(dataclasses.replace(p, a=Layout(0, n * n, 1, n)), tc, name).wgsl   # A^T
     assert "var<workgroup> As: array<array<vec4<u32>, 160>, 4>;" in src
     assert "var<workgroup> Cs" not in src and "subgroupMatrixStore<row_major>(&Bs[ssub], soff" in src
     assert re.search(r"As\[[^=]*\] = wa0;", src)   # one 16-byte store per unit
-    assert VARIANTS[name].workgroup_bytes("f16") == 30720
-    assert VARIANTS["sgmat.w4x4.f2x4.k32.pl.g4.rot.o4"].workgroup_bytes("f16") == 47104
-    transposed_a = dataclasses.replace(p, a=Layout(0, n * n, 1, n))
-    fallback = plan_matmul(transposed_a, tc, name).wgsl
+    assert parse_variant(name).spec.workgroup_bytes("f16") == 30720
+    assert parse_variant("sgmat.w4x4.f2x4.k32.pl.g4.rot.o4").spec.workgroup_bytes("f16") == 47104
     assert "var<workgroup> Cs" in fallback and "vec4<u32>, 160>" not in fallback

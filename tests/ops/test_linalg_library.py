@@ -61,6 +61,7 @@ def test_a_cached_split_k_winner_runs_with_its_combine(webgpu, monkeypatch, tmp_
     """The autotuner's cached choice of a split-K variant: eager F.linear / torch.mm run its slices and
     the combine pass (a scratch buffer of partial sums between them) and match torch."""
     import torch_webgpu.kernels.matmul as km
+    import torch_webgpu.ops.library_launch as library
     from torch_webgpu.kernels import autotune
     from torch_webgpu.ops.library_launch import device_caps
 
@@ -78,13 +79,13 @@ def test_a_cached_split_k_winner_runs_with_its_combine(webgpu, monkeypatch, tmp_
     key = autotune.tuning_key("matmul", p, device_caps())
     (tmp_path / "autotune.json").write_text(json.dumps({key: {"variant": variant, "seconds": {}}}))
     launched = []
-    record = km.record
+    record = library.record
 
     def spy(launch, *args, **kwargs):
         launched.append(launch.name)
         record(launch, *args, **kwargs)
 
-    monkeypatch.setattr(km, "record", spy)
+    monkeypatch.setattr(library, "record", spy)   # run_family's: every eager library dispatch
     try:
         if linear:
             got = torch.nn.functional.linear(x.to(webgpu), w.to(webgpu), bias.to(webgpu)).cpu()

@@ -1,4 +1,4 @@
-"""The WGSL math helpers (ops/codegen/wgsl_math.py) against float64 references on the CPU.
+"""The WGSL math helpers (kernels/wgsl/math.py) against float64 references on the CPU.
 
 sin/cos/tan reduce their argument exactly (issue 11, item 4: tan differed from the CPU on the H200, and
 on lavapipe every f32 builtin lost all accuracy past |x| ~ 1e5).
@@ -10,7 +10,7 @@ import re
 import pytest
 import torch
 
-from torch_webgpu.ops.codegen import wgsl_math
+from torch_webgpu.kernels.wgsl import math as wgsl_math
 
 TRIG = [torch.sin, torch.cos, torch.tan]
 

@@ -328,6 +328,54 @@ def test_library_variants_default_on_swiftshader_timed_on_request(mlp_web, page)
         torch.testing.assert_close(torch.tensor(run["y"]).reshape(4, 8), expected, atol=ATOL, rtol=RTOL)
 
 
+STALE_WINNER_JS = """
+const [url, x, stale] = arguments;
+const done = arguments[arguments.length - 1];
+import("/torch-webgpu.js").then(async (T) => {
+  localStorage.removeItem("torch-webgpu-autotune");
+  const tuned = {autotune: true, autotuneMinFlops: 0, autotuneCandidates: 2};
+  const out = [];
+  for (let i = 0; i < 2; i++) {
+    if (i === 1) {   // every cached winner renamed to a name the library no longer has
+      const entries = JSON.parse(localStorage.getItem("torch-webgpu-autotune"));
+      for (const key of Object.keys(entries)) entries[key] = stale;
+      localStorage.setItem("torch-webgpu-autotune", JSON.stringify(entries));
+    }
+    const model = await T.load(url, tuned);
+    const [y] = await model.run([new Float32Array(x)]);
+    out.push({variants: model.variants, y: Array.from(y.data),
+              cached: Object.values(JSON.parse(localStorage.getItem("torch-webgpu-autotune")))});
+    model.release();
+  }
+  localStorage.removeItem("torch-webgpu-autotune");
+  done(out);
+}).catch((e) => done({error: `${e.name}: ${e.message}`}));
+"""
+
+
+def test_a_cached_winner_the_bundle_no_longer_names_is_timed_again(mlp_web, page):
+    # Winners are cached in localStorage by variant name; a name from before a rename (issue 40 gave the
+    # packed tensor-core tiles their ".rot") is not among a bundle's variants, so the page times them again
+    # and caches the new winner instead of failing or running nothing.
+    path, model, x = mlp_web
+    main = json.loads((path / "manifest.json").read_text())["plan"]["main"]
+    tunable = [n["tune"] for n in main if "tune" in n]
+    stale = "sgmat.w4x4.f2x4.k32.pl.o4.p16"
+    assert tunable and all(stale not in [v["variant"] for v in t["variants"]] for t in tunable)
+    url = page.current_url.replace("blank.html", f"{path.name}/")
+    runs = page.execute_async_script(STALE_WINNER_JS, url, x.ravel().tolist(), stale)
+    assert "error" not in runs, runs
+    first, again = runs
+    assert all(c["how"] == "timed" for c in first["variants"].values())
+    assert len(again["variants"]) == len(tunable)
+    for choice, tune in zip(again["variants"].values(), tunable, strict=True):
+        assert choice["how"] == "timed" and choice["variant"] in [v["variant"] for v in tune["variants"][:2]]
+    assert stale not in again["cached"] and len(again["cached"]) == len(first["cached"])
+    with torch.no_grad():
+        expected = model(torch.from_numpy(x))
+    torch.testing.assert_close(torch.tensor(again["y"]).reshape(4, 8), expected, atol=ATOL, rtol=RTOL)
+
+
 SPLIT_JS = """
 const [url, x, tuneKey, split] = arguments;
 const done = arguments[arguments.length - 1];

@@ -1,8 +1,10 @@
-"""The tuned kernel library shared by eager ops and compiled plans (issue 12).
+"""The kernel library shared by eager ops and compiled plans (issue 12), their only kernel layer (issue 40).
 
-Each family (matmul, conv, attention, reductions, rows) declares its problem once and generates its
-WGSL variants from parameters; `launch.KernelLaunch` is the only thing its users see. Imports only the
-runtime and numpy.
+Each family (matmul, quantized matmul, conv, attention, reductions, rows, sampling) declares its problem
+once and generates its WGSL variants from parameters (the eager device's strided kernels too: the general
+matmul, direct convolutions, strided row ops); `family.KernelFamily` (variants, steps, problem key) is what
+its users call and `launch.KernelLaunch` what they record. `wgsl/` is the one prelude of helper functions
+that eager ops and library kernels share. Imports only the runtime and numpy.
 """
 
 from .launch import PARAMS, DeviceCaps, KernelLaunch, record

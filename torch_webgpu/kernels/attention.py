@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, f32_word, grid_within
+from .family import Family
+from .launch import PARAMS, DeviceCaps, KernelLaunch, LaunchPlan, ceil_div, f32_word, grid_within
 
 BK = 16      # keys per tile = threads per query row
 MASKS = (None, "bool", "bool32", "additive", "additive_f32")
@@ -414,5 +415,17 @@ def plan_attention(p: AttentionProblem, caps: DeviceCaps, variant: str | None = 
                         read_only=read_only)
 
 
+def plan_attention_steps(p: AttentionProblem, caps: DeviceCaps, variant: str | None = None) -> LaunchPlan:
+    """The dispatches of `variant`: its launch, and for a split-K one the combine pass, which share the
+    scratch "partials"."""
+    launch = plan_attention(p, caps, variant)
+    if "partials" in launch.bindings:
+        return LaunchPlan((launch, plan_attention_combine(p, caps)), {"partials": partials_bytes(p)})
+    return LaunchPlan((launch,))
+
+
+FAMILY = Family("attention", variants, plan_attention_steps)
+
 __all__ = ["AttentionProblem", "Strided", "MASKS", "QUERY_BLOCKS", "SPLIT_COUNTS", "variants",
-           "plan_attention", "plan_attention_combine", "split_applies", "partial_slots", "partials_bytes"]
+           "plan_attention", "plan_attention_combine", "plan_attention_steps", "split_applies",
+           "partial_slots", "partials_bytes", "FAMILY"]

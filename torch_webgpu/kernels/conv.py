@@ -8,6 +8,8 @@ X[n, g*Ig + ci, (p + ph - r*dh) / sh, ...] where the division is exact. A varian
 (TM channels x TN pixels, RM x RN outputs per thread) with KS K-slices per workgroup (intra-workgroup
 split-K: small spatial sizes keep every SM busy); depthwise convolutions have a dedicated variant (one
 thread per output, the filter in registers). Storage f32 or f16 (with `shader-f16`), f32 accumulation.
+The direct variant (`DirectConvProblem`: one invocation per output, any float storage, the backward
+kernels) is what the eager device runs where the implicit GEMM does not apply.
 
 Epilogue, in order: `+ bias[c]`, `* scale[c] + shift[c]` (folded batch norm) or, with the running
 statistics `mean`/`var`, eval batch norm itself `(v - mean[c]) * scale[c] / sqrt(var[c] + eps) + shift[c]`
@@ -19,8 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, f32_word, grid_within
-from .matmul import ACTIVATIONS, ERF_WGSL
+from .family import Family, single
+from .launch import PARAMS, DeviceCaps, KernelLaunch, LaunchPlan, ceil_div, f32_word, grid_within, linear_grid
+from .matmul_wgsl import ACTIVATIONS, activation_functions
+from .wgsl import load_fn
 
 
 @dataclass(frozen=True)
@@ -252,8 +256,7 @@ def _declarations(p: Conv2dProblem) -> tuple[str, list[str]]:
             decl.append(f"@group(0) @binding({len(roles)}) var<storage, read> {name}: array<{t}>;")
             roles.append(role)
     head = ("enable f16;\n" if t == "f16" else "") + _PARAMS_STRUCT + "\n".join(decl) + "\n"
-    if p.activation == "gelu":
-        head += ERF_WGSL
+    head += activation_functions(p.activation)
     return head, roles
 
 
@@ -537,5 +540,183 @@ def plan_conv2d(p: Conv2dProblem, caps: DeviceCaps, variant: str | None = None) 
                         bindings=tuple(roles), params=_params(p, gx, tiles_n), read_only=read_only)
 
 
-__all__ = ["Conv2dProblem", "Strided4", "Strided1", "Tile", "TILES", "DEPTHWISE", "conv1d_problem",
-           "variants", "plan_conv2d"]
+# ---- the direct variant: one invocation per output element -------------------------------------------
+
+DIRECT = "direct"
+DIRECT_KINDS = ("fwd", "data", "wgrad")
+
+
+@dataclass(frozen=True)
+class DirectConvProblem:
+    """One direct 2-d convolution kernel (1-d runs as H = 1): one invocation per element of the contiguous
+    f32 output, f32 accumulation, each operand read through its own offset, sizes and 4 strides; what the
+    eager device runs where the implicit GEMM does not: the backward pass and bfloat16 (or f16 without
+    shader-f16).
+
+      fwd:   out[n,o,p,q] = sum_{i,kh,kw} A[n, g*Ig+i, p*s-pad+kh*d, q*s-pad+kw*d] * B[o, i, kh, kw]
+             (+ bias[o])
+      data:  out[n,c,h,w] = sum_{o in group, kh, kw} A[n, o, (h+pad-kh*d)/s, (w+pad-kw*d)/s]
+             * B[o, c%Ig, kh, kw]
+      wgrad: out[o,i,kh,kw] = sum_{n,p,q} A[n, o, p, q] * B[n, g*Ig+i, p*s-pad+kh*d, q*s-pad+kw*d]
+
+    `in_per_group` = Ig, `out_per_group` = Og; A and B are storage `a_dtype`/`b_dtype` ("f32", "f16",
+    "bf16"), the bias `bias_dtype`."""
+
+    kind: str
+    out_sizes: tuple[int, int, int, int]
+    a: Strided4
+    a_sizes: tuple[int, int, int, int]
+    b: Strided4
+    b_sizes: tuple[int, int, int, int]
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+    dilation: tuple[int, int]
+    kernel: tuple[int, int]
+    in_per_group: int
+    out_per_group: int
+    a_dtype: str = "f32"
+    b_dtype: str = "f32"
+    bias: Strided1 | None = None
+    bias_dtype: str | None = None
+
+    @property
+    def total(self) -> int:
+        """Output elements (one invocation each)."""
+        total = 1
+        for s in self.out_sizes:
+            total *= s
+        return total
+
+    def shape_class(self) -> str:
+        """A coarse autotuning key (the family's `problem_key`): the kind, power-of-two buckets of the
+        output elements and of the channels a group reads and writes, the window, the storage dtypes."""
+        def bucket(x: int) -> int:
+            return 1 << max(0, (x - 1).bit_length())
+        return (f"{self.kind}.n{bucket(self.total)}i{bucket(self.in_per_group)}o{bucket(self.out_per_group)}"
+                f"w{self.kernel[0]}x{self.kernel[1]}.{self.a_dtype}.{self.b_dtype}")
+
+    def check(self) -> None:
+        """ValueError naming what the direct kernels cannot run."""
+        if self.kind not in DIRECT_KINDS:
+            raise ValueError(f"direct conv: kind {self.kind!r} is not one of {DIRECT_KINDS}")
+        if self.bias is not None and self.kind != "fwd":
+            raise ValueError("direct conv: only the forward kernel adds a bias")
+
+
+_DIRECT_BODIES = {
+    "fwd": """
+  let o = c1; let g = o / P[16];
+  for (var i = 0u; i < P[15]; i++) {
+    for (var kh = 0u; kh < P[13]; kh++) {
+      let h = i32(c2 * P[5] + kh * P[11]) - i32(P[9]);
+      if (h < 0 || h >= i32(P[20])) { continue; }
+      for (var kw = 0u; kw < P[14]; kw++) {
+        let w = i32(c3 * P[6] + kw * P[12]) - i32(P[10]);
+        if (w < 0 || w >= i32(P[21])) { continue; }
+        acc += la(P[17] + c0 * P[22] + (g * P[15] + i) * P[23] + u32(h) * P[24] + u32(w) * P[25])
+             * lb(P[26] + o * P[31] + i * P[32] + kh * P[33] + kw * P[34]);
+      }
+    }
+  }
+""",
+    "data": """
+  let c = c1; let g = c / P[15]; let cl = c % P[15];
+  for (var oo = 0u; oo < P[16]; oo++) {
+    let o = g * P[16] + oo;
+    for (var kh = 0u; kh < P[13]; kh++) {
+      let hn = i32(c2) + i32(P[9]) - i32(kh * P[11]);
+      if (hn < 0 || hn % i32(P[5]) != 0) { continue; }
+      let h = u32(hn) / P[5];
+      if (h >= P[20]) { continue; }
+      for (var kw = 0u; kw < P[14]; kw++) {
+        let wn = i32(c3) + i32(P[10]) - i32(kw * P[12]);
+        if (wn < 0 || wn % i32(P[6]) != 0) { continue; }
+        let w = u32(wn) / P[6];
+        if (w >= P[21]) { continue; }
+        acc += la(P[17] + c0 * P[22] + o * P[23] + h * P[24] + w * P[25])
+             * lb(P[26] + o * P[31] + cl * P[32] + kh * P[33] + kw * P[34]);
+      }
+    }
+  }
+""",
+    "wgrad": """
+  let o = c0; let i = c1; let kh = c2; let kw = c3; let g = o / P[16];
+  for (var n = 0u; n < P[18]; n++) {
+    for (var p = 0u; p < P[20]; p++) {
+      let h = i32(p * P[5] + kh * P[11]) - i32(P[9]);
+      if (h < 0 || h >= i32(P[29])) { continue; }
+      for (var q = 0u; q < P[21]; q++) {
+        let w = i32(q * P[6] + kw * P[12]) - i32(P[10]);
+        if (w < 0 || w >= i32(P[30])) { continue; }
+        acc += la(P[17] + n * P[22] + o * P[23] + p * P[24] + q * P[25])
+             * lb(P[26] + n * P[31] + (g * P[15] + i) * P[32] + u32(h) * P[33] + u32(w) * P[34]);
+      }
+    }
+  }
+""",
+}
+
+
+
+def _direct_source(kind: str, a_dtype: str, b_dtype: str, bias_dtype: str | None) -> str:
+    def load(name, buf, dtype):
+        return load_fn(name, buf, dtype, "f32")
+
+    decl = """@group(0) @binding(0) var<storage, read> P: array<u32>;
+@group(0) @binding(1) var<storage, read> A: array<u32>;
+@group(0) @binding(2) var<storage, read> Bw: array<u32>;
+@group(0) @binding(3) var<storage, read_write> O: array<f32>;
+"""
+    if bias_dtype is not None:
+        decl += "@group(0) @binding(4) var<storage, read> Cb: array<u32>;\n"
+    fns = load("la", "A", a_dtype) + load("lb", "Bw", b_dtype)
+    bias = ""
+    if bias_dtype is not None:
+        fns += load("lc", "Cb", bias_dtype)
+        bias = "  acc += lc(P[36] + c1 * P[37]);\n"
+    return decl + fns + f"""
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
+  let t = gid.x + gid.y * nwg.x * 64u;
+  if (t >= P[0]) {{ return; }}
+  let c3 = t % P[4]; let r3 = t / P[4];
+  let c2 = r3 % P[3]; let r2 = r3 / P[3];
+  let c1 = r2 % P[2]; let c0 = r2 / P[2];
+  var acc = 0.0;
+{_DIRECT_BODIES[kind]}{bias}  O[t] = acc;
+}}
+"""
+
+
+
+def direct_variants(p: DirectConvProblem, caps: DeviceCaps) -> list[str]:
+    """The direct kernel's one variant."""
+    p.check()
+    return [DIRECT]
+
+
+def plan_direct_conv(p: DirectConvProblem, caps: DeviceCaps, variant: str | None = None) -> LaunchPlan:
+    """The launch of `p` (none for an empty output): bindings params, "a", "b", "out" (contiguous f32 from
+    element 0), "bias"."""
+    p.check()
+    if variant not in (None, DIRECT):
+        raise ValueError(f"direct conv variant {variant!r} is not one of {[DIRECT]}")
+    if p.total == 0:
+        return LaunchPlan(())
+    params = (p.total, *p.out_sizes, *p.stride, 0, 0, *p.padding, *p.dilation, *p.kernel, p.in_per_group,
+              p.out_per_group, p.a.offset, *p.a_sizes, *p.a.strides, p.b.offset, *p.b_sizes, *p.b.strides)
+    params += (1, p.bias.offset, p.bias.stride) if p.bias is not None else (0, 0, 0)
+    roles = (PARAMS, "a", "b", "out") + (("bias",) if p.bias is not None else ())
+    launch = KernelLaunch(name=f"conv2d.{DIRECT}.{p.kind}.{p.a_dtype}",
+                          wgsl=_direct_source(p.kind, p.a_dtype, p.b_dtype, p.bias_dtype if p.bias else None),
+                          grid=linear_grid(p.total), workgroup_size=(64, 1, 1), bindings=roles, params=params,
+                          read_only=frozenset(i for i, r in enumerate(roles) if r not in ("out", PARAMS)))
+    return LaunchPlan((launch,))
+
+
+FAMILY = Family("conv2d", variants, single(plan_conv2d))
+DIRECT_FAMILY = Family("conv2d_direct", direct_variants, plan_direct_conv)
+
+__all__ = ["FAMILY", "DIRECT_FAMILY", "Conv2dProblem", "Strided4", "Strided1", "Tile", "TILES", "DEPTHWISE",
+           "conv1d_problem", "variants", "plan_conv2d", "DirectConvProblem", "DIRECT", "direct_variants",
+           "plan_direct_conv"]

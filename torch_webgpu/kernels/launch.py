@@ -12,7 +12,8 @@ torch-free: dtypes are WGSL scalar names ("f32", "f16", "i32", "u32").
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,16 +127,72 @@ def record(launch: KernelLaunch, operands: Mapping[str, Any], rt: Any = None,
     from ..runtime import get_runtime
 
     rt = rt or get_runtime()
-    kernel = rt.kernel(launch.wgsl, launch.entry_point, label=launch.name)
     binds: list[Any] = []
     for role in launch.bindings:
         binds.append(rt.constant(launch.params_bytes()) if role == PARAMS else operands[role])
-    (dispatch or rt.dispatch)(kernel, binds, launch.grid, launch.name)
+    (dispatch or rt.dispatch)(kernel_of(launch, rt), binds, launch.grid, launch.name)
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """The dispatches of one variant, in order, and the scratch buffers (role -> bytes) they share."""
+
+    steps: tuple[KernelLaunch, ...]
+    scratch: Mapping[str, int] = field(default_factory=dict)
+
+
+_KERNELS: dict[tuple[int, int], tuple[weakref.ref, Any]] = {}
+_PLAN_CACHE: dict[tuple, Any] = {}
+_PLAN_CACHE_SIZE = 512
+_CAPS_KEYS: dict[int, tuple[DeviceCaps, tuple]] = {}
+
+
+def kernel_of(launch: KernelLaunch, rt: Any) -> Any:
+    """The runtime's compiled kernel of `launch` (memoised per launch object, which it does not keep alive:
+    memoised plans hand out the same launches, so their WGSL is not hashed again on every eager call)."""
+    key = (id(launch), id(rt))
+    hit = _KERNELS.get(key)
+    if hit is None or hit[0]() is not launch:
+        if len(_KERNELS) > 4 * _PLAN_CACHE_SIZE:
+            _KERNELS.clear()
+        hit = _KERNELS[key] = (weakref.ref(launch), rt.kernel(launch.wgsl, launch.entry_point,
+                                                               label=launch.name))
+    return hit[1]
+
+
+def _caps_key(caps: DeviceCaps) -> tuple:
+    """A hashable identity of `caps` (features, subgroup size and every limit), memoised per object."""
+    hit = _CAPS_KEYS.get(id(caps))
+    if hit is None or hit[0] is not caps:
+        if len(_CAPS_KEYS) > 64:
+            _CAPS_KEYS.clear()
+        hit = _CAPS_KEYS[id(caps)] = (caps, (caps.key, tuple(sorted(caps.limits.items()))))
+    return hit[1]
+
+
+def cached_plan(planner: Callable, p: Any, caps: DeviceCaps, variant: str | None) -> Any:
+    """`planner(p, caps, variant)` memoised: eager ops plan the same problems again and again, and WGSL
+    generation costs more host time than a small dispatch."""
+    key = (planner.__name__, p, _caps_key(caps), variant)
+    plan = _PLAN_CACHE.get(key)
+    if plan is None:
+        if len(_PLAN_CACHE) >= _PLAN_CACHE_SIZE:
+            _PLAN_CACHE.clear()
+        plan = _PLAN_CACHE[key] = planner(p, caps, variant)
+    return plan
 
 
 def ceil_div(a: int, b: int) -> int:
     """ceil(a / b) for positive b."""
     return -(-a // b)
+
+
+def linear_grid(invocations: int, width: int = 64) -> tuple[int, int, int]:
+    """Workgroups of `width` invocations for a 1-D launch: x up to 65535, the rest along y."""
+    groups = ceil_div(invocations, width)
+    if groups <= 65535:
+        return (groups, 1, 1)
+    return (65535, ceil_div(groups, 65535), 1)
 
 
 def grid_within(count: int, limit: int) -> tuple[int, int]:
@@ -146,5 +203,5 @@ def grid_within(count: int, limit: int) -> tuple[int, int]:
     return ceil_div(count, y), y
 
 
-__all__: Sequence[str] = ["PARAMS", "DeviceCaps", "KernelLaunch", "f32_word", "i32_word", "record",
-                          "ceil_div", "grid_within"]
+__all__: Sequence[str] = ["PARAMS", "DeviceCaps", "KernelLaunch", "LaunchPlan", "f32_word", "i32_word",
+                          "record", "kernel_of", "cached_plan", "ceil_div", "grid_within", "linear_grid"]

@@ -12,12 +12,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Protocol
 
+from .wgsl import functions_for, load_fn
+
+# The epilogue's activations of `v` (f32); their functions come from the one prelude (`activation_functions`),
+# so a fused GELU computes the eager GELU's numbers.
 ACTIVATIONS = {
     None: "v",
     "relu": "max(v, 0.0)",
     "relu6": "clamp(v, 0.0, 6.0)",
-    "gelu": "0.5 * v * (1.0 + erf_approx(v * 0.70710678118654752))",
+    "gelu": "0.5 * v * (1.0 + erf_(v * 0.70710678118654752))",
     "gelu_tanh": ("0.5 * v * (1.0 + tanh(clamp(0.7978845608028654 * (v + 0.044715 * v * v * v), "
                   "-15.0, 15.0)))"),
     "silu": "v / (1.0 + exp(-v))",
@@ -25,17 +30,10 @@ ACTIVATIONS = {
     "tanh": "tanh(clamp(v, -15.0, 15.0))",
 }
 
-# Abramowitz–Stegun 7.1.26 is too coarse for torch's tolerances; this erf keeps |err| < 1.2e-7.
-ERF_WGSL = """
-fn erf_approx(x: f32) -> f32 {
-  let z = abs(x);
-  let t = 1.0 / (1.0 + 0.5 * z);
-  let r = t * exp(-z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 +
-          t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 +
-          t * (-0.82215223 + t * 0.17087277)))))))));
-  return select(r - 1.0, 1.0 - r, x >= 0.0);
-}
-"""
+
+def activation_functions(*activations: str | None) -> str:
+    """WGSL of the prelude functions the given activations call (`erf_` and its helpers for "gelu")."""
+    return functions_for(*(ACTIVATIONS[a] for a in activations))
 
 
 @dataclass(frozen=True)
@@ -77,7 +75,7 @@ def header(e: Epilogue, a_elem: str, b_elem: str, extra_enables: tuple[str, ...]
         lines.append(f"@group(0) @binding(4) var<storage, read> C: array<{t}>;")
     if e.residual:
         lines.append(f"@group(0) @binding({5 if e.bias else 4}) var<storage, read> R: array<{t}>;")
-    return "\n".join(lines) + "\n" + (ERF_WGSL if e.activation == "gelu" else "")
+    return "\n".join(lines) + "\n" + activation_functions(e.activation)
 
 
 def finish_fn(e: Epilogue, out_vec: bool = False) -> str:
@@ -140,7 +138,7 @@ def combine_source(e: Epilogue, splits: int, threads: int = 256) -> str:
         lines.append(f"@group(0) @binding(3) var<storage, read> C: array<{t}>;")
     if e.residual:
         lines.append(f"@group(0) @binding({4 if e.bias else 3}) var<storage, read> R: array<{t}>;")
-    head = "\n".join(lines) + "\n" + (ERF_WGSL if e.activation == "gelu" else "")
+    head = "\n".join(lines) + "\n" + activation_functions(e.activation)
     return f"""{head}{finish_fn(e)}
 @compute @workgroup_size({threads})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
@@ -318,19 +316,35 @@ def tile_origin(bm: int, bn: int, group: int) -> str:
   let m0 = (row0 + q % rows) * {bm}u; let n0 = (q / rows) * {bn}u;"""
 
 
-def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mode: str,
-                 b_mode: str, lds4: bool = False, splits: int = 1, double: bool = False,
-                 group: int = 0, pipelined: int = 0, a_rows: bool = False, a_pad: bool = False,
-                 out_vec: bool = False, vec_stores: bool = False) -> str:
-    """Register-tiled SIMT matmul: a (bm × bn) output tile per workgroup, (tm × tn) per invocation at
-    rows ty + i * TY and cols tx + j * TX (conflict-free workgroup reads, coalesced stores). `lds4`:
-    each invocation owns groups of 4 adjacent rows and columns (rows g·4·TY + 4·ty + i), so it reads
-    the K tiles as vec4 (a quarter of the workgroup-memory loads). `splits` > 1: split-K, the first
-    pass: workgroup z = slice * batches + batch sums K slice [slice·P.sk.x, +P.sk.x) of its tile and
-    stores the raw f32 sums to the scratch W (`combine_source` finishes them). `double`: two K-tile
-    buffers; the next tile's global loads are issued before this one is multiplied and stored after
-    it, one barrier per K tile. `group`: the launch order of the tiles (tile_origin). `pipelined` = D > 0: one
-    buffer; each step fetches the K tile D ahead into registers before this tile's FMAs and stores the
+class TileParams(Protocol):
+    """What tiled_source reads of its variant's spec (matmul_variants.TiledSpec)."""
+
+    bm: int
+    bn: int
+    bk: int
+    tm: int
+    tn: int
+    lds4: bool
+    splits: int
+    double: bool
+    group: int
+    pipelined: int
+    a_rows: bool
+    a_pad: bool
+    out_vec: bool
+    vec_stores: bool
+
+
+def tiled_source(e: Epilogue, spec: TileParams, a_mode: str, b_mode: str) -> str:
+    """Register-tiled SIMT matmul (the spec's fields named below): a (bm × bn) output tile per workgroup,
+    (tm × tn) per invocation at rows ty + i * TY and cols tx + j * TX (conflict-free workgroup reads,
+    coalesced stores). `lds4`: each invocation owns groups of 4 adjacent rows and columns (rows g·4·TY +
+    4·ty + i), so it reads the K tiles as vec4 (a quarter of the workgroup-memory loads). `splits` > 1:
+    split-K, the first pass: workgroup z = slice * batches + batch sums K slice [slice·P.sk.x, +P.sk.x) of
+    its tile and stores the raw f32 sums to the scratch W (`combine_source` finishes them). `double`: two
+    K-tile buffers; the next tile's global loads are issued before this one is multiplied and stored after
+    it, one barrier per K tile. `group`: the launch order of the tiles (tile_origin). `pipelined` = D > 0:
+    one buffer; each step fetches the K tile D ahead into registers before this tile's FMAs and stores the
     next one after them (_tile_fetch_stash), two barriers per K tile as in the plain loop. `a_rows` (a
     K-contiguous A read as vec4, `lds4`): the A tile is kept as it is in memory, [i][k] with rows padded
     by ROWS_PAD, and both tiles are stored in whole vec4s (no transposing scalar stores, which hit 2-4
@@ -340,6 +354,9 @@ def tiled_source(e: Epilogue, bm: int, bn: int, bk: int, tm: int, tn: int, a_mod
     stored as one vector (finish_fn's `finish4`; O an array of vec4). `vec_stores` (`lds4`): a B loaded in
     vec4s along N is stored in whole vec4s (one 16-byte store per unit where its four components took four
     stores at a dynamic component index, four invocations a bank)."""
+    bm, bn, bk, tm, tn, lds4 = spec.bm, spec.bn, spec.bk, spec.tm, spec.tn, spec.lds4
+    splits, double, group, pipelined = spec.splits, spec.double, spec.group, spec.pipelined
+    a_rows, a_pad, out_vec, vec_stores = spec.a_rows, spec.a_pad, spec.out_vec, spec.vec_stores
     t = e.dtype
     tx, ty = bn // tn, bm // tm
     threads = tx * ty
@@ -697,13 +714,13 @@ fn finish{i}(row: u32, col: u32, acc: f32) {{
   v = {ACTIVATIONS[act]};
   O[P.o{i}.x + row * P.o{i}.z + col * P.o{i}.w] = {dtype}(v);
 }}""")
-    return (ERF_WGSL if "gelu" in activations else "") + "\n".join(out) + "\n"
+    return activation_functions(*activations) + "\n".join(out) + "\n"
 
 
 def glu_finish(dtype: str, activation: str | None) -> str:
     """`finish_glu(row, col, acc, up)`: act(alpha0 * acc) * (alpha1 * up) stored at problem 0's output
     layout (the gated linear unit of an MLP: silu(x W_gate^T) * (x W_up^T))."""
-    return f"""{ERF_WGSL if activation == "gelu" else ""}
+    return f"""{activation_functions(activation)}
 fn finish_glu(row: u32, col: u32, acc: f32, up: f32) {{
   if (row >= P.mnkb.x || col >= P.g0.y) {{ return; }}
   var v = bitcast<f32>(P.g0.z) * acc;
@@ -948,5 +965,64 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 {chr(10).join(loads("k", 0) + math("k", 0))}
   }}
 {chr(10).join(passes)}
+}}
+"""
+
+
+GENERAL_TILE = 16
+
+
+def general_source(a_dtype: str, b_dtype: str, bias_dtype: str | None, t: str = "f32") -> str:
+    """WGSL of the general matmul: 16x16 workgroup-memory tiles, one output per invocation, any storage
+    dtype of A, B and the bias (kernels/wgsl/storage.py), computing in `t` (f32, or i32 for exact wrapping
+    int32 products) and writing `t`. Params (a storage array, not a uniform): M, N, K, batch, then
+    offset and (batch, row, col) strides of A, B and the output, 4 unused words, the bias's offset,
+    strides and 1 (or 5 zeros), alpha, beta (bits of `t`)."""
+    zero = "0.0" if t == "f32" else "0"
+    step = "fma(As[lid.y][k], Bs[k][lid.x], acc)" if t == "f32" else "acc + As[lid.y][k] * Bs[k][lid.x]"
+
+    def load(name: str, buf: str, dtype: str) -> str:
+        return load_fn(name, buf, dtype, t)
+
+    bias_decl = "@group(0) @binding(4) var<storage, read> C: array<u32>;\n" if bias_dtype else ""
+    bias_load = load("load_c", "C", bias_dtype) if bias_dtype else ""
+    bias_term = ("  let bias = load_c(P[20] + batch * P[21] + row * P[22] + col * P[23]);\n"
+                 f"  r = select(r + beta * bias, r, beta == {zero});\n") if bias_dtype else ""
+    return f"""
+@group(0) @binding(0) var<storage, read> P: array<u32>;
+@group(0) @binding(1) var<storage, read> A: array<u32>;
+@group(0) @binding(2) var<storage, read> B: array<u32>;
+@group(0) @binding(3) var<storage, read_write> O: array<{t}>;
+{bias_decl}
+{load("load_a", "A", a_dtype)}{load("load_b", "B", b_dtype)}{bias_load}
+var<workgroup> As: array<array<{t}, {GENERAL_TILE}>, {GENERAL_TILE}>;
+var<workgroup> Bs: array<array<{t}, {GENERAL_TILE}>, {GENERAL_TILE}>;
+@compute @workgroup_size({GENERAL_TILE}, {GENERAL_TILE})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {{
+  let M = P[0]; let N = P[1]; let K = P[2];
+  let batch = wid.z;
+  let row = wid.y * {GENERAL_TILE}u + lid.y;
+  let col = wid.x * {GENERAL_TILE}u + lid.x;
+  let abase = P[4] + batch * P[5];
+  let bbase = P[8] + batch * P[9];
+  var acc = {zero};
+  for (var t = 0u; t < K; t += {GENERAL_TILE}u) {{
+    let ka = t + lid.x;
+    var av = {zero};
+    if (row < M && ka < K) {{ av = load_a(abase + row * P[6] + ka * P[7]); }}
+    As[lid.y][lid.x] = av;
+    let kb = t + lid.y;
+    var bv = {zero};
+    if (kb < K && col < N) {{ bv = load_b(bbase + kb * P[10] + col * P[11]); }}
+    Bs[lid.y][lid.x] = bv;
+    workgroupBarrier();
+    for (var k = 0u; k < {GENERAL_TILE}u; k++) {{ acc = {step}; }}
+    workgroupBarrier();
+  }}
+  if (row >= M || col >= N) {{ return; }}
+  let alpha = bitcast<{t}>(P[25]);
+  let beta = bitcast<{t}>(P[26]);
+  var r = alpha * acc;
+{bias_term}  O[P[12] + batch * P[13] + row * P[14] + col * P[15]] = r;
 }}
 """

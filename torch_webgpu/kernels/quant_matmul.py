@@ -22,17 +22,18 @@ torch-free: numpy only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .family import Family, single
 from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, f32_word
-from .matmul import VARIANTS as DENSE_VARIANTS
-from .matmul import GroupedProblems, Layout, SgmatSpec, tensor_core_subgroup_size, vec8_axis
+from .matmul import GroupedProblems, Layout, tensor_core_subgroup_size, vec8_axis
+from .matmul_variants import GemvSpec, SgmatSpec, TiledSpec, parse_variant
 from .matmul_wgsl import (
     ACTIVATIONS,
-    ERF_WGSL,
     Epilogue,
+    activation_functions,
     finish_fn,
     glu_finish,
     glu_parts,
@@ -52,17 +53,17 @@ __all__ = ["QuantWeight", "QuantMatmulProblem", "plan_quant_matmul", "quant_vari
 WEIGHT_FORMATS = {"i8": 4, "i4": 8}   # weights per u32 word
 CHUNK = 8                             # weights one invocation dequantizes at a time (one group only)
 GEMV_MAX_ROWS = 4
-# (LK, LN) of the gemv variants; (BM, BN, BK, TM, TN) of the tiled ones
-GEMV = {"gemv.k64n4": (64, 4), "gemv.k32n8": (32, 8), "gemv.k16n16": (16, 16)}
-# streaming gemv (decode at memory bandwidth): (lanes per weight row, rows per workgroup, loads in flight
-# per lane), each load 16 bytes of packed weights (32 int4 / 16 int8) dequantized in registers; ".sg"
-# combines the lanes through subgroups
-STREAM = {"gemv.k4n32.u2": (4, 32, 2), "gemv.k8n16.u2": (8, 16, 2), "gemv.k16n8.u2": (16, 8, 2),
-          "gemv.k32n4.u2": (32, 4, 2)}
-STREAM_SUFFIX = ".sg"
-TILED = {"tile64x64.r4x4.k16": (64, 64, 16, 4, 4), "tile32x32.r2x2.k16": (32, 32, 16, 2, 2)}
-# tensor-core tiles, the dense family's (H200 f16: w2x2.f4x4 best at 4096^3, w2x2.f2x2 on skinny shapes)
-SGMAT = ["sgmat.w2x2.f4x4.k32", "sgmat.w4x2.f4x4.k32", "sgmat.w2x2.f4x2.k32", "sgmat.w2x2.f2x2.k32"]
+# The variants, named as the dense family's (matmul_variants.py) by the same specs: split-K gemv (LK lanes
+# along K per row of W, LN rows a workgroup, a workgroup-memory tree); streaming gemv for decode at memory
+# bandwidth (lanes per weight row, rows per workgroup, 2 loads in flight per lane, each 16 bytes of packed
+# weights: 32 int4 / 16 int8, dequantized in registers; their ".sg" forms combine the lanes through
+# subgroups); register tiles; and the dense tensor-core tiles (H200 f16: w2x2.f4x4 best at 4096^3,
+# w2x2.f2x2 on skinny shapes)
+GEMV = (GemvSpec(64, 4, True), GemvSpec(32, 8, True), GemvSpec(16, 16, True))
+STREAM = (GemvSpec(4, 32, True, unroll=2), GemvSpec(8, 16, True, unroll=2), GemvSpec(16, 8, True, unroll=2),
+          GemvSpec(32, 4, True, unroll=2))
+TILED = (TiledSpec(64, 64, 16, 4, 4), TiledSpec(32, 32, 16, 2, 2))
+SGMAT = (SgmatSpec(2, 2, 4, 4), SgmatSpec(4, 2, 4, 4), SgmatSpec(2, 2, 4, 2), SgmatSpec(2, 2, 2, 2))
 
 
 @dataclass(frozen=True)
@@ -145,21 +146,19 @@ def quant_variants(p: QuantMatmulProblem, caps: DeviceCaps) -> list[str]:
         names += stream
     sg = tensor_core_subgroup_size(caps)
     if p.m > GEMV_MAX_ROWS and p.activation_dtype == "f16" and sg:
-        for name in SGMAT if p.m * p.n >= 1 << 20 else SGMAT[::-1]:
-            tile = _sgmat_tile(DENSE_VARIANTS[name], sg)
+        for spec in SGMAT if p.m * p.n >= 1 << 20 else SGMAT[::-1]:
+            tile = _sgmat_tile(spec, sg)
             if tile.threads <= threads and tile.workgroup_bytes <= wg_bytes:
-                names.append(name)
+                names.append(spec.name)
     if p.m <= GEMV_MAX_ROWS:
-        for name, (lk, ln) in GEMV.items():
-            if lk * ln <= threads and 4 * GEMV_MAX_ROWS * lk * ln <= wg_bytes:
-                names.append(name)
+        for spec in GEMV:
+            if spec.threads <= threads and 4 * GEMV_MAX_ROWS * spec.threads <= wg_bytes:
+                names.append(spec.name)
     if caps.cpu:
         names += stream
-    tiled = list(TILED) if p.m * p.n >= 1 << 14 else list(reversed(TILED))
-    for name in tiled:
-        bm, bn, bk, tm, tn = TILED[name]
-        if (bm // tm) * (bn // tn) <= threads and 4 * bk * (bm + bn) <= wg_bytes:
-            names.append(name)
+    for spec in TILED if p.m * p.n >= 1 << 14 else TILED[::-1]:
+        if spec.threads <= threads and 4 * spec.bk * (spec.bm + spec.bn) <= wg_bytes:
+            names.append(spec.name)
     return names
 
 
@@ -184,16 +183,16 @@ def _stream_variants(p: QuantMatmulProblem, caps: DeviceCaps) -> list[str]:
     lanes = 4
     while lanes < 32 and (loads // lanes >= 8 or (p.n * lanes < 32768 and loads // lanes >= 4)):
         lanes *= 2
-    order = sorted(STREAM, key=lambda n: abs(STREAM[n][0].bit_length() - lanes.bit_length()))
+    order = sorted(STREAM, key=lambda spec: abs(spec.lk.bit_length() - lanes.bit_length()))
     limit = caps.limit("max-compute-workgroups-per-dimension", 65535)
     names = []
-    for name in order:
-        lk, ln, _ = STREAM[name]
-        if lk * ln > caps.limit("max-compute-invocations-per-workgroup", 256) or ceil_div(p.n, ln) > limit:
+    for spec in order:
+        if (spec.threads > caps.limit("max-compute-invocations-per-workgroup", 256)
+                or ceil_div(p.n, spec.ln) > limit):
             continue
-        if sg and (lk % sg == 0 or sg % lk == 0):
-            names.append(name + STREAM_SUFFIX)
-        names.append(name)
+        if sg and (spec.lk % sg == 0 or sg % spec.lk == 0):
+            names.append(replace(spec, subgroup=True).name)
+        names.append(spec.name)
     return names
 
 
@@ -227,7 +226,7 @@ def _header(p: QuantMatmulProblem, e: Epilogue, a_elem: str | None = None, strea
                   + "\n".join(f"  v[{j}] = f32(i32(w0 << {28 - 4 * j}u) >> 28u) - z;" for j in range(CHUNK)))
     helpers = _dequant_helpers(p.weight.zero)
     if stream:
-        return "\n".join(lines) + "\n" + (ERF_WGSL if e.activation == "gelu" else "") + helpers, roles
+        return "\n".join(lines) + "\n" + activation_functions(e.activation) + helpers, roles
     helpers += f"""// weights k = {CHUNK}c .. {CHUNK}c+{CHUNK - 1} of row n minus their zero point
 // ({per_word} per word)
 fn chunk(n: u32, c: u32) -> array<f32, {CHUNK}> {{
@@ -237,7 +236,7 @@ fn chunk(n: u32, c: u32) -> array<f32, {CHUNK}> {{
   return v;
 }}
 """
-    return "\n".join(lines) + "\n" + (ERF_WGSL if e.activation == "gelu" else "") + helpers, roles
+    return "\n".join(lines) + "\n" + activation_functions(e.activation) + helpers, roles
 
 
 def _gemv_source(p: QuantMatmulProblem, e: Epilogue, lk: int, ln: int, mr: int) -> tuple[str, list[str]]:
@@ -508,6 +507,36 @@ def _params(p: QuantMatmulProblem) -> tuple[int, ...]:
                  + [p.weight.group, p.k // p.weight.group, p.weight.words_per_row(p.k), 0])
 
 
+def _stream_launch(p: QuantMatmulProblem, e: Epilogue, spec: GemvSpec, caps: DeviceCaps) -> tuple:
+    mr = 1 << max(0, (p.m - 1).bit_length())
+    src, roles = _stream_source(p, e, spec.lk, spec.ln, spec.unroll, mr,
+                                caps.subgroup_size if spec.subgroup else None)
+    return src, roles, (ceil_div(p.n, spec.ln), ceil_div(p.m, mr), 1), (spec.threads, 1, 1)
+
+
+def _sgmat_launch(p: QuantMatmulProblem, e: Epilogue, spec: SgmatSpec, caps: DeviceCaps) -> tuple:
+    sg = tensor_core_subgroup_size(caps)
+    src, roles = _sgmat_source(p, e, spec, sg, vec8_axis(p.a, p.m, p.k))
+    bm, bn = spec.tile
+    return src, roles, (ceil_div(p.n, bn), ceil_div(p.m, bm), 1), (spec.sg_m * spec.sg_n * sg, 1, 1)
+
+
+def _gemv_launch(p: QuantMatmulProblem, e: Epilogue, spec: GemvSpec, caps: DeviceCaps) -> tuple:
+    mr = 1 << max(0, (p.m - 1).bit_length())
+    src, roles = _gemv_source(p, e, spec.lk, spec.ln, mr)
+    return src, roles, (ceil_div(p.n, spec.ln), ceil_div(p.m, mr), 1), (spec.lk, spec.ln, 1)
+
+
+def _tiled_launch(p: QuantMatmulProblem, e: Epilogue, spec: TiledSpec, caps: DeviceCaps) -> tuple:
+    src, roles = _tiled_source(p, e, spec.bm, spec.bn, spec.bk, spec.tm, spec.tn)
+    return src, roles, (ceil_div(p.n, spec.bn), ceil_div(p.m, spec.bm), 1), (spec.bn // spec.tn,
+                                                                             spec.bm // spec.tm, 1)
+
+
+# (WGSL, roles, grid, workgroup size) of a variant, by the form of its spec
+_SOURCES = {"stream": _stream_launch, "sgmat": _sgmat_launch, "gemv": _gemv_launch, "tiled": _tiled_launch}
+
+
 def plan_quant_matmul(p: QuantMatmulProblem, caps: DeviceCaps, variant: str | None = None) -> KernelLaunch:
     """The launch of `p` on `caps`; bindings by role: a, q (packed words), scale, out, zero, bias,
     residual."""
@@ -520,27 +549,8 @@ def plan_quant_matmul(p: QuantMatmulProblem, caps: DeviceCaps, variant: str | No
     if variant not in names:
         raise ValueError(f"quant matmul variant {variant!r} is not one of {names}")
     e = Epilogue(p.dtype, p.bias is not None, p.residual is not None, p.activation)
-    if variant.removesuffix(STREAM_SUFFIX) in STREAM:
-        lk, ln, unroll = STREAM[variant.removesuffix(STREAM_SUFFIX)]
-        mr = 1 << max(0, (p.m - 1).bit_length())
-        sg = caps.subgroup_size if variant.endswith(STREAM_SUFFIX) else None
-        src, roles = _stream_source(p, e, lk, ln, unroll, mr, sg)
-        grid, wg = (ceil_div(p.n, ln), ceil_div(p.m, mr), 1), (lk * ln, 1, 1)
-    elif variant in SGMAT:
-        spec = DENSE_VARIANTS[variant]
-        sg = tensor_core_subgroup_size(caps)
-        src, roles = _sgmat_source(p, e, spec, sg, vec8_axis(p.a, p.m, p.k))
-        bm, bn = spec.tile
-        grid, wg = (ceil_div(p.n, bn), ceil_div(p.m, bm), 1), (spec.sg_m * spec.sg_n * sg, 1, 1)
-    elif variant in GEMV:
-        lk, ln = GEMV[variant]
-        mr = 1 << max(0, (p.m - 1).bit_length())
-        src, roles = _gemv_source(p, e, lk, ln, mr)
-        grid, wg = (ceil_div(p.n, ln), ceil_div(p.m, mr), 1), (lk, ln, 1)
-    else:
-        bm, bn, bk, tm, tn = TILED[variant]
-        src, roles = _tiled_source(p, e, bm, bn, bk, tm, tn)
-        grid, wg = (ceil_div(p.n, bn), ceil_div(p.m, bm), 1), (bn // tn, bm // tm, 1)
+    spec = parse_variant(variant).spec
+    src, roles, grid, wg = _SOURCES["stream" if getattr(spec, "unroll", 0) else spec.kind](p, e, spec, caps)
     limit = caps.limit("max-compute-workgroups-per-dimension", 65535)
     if max(grid) > limit:
         raise ValueError(f"quant matmul {p.m}x{p.n}x{p.k}: grid {grid} exceeds {limit} workgroups per "
@@ -550,6 +560,9 @@ def plan_quant_matmul(p: QuantMatmulProblem, caps: DeviceCaps, variant: str | No
     name = f"qmatmul.{p.weight.fmt}g{p.weight.group}{'z' if p.weight.zero else ''}.{dtypes}.{variant}"
     return KernelLaunch(name=name, wgsl=src, grid=grid, workgroup_size=wg, bindings=tuple(roles),
                         params=_params(p), read_only=read_only)
+
+
+FAMILY = Family("quant_matmul", quant_variants, single(plan_quant_matmul))
 
 
 def pack_weight(q: np.ndarray, fmt: str) -> np.ndarray:
@@ -642,7 +655,7 @@ def grouped_quant_variants(gp: GroupedQuantProblem, caps: DeviceCaps) -> list[st
     limit = caps.limit("max-compute-workgroups-per-dimension", 65535)
     problems = gp.problems[:1] if gp.glu else gp.problems   # the GLU form's grid is one problem's
     return [name for name in per[0] if all(name in other for other in per[1:])
-            and sum(ceil_div(p.n, STREAM[name.removesuffix(STREAM_SUFFIX)][1]) for p in problems) <= limit]
+            and sum(ceil_div(p.n, parse_variant(name).spec.ln) for p in problems) <= limit]
 
 
 def plan_grouped_quant_matmul(gp: GroupedQuantProblem, caps: DeviceCaps,
@@ -657,9 +670,10 @@ def plan_grouped_quant_matmul(gp: GroupedQuantProblem, caps: DeviceCaps,
     if variant not in names:
         raise ValueError(f"grouped quant gemv variant {variant!r} is not one of {names}")
     first = gp.problems[0]
-    lk, ln, unroll = STREAM[variant.removesuffix(STREAM_SUFFIX)]
+    spec = parse_variant(variant).spec
+    lk, ln, unroll = spec.lk, spec.ln, spec.unroll
     mr = 1 << max(0, (first.m - 1).bit_length())
-    sg = caps.subgroup_size if variant.endswith(STREAM_SUFFIX) else None
+    sg = caps.subgroup_size if spec.subgroup else None
     e = Epilogue(first.dtype, False, False, None)
     src, roles = _stream_source(first, e, lk, ln, unroll, mr, sg,
                                 grouped=tuple(p.activation for p in gp.problems), glu=gp.glu)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..runtime import BufferSlice, get_runtime
-from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, f32_word, grid_within
+from .launch import PARAMS, DeviceCaps, KernelLaunch, cached_plan, ceil_div, f32_word, grid_within, kernel_of
 
 WG = 256
 TARGET_GROUPS = 1024   # enough workgroups to fill a large GPU (132 SMs x 8); chunks stop there
@@ -612,33 +612,6 @@ def _chunking(p: ReduceProblem, mode: str, budget: int) -> tuple[int, int]:
     return chunk_len, ceil_div(p.length, chunk_len)
 
 
-_PLAN_CACHE: dict[tuple, Any] = {}
-_PLAN_CACHE_SIZE = 512
-_CAPS_KEYS: dict[int, tuple[DeviceCaps, tuple]] = {}
-
-
-def _caps_key(caps: DeviceCaps) -> tuple:
-    """A hashable identity of `caps` (features, subgroup size and every limit), memoised per object."""
-    hit = _CAPS_KEYS.get(id(caps))
-    if hit is None or hit[0] is not caps:
-        if len(_CAPS_KEYS) > 64:
-            _CAPS_KEYS.clear()
-        hit = _CAPS_KEYS[id(caps)] = (caps, (caps.key, tuple(sorted(caps.limits.items()))))
-    return hit[1]
-
-
-def cached_plan(planner: Callable, p: Any, caps: DeviceCaps, variant: str | None) -> Any:
-    """`planner(p, caps, variant)` memoised: eager ops plan the same problems again and again, and WGSL
-    generation costs more host time than a small dispatch."""
-    key = (planner.__name__, p, _caps_key(caps), variant)
-    plan = _PLAN_CACHE.get(key)
-    if plan is None:
-        if len(_PLAN_CACHE) >= _PLAN_CACHE_SIZE:
-            _PLAN_CACHE.clear()
-        plan = _PLAN_CACHE[key] = planner(p, caps, variant)
-    return plan
-
-
 def plan_reduce(p: ReduceProblem, caps: DeviceCaps, variant: str | None = None) -> ReducePlan:
     """The dispatches that reduce `p` on `caps` (`variant`: one of `variants(p, caps)`); memoised.
 
@@ -751,21 +724,6 @@ def record_plan(plan: ReducePlan, operands: Mapping[str, int], rt: Any = None,
             else:
                 binds.append(ids[role])
         (dispatch or rt.dispatch)(kernel_of(launch, rt), binds, launch.grid, launch.name)
-
-
-_KERNELS: dict[tuple[int, int], tuple[KernelLaunch, Any]] = {}
-
-
-def kernel_of(launch: KernelLaunch, rt: Any) -> Any:
-    """The runtime's compiled kernel of `launch` (memoised per launch object: plans are memoised, so
-    the WGSL is not hashed again on every eager call)."""
-    key = (id(launch), id(rt))
-    hit = _KERNELS.get(key)
-    if hit is None or hit[0] is not launch:
-        if len(_KERNELS) > 4 * _PLAN_CACHE_SIZE:
-            _KERNELS.clear()
-        hit = _KERNELS[key] = (launch, rt.kernel(launch.wgsl, launch.entry_point, label=launch.name))
-    return hit[1]
 
 
 def bytes_read(p: ReduceProblem) -> int:

@@ -9,6 +9,10 @@ sum of exps, Welford moments, sum of squares), then every chunk's workgroup comb
 statistics and normalises its chunk. Loads are vec4 when the row layout allows. Statistics (layer_norm
 mean/rstd, rms_norm rstd) go to `stats` [2, rows] when asked.
 
+The strided variant (`StridedRowProblem`) runs a row op along any dim of tensors of up to 9 dims, each
+of x, grad and out through its own offset and strides (transposed or sliced views need no copy): one
+64-wide workgroup per row, f32 out; what the eager device runs where rows are not unit-stride.
+
 torch-free: dtypes "f32", "f16", "bf16".
 """
 
@@ -16,9 +20,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..runtime import get_runtime
-from .launch import PARAMS, DeviceCaps, KernelLaunch, ceil_div, f32_word, grid_within
-from .reduce import HELPERS, TARGET_GROUPS, cached_plan, kernel_of
+from .family import Family
+from .launch import (
+    PARAMS,
+    DeviceCaps,
+    KernelLaunch,
+    LaunchPlan,
+    cached_plan,
+    ceil_div,
+    f32_word,
+    grid_within,
+    record,
+)
+from .reduce import HELPERS, TARGET_GROUPS
+from .wgsl import PRELUDE, load_fn
 
 OPS = ("softmax", "log_softmax", "layer_norm", "rms_norm", "softmax_backward", "log_softmax_backward")
 CACHE_UNITS = 8           # loads per thread kept in registers
@@ -73,12 +88,7 @@ class RowProblem:
         return 64 * self.rows * self.n
 
 
-@dataclass(frozen=True)
-class RowPlan:
-    """The dispatches of one row op and its scratch (role -> bytes)."""
-
-    steps: tuple[KernelLaunch, ...]
-    scratch: dict
+RowPlan = LaunchPlan   # the dispatches of one row op and its scratch (role -> bytes)
 
 
 def variants(p: RowProblem, caps: DeviceCaps) -> list[str]:
@@ -457,7 +467,225 @@ def _plan_rows(p: RowProblem, caps: DeviceCaps, variant: str | None = None) -> R
 
 def record_rows(plan: RowPlan, operands: dict, rt=None, dispatch=None) -> None:
     """Record the plan's dispatches with `operands[role]` = buffer id (or BufferSlice)."""
-    rt = rt or get_runtime()
     for launch in plan.steps:
-        binds = [rt.constant(launch.params_bytes()) if r == PARAMS else operands[r] for r in launch.bindings]
-        (dispatch or rt.dispatch)(kernel_of(launch, rt), binds, launch.grid, launch.name)
+        record(launch, operands, rt, dispatch)
+
+
+# ---- the strided variant: a row op along any dim of strided tensors ----------------------------------
+
+MAX_ROW_DIMS = 8   # dims besides the row's (they index the rows)
+STRIDED = "strided"
+STRIDED_OPS = ("softmax", "log_softmax", "softmax_backward", "log_softmax_backward", "layer_norm")
+_WG = 64
+_B = 4 + MAX_ROW_DIMS  # first buffer block of the params
+_BLK = 2 + MAX_ROW_DIMS
+
+
+@dataclass(frozen=True)
+class View:
+    """Where a strided operand's elements are: element offset and one stride per dim."""
+
+    offset: int
+    strides: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class StridedRowProblem:
+    """Row op `op` along `dim` of x (storage `dtype`, `sizes`), writing f32 `out` of the same sizes;
+    backwards read "grad" (storage `grad_dtype`) too; layer_norm writes [mean, rstd] per row to "stats"
+    with `stats`."""
+
+    op: str
+    dtype: str
+    sizes: tuple[int, ...]
+    dim: int
+    x: View
+    out: View
+    grad: View | None = None
+    grad_dtype: str | None = None
+    eps: float = 0.0
+    stats: bool = False
+
+    @property
+    def rows(self) -> int:
+        """Rows: the product of every other dim's size."""
+        rows = 1
+        for d, size in enumerate(self.sizes):
+            if d != self.dim:
+                rows *= size
+        return rows
+
+    @property
+    def n(self) -> int:
+        """Elements per row."""
+        return self.sizes[self.dim] if self.sizes else 1
+
+    def shape_class(self) -> str:
+        """A coarse autotuning key (the family's `problem_key`): the op, power-of-two buckets of rows and
+        n, and the storage dtype."""
+        def bucket(x: int) -> int:
+            return 1 << max(0, (x - 1).bit_length())
+        return f"{self.op}.r{bucket(self.rows)}n{bucket(self.n)}.{self.dtype}"
+
+    def check(self) -> None:
+        """NotImplementedError/ValueError naming what the strided kernel cannot run."""
+        if self.op not in STRIDED_OPS:
+            raise ValueError(f"strided rows: unknown op {self.op!r} (one of {STRIDED_OPS})")
+        if len(self.sizes) - 1 > MAX_ROW_DIMS:
+            raise NotImplementedError(f"webgpu: '{self.op}' supports at most {MAX_ROW_DIMS + 1} dims")
+
+
+# bodies of the strided kernel, written against xl(r), gl(r), st(r, v), wsum(v, lid), wmax(v, lid)
+BODIES = {
+    "softmax": """
+  var m = -inf_();
+  for (var r = lid; r < n; r += 64u) { m = max_(m, xl(r)); }
+  m = wmax(m, lid);
+  var s = 0.0;
+  for (var r = lid; r < n; r += 64u) { s += exp(xl(r) - m); }
+  s = wsum(s, lid);
+  for (var r = lid; r < n; r += 64u) { st(r, exp(xl(r) - m) / s); }
+""",
+    "log_softmax": """
+  var m = -inf_();
+  for (var r = lid; r < n; r += 64u) { m = max_(m, xl(r)); }
+  m = wmax(m, lid);
+  var s = 0.0;
+  for (var r = lid; r < n; r += 64u) { s += exp(xl(r) - m); }
+  s = wsum(s, lid);
+  let lse = m + log(s);
+  for (var r = lid; r < n; r += 64u) { st(r, xl(r) - lse); }
+""",
+    "softmax_backward": """
+  var s = 0.0;
+  for (var r = lid; r < n; r += 64u) { s += gl(r) * xl(r); }
+  s = wsum(s, lid);
+  for (var r = lid; r < n; r += 64u) { st(r, xl(r) * (gl(r) - s)); }
+""",
+    "log_softmax_backward": """
+  var s = 0.0;
+  for (var r = lid; r < n; r += 64u) { s += gl(r); }
+  s = wsum(s, lid);
+  for (var r = lid; r < n; r += 64u) { st(r, gl(r) - exp(xl(r)) * s); }
+""",
+    # X = input, G = weight (or unused), O = normalised output; E receives [mean, rstd] per row
+    "layer_norm": """
+  var s = 0.0;
+  for (var r = lid; r < n; r += 64u) { s += xl(r); }
+  let mean = wsum(s, lid) / f32(n);
+  var v = 0.0;
+  for (var r = lid; r < n; r += 64u) { let d = xl(r) - mean; v += d * d; }
+  let rstd = inverseSqrt(wsum(v, lid) / f32(n) + eps);
+  for (var r = lid; r < n; r += 64u) { st(r, (xl(r) - mean) * rstd); }
+  if (lid == 0u && live) { E[2u * row] = mean; E[2u * row + 1u] = rstd; }
+""",
+}
+
+
+def _strided_source(body: str, x_dtype: str, g_dtype: str | None, extra: bool) -> str:
+    """WGSL of the strided row kernel: `body` written against xl(r), gl(r), st(r, v), wsum(v), wmax(v);
+    P = [rows, n, n_row_dims, eps, row_sizes[8], then per buffer (offset, dim stride, row strides[8])]."""
+    decl = ["@group(0) @binding(0) var<storage, read> P: array<u32>;",
+            "@group(0) @binding(1) var<storage, read> X: array<u32>;",
+            "@group(0) @binding(2) var<storage, read_write> O: array<f32>;"]
+    fns = load_fn("xload", "X", x_dtype, "f32")
+    if g_dtype is not None:
+        decl.append("@group(0) @binding(3) var<storage, read> G: array<u32>;")
+        fns += load_fn("gload", "G", g_dtype, "f32")
+    if extra:
+        decl.append(f"@group(0) @binding({4 if g_dtype is not None else 3}) var<storage, read_write> E: "
+                    f"array<f32>;")
+    xb, gb, ob = _B, _B + _BLK, _B + 2 * _BLK
+    src = "\n".join(decl) + PRELUDE + fns + f"""
+var<workgroup> red: array<f32, {_WG}>;
+var<private> xbase: u32;
+var<private> gbase: u32;
+var<private> obase: u32;
+var<private> live: bool;
+fn wsum(v: f32, lid: u32) -> f32 {{
+  red[lid] = v;
+  workgroupBarrier();
+  for (var k = {_WG // 2}u; k > 0u; k = k >> 1u) {{
+    if (lid < k) {{ red[lid] = red[lid] + red[lid + k]; }}
+    workgroupBarrier();
+  }}
+  let r = red[0];
+  workgroupBarrier();
+  return r;
+}}
+fn wmax(v: f32, lid: u32) -> f32 {{
+  red[lid] = v;
+  workgroupBarrier();
+  for (var k = {_WG // 2}u; k > 0u; k = k >> 1u) {{
+    if (lid < k) {{ red[lid] = max_(red[lid], red[lid + k]); }}
+    workgroupBarrier();
+  }}
+  let r = red[0];
+  workgroupBarrier();
+  return r;
+}}
+fn row_base(row: u32, b: u32) -> u32 {{
+  var r = P[b]; var rem = row;
+  for (var d = i32(P[2]) - 1; d >= 0; d--) {{
+    let n = P[4u + u32(d)]; r += (rem % n) * P[b + 2u + u32(d)]; rem = rem / n;
+  }}
+  return r;
+}}
+fn xl(r: u32) -> f32 {{ return xload(xbase + r * P[{xb + 1}u]); }}
+{"fn gl(r: u32) -> f32 { return gload(gbase + r * P[" + str(gb + 1) + "u]); }" if g_dtype else ""}
+fn st(r: u32, v: f32) {{ if (live) {{ O[obase + r * P[{ob + 1}u]] = v; }} }}
+@compute @workgroup_size({_WG})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>) {{
+  let lid = lid3.x;
+  let row = wid.x + wid.y * nwg.x;
+  live = row < P[0];
+  let n = select(0u, P[1], live);
+  let eps = bitcast<f32>(P[3]);
+  if (live) {{
+    xbase = row_base(row, {xb}u);
+    gbase = row_base(row, {gb}u);
+    obase = row_base(row, {ob}u);
+  }}
+{body}}}
+"""
+    return src
+
+
+
+def _block(view: View | None, dim: int, kept: list[int]) -> list[int]:
+    if view is None:
+        return [0] * _BLK
+    pad = [0] * (MAX_ROW_DIMS - len(kept))
+    return [view.offset, view.strides[dim], *[view.strides[d] for d in kept], *pad]
+
+
+def strided_variants(p: StridedRowProblem, caps: DeviceCaps) -> list[str]:
+    """The strided row kernel's one variant."""
+    p.check()
+    return [STRIDED]
+
+
+def plan_strided_rows(p: StridedRowProblem, caps: DeviceCaps, variant: str | None = None) -> RowPlan:
+    """The launch of `p` (none for an empty tensor): bindings params, "x", "out", then "grad" and "stats"
+    where the problem has them."""
+    p.check()
+    if variant not in (None, STRIDED):
+        raise ValueError(f"strided rows variant {variant!r} is not one of {[STRIDED]}")
+    kept = [d for d in range(len(p.sizes)) if d != p.dim]
+    if p.rows == 0 or p.n == 0:
+        return RowPlan(())
+    sizes = [p.sizes[d] for d in kept] + [0] * (MAX_ROW_DIMS - len(kept))
+    params = (p.rows, p.n, len(kept), f32_word(p.eps), *sizes, *_block(p.x, p.dim, kept),
+              *_block(p.grad, p.dim, kept), *_block(p.out, p.dim, kept))
+    roles = [PARAMS, "x", "out"] + (["grad"] if p.grad is not None else []) + (["stats"] if p.stats else [])
+    groups = (p.rows, 1, 1) if p.rows <= 65535 else (65535, ceil_div(p.rows, 65535), 1)
+    launch = KernelLaunch(name=f"rows.{p.op}.{p.dtype}.{STRIDED}",
+                          wgsl=_strided_source(BODIES[p.op], p.dtype, p.grad_dtype, p.stats), grid=groups,
+                          workgroup_size=(_WG, 1, 1), bindings=tuple(roles), params=params,
+                          read_only=frozenset(i for i, r in enumerate(roles) if r in ("x", "grad")))
+    return RowPlan((launch,))
+
+
+FAMILY = Family("rows", variants, plan_rows)
+STRIDED_FAMILY = Family("rows_strided", strided_variants, plan_strided_rows)

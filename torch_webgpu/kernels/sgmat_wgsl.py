@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -160,13 +161,30 @@ def buffer_row(buffer: str, rows: int) -> str:
     return f"{buffer} * {rows}u + " if buffer else ""
 
 
-def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, sg_size: int,
-                 vec_a: str = "", vec_b: str = "", pad: int = SGMAT_ROW_PAD, group: int = 0,
-                 pipelined: int = 0, rotate: bool = False, double: bool = False, order: str = "",
-                 results_rounds: int = 1, plain_b: bool = False, out_vec: bool = False,
-                 packed: bool = False, pingpong: bool = False) -> str:
+class SgmatParams(Protocol):
+    """What sgmat_source reads of its variant's spec (matmul_variants.SgmatSpec)."""
+
+    sg_m: int
+    sg_n: int
+    fm: int
+    fn: int
+    bk: int
+    pad: int
+    group: int
+    pipelined: int
+    rotate: bool
+    double: bool
+    order: str
+    plain_b: bool
+    results_rounds: int
+    out_vec: bool
+    packed: bool
+    pingpong: bool
+
+
+def sgmat_source(e: Epilogue, spec: SgmatParams, sg_size: int, vec_a: str = "", vec_b: str = "") -> str:
     """Tensor-core matmul (f16 operands, f32 results, 16×16×16 subgroup matrices) of two dense operands:
-    see sgmat_main for the tile.
+    see sgmat_main for the tile; `spec`'s fields are below by name.
 
     `vec_a`/`vec_b`: "cols" or "rows" when that operand's tile is staged 8 f16 at a time along its
     contiguous axis (the operand is then bound as array<vec4<u32>>, one 16-byte load each); "" stages
@@ -191,6 +209,10 @@ def sgmat_source(e: Epilogue, sg_m: int, sg_n: int, fm: int, fn: int, bk: int, s
     `subgroupMatrixLoad<T, Majorness>` (gpuweb#6345), and the results pass through the K tiles once the
     loop is done (SgmatTile.scratch_home) instead of a scratch of their own; with `pingpong` the result
     matrices alternate between the K tiles and a scratch of their own, one barrier each instead of two."""
+    sg_m, sg_n, fm, fn, bk, pad, group = spec.sg_m, spec.sg_n, spec.fm, spec.fn, spec.bk, spec.pad, spec.group
+    pipelined, rotate, double, order = spec.pipelined, spec.rotate, spec.double, spec.order
+    results_rounds, plain_b, out_vec = spec.results_rounds, spec.plain_b, spec.out_vec
+    packed, pingpong = spec.packed, spec.pingpong
     assert not (rotate and order), "rotated stores assume units along the contiguous axis"
     # a K-contiguous B (a linear layer's [N, K] weight) is stored by columns: 16-byte runs stay runs
     double = double and bool(vec_a and vec_b)

@@ -15,17 +15,10 @@ import dataclasses
 
 import torch
 
-from ..kernels.attention import (
-    AttentionProblem,
-    Strided,
-    partials_bytes,
-    plan_attention,
-    plan_attention_combine,
-    variants,
-)
+from ..kernels.attention import FAMILY, AttentionProblem, Strided, variants
 from . import launch_cache
-from .library_launch import device_caps, library_dtype, record_launch
-from .tensor_buffers import new_empty
+from .library_launch import device_caps, library_dtype, run_family
+from .tensor_buffers import buffer_id, new_empty
 
 _OP = "scaled_dot_product_attention"
 _SDPA = torch.ops.aten.scaled_dot_product_attention.default  # the overload: no per-call overload lookup
@@ -88,13 +81,8 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, s
     out = new_empty((problem.batch, problem.heads, problem.lq, problem.value_dim), query.dtype, query)
     problem = dataclasses.replace(problem, out=_strided(out))
     tensors = {"q": q, "k": k, "v": v, "out": out} | ({"mask": mask} if mask is not None else {})
-    launch = plan_attention(problem, device_caps())
-    if "partials" in launch.bindings:   # split-K (decode-shaped): partial states, then their combine
-        partials = new_empty((partials_bytes(problem) // 4,), torch.float32, query)
-        record_launch(launch, tensors | {"partials": partials})
-        record_launch(plan_attention_combine(problem, device_caps()), {"partials": partials, "out": out})
-    else:
-        record_launch(launch, tensors)
+    # a split-K variant (decode-shaped) writes partial states to its scratch, then its combine pass
+    run_family(FAMILY, problem, {role: buffer_id(t) for role, t in tensors.items()}, query, tune=False)
     return out.squeeze(1) if query.dim() == 3 else out
 
 

@@ -1,21 +1,20 @@
 """Aten convolution and convolution_backward (1-d and 2-d, grouped, strided, dilated, transposed).
 
 Forward f32/f16 convolutions (and transposed ones) run on the kernel library's implicit GEMM
-(kernels/conv.py) with the bias fused; bfloat16 and the backward pass use the direct kernels of
-codegen/conv.py; 3-d inputs go to ops/conv3d.py (sums of 2-d convolutions)."""
+(kernels/conv.py) with the bias fused; bfloat16 and the backward pass use the same family's direct
+kernels (`DirectConvProblem`); 3-d inputs go to ops/conv3d.py (sums of 2-d convolutions)."""
 
 from __future__ import annotations
 
 import torch
 
-from ..kernels.conv import Conv2dProblem, Strided1, Strided4, plan_conv2d
+from ..kernels.conv import DIRECT_FAMILY, FAMILY, Conv2dProblem, DirectConvProblem, Strided1, Strided4
 from . import conv3d
-from .codegen.conv import launch_conv
-from .elementwise import operand
-from .library_launch import device_caps, library_dtype, record_launch
+from .codegen.dtypes import storage_name
+from .library_launch import library_dtype, run_family
 from .reductions import cast_into
 from .registry import register
-from .tensor_buffers import new_empty
+from .tensor_buffers import buffer_id, new_empty
 
 
 def _pair(v, n: int) -> tuple[int, int]:
@@ -42,9 +41,18 @@ def _as4(t: torch.Tensor, nd: int) -> torch.Tensor:
 
 
 def _run(kind, a, b, shape, s, p, d, k, ig, og, dtype, bias=None, like=None) -> torch.Tensor:
+    """A direct convolution kernel (`kind`: fwd, data, wgrad) into a new f32 tensor of `shape`, cast to
+    `dtype`."""
     out = new_empty(shape, torch.float32, like)
-    launch_conv(kind, operand(a), operand(b), operand(out), s, p, d, k, ig, og,
-                operand(bias) if bias is not None else None)
+    problem = DirectConvProblem(
+        kind, tuple(shape), _strided4(a), tuple(a.shape), _strided4(b), tuple(b.shape), s, p, d, k, ig, og,
+        storage_name(a.dtype, "convolution"), storage_name(b.dtype, "convolution"),
+        None if bias is None else Strided1(bias.storage_offset(), bias.stride()[0]),
+        None if bias is None else storage_name(bias.dtype, "convolution"))
+    operands = {"a": buffer_id(a), "b": buffer_id(b), "out": buffer_id(out)}
+    if bias is not None:
+        operands["bias"] = buffer_id(bias)
+    run_family(DIRECT_FAMILY, problem, operands, out, tune=False)
     if dtype != torch.float32:
         out = cast_into(out, new_empty(shape, dtype, like))
     return out
@@ -73,7 +81,7 @@ def _library_forward(x, w, bias, s, p, d, groups, transposed, opad, shape) -> to
                             out=_strided4(out),
                             bias=None if bias is None else Strided1(bias.storage_offset(), bias.stride()[0]))
     tensors = {"x": x, "weight": w, "out": out} | ({"bias": bias} if bias is not None else {})
-    record_launch(plan_conv2d(problem, device_caps()), tensors)
+    run_family(FAMILY, problem, {role: buffer_id(t) for role, t in tensors.items()}, out, tune=False)
     return out
 
 

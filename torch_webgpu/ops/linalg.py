@@ -1,16 +1,60 @@
-"""Aten kernels for matrix products (codegen/matmul.py): mm, bmm, addmm, baddbmm, mv, addmv, dot, and their
-out= / in-place forms. matmul and linear are aten composites that land here."""
+"""Aten kernels for matrix products (the kernel library's matmul family, kernels/matmul.py): mm, bmm, addmm,
+baddbmm, mv, addmv, dot, and their out= / in-place forms. matmul and linear are aten composites that land
+here."""
 
 from __future__ import annotations
 
 import torch
 
-from .codegen.matmul import launch_library_matmul, launch_matmul, library_handles
+from ..kernels.matmul import FAMILY, Layout, MatmulProblem, split_for_binding
+from ..runtime import BufferSlice
+from .codegen.dtypes import storage_name
 from .codegen.operand import Operand
 from .elementwise import operand, prepare_out
+from .library_launch import device_caps, run_family
 from .reductions import cast_into
 from .registry import register
-from .tensor_buffers import new_empty
+from .tensor_buffers import new_empty, runtime
+
+
+def library_handles(dtype: torch.dtype) -> bool:
+    """True when the matmul family's tuned variants compute `dtype` on this device (f32; f16 with
+    shader-f16); other dtypes take its general variant into an f32 (or int32) result."""
+    return dtype == torch.float32 or (dtype == torch.float16 and device_caps().shader_f16)
+
+
+def launch_matmul(a: Operand, b: Operand, out: Operand, like: torch.Tensor, bias: Operand | None = None,
+                  alpha: float = 1.0, beta: float = 0.0) -> None:
+    """Record out = alpha * a @ b + beta * bias for 3-d operands [batch, rows, cols] (bias broadcast by its
+    strides) through the matmul family: the autotuner's variant for f32/f16 (split into several launches
+    where an operand exceeds the binding limit), the general one for operands stored unlike `out` (bf16,
+    f16 without shader-f16) and int32 (exact wrapping products)."""
+    batch, m, k = a.sizes
+    n = b.sizes[2]
+    if batch == 0 or m == 0 or n == 0:
+        return
+
+    def lay(o: Operand) -> Layout:
+        return Layout(o.offset, *o.strides)
+
+    dtype, in_dtype = storage_name(out.dtype, "matmul"), storage_name(a.dtype, "matmul")
+    p = MatmulProblem(batch, m, n, k, lay(a), lay(b), lay(out), dtype=dtype,
+                      bias=lay(bias) if bias is not None else None, alpha=float(alpha), beta=float(beta),
+                      in_dtype=in_dtype if in_dtype != dtype else None)
+    ids = {"a": a.buffer_id, "b": b.buffer_id, "out": out.buffer_id}
+    if bias is not None:
+        ids["bias"] = bias.buffer_id
+    if p.general:
+        run_family(FAMILY, p, ids, like)
+        return
+    rt, caps = runtime(), device_caps()
+    align = caps.limit("min-storage-buffer-offset-alignment", 256)
+    sizes = {role: rt.buffer(i).aligned_nbytes for role, i in ids.items()}
+    for piece in split_for_binding(p, out.dtype.itemsize, rt.max_storage_binding, align, rt.max_workgroups,
+                                   sizes):
+        operands = dict(ids) if piece.windows is None else {
+            role: BufferSlice(ids[role], *piece.windows[role]) for role in ids}
+        run_family(FAMILY, piece.problem, operands, like)
 
 
 def _as3(t: torch.Tensor, shape3: tuple[int, int, int]) -> Operand:
@@ -43,7 +87,7 @@ def _product(op: str, a: torch.Tensor, b: torch.Tensor, dst: torch.Tensor, bias:
     bsz = a.shape[0] if batched else 1
     m, k = a.shape[-2], a.shape[-1]
     n = b.shape[-1]
-    library = library_handles(dst.dtype)  # f32 and f16 (shader-f16): the kernel library, in place
+    library = library_handles(dst.dtype)  # f32 and f16 (shader-f16): the tuned variants, in place
     # int32: exact wrapping arithmetic; bf16 (and f16 without shader-f16): f32 result, then cast
     wide = dst.dtype if library else torch.int32 if dst.dtype == torch.int32 else torch.float32
     target = dst if dst.dtype == wide else new_empty(dst.shape, wide, dst)
@@ -58,8 +102,8 @@ def _product(op: str, a: torch.Tensor, b: torch.Tensor, dst: torch.Tensor, bias:
             bias3 = None
             if bias is not None and beta != 0:
                 bias3 = _as3(bias.expand(target.shape), (bsz, m, n))
-            launch = launch_library_matmul if library else launch_matmul
-            launch(_as3(a, (bsz, m, k)), _as3(b, (bsz, k, n)), _as3(target, (bsz, m, n)), bias3, alpha, beta)
+            launch_matmul(_as3(a, (bsz, m, k)), _as3(b, (bsz, k, n)), _as3(target, (bsz, m, n)), target,
+                          bias3, alpha, beta)
     if target is not dst:
         cast_into(target, dst)
     return dst

@@ -1,21 +1,19 @@
 """Aten kernels for neural-network ops: softmax/log_softmax (+backward), layer norm (+backward), losses
-(mse, nll), embedding (+backward), dropout. Row ops use codegen/rowwise.py; the rest compose webgpu ops."""
+(mse, nll), embedding (+backward), dropout. Row ops run on the kernel library's rows family
+(kernels/rows.py; its strided variant where rows are not unit-stride); the rest compose webgpu ops."""
 
 from __future__ import annotations
 
 import torch
 
-from ..kernels import autotune
-from ..kernels.rows import RowProblem, plan_rows, record_rows, variants
+from ..kernels.rows import FAMILY, STRIDED_FAMILY, RowProblem, StridedRowProblem, View
 from ..runtime import get_runtime
 from . import conv, pooling  # noqa: F401  (register convolution and pooling kernels)
-from .codegen.dtypes import INT64_INDEX_LOAD, convert, dtype_info
+from .codegen.dtypes import INT64_INDEX_LOAD, convert, dtype_info, storage_name
 from .codegen.elementwise import grid
 from .codegen.operand import pack_u32
-from .codegen.recording import dispatch
-from .codegen.rowwise import launch_rows
 from .elementwise import operand
-from .library_launch import device_caps
+from .library_launch import run_family
 from .losses import reduce_loss
 from .out_args import write_out
 from .reductions import cast_into
@@ -42,23 +40,11 @@ def library_rows(op: str, x2: torch.Tensor, weight: torch.Tensor | None = None,
                          x2.stride(0) if rows > 1 else n, float(eps), w is not None, b is not None,
                          stats is not None, grad.storage_offset() if grad is not None else 0,
                          grad.stride(0) if grad is not None and rows > 1 else n)
-    caps = device_caps()
     operands = {"x": buffer_id(x2), "out": buffer_id(y)}
     for role, t in (("weight", w), ("bias", b), ("stats", stats), ("grad", grad)):
         if t is not None:
             operands[role] = buffer_id(t)
-
-    def with_scratch(plan):
-        scratch = {r: new_empty((-(-nb // 4),), torch.int32, x2) for r, nb in plan.scratch.items()}
-        return {**operands, **{r: buffer_id(t) for r, t in scratch.items()}}
-
-    def measure(name: str) -> float:
-        plan = plan_rows(problem, caps, name)
-        return autotune.time_launch(get_runtime(), plan.steps[0], with_scratch(plan))
-
-    variant = autotune.choose("rows", problem, caps, variants(problem, caps), measure)
-    plan = plan_rows(problem, caps, variant)
-    record_rows(plan, with_scratch(plan), dispatch=dispatch)
+    run_family(FAMILY, problem, operands, x2)
     return y
 
 
@@ -78,7 +64,13 @@ def _rows(kind: str, x: torch.Tensor, dim: int, result_dtype: torch.dtype, g: to
         tmp = library_rows(kind, xv.reshape(-1, n), grad=gv.reshape(-1, n) if gv is not None else None)
     else:
         tmp = new_empty(xv.shape, torch.float32, x)
-        launch_rows(kind, operand(xv), dim, operand(tmp), operand(gv) if gv is not None else None)
+        problem = StridedRowProblem(kind, storage_name(xv.dtype), tuple(xv.shape), dim, _view(xv), _view(tmp),
+                                    _view(gv) if gv is not None else None,
+                                    storage_name(gv.dtype) if gv is not None else None)
+        operands = {"x": buffer_id(xv), "out": buffer_id(tmp)}
+        if gv is not None:
+            operands["grad"] = buffer_id(gv)
+        run_family(STRIDED_FAMILY, problem, operands, x, tune=False)
     tmp = tmp.reshape(x.shape)
     if out is None:
         if result_dtype == torch.float32:
@@ -87,6 +79,10 @@ def _rows(kind: str, x: torch.Tensor, dim: int, result_dtype: torch.dtype, g: to
     elif out.shape != x.shape:
         out.resize_(x.shape)
     return cast_into(tmp, out)
+
+
+def _view(t: torch.Tensor) -> View:
+    return View(t.storage_offset(), tuple(t.stride()))
 
 
 def _unit_rows(t: torch.Tensor) -> bool:

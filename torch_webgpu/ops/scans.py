@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import torch
 
+from ..kernels.wgsl import PRELUDE
 from .codegen.elementwise import grid
 from .codegen.operand import pack_u32
 from .codegen.recording import dispatch
-from .codegen.wgsl_math import PRELUDE
 from .tensor_buffers import buffer_id, max_binding_bytes, new_empty, runtime, windowed_binding
 
 BLOCK = 128  # elements one invocation scans serially in step 1

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import torch
 
+from ..kernels.wgsl import PRELUDE
 from ..runtime import get_runtime
 from .codegen.dtypes import convert, dtype_info
 from .codegen.elementwise import grid
 from .codegen.operand import pack_u32
-from .codegen.wgsl_math import PRELUDE
 from .out_args import write_out
 from .registry import register
 from .tensor_buffers import buffer_id, new_empty

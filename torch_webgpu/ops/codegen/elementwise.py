@@ -12,12 +12,11 @@ from dataclasses import dataclass
 
 import torch
 
+from ...kernels.wgsl import PRELUDE, helpers_for
 from ...runtime import get_runtime
 from .dtypes import DtypeInfo, convert, dtype_info
 from .operand import MAX_DIMS, Operand, Split, coalesce, narrow, numel, pack_u32, window_bindings
 from .recording import dispatch
-from .wgsl_math import PRELUDE
-from .wgsl_special import helpers_for
 
 INPUT_NAMES = "abcdefgh"
 WORKGROUP = 256

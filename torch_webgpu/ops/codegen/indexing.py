@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import torch
 
+from ...kernels.wgsl import PRELUDE
 from ...runtime import get_runtime
 from .dtypes import INT64_INDEX_LOAD, convert, dtype_info
 from .elementwise import grid
 from .operand import MAX_DIMS, Operand, Split, narrow, pack_u32, window_bindings
 from .recording import dispatch
-from .wgsl_math import PRELUDE
 
 _H = 4 + MAX_DIMS
 _BLK = 1 + MAX_DIMS

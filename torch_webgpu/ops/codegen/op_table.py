@@ -216,7 +216,7 @@ OPS: list[EltOp] = [
        aliases=("__lshift__",)),
     bi("bitwise_right_shift", None, "a >> u32(b)", promote="int_only", l="shr64(a, b)",
        aliases=("__rshift__",)),
-    # ---- special functions (codegen/wgsl_special.py, ported from ATen's Math.h) --------------------
+    # ---- special functions (kernels/wgsl/special.py, ported from ATen's Math.h) --------------------
     fl("i0", "i0_(a)"),
     fl("special_i0e", "i0e_(a)"),
     fl("special_i1", "i1_(a)"),

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import torch
 
+from ...kernels.launch import linear_grid
+from ...kernels.wgsl import PRELUDE
 from ...runtime import get_runtime
-from .conv import grid_64
 from .dtypes import convert, dtype_info
 from .operand import Operand, pack_u32
 from .recording import dispatch
-from .wgsl_math import PRELUDE
 
 _COMMON = """
 fn plane_h_w(t: u32, h: u32, w: u32) -> vec3<u32> { return vec3<u32>(t / (h * w), (t / w) % h, t % w); }
@@ -156,5 +156,5 @@ def launch_pool(kind: str, x: Operand, out_buffer: int, geometry: list[int], tot
     params = [total, *geometry, x.offset, *x.strides]
     rt = get_runtime()
     k = rt.kernel(_source(kind, x.dtype, g_dtype), label=f"pool_{kind}")
-    dispatch(k, [rt.constant(pack_u32(params)), x.buffer_id, out_buffer, *extra], grid_64(total),
+    dispatch(k, [rt.constant(pack_u32(params)), x.buffer_id, out_buffer, *extra], linear_grid(total),
                 label=f"pool_{kind}")

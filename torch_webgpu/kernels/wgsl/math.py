@@ -4,7 +4,11 @@ Helpers are written for f32 and chosen to match torch CPU within float32 toleran
 series near zero and a rational erfc elsewhere; expm1/log1p use the classic cancellation-free forms;
 sin/cos/tan reduce their argument exactly (Payne-Hanek in u32 arithmetic) before a polynomial, since
 WGSL bounds the builtins' error only on [-pi, pi] and drivers lose all accuracy for large arguments).
+Eager elementwise shaders carry the whole PRELUDE; a library kernel takes only the functions its
+expressions reach (`kernels.wgsl.functions_for`), so a fused epilogue computes what the eager op does.
 """
+
+from __future__ import annotations
 
 PRELUDE = r"""
 fn isnan_(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
@@ -479,3 +483,25 @@ fn tan_(x: f32) -> f32 {
   return copysign_(1.0, x) * select(v, -1.0 / v, (u32(t.y) & 1u) == 1u);
 }
 """
+
+
+def _chunks(source: str) -> dict[str, str]:
+    """Each `fn` or `struct` of `source` by name, with the comment lines just above it, in order."""
+    chunks: dict[str, str] = {}
+    pending: list[str] = []   # blank and comment lines: they belong to what follows them
+    name = None
+    for line in source.splitlines(keepends=True):
+        if line.startswith(("fn ", "struct ")):
+            name = line.split("(", 1)[0].split("{", 1)[0].split()[1]
+            chunks[name] = "".join(pending) + line
+            pending = []
+        elif line.startswith("//") or not line.strip():
+            pending.append(line)
+        elif name is not None:
+            chunks[name] += "".join(pending) + line
+            pending = []
+    return chunks
+
+
+FUNCTIONS: dict[str, str] = _chunks(PRELUDE)   # name -> its WGSL (functions and the structs they return)
+

@@ -1,7 +1,7 @@
 """WGSL special functions (Bessel, Airy, orthogonal polynomials, zeta, ndtri, erfcx, ...) for op formulas.
 
 Ported from ATen/native/Math.h (Cephes, Faddeeva, SciPy derived; the same algorithms and coefficients as
-torch's CPU kernels, evaluated in f32). Unlike wgsl_math.PRELUDE, which every elementwise shader carries,
+torch's CPU kernels, evaluated in f32). Unlike math.PRELUDE, which every elementwise shader carries,
 a shader gets only the functions its formula reaches (`helpers_for`), so the many coefficient tables here
 cost nothing to shaders that do not use them. Functions may call PRELUDE helpers (isnan_, inf_, pow_,
 sin_/cos_ with exact argument reduction, ...).
