@@ -31,8 +31,8 @@ EXTENSIONS = {"torch_webgpu._C", "torch_webgpu._native_plan"}   # built from csr
 KNOWN_CIRCLES = [
     # the shared vocabulary of the compiler families lives in partition.py, which also dispatches to
     # them (issue 40, item 4: compiler/families/ and operands.py)
-    {"torch_webgpu.compiler.grouped_family", "torch_webgpu.compiler.partition",
-     "torch_webgpu.compiler.quant_partition"},
+    {"torch_webgpu.compiler.families.grouped", "torch_webgpu.compiler.partition",
+     "torch_webgpu.compiler.families.quant"},
 ]
 
 

@@ -23,11 +23,11 @@ from torch_webgpu.kernels import autotune
 from torch_webgpu.kernels.launch import DeviceCaps, KernelLaunch
 from torch_webgpu.kernels.matmul import Layout, MatmulProblem, plan_matmul, plan_matmul_steps, variants
 
-from .attention_family import AttentionMatcher, AttentionOp
-from .conv_family import CONVOLUTIONS, ConvMatcher, ConvOp, fold_channel_affine
+from .families.attention import AttentionMatcher, AttentionOp
+from .families.conv import CONVOLUTIONS, ConvMatcher, ConvOp, fold_channel_affine
+from .families.reduce import REDUCTIONS, ReduceMatcher
+from .families.rows import ROW_ROOTS, RowsMatcher
 from .operands import Operand, Resolver, Tunable, add_operand, broadcast_operand, scalar, value_of
-from .reduce_family import REDUCTIONS, ReduceMatcher
-from .rows_family import ROW_ROOTS, RowsMatcher
 
 aten = torch.ops.aten
 MATMULS = frozenset({aten.mm.default, aten.bmm.default})
@@ -306,7 +306,7 @@ def partition(gm: torch.fx.GraphModule, caps: DeviceCaps) -> Partition | None:
     """The schedule of segments and library ops of a prepared static graph for a device with `caps`, or
     None if no op in it goes to the library."""
     # families built on this module (import cycle)
-    from .quant_partition import match_quant_embedding, match_quant_linear
+    from .families.quant import match_quant_embedding, match_quant_linear
 
     graph = gm.graph
     if any(n.op == "call_function" and n.target in CONVOLUTIONS for n in graph.nodes):
@@ -345,7 +345,7 @@ def partition(gm: torch.fx.GraphModule, caps: DeviceCaps) -> Partition | None:
             forced.add(op.final)   # a view absorbed last is the library op's own result
     if not ops:
         return None
-    from .grouped_family import group_siblings, grouping_enabled  # built on this module (import cycle)
+    from .families.grouped import group_siblings, grouping_enabled  # built on this module (import cycle)
 
     if grouping_enabled():
         ops = group_siblings(ops, caps, matcher.graph_outputs, taken)   # sibling linears: one dispatch

@@ -167,7 +167,7 @@ def compile_plan(prepared: PreparedGraph, example_inputs: list[Any], target: Any
     digest = hashlib.sha256()
     for name, value in constants.items():
         digest.update(name.encode() + str(value.dtype).encode() + value.tobytes())
-    from .grouped_family import grouping_enabled
+    from .families.grouped import grouping_enabled
     from .library_plan import library_enabled
 
     # Plans with library dispatches and all-IREE plans (TORCH_WEBGPU_LIBRARY=0) are cached apart, and

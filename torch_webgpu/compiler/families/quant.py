@@ -36,7 +36,7 @@ from torch_webgpu.kernels.quant_matmul import (
     quant_variants,
 )
 
-from .partition import LibraryOp, Operand, Tunable, value_of
+from ..partition import LibraryOp, Operand, Tunable, value_of
 
 aten, prims = torch.ops.aten, torch.ops.prims
 _CONVERTS = frozenset({prims.convert_element_type.default, aten._to_copy.default})

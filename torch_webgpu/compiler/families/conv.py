@@ -20,7 +20,7 @@ from torch_webgpu.kernels import autotune
 from torch_webgpu.kernels.conv import Conv2dProblem, Strided1, Strided4, plan_conv2d, variants
 from torch_webgpu.kernels.launch import DeviceCaps, KernelLaunch
 
-from .operands import Operand, Resolver, Tunable, add_operand, broadcast_operand, value_of
+from ..operands import Operand, Resolver, Tunable, add_operand, broadcast_operand, value_of
 
 aten = torch.ops.aten
 CONVOLUTIONS = frozenset({aten.convolution.default})

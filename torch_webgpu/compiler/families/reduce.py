@@ -18,7 +18,7 @@ from torch_webgpu.kernels.launch import DeviceCaps, KernelLaunch
 from torch_webgpu.kernels.narrow import plan_narrow
 from torch_webgpu.kernels.reduce import ReduceProblem, bytes_read, plan_reduce, variants
 
-from .operands import LibraryDispatch, Operand, Resolver, Tunable, rebind, value_of
+from ..operands import LibraryDispatch, Operand, Resolver, Tunable, rebind, value_of
 
 aten = torch.ops.aten
 _DTYPES = {torch.float32: "f32", torch.float16: "f16"}

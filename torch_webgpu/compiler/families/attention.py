@@ -39,7 +39,7 @@ from torch_webgpu.kernels.attention import (
 )
 from torch_webgpu.kernels.launch import DeviceCaps, KernelLaunch
 
-from .operands import SCALES, LibraryDispatch, Operand, Resolver, Tunable, scalar, value_of
+from ..operands import SCALES, LibraryDispatch, Operand, Resolver, Tunable, scalar, value_of
 
 aten = torch.ops.aten
 _DTYPES = {torch.float32: "f32", torch.float16: "f16"}

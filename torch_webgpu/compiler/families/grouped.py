@@ -35,9 +35,9 @@ from torch_webgpu.kernels.quant_matmul import (
     plan_grouped_quant_matmul,
 )
 
-from .operands import Operand, Tunable, value_of
-from .partition import LibraryOp
-from .quant_partition import QuantLinearOp
+from ..operands import Operand, Tunable, value_of
+from ..partition import LibraryOp
+from .quant import QuantLinearOp
 
 ENV = "TORCH_WEBGPU_GROUPED_GEMV"
 ALIGN = 256   # byte alignment of each member's result in the shared buffer (storage offset alignment)
@@ -101,7 +101,7 @@ class GroupedLinearOp:
         return list(self.roles().values())
 
     def binding_bytes(self, role: str) -> int | None:
-        """The bytes bound for a member's repacked constant (quant_partition.repack), else None."""
+        """The bytes bound for a member's repacked constant (families/quant.py `repack`), else None."""
         if not self.quant or role == "a":
             return None
         name, index = role.rstrip("0123456789"), int(role[len(role.rstrip("0123456789")):])
