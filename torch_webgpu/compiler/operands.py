@@ -1,7 +1,7 @@
 """Operands of library ops (a value read through a chain of views from its materialized base node) and
 the variants a library op carries for load-time autotuning.
 
-Shared by the op families of the partitioner (matmul in partition.py, convolution in conv_family.py).
+The vocabulary every compiler family (families/) and the partition driver (partition.py) share.
 """
 
 from __future__ import annotations

@@ -133,7 +133,7 @@ def _constant_array(t: torch.Tensor, name: str) -> np.ndarray:
 
 def _has_float16(prepared: PreparedGraph, example_inputs: list[Any]) -> bool:
     """Whether any input, weight or intermediate value of the graph is float16."""
-    from .partition import value_of
+    from .operands import value_of
 
     values = [*example_inputs, *prepared.constants,
               *(value_of(n) for n in prepared.graph_module.graph.nodes)]
@@ -196,7 +196,7 @@ def compile_plan(prepared: PreparedGraph, example_inputs: list[Any], target: Any
 def _compile_uncached(prepared: PreparedGraph, example_inputs: list[Any], torch_text: str, target: Any,
                       constants: dict[str, np.ndarray], dumper: _Dumper) -> Plan:
     from .library_plan import compile_partitioned, plan_partition
-    from .partition import value_of
+    from .operands import value_of
 
     inputs = [_spec(v) for v in example_inputs] + [
         TensorSpec(list(v.shape), str(v.dtype), str(v.dtype)) for v in constants.values()]

@@ -40,6 +40,7 @@ from torch_webgpu.kernels.attention import (
 from torch_webgpu.kernels.launch import DeviceCaps, KernelLaunch
 
 from ..operands import SCALES, LibraryDispatch, Operand, Resolver, Tunable, scalar, value_of
+from .family import Family, MatchContext
 
 aten = torch.ops.aten
 _DTYPES = {torch.float32: "f32", torch.float16: "f16"}
@@ -540,3 +541,16 @@ def _is_causal_mask(node: torch.fx.Node, kind: str, shape: tuple[int, int, int, 
     lq, lk = shape[-2:]
     causal = torch.ones(lq, lk, dtype=torch.bool).tril()
     return bool((attend == causal).all())
+
+
+def attention_matcher(context: MatchContext) -> AttentionMatcher:
+    """The graph's attention matcher."""
+    return AttentionMatcher(context.order, context.graph_outputs, context.resolver, context.caps)
+
+
+def match_attention(node: torch.fx.Node, context: MatchContext) -> AttentionOp | None:
+    """The library attention starting at the bmm `node`, or None."""
+    return context.matcher(attention_matcher).match(node)
+
+
+FAMILY = Family("attention", frozenset({aten.bmm.default}), match_attention)

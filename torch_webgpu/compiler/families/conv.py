@@ -21,6 +21,7 @@ from torch_webgpu.kernels.conv import Conv2dProblem, Strided1, Strided4, plan_co
 from torch_webgpu.kernels.launch import DeviceCaps, KernelLaunch
 
 from ..operands import Operand, Resolver, Tunable, add_operand, broadcast_operand, value_of
+from .family import Family, MatchContext
 
 aten = torch.ops.aten
 CONVOLUTIONS = frozenset({aten.convolution.default})
@@ -499,3 +500,23 @@ class ConvMatcher:
             if p.residual_after_activation:
                 break
         op.problem = p
+
+
+def prepare_convolutions(gm: torch.fx.GraphModule) -> None:
+    """`fold_channel_affine` on a graph with a convolution (the others are left as they are)."""
+    if any(n.op == "call_function" and n.target in CONVOLUTIONS for n in gm.graph.nodes):
+        fold_channel_affine(gm.graph)
+        gm.recompile()
+
+
+def conv_matcher(context: MatchContext) -> ConvMatcher:
+    """The graph's convolution matcher."""
+    return ConvMatcher(context.order, context.graph_outputs, context.resolver, context.caps)
+
+
+def match_conv(node: torch.fx.Node, context: MatchContext) -> ConvOp | None:
+    """The library convolution rooted at `node`, or None."""
+    return context.matcher(conv_matcher).match(node)
+
+
+FAMILY = Family("conv", CONVOLUTIONS, match_conv, prepare=prepare_convolutions)

@@ -36,7 +36,8 @@ from torch_webgpu.kernels.quant_matmul import (
 )
 
 from ..operands import Operand, Tunable, value_of
-from ..partition import LibraryOp
+from .family import Family, FamilyOp, MatchContext
+from .matmul import LibraryOp
 from .quant import QuantLinearOp
 
 ENV = "TORCH_WEBGPU_GROUPED_GEMV"
@@ -256,4 +257,14 @@ def group_siblings(ops: list, caps: DeviceCaps, graph_outputs: set | None = None
     return [replaced.get(i, op) for i, op in enumerate(ops) if i not in dropped]
 
 
-__all__ = ["ENV", "GroupedLinearOp", "group_siblings", "grouping_enabled"]
+def combine_siblings(ops: list[FamilyOp], context: MatchContext) -> list[FamilyOp]:
+    """`ops` with sibling linears grouped (`group_siblings`) unless TORCH_WEBGPU_GROUPED_GEMV=0."""
+    if not grouping_enabled():
+        return ops
+    return group_siblings(ops, context.caps, context.graph_outputs, context.taken)
+
+
+# built from the ops other families found, never from a node of its own
+FAMILY = Family("grouped", frozenset(), combine=combine_siblings)
+
+__all__ = ["ENV", "FAMILY", "GroupedLinearOp", "group_siblings", "grouping_enabled"]
