@@ -12,6 +12,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from torch_webgpu.kernels import autotune
 from torch_webgpu.kernels.launch import KernelLaunch
 from torch_webgpu.kernels.matmul import Layout
 
@@ -155,6 +156,13 @@ class Tunable:
     launches: list[KernelLaunch]
     then: list[tuple[KernelLaunch, ...]] = field(default_factory=list)
     scratch: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, kind: str, problem: Any, launches: list[KernelLaunch], then: list[tuple[KernelLaunch, ...]]
+           | None = None, scratch: dict[str, int] | None = None) -> Tunable:
+        """The launches (the default first) that solve the kernel family `kind`'s `problem`, keyed by the
+        problem's autotune class and weighted by its flops."""
+        return cls(autotune.problem_key(kind, problem), problem.flops, launches, then or [], scratch or {})
 
 
 @dataclass(frozen=True)

@@ -101,8 +101,7 @@ class AttentionOp:
         """The variants the machine that runs the plan times once (the default first)."""
         p = self.full_problem()
         names = variants(p, caps)[:autotune.MAX_CANDIDATES]
-        return Tunable(autotune.problem_key("attention", p), p.flops,
-                       [plan_attention(p, caps, v) for v in names])
+        return Tunable.of("attention", p, [plan_attention(p, caps, v) for v in names])
 
 
 def _strided(view: torch.Tensor) -> Strided:

@@ -79,7 +79,7 @@ class ConvOp:
         """The variants the machine that runs the plan times once (the default first)."""
         p = self.full_problem()
         names = _plan_order(p, caps)[:autotune.MAX_CANDIDATES]
-        return Tunable(autotune.problem_key("conv2d", p), p.flops, [plan_conv2d(p, caps, v) for v in names])
+        return Tunable.of("conv2d", p, [plan_conv2d(p, caps, v) for v in names])
 
 
 def _plan_order(p: Conv2dProblem, caps: DeviceCaps) -> list[str]:

@@ -149,7 +149,7 @@ class GroupedLinearOp:
         p = self.problem()
         names = self.variants(caps)[:autotune.MAX_CANDIDATES]
         kind = "grouped_quant_matmul" if self.quant else "grouped_matmul"
-        return Tunable(autotune.problem_key(kind, p), p.flops, [self._plan(caps, v) for v in names])
+        return Tunable.of(kind, p, [self._plan(caps, v) for v in names])
 
 
 def _same_input_key(op: Any) -> tuple | None:

@@ -103,8 +103,8 @@ class LibraryOp:
         scratch: dict[str, int] = {}
         for plan in plans:   # split-K variants: partial sums between their two dispatches
             scratch.update({r: max(n, scratch.get(r, 0)) for r, n in plan.scratch.items()})
-        return Tunable(autotune.problem_key("matmul", p), p.flops, [plan.steps[0] for plan in plans],
-                       [plan.steps[1:] for plan in plans], scratch)
+        return Tunable.of("matmul", p, [plan.steps[0] for plan in plans], [plan.steps[1:] for plan in plans],
+                          scratch)
 
 
 class MatmulMatcher:

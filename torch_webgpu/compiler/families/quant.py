@@ -96,8 +96,7 @@ class QuantLinearOp(LibraryOp):
         """The variants the machine that runs the plan times once (the default first)."""
         p = self.problem()
         names = quant_variants(p, caps)[:autotune.MAX_CANDIDATES]
-        return Tunable(autotune.problem_key("quant_matmul", p), p.flops,
-                       [plan_quant_matmul(p, caps, v) for v in names])
+        return Tunable.of("quant_matmul", p, [plan_quant_matmul(p, caps, v) for v in names])
 
 
 @dataclass

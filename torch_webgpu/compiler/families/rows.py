@@ -74,7 +74,7 @@ class RowOp:
         if len(plan.steps) == 1:
             names = variants(p, caps)[:autotune.MAX_CANDIDATES]
             launches = [rebind(plan_rows(p, caps, v).steps[0], roles) for v in names]
-            tunable = Tunable(autotune.problem_key("rows", p), p.flops, launches)
+            tunable = Tunable.of("rows", p, launches)
             steps = [LibraryDispatch(launches[0], tunable)]
         else:
             steps = [LibraryDispatch(rebind(s, roles)) for s in plan.steps]
