@@ -142,3 +142,31 @@ def test_f16_model_bundled_for_the_h200_runs_its_linears_on_tensor_cores(tmp_pat
         for key, spec in plan.executables.items():
             if "sgmat" not in key:
                 rt.kernel(plan.wgsl[spec.wgsl_file], spec.entry_point, label=key)
+
+
+def test_each_graph_is_imported_into_torch_mlir_once_per_compile(tmp_path, monkeypatch):
+    """The whole graph once per compile (its text keys the cache; its ops are checked), and on a cache miss
+    the segments the partition cut out of it once more, all in one module (they are other graphs)."""
+    from torch_webgpu.compiler import webgpu_compiler
+
+    monkeypatch.setenv("TORCH_WEBGPU_CACHE_DIR", str(tmp_path))
+    real = webgpu_compiler.import_graphs
+    imported: list[list[str]] = []
+
+    def import_graphs(graphs):
+        imported.append([name for _, name in graphs])
+        return real(graphs)
+
+    monkeypatch.setattr(webgpu_compiler, "import_graph", lambda gm, name="main": import_graphs([(gm, name)]))
+    monkeypatch.setattr(webgpu_compiler, "import_graphs", import_graphs)
+
+    def fn(x, w):
+        return (torch.cumsum(x @ w, 1) @ w,)   # matmul, an IREE segment, matmul
+    args = (torch.randn(4, 8), torch.randn(8, 8))
+    plan = _run(fn, *args)
+    assert len(_library_dispatches(plan)) == 2
+    assert imported == [["main"], ["seg1"]]
+    imported.clear()
+    torch._dynamo.reset()
+    _run(fn, *args)   # from the disk cache: the whole graph only
+    assert imported == [["main"]]

@@ -3,7 +3,8 @@
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from torch_webgpu.compiler.partition import LibraryOp, Segment, partition
+from torch_webgpu.compiler.families.matmul import LibraryOp
+from torch_webgpu.compiler.partition import Segment, partition
 from torch_webgpu.kernels.launch import DeviceCaps
 
 

@@ -57,7 +57,7 @@ def subgroup_device(monkeypatch, tmp_path, subgroup_size):
     monkeypatch.setenv("TORCH_WEBGPU_DUMP_DIR", str(tmp_path / "dump"))
     monkeypatch.setenv("TORCH_WEBGPU_FALLBACK", "0")
     # IREE's reductions lowered with subgroups are under test here; compiled plans would otherwise run
-    # these ops as the library's row and reduction kernels (tests/compiler/test_rows_family.py)
+    # these ops as the library's row and reduction kernels (tests/compiler/families/test_rows.py)
     monkeypatch.setenv("TORCH_WEBGPU_LIBRARY", "0")
     torch._dynamo.reset()
     yield tmp_path / "dump"

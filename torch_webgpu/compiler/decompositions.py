@@ -2,7 +2,7 @@
 norm written in the fewest ops. torch's own decomposition of `_native_batch_norm_legit_no_training`
 traces about twenty ops (copies of the statistics, two unsqueezes per vector, dtype round trips), each
 one a fake-tensor dispatch: ~25 ms per batch norm, 1-2 s of a MobileNetV2's compile. The lean form
-keeps the pattern conv_family.batch_norm_chain folds into a convolution's epilogue."""
+keeps the pattern families/conv.py folds into a convolution's epilogue."""
 
 from __future__ import annotations
 

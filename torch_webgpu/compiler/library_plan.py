@@ -17,9 +17,10 @@ from torch_webgpu.kernels.launch import DeviceCaps
 from torch_webgpu.plan.dtypes import device_dtype
 from torch_webgpu.plan.format import Plan, TensorSpec
 
+from .families.quant import repack
 from .fx_import import PreparedGraph, _bool_boundaries_as_int32
-from .partition import Partition, Segment, partition, segment_graph, value_of
-from .quant_partition import repack
+from .operands import value_of
+from .partition import Partition, Segment, partition, segment_graph
 from .segment_dedupe import unique_segments
 
 

@@ -1,7 +1,7 @@
 """Operands of library ops (a value read through a chain of views from its materialized base node) and
 the variants a library op carries for load-time autotuning.
 
-Shared by the op families of the partitioner (matmul in partition.py, convolution in conv_family.py).
+The vocabulary every compiler family (families/) and the partition driver (partition.py) share.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from torch_webgpu.kernels import autotune
 from torch_webgpu.kernels.launch import KernelLaunch
 from torch_webgpu.kernels.matmul import Layout
 
@@ -155,6 +156,13 @@ class Tunable:
     launches: list[KernelLaunch]
     then: list[tuple[KernelLaunch, ...]] = field(default_factory=list)
     scratch: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, kind: str, problem: Any, launches: list[KernelLaunch], then: list[tuple[KernelLaunch, ...]]
+           | None = None, scratch: dict[str, int] | None = None) -> Tunable:
+        """The launches (the default first) that solve the kernel family `kind`'s `problem`, keyed by the
+        problem's autotune class and weighted by its flops."""
+        return cls(autotune.problem_key(kind, problem), problem.flops, launches, then or [], scratch or {})
 
 
 @dataclass(frozen=True)

@@ -128,7 +128,7 @@ class PlanComposer:
     def add_library(self, launch: KernelLaunch, operands: dict[str, tuple[str, int, int]],
                     tunable: Any = None) -> str:
         """A DISPATCH of `launch` with `operands[role]` = (buffer, byte offset, byte length). With
-        `tunable` (partition.Tunable: its launches, the default first, solve the same problem), the
+        `tunable` (operands.Tunable: its launches, the default first, solve the same problem), the
         node also carries every variant under "tune", and the executor that loads the plan times them
         once on its own device and runs the winner (plan/tuning.py). A variant of several
         dispatches (`tunable.then[i]`) lists the ones after its first under "then"; the default (the node

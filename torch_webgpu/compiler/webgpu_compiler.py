@@ -134,7 +134,7 @@ def _constant_array(t: torch.Tensor, name: str) -> np.ndarray:
 
 def _has_float16(prepared: PreparedGraph, example_inputs: list[Any]) -> bool:
     """Whether any input, weight or intermediate value of the graph is float16."""
-    from .partition import value_of
+    from .operands import value_of
 
     values = [*example_inputs, *prepared.constants,
               *(value_of(n) for n in prepared.graph_module.graph.nodes)]
@@ -168,7 +168,7 @@ def compile_plan(prepared: PreparedGraph, example_inputs: list[Any], target: Any
     digest = hashlib.sha256()
     for name, value in constants.items():
         digest.update(name.encode() + str(value.dtype).encode() + value.tobytes())
-    from .grouped_family import grouping_enabled
+    from .families.grouped import grouping_enabled
     from .library_plan import library_enabled
 
     # Plans with library dispatches and all-IREE plans (TORCH_WEBGPU_LIBRARY=0) are cached apart, and
@@ -197,7 +197,7 @@ def compile_plan(prepared: PreparedGraph, example_inputs: list[Any], target: Any
 def _compile_uncached(prepared: PreparedGraph, example_inputs: list[Any], torch_text: str, target: Any,
                       constants: dict[str, np.ndarray], dumper: _Dumper) -> Plan:
     from .library_plan import compile_partitioned, plan_partition
-    from .partition import value_of
+    from .operands import value_of
 
     inputs = [_spec(v) for v in example_inputs] + [
         TensorSpec(list(v.shape), str(v.dtype), str(v.dtype)) for v in constants.values()]

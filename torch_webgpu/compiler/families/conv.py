@@ -20,7 +20,8 @@ from torch_webgpu.kernels import autotune
 from torch_webgpu.kernels.conv import Conv2dProblem, Strided1, Strided4, plan_conv2d, variants
 from torch_webgpu.kernels.launch import DeviceCaps, KernelLaunch
 
-from .operands import Operand, Resolver, Tunable, add_operand, broadcast_operand, value_of
+from ..operands import Operand, Resolver, Tunable, add_operand, broadcast_operand, value_of
+from .family import Family, MatchContext
 
 aten = torch.ops.aten
 CONVOLUTIONS = frozenset({aten.convolution.default})
@@ -78,7 +79,7 @@ class ConvOp:
         """The variants the machine that runs the plan times once (the default first)."""
         p = self.full_problem()
         names = _plan_order(p, caps)[:autotune.MAX_CANDIDATES]
-        return Tunable(autotune.problem_key("conv2d", p), p.flops, [plan_conv2d(p, caps, v) for v in names])
+        return Tunable.of("conv2d", p, [plan_conv2d(p, caps, v) for v in names])
 
 
 def _plan_order(p: Conv2dProblem, caps: DeviceCaps) -> list[str]:
@@ -499,3 +500,23 @@ class ConvMatcher:
             if p.residual_after_activation:
                 break
         op.problem = p
+
+
+def prepare_convolutions(gm: torch.fx.GraphModule) -> None:
+    """`fold_channel_affine` on a graph with a convolution (the others are left as they are)."""
+    if any(n.op == "call_function" and n.target in CONVOLUTIONS for n in gm.graph.nodes):
+        fold_channel_affine(gm.graph)
+        gm.recompile()
+
+
+def conv_matcher(context: MatchContext) -> ConvMatcher:
+    """The graph's convolution matcher."""
+    return ConvMatcher(context.order, context.graph_outputs, context.resolver, context.caps)
+
+
+def match_conv(node: torch.fx.Node, context: MatchContext) -> ConvOp | None:
+    """The library convolution rooted at `node`, or None."""
+    return context.matcher(conv_matcher).match(node)
+
+
+FAMILY = Family("conv", CONVOLUTIONS, match_conv, prepare=prepare_convolutions)

@@ -35,9 +35,10 @@ from torch_webgpu.kernels.quant_matmul import (
     plan_grouped_quant_matmul,
 )
 
-from .operands import Operand, Tunable, value_of
-from .partition import LibraryOp
-from .quant_partition import QuantLinearOp
+from ..operands import Operand, Tunable, value_of
+from .family import Family, FamilyOp, MatchContext
+from .matmul import LibraryOp
+from .quant import QuantLinearOp
 
 ENV = GROUPED_GEMV.name
 ALIGN = 256   # byte alignment of each member's result in the shared buffer (storage offset alignment)
@@ -101,7 +102,7 @@ class GroupedLinearOp:
         return list(self.roles().values())
 
     def binding_bytes(self, role: str) -> int | None:
-        """The bytes bound for a member's repacked constant (quant_partition.repack), else None."""
+        """The bytes bound for a member's repacked constant (families/quant.py `repack`), else None."""
         if not self.quant or role == "a":
             return None
         name, index = role.rstrip("0123456789"), int(role[len(role.rstrip("0123456789")):])
@@ -148,7 +149,7 @@ class GroupedLinearOp:
         p = self.problem()
         names = self.variants(caps)[:autotune.MAX_CANDIDATES]
         kind = "grouped_quant_matmul" if self.quant else "grouped_matmul"
-        return Tunable(autotune.problem_key(kind, p), p.flops, [self._plan(caps, v) for v in names])
+        return Tunable.of(kind, p, [self._plan(caps, v) for v in names])
 
 
 def _same_input_key(op: Any) -> tuple | None:
@@ -256,4 +257,14 @@ def group_siblings(ops: list, caps: DeviceCaps, graph_outputs: set | None = None
     return [replaced.get(i, op) for i, op in enumerate(ops) if i not in dropped]
 
 
-__all__ = ["ENV", "GroupedLinearOp", "group_siblings", "grouping_enabled"]
+def combine_siblings(ops: list[FamilyOp], context: MatchContext) -> list[FamilyOp]:
+    """`ops` with sibling linears grouped (`group_siblings`) unless TORCH_WEBGPU_GROUPED_GEMV=0."""
+    if not grouping_enabled():
+        return ops
+    return group_siblings(ops, context.caps, context.graph_outputs, context.taken)
+
+
+# built from the ops other families found, never from a node of its own
+FAMILY = Family("grouped", frozenset(), combine=combine_siblings)
+
+__all__ = ["ENV", "FAMILY", "GroupedLinearOp", "group_siblings", "grouping_enabled"]

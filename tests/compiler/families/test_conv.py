@@ -10,7 +10,7 @@ import torch_webgpu
 from torch_webgpu.compiler.webgpu_compiler import STATS
 from torch_webgpu.plan.format import LowIROp
 
-from .models import BasicBlock, SmallResNet
+from ..models import BasicBlock, SmallResNet
 
 
 def _randomize_batch_norms(model):
@@ -169,7 +169,7 @@ def _partition_of(fn, *args):
 def test_partition_reads_batch_norm_statistics_and_the_cropped_padding():
     # CPU only: eval batch norm as the backend's decompositions write it is computed by the kernel from
     # the statistics; the explicit padding of a stride-2 conv is read through the kernel's bounds.
-    from torch_webgpu.compiler.conv_family import ConvOp
+    from torch_webgpu.compiler.families.conv import ConvOp
 
     def fn(x, w, mean, var, gamma, beta, r):
         y = F.conv2d(x, w, stride=2, padding=1)
@@ -188,7 +188,7 @@ def test_partition_reads_batch_norm_statistics_and_the_cropped_padding():
 
 
 def test_partition_folds_other_per_channel_chains_into_scale_and_shift():
-    from torch_webgpu.compiler.conv_family import ConvOp
+    from torch_webgpu.compiler.families.conv import ConvOp
     from torch_webgpu.compiler.partition import Segment
 
     def fn(x, w, a, b, c):

@@ -23,7 +23,8 @@ from torch_webgpu.kernels.launch import DeviceCaps, KernelLaunch
 from torch_webgpu.kernels.narrow import plan_narrow
 from torch_webgpu.kernels.rows import RowProblem, plan_rows, variants
 
-from .operands import LibraryDispatch, Operand, Resolver, Tunable, rebind, scalar, value_of
+from ..operands import LibraryDispatch, Operand, Resolver, Tunable, rebind, scalar, value_of
+from .family import Family, MatchContext
 
 aten = torch.ops.aten
 _DTYPES = {torch.float32: "f32", torch.float16: "f16"}
@@ -73,7 +74,7 @@ class RowOp:
         if len(plan.steps) == 1:
             names = variants(p, caps)[:autotune.MAX_CANDIDATES]
             launches = [rebind(plan_rows(p, caps, v).steps[0], roles) for v in names]
-            tunable = Tunable(autotune.problem_key("rows", p), p.flops, launches)
+            tunable = Tunable.of("rows", p, launches)
             steps = [LibraryDispatch(launches[0], tunable)]
         else:
             steps = [LibraryDispatch(rebind(s, roles)) for s in plan.steps]
@@ -317,3 +318,16 @@ class RowsMatcher:
             return None
         rest = [n for n in nodes if n is not root]
         return RowOp(root, final, rest, problem, operand, affine[0], affine[1], narrow)
+
+
+def rows_matcher(context: MatchContext) -> RowsMatcher:
+    """The graph's row-op matcher (it reads the nodes library ops took so far)."""
+    return RowsMatcher(context.order, context.graph_outputs, context.resolver, context.caps, context.taken)
+
+
+def match_rows(node: torch.fx.Node, context: MatchContext) -> RowOp | None:
+    """The library row op that starts at `node`, or None."""
+    return context.matcher(rows_matcher).match(node)
+
+
+FAMILY = Family("rows", ROW_ROOTS, match_rows)

@@ -18,7 +18,8 @@ from torch_webgpu.kernels.launch import DeviceCaps, KernelLaunch
 from torch_webgpu.kernels.narrow import plan_narrow
 from torch_webgpu.kernels.reduce import ReduceProblem, bytes_read, plan_reduce, variants
 
-from .operands import LibraryDispatch, Operand, Resolver, Tunable, rebind, value_of
+from ..operands import LibraryDispatch, Operand, Resolver, Tunable, rebind, value_of
+from .family import Family, MatchContext
 
 aten = torch.ops.aten
 _DTYPES = {torch.float32: "f32", torch.float16: "f16"}
@@ -133,3 +134,16 @@ class ReduceMatcher:
         if not plan.steps:
             return None
         return ReduceOp(node, node, [], problem, operand, narrow=xv.dtype == torch.float16)
+
+
+def reduce_matcher(context: MatchContext) -> ReduceMatcher:
+    """The graph's reduction matcher."""
+    return ReduceMatcher(context.order, context.resolver, context.caps)
+
+
+def match_reduce(node: torch.fx.Node, context: MatchContext) -> ReduceOp | None:
+    """The library reduction `node`, or None."""
+    return context.matcher(reduce_matcher).match(node)
+
+
+FAMILY = Family("reduce", frozenset(REDUCTIONS), match_reduce)

@@ -36,7 +36,9 @@ from torch_webgpu.kernels.quant_matmul import (
     quant_variants,
 )
 
-from .partition import LibraryOp, Operand, Tunable, value_of
+from ..operands import Operand, Tunable, value_of
+from .family import Family, MatchContext
+from .matmul import LibraryOp, MatmulMatcher, matmul_matcher
 
 aten, prims = torch.ops.aten, torch.ops.prims
 _CONVERTS = frozenset({prims.convert_element_type.default, aten._to_copy.default})
@@ -94,8 +96,7 @@ class QuantLinearOp(LibraryOp):
         """The variants the machine that runs the plan times once (the default first)."""
         p = self.problem()
         names = quant_variants(p, caps)[:autotune.MAX_CANDIDATES]
-        return Tunable(autotune.problem_key("quant_matmul", p), p.flops,
-                       [plan_quant_matmul(p, caps, v) for v in names])
+        return Tunable.of("quant_matmul", p, [plan_quant_matmul(p, caps, v) for v in names])
 
 
 @dataclass
@@ -145,7 +146,7 @@ class QuantEmbeddingOp:
 _IDS = frozenset({torch.int64, torch.int32})
 
 
-def match_quant_embedding(root: torch.fx.Node, matcher: Any) -> QuantEmbeddingOp | None:
+def match_quant_embedding(root: torch.fx.Node, matcher: MatmulMatcher) -> QuantEmbeddingOp | None:
     """The quantized-table embedding rooted at `root` (an aten.embedding), or None."""
     if root.target is not aten.embedding.default:
         return None
@@ -293,8 +294,8 @@ def _dequant_per_group(w: Any, resolver: Any, dtype: torch.dtype, chain: list) -
     return q, scale, zero, group
 
 
-def match_quant_linear(root: torch.fx.Node, matcher: Any) -> QuantLinearOp | None:
-    """The quantized linear rooted at `root` (an aten.mm), or None; `matcher`: partition's _Matcher
+def match_quant_linear(root: torch.fx.Node, matcher: MatmulMatcher) -> QuantLinearOp | None:
+    """The quantized linear rooted at `root` (an aten.mm), or None; `matcher`: the matmul family's
     (operand resolution and the matmul epilogue)."""
     if root.target is not aten.mm.default:
         return None
@@ -461,3 +462,15 @@ def _feeds_quant(node: torch.fx.Node, inside: set[torch.fx.Node]) -> bool:
         if node in inside:
             return True
     return False
+
+
+def match_quant(node: torch.fx.Node, context: MatchContext) -> QuantLinearOp | QuantEmbeddingOp | None:
+    """The quantized linear rooted at the mm `node`, or the quantized-table embedding at the embedding
+    `node` (float tables go to IREE), or None."""
+    matcher = context.matcher(matmul_matcher)
+    if node.target is aten.embedding.default:
+        return match_quant_embedding(node, matcher)
+    return match_quant_linear(node, matcher)
+
+
+FAMILY = Family("quant", frozenset({aten.mm.default, aten.embedding.default}), match_quant)

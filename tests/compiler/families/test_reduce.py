@@ -10,7 +10,7 @@ from torch_webgpu.compiler import library_plan
 from torch_webgpu.compiler.webgpu_compiler import STATS
 from torch_webgpu.plan.format import LowIROp
 
-from .test_rows_family import compiled_kinds
+from .test_rows import compiled_kinds
 
 REDUCTIONS = {
     "sum": lambda x: x.sum(), "sum_last": lambda x: x.sum(-1),

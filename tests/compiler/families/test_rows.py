@@ -140,8 +140,8 @@ def test_layer_norm_training_step_matches_eager_cpu():
 def _tiny_model(name):
     import transformers
 
-    from .models import tiny_gpt2
-    from .test_language_models import _model
+    from ..models import tiny_gpt2
+    from ..test_language_models import _model
 
     if name == "gpt2":
         return tiny_gpt2().eval(), 5   # ln_1, ln_2 per block (2 blocks), ln_f

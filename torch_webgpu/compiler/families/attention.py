@@ -39,7 +39,8 @@ from torch_webgpu.kernels.attention import (
 )
 from torch_webgpu.kernels.launch import DeviceCaps, KernelLaunch
 
-from .operands import SCALES, LibraryDispatch, Operand, Resolver, Tunable, scalar, value_of
+from ..operands import SCALES, LibraryDispatch, Operand, Resolver, Tunable, scalar, value_of
+from .family import Family, MatchContext
 
 aten = torch.ops.aten
 _DTYPES = {torch.float32: "f32", torch.float16: "f16"}
@@ -100,8 +101,7 @@ class AttentionOp:
         """The variants the machine that runs the plan times once (the default first)."""
         p = self.full_problem()
         names = variants(p, caps)[:autotune.MAX_CANDIDATES]
-        return Tunable(autotune.problem_key("attention", p), p.flops,
-                       [plan_attention(p, caps, v) for v in names])
+        return Tunable.of("attention", p, [plan_attention(p, caps, v) for v in names])
 
 
 def _strided(view: torch.Tensor) -> Strided:
@@ -540,3 +540,16 @@ def _is_causal_mask(node: torch.fx.Node, kind: str, shape: tuple[int, int, int, 
     lq, lk = shape[-2:]
     causal = torch.ones(lq, lk, dtype=torch.bool).tril()
     return bool((attend == causal).all())
+
+
+def attention_matcher(context: MatchContext) -> AttentionMatcher:
+    """The graph's attention matcher."""
+    return AttentionMatcher(context.order, context.graph_outputs, context.resolver, context.caps)
+
+
+def match_attention(node: torch.fx.Node, context: MatchContext) -> AttentionOp | None:
+    """The library attention starting at the bmm `node`, or None."""
+    return context.matcher(attention_matcher).match(node)
+
+
+FAMILY = Family("attention", frozenset({aten.bmm.default}), match_attention)
