@@ -159,7 +159,7 @@ def test_the_environment_check_sees_each_way_in():
 
 def test_callers_read_through_the_table(unset):
     """The modules' own accessors give the table's values (a spot check over the layers)."""
-    from torch_webgpu.compiler.grouped_family import grouping_enabled
+    from torch_webgpu.compiler.families.grouped import grouping_enabled
     from torch_webgpu.compiler.library_plan import library_enabled
     from torch_webgpu.kernels import autotune
     from torch_webgpu.plan import memory, phases

@@ -244,7 +244,8 @@ LIBRARY = Variable(
     "TORCH_WEBGPU_LIBRARY", _flag(True), "1 or 0", "1", "compiler/library_plan.py, per compiled graph",
     "compiled graphs use the kernel library where a family matches (0: everything through IREE)")
 GROUPED_GEMV = Variable(
-    "TORCH_WEBGPU_GROUPED_GEMV", _flag(True), "1 or 0", "1", "compiler/grouped_family.py, per compiled graph",
+    "TORCH_WEBGPU_GROUPED_GEMV", _flag(True), "1 or 0", "1",
+    "compiler/families/grouped.py, per compiled graph",
     "decode-sized sibling linears run as one grouped dispatch (0: each its own)")
 SUBGROUP_SIZE = Variable(
     "TORCH_WEBGPU_SUBGROUP_SIZE", _subgroup_size, "0 or a subgroup size like 8", "",
