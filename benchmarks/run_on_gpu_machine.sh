@@ -130,4 +130,9 @@ if [ "$rc" != 0 ] && [ -f "$RES/results.json" ]; then
 fi
 [ -d "$TORCH_WEBGPU_CACHE_DIR" ] && find "$TORCH_WEBGPU_CACHE_DIR" -iname "*autotune*" -exec cp -r {} "$RES/" \; 2>/dev/null || true
 sed -n '1,/^| suite |/p' "$RES/results.md" 2>/dev/null | head -45 || true
+if [ -n "${OUT:-}" ] && [ "${PACK:-1}" = 1 ]; then
+  # A device call returns only a few files of $OUT (a run writes a dozen): one archive instead (PACK=0 keeps
+  # the folder as it is).
+  tar czf "$RES.tgz" -C "$(dirname "$RES")" "$(basename "$RES")" && rm -rf "$RES" && log "packed into $RES.tgz"
+fi
 log "done"
