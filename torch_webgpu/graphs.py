@@ -28,7 +28,7 @@ import torch
 from . import _C
 from .device_state import default_generators, runtime
 from .runtime import GraphCaptureError, runtime_initialized
-from .runtime.capture import CapturedCommands, CommandCapture
+from .runtime.capture import CapturedCommands, CommandCapture, recording
 
 __all__ = ["GraphCaptureError", "WebGPUGraph", "graph", "is_current_stream_capturing",
            "make_graphed_callables"]
@@ -66,10 +66,8 @@ class WebGPUGraph:
         self._philox_offset = default_generators[0].get_offset()
         capture.start()
         self._capture = capture
-        # An open dispatch recording keeps eager launch-plan replays on the Python path, which goes through
+        # An open launch recording keeps eager launch-plan replays on the Python path, which goes through
         # Runtime.dispatch (a native replay would be refused by the capture's completeness check).
-        from .ops.codegen.recording import recording  # here: ops/ registers kernels when imported
-
         self._recording = recording()
         self._recording.__enter__()
 

@@ -3,7 +3,7 @@
 import torch
 import torch.nn.functional as F
 
-from torch_webgpu.ops.codegen.recording import recording
+from torch_webgpu.runtime.capture import recording
 
 
 def _labels(fn):

@@ -392,7 +392,7 @@ def test_a_loop_reassigning_its_result_makes_no_bind_groups_once_warm(webgpu):
 
 
 def test_recording_sees_replayed_dispatches(webgpu):
-    from torch_webgpu.ops.codegen.recording import recording
+    from torch_webgpu.runtime.capture import recording
 
     a = torch.randn(8, device=webgpu)
     torch.neg(a)

@@ -1,11 +1,13 @@
 """Command capture (runtime/capture.py): what the runtime records is captured, pinned and replayed."""
 
+import threading
+
 import numpy as np
 import pytest
 
 from torch_webgpu.runtime import BufferSlice, GraphCaptureError
 from torch_webgpu.runtime import native as nat
-from torch_webgpu.runtime.capture import CommandCapture
+from torch_webgpu.runtime.capture import CommandCapture, recording, unrecorded, unreplayable
 
 from .add_one import ADD_ONE, N, f32_buffer, read_f32
 
@@ -112,3 +114,41 @@ def test_native_programs_recorded_during_capture_replay_with_their_slots(rt):
     captured.release()
     for buf in (src, out, after):
         rt.free(buf)
+
+
+def test_launch_recordings_note_each_dispatch_of_their_thread_with_what_it_bound(rt):
+    src = f32_buffer(rt, np.arange(N))
+    out = rt.allocate(4 * N)
+    add_one = rt.kernel(ADD_ONE, label="add_one")
+    window = BufferSlice(out, 0, 4 * N)
+    with recording() as outer:
+        rt.dispatch(add_one, [src, window], (1,))
+        with recording() as inner:
+            rt.dispatch(add_one, [src, out], (1, 1), label="second")
+            rt.dispatch(add_one, [src, out], (0,))   # records nothing: noted nowhere
+        others: list = []
+        thread = threading.Thread(target=lambda: others.append(rt.dispatch(add_one, [src, out], (1,))))
+        thread.start()
+        thread.join()
+        with unrecorded():   # autotune's timing runs
+            rt.dispatch(add_one, [src, out], (1,))
+    assert list(inner) == [(add_one, (src, out), (1, 1), "second")]
+    assert list(outer) == [(add_one, (src, window), (1,), None), inner[0]]
+    assert outer.ranges == [((0, 4 * N), (0, 4 * N))] * 2 and inner.ranges == outer.ranges[1:]
+    assert outer.sizes == {src: 4 * N, out: 4 * N}
+    np.testing.assert_array_equal(read_f32(rt, out), np.arange(N) + 1)
+    rt.free(src)
+    rt.free(out)
+
+
+def test_fills_and_unreplayable_work_mark_every_open_launch_recording(rt):
+    buf = rt.allocate(4 * N)
+    with recording() as outer, recording() as inner:
+        unreplayable()
+        rt.fill(buf, 0x3F800000)   # a fill dispatch: noted, and marked as no launch plan's work
+    assert inner[:2] == [None, None] and inner[2][0].label == "torch-webgpu-fill" and len(inner) == 3
+    assert outer == inner
+    with recording() as after:
+        pass
+    assert list(after) == []
+    rt.free(buf)

@@ -120,17 +120,15 @@ def i32_word(value: int) -> int:
     return int(value) & 0xFFFFFFFF
 
 
-def record(launch: KernelLaunch, operands: Mapping[str, Any], rt: Any = None,
-           dispatch: Any = None) -> None:
-    """Record `launch` on the runtime with `operands[role]` (buffer id or BufferSlice) per binding;
-    `dispatch`: the recording function to use (eager ops pass ops.codegen.recording.dispatch)."""
+def record(launch: KernelLaunch, operands: Mapping[str, Any], rt: Any = None) -> None:
+    """Record `launch` on the runtime with `operands[role]` (buffer id or BufferSlice) per binding."""
     from ..runtime import get_runtime
 
     rt = rt or get_runtime()
     binds: list[Any] = []
     for role in launch.bindings:
         binds.append(rt.constant(launch.params_bytes()) if role == PARAMS else operands[role])
-    (dispatch or rt.dispatch)(kernel_of(launch, rt), binds, launch.grid, launch.name)
+    rt.dispatch(kernel_of(launch, rt), binds, launch.grid, launch.name)
 
 
 @dataclass(frozen=True)

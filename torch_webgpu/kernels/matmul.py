@@ -406,11 +406,11 @@ def plan_matmul(p: MatmulProblem, caps: DeviceCaps, variant: str | None = None) 
 FAMILY = Family("matmul", variants, plan_matmul_steps)
 
 
-def record_matmul(plan: MatmulPlan, operands: Mapping, rt=None, dispatch=None) -> None:
+def record_matmul(plan: MatmulPlan, operands: Mapping, rt=None) -> None:
     """Record the plan's dispatches with `operands[role]` (buffer id or BufferSlice; the scratch roles
     of `plan.scratch` included)."""
     for launch in plan.steps:
-        record(launch, operands, rt, dispatch)
+        record(launch, operands, rt)
 
 
 @dataclass(frozen=True)

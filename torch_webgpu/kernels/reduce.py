@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -705,8 +705,7 @@ def _plan_reduce(p: ReduceProblem, caps: DeviceCaps, variant: str | None = None)
     return ReducePlan(tuple(steps), scratch)
 
 
-def record_plan(plan: ReducePlan, operands: Mapping[str, int], rt: Any = None,
-                dispatch: Callable | None = None) -> None:
+def record_plan(plan: ReducePlan, operands: Mapping[str, int], rt: Any = None) -> None:
     """Record every step of `plan` with `operands[role]` = buffer id (x, out, index and the scratch
     roles; "x_vec4" binds x's buffer); windows become BufferSlices."""
     rt = rt or get_runtime()
@@ -723,7 +722,7 @@ def record_plan(plan: ReducePlan, operands: Mapping[str, int], rt: Any = None,
                 binds.append(BufferSlice(ids[role], off, n))
             else:
                 binds.append(ids[role])
-        (dispatch or rt.dispatch)(kernel_of(launch, rt), binds, launch.grid, launch.name)
+        rt.dispatch(kernel_of(launch, rt), binds, launch.grid, launch.name)
 
 
 def bytes_read(p: ReduceProblem) -> int:

@@ -465,10 +465,10 @@ def _plan_rows(p: RowProblem, caps: DeviceCaps, variant: str | None = None) -> R
     return RowPlan((launch,), {})
 
 
-def record_rows(plan: RowPlan, operands: dict, rt=None, dispatch=None) -> None:
+def record_rows(plan: RowPlan, operands: dict, rt=None) -> None:
     """Record the plan's dispatches with `operands[role]` = buffer id (or BufferSlice)."""
     for launch in plan.steps:
-        record(launch, operands, rt, dispatch)
+        record(launch, operands, rt)
 
 
 # ---- the strided variant: a row op along any dim of strided tensors ----------------------------------

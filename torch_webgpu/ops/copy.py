@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from ..runtime.capture import unreplayable
 from . import strided
-from .codegen.recording import dispatch, unreplayable
 from .dtypes import check_supported
 from .registry import register
 from .tensor_buffers import (
@@ -130,7 +130,7 @@ def copy_on_device(src: torch.Tensor, dst: torch.Tensor) -> None:
     lay = strided.layout(dst.shape, src.stride(), dst.stride(), op="copy_")
     kernel = rt.kernel(_copy_wgsl(src.dtype, dst.dtype), label=f"copy_{src.dtype}_{dst.dtype}")
     params = rt.constant(pack_u32(lay.words([src_offset, dst_offset])))
-    dispatch(kernel, [params, src_binding, dst_binding], strided.grid(lay.numel))
+    rt.dispatch(kernel, [params, src_binding, dst_binding], strided.grid(lay.numel))
 
 
 def _raw_bytes(t: torch.Tensor) -> memoryview:

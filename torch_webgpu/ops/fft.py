@@ -21,7 +21,6 @@ import torch
 from .codegen import fft as fft_kernels
 from .codegen.elementwise import grid
 from .codegen.operand import pack_u32
-from .codegen.recording import dispatch
 from .out_args import write_out
 from .registry import register
 from .tensor_buffers import new_empty, runtime, windowed_binding
@@ -47,9 +46,10 @@ def _launch(family: str, words: list[int], x: torch.Tensor, y: torch.Tensor, w: 
         b, off = windowed_binding(t)
         bindings.append(b)
         offsets.append(off // 2)
-    params = runtime().constant(pack_u32([*words, *offsets]))
-    dispatch(fft_kernels.kernel(family), [params, *bindings], grid(work, fft_kernels.WG),
-             label=f"fft_{family}")
+    rt = runtime()
+    params = rt.constant(pack_u32([*words, *offsets]))
+    rt.dispatch(fft_kernels.kernel(family), [params, *bindings], grid(work, fft_kernels.WG),
+                label=f"fft_{family}")
 
 
 def _transform_rows(pairs: torch.Tensor, inverse: bool) -> torch.Tensor:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import torch
 
 from ..runtime import get_runtime
+from ..runtime.capture import unreplayable
 from .bitonic import KEY_INPUT_TYPE, ORDER_KEY
 from .codegen.dtypes import dtype_info
 from .codegen.elementwise import grid
@@ -86,6 +87,7 @@ def integer_extreme(spec: str, x: torch.Tensor, dims: Sequence[int], keepdim: bo
     if indices.numel() and span:
         words = [indices.numel(), span, int(SPECS[spec]), *located]
         rt = get_runtime()
+        unreplayable()   # launches not yet checked to replay: this call is never a launch plan
         rt.dispatch(rt.kernel(_source(x.dtype), label=spec),
                     [rt.constant(pack_u32(words)), buffer_id(rows), buffer_id(indices)],
                     grid(indices.numel(), 1), label=spec)

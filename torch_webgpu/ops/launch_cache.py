@@ -2,10 +2,10 @@
 
 Every registered kernel (ops/registry.py; `planned=False` opts out) looks up its call signature: every
 argument's value, and for each webgpu tensor its dtype, shape, strides, storage offset, storage size and
-which other arguments share its buffer (plus the default dtype). On a miss the kernel runs normally while
-codegen/recording.py captures its dispatches; the capture becomes a plan when everything the call did can
-be re-expressed through its arguments and the fresh tensors it returned: no temporaries, no copies,
-fills, uploads, downloads or dispatches made outside `recording.dispatch`, no argument resized, no view
+which other arguments share its buffer (plus the default dtype). On a miss the kernel runs normally inside
+a runtime/capture.py `recording()`, which notes its dispatches; the capture becomes a plan when everything
+the call did can be re-expressed through its arguments and the fresh tensors it returned: no temporaries,
+no copies, fills, uploads, downloads or dispatches the recording did not see, no argument resized, no view
 returned, no random numbers drawn (the generator's offset moved). Otherwise the signature is remembered
 as unplannable and always runs the kernel. On a hit the plan allocates the outputs and re-records the
 same kernels with the same parameter blocks and workgroup counts on the new buffer ids: the type
@@ -30,7 +30,7 @@ import torch
 from .. import device_state
 from ..kernels import autotune
 from ..runtime import BufferSlice, get_runtime, native_eager
-from .codegen.recording import Capture, dispatch, recording
+from ..runtime.capture import Capture, recording
 
 F = TypeVar("F", bound=Callable)
 
@@ -231,6 +231,7 @@ class Plan:
 
     def _replay_python(self, slots: list) -> None:
         """The reference replay: every dispatch through runtime.dispatch (and open recordings)."""
+        dispatch = self.rt.dispatch   # the runtime of this call (replays check it is the current one)
         for kernel, template, counts, label in self.dispatches:
             binds = [slots[b] if type(b) is int else b if type(b) is not tuple
                      else BufferSlice(slots[b[0]], b[1], b[2]) for b in template]
@@ -263,9 +264,9 @@ def _build(rt: Any, key: tuple, args: tuple, kwargs: dict, tensors: list, ids: l
     call allocated after pool id `first_id` and freed again become the plan's temporaries."""
     recorded = len(capture)
     if None in capture:
-        return None  # uploads (see recording.unreplayable)
+        return None  # uploads, fills (see runtime/capture.py unreplayable)
     if rt.dispatches - dispatches_before != recorded or rt.recorder.commands - commands_before != recorded:
-        return None  # copies, fills, downloads or dispatches outside recording.dispatch
+        return None  # copies, clears, downloads or dispatches the recording did not see
     if _key(args, kwargs, [], []) != key or rt is not get_runtime():
         return None  # an argument was resized or swapped its storage
     result_type = None if isinstance(result, torch.Tensor) else type(result)

@@ -11,7 +11,6 @@ import torch
 from ..kernels import DeviceCaps, KernelLaunch, autotune, record
 from ..kernels.family import KernelFamily
 from ..kernels.launch import LaunchPlan
-from .codegen.recording import dispatch
 from .tensor_buffers import buffer_id, new_empty, runtime
 
 WGSL_DTYPES = {torch.float32: "f32", torch.float16: "f16"}
@@ -44,7 +43,7 @@ def library_dtype(*tensors: torch.Tensor | None) -> str | None:
 
 def record_launch(launch: KernelLaunch, tensors: Mapping[str, torch.Tensor]) -> None:
     """Record `launch` with each role's tensor bound as its whole buffer (offsets travel in params)."""
-    record(launch, {role: buffer_id(t) for role, t in tensors.items()}, runtime(), dispatch)
+    record(launch, {role: buffer_id(t) for role, t in tensors.items()}, runtime())
 
 
 def run_family(family: KernelFamily, problem: Any, operands: Mapping[str, Any], like: torch.Tensor,
@@ -66,7 +65,7 @@ def run_family(family: KernelFamily, problem: Any, operands: Mapping[str, Any], 
     plan = family.steps(problem, caps, variant)
     bound, _held = _with_scratch(plan, operands, like)
     for launch in plan.steps:
-        record(launch, bound, runtime(), dispatch)
+        record(launch, bound, runtime())
 
 
 def _with_scratch(plan: LaunchPlan, operands: Mapping[str, Any],

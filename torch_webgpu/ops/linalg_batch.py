@@ -1,7 +1,7 @@
 """Shared plumbing of the dense linear algebra kernels: batched f32 working copies and their launches.
 
 The solvers work on row-major [batch, rows, cols] float32 copies (kernels factor in place); results are
-viewed back to the caller's batch shape. Launches go through codegen/recording.dispatch.
+viewed back to the caller's batch shape. Launches go through runtime.dispatch.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from ..runtime import get_runtime
 from .codegen import linalg_kernels
 from .codegen.elementwise import grid
 from .codegen.operand import pack_u32
-from .codegen.recording import dispatch
 from .tensor_buffers import new_empty, windowed_binding
 
 
@@ -63,7 +62,7 @@ def launch(family: str, words: Sequence[int], tensors: Sequence[torch.Tensor], g
     rt = get_runtime()
     bindings = [rt.constant(pack_u32(words))]
     bindings += [bind(t)[0] for t in tensors]
-    dispatch(linalg_kernels.kernel(family, local), bindings, groups, label=f"linalg_{family}")
+    rt.dispatch(linalg_kernels.kernel(family, local), bindings, groups, label=f"linalg_{family}")
 
 
 def offset(t: torch.Tensor) -> int:

@@ -19,7 +19,6 @@ import torch
 from ..runtime import get_runtime
 from .codegen.elementwise import grid
 from .codegen.operand import pack_u32
-from .codegen.recording import dispatch
 from .linalg_batch import bind, check_matrix, offset, work_copy
 from .out_args import write_out
 from .registry import register
@@ -174,7 +173,8 @@ def eigvals(A: torch.Tensor) -> torch.Tensor:
         rt = get_runtime()
         words = [batch, n, offset(work), offset(pairs)]
         bindings = [rt.constant(pack_u32(words)), bind(work)[0], bind(pairs)[0]]
-        dispatch(rt.kernel(_HQR, label="linalg_eigvals"), bindings, grid(batch, 64), label="linalg_eigvals")
+        rt.dispatch(rt.kernel(_HQR, label="linalg_eigvals"), bindings, grid(batch, 64),
+                    label="linalg_eigvals")
     return torch.view_as_complex(pairs).reshape(*A.shape[:-1])
 
 
@@ -290,7 +290,7 @@ def eig(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         rt = get_runtime()
         words = [batch * n, n, offset(original), offset(pairs), offset(vectors), offset(scratch)]
         bindings = [rt.constant(pack_u32(words)), *(bind(t)[0] for t in (original, pairs, vectors, scratch))]
-        dispatch(rt.kernel(_EIGVEC, label="linalg_eig_vectors"), bindings, grid(batch * n, 64),
+        rt.dispatch(rt.kernel(_EIGVEC, label="linalg_eig_vectors"), bindings, grid(batch * n, 64),
                  label="linalg_eig_vectors")
     return w, torch.view_as_complex(vectors).reshape(*A.shape[:-2], n, n)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from ..runtime.capture import unreplayable
 from . import strided
 from .tensor_buffers import fits_one_binding, pack_u32, runtime, split_for_binding, windowed_binding
 
@@ -77,5 +78,6 @@ def _produce(out: torch.Tensor, body: str, kind: str, extra: list[int], label: s
     lay = strided.layout(out.shape, out.stride(), op=label)
     words = lay.words([offset, first]) + [int(x) & 0xFFFFFFFF for x in extra]
     rt = runtime()
+    unreplayable()   # launches not yet checked to replay: this call is never a launch plan
     kernel = rt.kernel(producer_wgsl(body, kind, out.dtype, helpers), label=label)
     rt.dispatch(kernel, [rt.constant(pack_u32(words)), binding, *inputs], strided.grid(lay.numel))

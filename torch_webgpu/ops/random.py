@@ -13,6 +13,7 @@ import torch
 
 from .. import device_state
 from ..kernels.philox import PHILOX_WGSL
+from ..runtime.capture import unreplayable
 from .dtypes import check_supported
 from .producers import produce
 from .registry import register
@@ -311,6 +312,7 @@ def randperm_out(n: int, *, generator: torch.Generator | None = None, out: torch
     pairs = torch.empty(2 * padded, dtype=torch.int32, device=out.device)
     words = [padded, n] + philox_words(generator)
     init = rt.kernel(_INIT_KEYS, label="randperm_keys")
+    unreplayable()   # launches not yet checked to replay: this call is never a launch plan
     rt.dispatch(init, [rt.constant(pack_u32(words)), buffer_id(pairs)], _grid(padded))
     step = rt.kernel(_BITONIC_STEP, label="randperm_bitonic")
     k = 2

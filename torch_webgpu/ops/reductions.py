@@ -12,7 +12,6 @@ from ..kernels.launch import DeviceCaps
 from ..kernels.reduce import ReduceProblem, plan_reduce, record_plan
 from .codegen.dtypes import dtype_info
 from .codegen.elementwise import launch
-from .codegen.recording import dispatch
 from .elementwise import operand
 from .integer_scans import integer_cumsum
 from .library_launch import device_caps
@@ -145,7 +144,7 @@ def library_reduce(op: str, x: torch.Tensor, dims: Sequence[int], shape: Sequenc
         operands["index"] = buffer_id(indices)
     scratch = [new_empty((-(-n // 4),), torch.int32, x) for n in plan.scratch.values()]
     operands.update({role: buffer_id(t) for role, t in zip(plan.scratch, scratch, strict=True)})
-    record_plan(plan, operands, dispatch=dispatch)
+    record_plan(plan, operands)
     return values, indices
 
 

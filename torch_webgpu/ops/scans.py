@@ -19,7 +19,6 @@ import torch
 from ..kernels.wgsl import PRELUDE
 from .codegen.elementwise import grid
 from .codegen.operand import pack_u32
-from .codegen.recording import dispatch
 from .tensor_buffers import buffer_id, max_binding_bytes, new_empty, runtime, windowed_binding
 
 BLOCK = 128  # elements one invocation scans serially in step 1
@@ -183,7 +182,7 @@ def blocked_scan(op: str, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor |
             ib, io = windowed_binding(fi[e0:e1])
             bindings += [ib, buffer_id(total_idx)]
         words = [k1 - k0, length, BLOCK, per_row, k0, xo, yo, e0, io]
-        dispatch(scan_kernel, [rt.constant(pack_u32(words)), *bindings], grid(k1 - k0, 64), label=op)
+        rt.dispatch(scan_kernel, [rt.constant(pack_u32(words)), *bindings], grid(k1 - k0, 64), label=op)
     if per_row == 1:
         return y, idx
     prefix, prefix_block = blocked_scan(op, totals)
@@ -199,5 +198,5 @@ def blocked_scan(op: str, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor |
             ib, io = windowed_binding(fi[e0:e1])
             bindings = [buffer_id(prefix), yb, buffer_id(prefix_idx), ib]
         words = [e1 - e0, length, BLOCK, per_row, e0, yo, io]
-        dispatch(fixup, [rt.constant(pack_u32(words)), *bindings], grid(e1 - e0, 64), label=op)
+        rt.dispatch(fixup, [rt.constant(pack_u32(words)), *bindings], grid(e1 - e0, 64), label=op)
     return y, idx

@@ -12,17 +12,26 @@ checked, not assumed: the recorder's command count must grow exactly by what the
 (runtime/native.py) as prepared programs with pre-made bind groups — one C call for an eager capture —
 or, without it (and inside `rt.profile()`, so each dispatch is timed), from Python with pre-made bind
 groups through `Runtime.record_bound`.
+
+Launch recordings are the lighter kind, for eager launch plans (ops/launch_cache.py): while `recording()`
+blocks are open on a thread, `Runtime.dispatch` notes each dispatch it records on that thread in every one
+of them (kernel, bindings, workgroups, label, with the byte ranges and buffer sizes it bound), and
+`unreplayable()` marks them as holding work a replay would miss (uploads, fills); `unrecorded()` hides
+them (autotune's timing runs). Nothing else runs per dispatch while none is open.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+from . import native_eager
 from .errors import GraphCaptureError
 from .extension import handle
 from .native import NativeProgram, ProgramBuilder, native_available
-from .runtime import Binding, Constant, Runtime
+from .runtime import LAUNCH_RECORDINGS, Binding, Constant, Runtime
+from .runtime import unreplayable as unreplayable  # the launch recordings' API, kept beside them
 
 _DISPATCH, _COPY, _CLEAR, _PROGRAM = "dispatch", "copy", "clear", "program"
 
@@ -249,3 +258,43 @@ class CapturedCommands:
             self._native, self._python = None, []
             self.commands = []
             self.dispatches = 0
+
+
+# ---- launch recordings (eager launch plans) ----------------------------------------------------------
+
+class Capture(list):
+    """The (kernel, bindings, workgroups, label) entries of a launch recording, with per entry the (offset,
+    nbytes) each buffer binding bound (None for constants) and the bytes of every buffer bound, as they
+    were when the dispatch was recorded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ranges: list[tuple] = []
+        self.sizes: dict[int, int] = {}
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[Capture]:
+    """Collect (kernel, bindings, workgroups, label) of every dispatch `Runtime.dispatch` records on this
+    thread inside (a None entry: something a replay would miss happened)."""
+    captures = LAUNCH_RECORDINGS.open
+    capture = Capture()
+    captures.append(capture)
+    try:
+        with native_eager.python_launches():  # replays inside must come through Runtime.dispatch
+            yield capture
+    finally:
+        # by identity: two captures holding the same entries compare equal
+        del captures[next(i for i, c in enumerate(captures) if c is capture)]
+
+
+@contextlib.contextmanager
+def unrecorded() -> Iterator[None]:
+    """Inside, the launch recordings open on this thread note nothing (autotune's timing runs are no part
+    of the call being recorded); the runtime's dispatch count still grows, so a launch plan is not built."""
+    saved = LAUNCH_RECORDINGS.open
+    LAUNCH_RECORDINGS.open = []
+    try:
+        yield
+    finally:
+        LAUNCH_RECORDINGS.open = saved

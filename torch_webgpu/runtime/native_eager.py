@@ -13,7 +13,7 @@ outputs in C++ (csrc/launch_plans.cpp, `torch_webgpu._C`). `TORCH_WEBGPU_EAGER_L
 torch_webgpu is imported) keeps all of it in Python (keys, torch.empty_strided, runtime.dispatch per
 dispatch): the reference. The native path falls back to runtime.dispatch where the native recorder is
 unavailable, while a dispatch profiler is open and inside `python_launches()` (which every
-codegen/recording.py recording opens, and which graph capture or any other hook that must see each
+runtime/capture.py launch recording opens, and which graph capture or any other hook that must see each
 dispatch go through `runtime.dispatch` should open too).
 """
 

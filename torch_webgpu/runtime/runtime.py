@@ -25,6 +25,24 @@ from .native_queue import native_queue
 from .profiling import DispatchProfiler, DispatchTiming, now
 
 
+class _LaunchRecordings(threading.local):
+    """The launch recordings (runtime/capture.py `recording()`) open on this thread, outermost first."""
+
+    def __init__(self) -> None:
+        self.open: list[Any] = []
+
+
+# Read by every dispatch: while empty (no recording open on this thread) a dispatch does no more work.
+LAUNCH_RECORDINGS = _LaunchRecordings()
+
+
+def unreplayable() -> None:
+    """Mark every launch recording open on this thread as not replayable (the caller does work besides
+    dispatches that a replay would miss)."""
+    for capture in LAUNCH_RECORDINGS.open:
+        capture.append(None)
+
+
 @dataclass(frozen=True)
 class BufferSlice:
     """A byte range of a buffer id, to bind or copy."""
@@ -262,6 +280,8 @@ class Runtime:
             self._check_range(buf, offset, nbytes, "fill", buf.aligned_nbytes)
             if nbytes == 0:
                 return
+            # launch plans do not replay fills (a zero fill is a clear command, which they cannot hold)
+            unreplayable()
             if offset % ALIGNMENT or nbytes % ALIGNMENT:
                 self._fill_bytes(buffer_id, pattern, offset, nbytes)
                 return
@@ -364,16 +384,34 @@ class Runtime:
                 f"kernel '{kernel.label}': workgroup count {counts} exceeds the device's "
                 f"max-compute-workgroups-per-dimension ({self.max_workgroups})")
         if min(counts) == 0:
-            return
-        label = label or kernel.label
+            return   # records nothing, so no recording notes it (a replay needs none)
+        name = label or kernel.label
         with self.lock:
             key = (kernel.key, tuple(bindings))
             bind_group = self._bound.get(key)
             if bind_group is None:
-                bind_group = self._bind(kernel, key, label)
+                bind_group = self._bind(kernel, key, name)
             if self.capture is not None:
-                self.capture.dispatch(kernel, bindings, counts, label)
-            self.record_bound(kernel.pipeline, bind_group, counts, label)
+                self.capture.dispatch(kernel, bindings, counts, name)
+            self.record_bound(kernel.pipeline, bind_group, counts, name)
+            recordings = LAUNCH_RECORDINGS.open
+            if recordings:
+                self._note_launch(recordings, kernel, bindings, workgroups, label)
+
+    def _note_launch(self, recordings: list[Any], kernel: Kernel, bindings: Sequence[Binding],
+                     workgroups: Sequence[int], label: str | None) -> None:
+        """Append a recorded dispatch to every open launch recording (runtime/capture.py `Capture`), with
+        what each buffer binding bound and the bytes of its buffers now: a temporary buffer is gone by the
+        time a launch plan is built."""
+        entry = (kernel, tuple(bindings), tuple(workgroups), label)
+        ranges = tuple(None if isinstance(b, Constant) else self._resource(b, kernel)[2:] for b in bindings)
+        sizes = {bid: self.pool.get(bid).nbytes
+                 for bid in (b if type(b) is int else b.buffer_id for b in bindings
+                             if type(b) is int or isinstance(b, BufferSlice))}
+        for capture in recordings:
+            capture.append(entry)
+            capture.ranges.append(ranges)
+            capture.sizes.update(sizes)
 
     def record_bound(self, pipeline: Any, bind_group: Any, counts: tuple[int, int, int], label: str) -> None:
         """Record a dispatch of a pipeline with a prepared bind group (timed inside `profile()`); the

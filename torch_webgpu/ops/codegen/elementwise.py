@@ -16,7 +16,6 @@ from ...kernels.wgsl import PRELUDE, helpers_for
 from ...runtime import get_runtime
 from .dtypes import DtypeInfo, convert, dtype_info
 from .operand import MAX_DIMS, Operand, Split, coalesce, narrow, numel, pack_u32, window_bindings
-from .recording import dispatch
 
 INPUT_NAMES = "abcdefgh"
 WORKGROUP = 256
@@ -233,7 +232,7 @@ def launch(op: str, expr: str, compute: str, inputs: list, out: Operand,
     kernel = _KERNELS.get((id(rt), key))
     if kernel is None:
         kernel = _KERNELS[(id(rt), key)] = rt.kernel(src, label=op)
-    dispatch(kernel, [rt.constant(pack_u32(params)), *buffers], grid(work), label=op)
+    rt.dispatch(kernel, [rt.constant(pack_u32(params)), *buffers], grid(work), label=op)
 
 
 def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:

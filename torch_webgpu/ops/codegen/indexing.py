@@ -20,7 +20,6 @@ from ...runtime import get_runtime
 from .dtypes import INT64_INDEX_LOAD, convert, dtype_info
 from .elementwise import grid
 from .operand import MAX_DIMS, Operand, Split, narrow, pack_u32, window_bindings
-from .recording import dispatch
 
 _H = 4 + MAX_DIMS
 _BLK = 1 + MAX_DIMS
@@ -150,7 +149,7 @@ def launch_gather(x: Operand, index: Operand, out: Operand, dim: int, lo: int = 
     params += [lo, length, int(masked)]
     k = rt.kernel(_gather_source(x.dtype, index.dtype, out.dtype), label="gather")
     # one binding per operand (the kernel declares three), windows of any buffer larger than one binding
-    dispatch(k, [rt.constant(pack_u32(params)), *(windows.bindings[i] for i in windows.slot)],
+    rt.dispatch(k, [rt.constant(pack_u32(params)), *(windows.bindings[i] for i in windows.slot)],
                 grid(n, 64), label="gather")
 
 
@@ -246,5 +245,5 @@ def launch_scatter(mode: str, base: Operand, src: Operand | float | int | bool, 
     params += [conv(alpha), conv(src) if scalar else 0, int(include_self)]
     src_dtype = base.dtype if scalar else src.dtype
     k = rt.kernel(_scatter_source(mode, base.dtype, src_dtype, index.dtype, scalar), label=f"scatter_{mode}")
-    dispatch(k, [rt.constant(pack_u32(params)), *(windows.bindings[i] for i in windows.slot)],
+    rt.dispatch(k, [rt.constant(pack_u32(params)), *(windows.bindings[i] for i in windows.slot)],
                 grid(n, 64), label=f"scatter_{mode}")

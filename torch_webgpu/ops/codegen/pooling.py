@@ -13,7 +13,6 @@ from ...kernels.wgsl import PRELUDE
 from ...runtime import get_runtime
 from .dtypes import convert, dtype_info
 from .operand import Operand, pack_u32
-from .recording import dispatch
 
 _COMMON = """
 fn plane_h_w(t: u32, h: u32, w: u32) -> vec3<u32> { return vec3<u32>(t / (h * w), (t / w) % h, t % w); }
@@ -156,5 +155,5 @@ def launch_pool(kind: str, x: Operand, out_buffer: int, geometry: list[int], tot
     params = [total, *geometry, x.offset, *x.strides]
     rt = get_runtime()
     k = rt.kernel(_source(kind, x.dtype, g_dtype), label=f"pool_{kind}")
-    dispatch(k, [rt.constant(pack_u32(params)), x.buffer_id, out_buffer, *extra], linear_grid(total),
+    rt.dispatch(k, [rt.constant(pack_u32(params)), x.buffer_id, out_buffer, *extra], linear_grid(total),
                 label=f"pool_{kind}")
